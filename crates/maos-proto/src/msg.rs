@@ -1,0 +1,389 @@
+//! Messages and the records they carry. The records double as the daemon's in-memory model and
+//! as the stable `--json` shapes of the CLI, so every field here is part of the public contract:
+//! add fields with `#[serde(default)]`, never rename.
+
+use maos_core::{
+    AgentId, AgentOp, AgentState, PhaseOp, Progress, SessionId, SessionOp, SessionState, Strategy,
+    Ts, Workflow,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::ErrorBody;
+
+/// Client → daemon.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClientMsg {
+    /// Always the first frame: the client's protocol version.
+    Hello {
+        protocol: u32,
+        client_version: String,
+    },
+    /// One request; `project` is the canonical project root (None for daemon-wide requests).
+    Request {
+        id: u64,
+        #[serde(default)]
+        project: Option<String>,
+        body: Request,
+    },
+    /// Turn this connection into a stream of the project's events matching `filter`, starting
+    /// after `filter.after_seq` (history first, then live events, no gap, no duplicate).
+    Subscribe {
+        id: u64,
+        project: String,
+        filter: EventFilter,
+    },
+}
+
+/// Daemon → client.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ServerMsg {
+    Welcome {
+        protocol: u32,
+        daemon_version: String,
+        pid: u32,
+    },
+    Response {
+        id: u64,
+        result: Result<Reply, ErrorBody>,
+    },
+    Event {
+        id: u64,
+        event: EventRecord,
+    },
+    /// A connection-level error (bad frame, version mismatch); the daemon may close afterwards.
+    Error {
+        error: ErrorBody,
+    },
+}
+
+/// What a pause or resume applies to inside a session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "scope", content = "name", rename_all = "snake_case")]
+pub enum Target {
+    Session,
+    Agent(String),
+    Phase(String),
+}
+
+/// Every request the daemon understands. Sessions and agents are named by id or unique prefix;
+/// `None` for a session means the project's active session.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum Request {
+    Ping,
+    DaemonStatus,
+    DaemonStop,
+    SessionCreate {
+        objective: String,
+        #[serde(default)]
+        strategy: Strategy,
+        #[serde(default)]
+        phases: Vec<String>,
+    },
+    SessionList {
+        #[serde(default)]
+        all: bool,
+    },
+    SessionShow {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    SessionActivate {
+        session: String,
+    },
+    SessionTransition {
+        #[serde(default)]
+        session: Option<String>,
+        op: SessionOp,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    AgentRegister {
+        #[serde(default)]
+        session: Option<String>,
+        role: String,
+        task: String,
+        #[serde(default)]
+        depends_on: Vec<String>,
+        #[serde(default)]
+        parent: Option<String>,
+    },
+    AgentTransition {
+        agent: String,
+        op: AgentOp,
+        #[serde(default)]
+        exit_code: Option<i32>,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    AgentList {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    PhaseTransition {
+        #[serde(default)]
+        session: Option<String>,
+        /// Name, or number (1-based); None = the current phase.
+        #[serde(default)]
+        phase: Option<String>,
+        op: PhaseOp,
+        /// Free JSON recorded on the phase when it completes or fails.
+        #[serde(default)]
+        artifacts: serde_json::Value,
+    },
+    Pause {
+        #[serde(default)]
+        session: Option<String>,
+        target: Target,
+        #[serde(default)]
+        reason: Option<String>,
+        #[serde(default)]
+        by: Option<String>,
+    },
+    Resume {
+        #[serde(default)]
+        session: Option<String>,
+        target: Target,
+        #[serde(default)]
+        by: Option<String>,
+    },
+    Ps {
+        #[serde(default)]
+        all: bool,
+    },
+    Events {
+        #[serde(default)]
+        filter: EventFilter,
+        #[serde(default)]
+        limit: Option<u32>,
+    },
+    Status {
+        #[serde(default)]
+        session: Option<String>,
+    },
+}
+
+impl Request {
+    /// True when the request changes state (and so is acknowledged only after a commit).
+    pub fn is_write(&self) -> bool {
+        !matches!(
+            self,
+            Request::Ping
+                | Request::DaemonStatus
+                | Request::SessionList { .. }
+                | Request::SessionShow { .. }
+                | Request::AgentList { .. }
+                | Request::Ps { .. }
+                | Request::Events { .. }
+                | Request::Status { .. }
+        )
+    }
+}
+
+/// Filter for `events` and subscriptions. Empty = everything in the project.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventFilter {
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub types: Vec<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub since: Option<Ts>,
+    /// Only events with a larger sequence number.
+    #[serde(default)]
+    pub after_seq: Option<u64>,
+}
+
+/// A successful response body.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum Reply {
+    Pong,
+    Done,
+    Daemon(DaemonStatus),
+    Session(Box<SessionRecord>),
+    Sessions(Vec<SessionRecord>),
+    Agent(AgentRecord),
+    Agents(Vec<AgentRecord>),
+    Events(Vec<EventRecord>),
+    Status(Box<StatusView>),
+    /// A subscription was accepted; events follow.
+    Subscribed,
+}
+
+/// Who paused a session, why, and what was in progress at the time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PauseInfo {
+    pub at: Ts,
+    #[serde(default)]
+    pub by: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Agents that were running when the session was paused.
+    #[serde(default)]
+    pub in_progress: Vec<AgentId>,
+}
+
+/// An error recorded on a session (agent failures, failed checkpoints).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorRecord {
+    pub at: Ts,
+    pub message: String,
+    #[serde(default)]
+    pub agent_id: Option<AgentId>,
+}
+
+/// A session: the unit of work of one objective, with its phases and agents.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: SessionId,
+    pub objective: String,
+    pub state: SessionState,
+    pub strategy: Strategy,
+    /// The project's active session (the default target of commands).
+    pub active: bool,
+    pub created_at: Ts,
+    pub updated_at: Ts,
+    #[serde(default)]
+    pub started_at: Option<Ts>,
+    #[serde(default)]
+    pub ended_at: Option<Ts>,
+    /// The workflow structure (phases, and when the last one completed), captured at creation;
+    /// it grows only by explicit plan updates.
+    pub workflow: Workflow,
+    #[serde(default)]
+    pub paused_phases: Vec<String>,
+    #[serde(default)]
+    pub pause: Option<PauseInfo>,
+    #[serde(default)]
+    pub resume_count: u32,
+    #[serde(default)]
+    pub errors: Vec<ErrorRecord>,
+    #[serde(default)]
+    pub agents: Vec<AgentRecord>,
+}
+
+/// An agent of a session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    pub id: AgentId,
+    pub session_id: SessionId,
+    pub role: String,
+    /// 1 for the first agent of a role in the session, 2 for the second, ...
+    pub instance: u32,
+    pub task: String,
+    pub state: AgentState,
+    #[serde(default)]
+    pub paused: bool,
+    #[serde(default)]
+    pub parent: Option<AgentId>,
+    #[serde(default)]
+    pub depends_on: Vec<AgentId>,
+    pub created_at: Ts,
+    pub updated_at: Ts,
+    #[serde(default)]
+    pub started_at: Option<Ts>,
+    #[serde(default)]
+    pub ended_at: Option<Ts>,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+}
+
+/// One entry of a project's append-only timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Monotonic per project.
+    pub seq: u64,
+    pub ts: Ts,
+    pub session_id: Option<SessionId>,
+    pub agent_id: Option<AgentId>,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub data: serde_json::Value,
+}
+
+/// `maos status`: a session with its progress figures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusView {
+    pub session: SessionRecord,
+    pub progress: Progress,
+}
+
+/// One project the daemon has open.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProjectInfo {
+    pub root: String,
+    pub hash: String,
+    pub sessions: usize,
+    pub live_sessions: usize,
+    /// Sequence number of the project's last event.
+    #[serde(default)]
+    pub last_seq: u64,
+}
+
+/// `maos daemon status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    pub version: String,
+    pub protocol: u32,
+    pub started_at: Ts,
+    pub uptime_secs: f64,
+    pub socket: String,
+    pub home: String,
+    pub synchronous: String,
+    pub projects: Vec<ProjectInfo>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_wire_shape_is_stable() {
+        let msg = ClientMsg::Request {
+            id: 7,
+            project: Some("/p".into()),
+            body: Request::SessionTransition {
+                session: None,
+                op: SessionOp::Pause,
+                reason: Some("lunch".into()),
+            },
+        };
+        let v = serde_json::to_value(&msg).unwrap();
+        assert_eq!(v["kind"], "request");
+        assert_eq!(v["body"]["request"], "session_transition");
+        assert_eq!(v["body"]["op"], "pause");
+        let back: ClientMsg = serde_json::from_value(v).unwrap();
+        assert!(matches!(back, ClientMsg::Request { id: 7, .. }));
+    }
+
+    #[test]
+    fn responses_carry_ok_or_err() {
+        let ok = ServerMsg::Response {
+            id: 1,
+            result: Ok(Reply::Pong),
+        };
+        let v = serde_json::to_value(&ok).unwrap();
+        assert_eq!(v["result"]["Ok"]["type"], "pong");
+        let err = ServerMsg::Response {
+            id: 1,
+            result: Err(ErrorBody::new(
+                crate::ErrorCode::NotFound,
+                "no such session",
+            )),
+        };
+        let v = serde_json::to_value(&err).unwrap();
+        assert_eq!(v["result"]["Err"]["code"], "not_found");
+    }
+
+    #[test]
+    fn writes_are_classified() {
+        assert!(Request::DaemonStop.is_write());
+        assert!(!Request::Ps { all: true }.is_write());
+    }
+}

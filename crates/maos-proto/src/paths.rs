@@ -1,0 +1,244 @@
+//! Where things live: the socket, the state directory, project identity. Shared by the daemon
+//! and the client so that both always compute the same paths.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error(
+        "cannot find a state directory: set MAOS_HOME (or HOME / XDG_STATE_HOME) to a writable directory"
+    )]
+    NoHome,
+    #[error("{path}: {why}")]
+    Unsafe { path: PathBuf, why: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The current user's id.
+pub fn uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// `$MAOS_SOCKET`, else `$XDG_RUNTIME_DIR/maos/maosd.sock`, else `$TMPDIR/maos-$UID/maosd.sock`.
+pub fn socket_path() -> PathBuf {
+    if let Some(p) = env_path("MAOS_SOCKET") {
+        return p;
+    }
+    if let Some(p) = env_path("XDG_RUNTIME_DIR") {
+        return p.join("maos").join("maosd.sock");
+    }
+    std::env::temp_dir()
+        .join(format!("maos-{}", uid()))
+        .join("maosd.sock")
+}
+
+/// `$MAOS_HOME`, else the platform state directory.
+pub fn home_dir() -> Result<PathBuf, PathError> {
+    if let Some(p) = env_path("MAOS_HOME") {
+        return Ok(p);
+    }
+    if cfg!(target_os = "macos") {
+        return env_path("HOME")
+            .map(|h| h.join("Library/Application Support/maos"))
+            .ok_or(PathError::NoHome);
+    }
+    if let Some(p) = env_path("XDG_STATE_HOME") {
+        return Ok(p.join("maos"));
+    }
+    env_path("HOME")
+        .map(|h| h.join(".local/state/maos"))
+        .ok_or(PathError::NoHome)
+}
+
+/// Create `dir` (and its parents) if needed, mode 0700, and refuse it when it is a symlink,
+/// owned by another user, or open to group or others.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), PathError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let io_err = |source| PathError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if let Some(parent) = dir.parent() {
+                fs::create_dir_all(parent).map_err(io_err)?;
+            }
+            match fs::DirBuilder::new().mode(0o700).create(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        Err(e) => return Err(io_err(e)),
+        Ok(_) => {}
+    }
+    let meta = fs::symlink_metadata(dir).map_err(io_err)?;
+    let unsafe_dir = |why: &str| PathError::Unsafe {
+        path: dir.to_path_buf(),
+        why: why.to_string(),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(unsafe_dir(
+            "is a symlink; refusing to use it (remove it or point MAOS_SOCKET elsewhere)",
+        ));
+    }
+    if !meta.is_dir() {
+        return Err(unsafe_dir("is not a directory"));
+    }
+    if meta.uid() != uid() {
+        return Err(unsafe_dir(&format!(
+            "is owned by uid {}, not by you (uid {}); refusing to use it",
+            meta.uid(),
+            uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(unsafe_dir(&format!(
+            "has mode {:o}, open to group or others; run `chmod 700` on it",
+            meta.mode() & 0o777
+        )));
+    }
+    Ok(())
+}
+
+/// The project a directory belongs to: the main worktree of its git repository (so every
+/// worktree of one repository is one project), else the nearest ancestor holding `.claude/` or
+/// `.maos/`, else the directory itself. Reads files only; never spawns git.
+pub fn project_root(start: &Path) -> PathBuf {
+    let start = fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+    for dir in start.ancestors() {
+        let git = dir.join(".git");
+        if let Ok(meta) = fs::metadata(&git) {
+            if meta.is_dir() {
+                return dir.to_path_buf();
+            }
+            if let Some(root) = main_worktree_of(&git) {
+                return root;
+            }
+            return dir.to_path_buf();
+        }
+    }
+    for dir in start.ancestors() {
+        if dir.join(".claude").is_dir() || dir.join(".maos").is_dir() {
+            return dir.to_path_buf();
+        }
+    }
+    start
+}
+
+/// `.git` file (`gitdir: <path>`) of a linked worktree → the main worktree's root, found through
+/// the worktree git dir's `commondir`.
+fn main_worktree_of(git_file: &Path) -> Option<PathBuf> {
+    let text = fs::read_to_string(git_file).ok()?;
+    let gitdir = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
+    let base = git_file.parent()?;
+    let gitdir = base.join(gitdir);
+    let common = match fs::read_to_string(gitdir.join("commondir")) {
+        Ok(c) => gitdir.join(c.trim()),
+        // A submodule's .git file points at a plain git dir: that checkout is its own project.
+        Err(_) => return Some(base.to_path_buf()),
+    };
+    let common = fs::canonicalize(common).ok()?;
+    // The common dir is `<main worktree>/.git` for ordinary repositories.
+    if common.file_name() == Some(OsString::from(".git").as_os_str()) {
+        return common.parent().map(Path::to_path_buf);
+    }
+    Some(common)
+}
+
+/// Stable short identity of a project root: 16 hex digits of FNV-1a 64 over the path bytes.
+/// Never changes between versions: it names the project's state directory.
+pub fn workspace_hash(root: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in root.as_os_str().as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn private_dir_is_created_0700_and_unsafe_ones_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("a/b");
+        ensure_private_dir(&d).unwrap();
+        assert_eq!(
+            fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+
+        let open = t.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+        let e = ensure_private_dir(&open).unwrap_err().to_string();
+        assert!(e.contains("chmod 700"), "{e}");
+
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&d, &link).unwrap();
+        let e = ensure_private_dir(&link).unwrap_err().to_string();
+        assert!(e.contains("symlink"), "{e}");
+    }
+
+    #[test]
+    fn project_root_follows_worktrees_to_the_main_checkout() {
+        let t = tempfile::tempdir().unwrap();
+        let main = t.path().join("repo");
+        fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+        fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+        let wt = t.path().join("wt");
+        fs::create_dir_all(wt.join("src")).unwrap();
+        fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
+        )
+        .unwrap();
+        let main = fs::canonicalize(&main).unwrap();
+        assert_eq!(project_root(&wt.join("src")), main);
+        assert_eq!(project_root(&main), main);
+    }
+
+    #[test]
+    fn project_root_outside_git_uses_markers_then_cwd() {
+        let t = tempfile::tempdir().unwrap();
+        let p = fs::canonicalize(t.path()).unwrap();
+        fs::create_dir_all(p.join("proj/.maos")).unwrap();
+        fs::create_dir_all(p.join("proj/deep/er")).unwrap();
+        assert_eq!(project_root(&p.join("proj/deep/er")), p.join("proj"));
+        fs::create_dir_all(p.join("plain")).unwrap();
+        assert_eq!(project_root(&p.join("plain")), p.join("plain"));
+    }
+
+    #[test]
+    fn hash_is_stable() {
+        assert_eq!(
+            workspace_hash(Path::new("/a")),
+            workspace_hash(Path::new("/a"))
+        );
+        assert_ne!(
+            workspace_hash(Path::new("/a")),
+            workspace_hash(Path::new("/b"))
+        );
+        assert_eq!(workspace_hash(Path::new("")), "cbf29ce484222325");
+    }
+}

@@ -1,0 +1,279 @@
+//! SQLite persistence for one maos project.
+//!
+//! The daemon's project actor owns a [`Store`]: one write connection (the only writer of the
+//! file) and a small read-only pool for history. Writes arrive as a [`Batch`] (everything one
+//! group commit changed) and are applied in one transaction with at most one statement per
+//! table: each statement takes its rows as a single JSON array and expands it with
+//! `json_each`, so its SQL text never changes and stays prepared.
+
+mod rows;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use maos_proto::{EventRecord, SessionRecord};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
+};
+use sqlx::{ConnectOptions, Connection, Row};
+
+pub use rows::{from_us, to_us};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// How hard a commit tries to reach the disk (SQLite's `synchronous` pragma, in WAL mode).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Synchronous {
+    /// Survives any crash or `kill -9` of the daemon; a power loss may lose the last commits.
+    #[default]
+    Normal,
+    /// Also survives power loss, at one fsync per commit.
+    Full,
+}
+
+impl Synchronous {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Synchronous::Normal => "normal",
+            Synchronous::Full => "full",
+        }
+    }
+}
+
+impl FromStr for Synchronous {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "normal" => Ok(Synchronous::Normal),
+            "full" => Ok(Synchronous::Full),
+            other => Err(format!(
+                "unknown synchronous level {other:?} (expected normal or full)"
+            )),
+        }
+    }
+}
+
+/// Options for opening a project database.
+#[derive(Clone, Debug, Default)]
+pub struct StoreOptions {
+    pub synchronous: Synchronous,
+    /// Cap the database size in pages (SQLite `max_page_count`); `None` = no cap.
+    pub max_page_count: Option<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the disk holding the database is full; free some space and retry ({0})")]
+    Full(String),
+    #[error("database {path}: {source}")]
+    Open {
+        path: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database error: {0}")]
+    Sql(sqlx::Error),
+    #[error("database holds a row maos cannot read: {0}")]
+    Corrupt(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &e {
+            // SQLITE_FULL is 13; extended codes keep the primary code in the low byte.
+            let full = db
+                .code()
+                .and_then(|c| c.parse::<i64>().ok())
+                .is_some_and(|c| c & 0xff == 13);
+            if full {
+                return StoreError::Full(db.message().to_string());
+            }
+        }
+        StoreError::Sql(e)
+    }
+}
+
+/// Everything a project database holds that the daemon keeps in memory.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub sessions: Vec<SessionRecord>,
+    pub last_seq: u64,
+}
+
+/// The rows one group commit writes. Sessions, agents and phases are upserted whole.
+#[derive(Debug, Default)]
+pub struct Batch<'a> {
+    /// Sessions whose own row changed.
+    pub sessions: Vec<&'a SessionRecord>,
+    /// Sessions whose phase rows changed (all their phases are written).
+    pub phases_of: Vec<&'a SessionRecord>,
+    pub agents: Vec<&'a maos_proto::AgentRecord>,
+    pub events: &'a [EventRecord],
+}
+
+impl Batch<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+            && self.phases_of.is_empty()
+            && self.agents.is_empty()
+            && self.events.is_empty()
+    }
+}
+
+/// A history query over the event timeline.
+#[derive(Clone, Debug, Default)]
+pub struct EventQuery {
+    pub session_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub types: Vec<String>,
+    pub since_us: Option<i64>,
+    pub after_seq: Option<u64>,
+    /// The newest `limit` matching events (still returned oldest first).
+    pub limit: Option<u32>,
+}
+
+/// A project's database: the single write connection and a read-only pool.
+pub struct Store {
+    write: SqliteConnection,
+    reader: Reader,
+}
+
+/// Cheap to clone; reads history without touching the writer.
+#[derive(Clone)]
+pub struct Reader {
+    pool: SqlitePool,
+}
+
+fn sqlite_sync(s: Synchronous) -> SqliteSynchronous {
+    match s {
+        Synchronous::Normal => SqliteSynchronous::Normal,
+        Synchronous::Full => SqliteSynchronous::Full,
+    }
+}
+
+impl Store {
+    /// Open (creating if needed) the database at `path`, in WAL mode, migrated to the latest
+    /// schema. The file is created with mode 0600.
+    pub async fn open(path: PathBuf, opts: StoreOptions) -> Result<Store, StoreError> {
+        let path = path.as_path();
+        let open_err = |source| StoreError::Open {
+            path: path.display().to_string(),
+            source,
+        };
+        create_private(path).map_err(|e| open_err(sqlx::Error::Io(e)))?;
+        let mut base = SqliteConnectOptions::new()
+            .filename(path)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(sqlite_sync(opts.synchronous))
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(false)
+            .pragma("temp_store", "memory")
+            .statement_cache_capacity(64);
+        if let Some(pages) = opts.max_page_count {
+            base = base.pragma("max_page_count", pages.to_string());
+        }
+        // Migrate through a one-connection pool: `Migrator::run` on a bare connection makes
+        // every future awaiting it fail rustc's higher-ranked `Send` check.
+        let migrate = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(base.clone().create_if_missing(true))
+            .await
+            .map_err(open_err)?;
+        MIGRATOR.run(&migrate).await?;
+        migrate.close().await;
+        let write = base.clone().connect().await.map_err(open_err)?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(2)
+            .min_connections(0)
+            .connect_lazy_with(base.read_only(true));
+        Ok(Store {
+            write,
+            reader: Reader { pool },
+        })
+    }
+
+    /// A handle for history reads.
+    pub fn reader(&self) -> Reader {
+        self.reader.clone()
+    }
+
+    /// Load every session (with phases and agents) and the last event sequence number.
+    pub async fn load(&mut self) -> Result<Loaded, StoreError> {
+        rows::load(&mut self.write).await
+    }
+
+    /// Apply a batch in one transaction. Returns only after the commit.
+    pub async fn commit(&mut self, batch: &Batch<'_>) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.write.begin().await?;
+        rows::write_batch(&mut tx, batch).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// `PRAGMA integrity_check` on the write connection: "ok" when the file is sound.
+    pub async fn integrity_check(&mut self) -> Result<String, StoreError> {
+        let row = sqlx::query("PRAGMA integrity_check")
+            .fetch_one(&mut self.write)
+            .await?;
+        Ok(row.try_get::<String, _>(0)?)
+    }
+
+    /// Close the write connection and the pool cleanly (checkpointing the WAL).
+    pub async fn close(self) {
+        self.reader.pool.close().await;
+        let _ = self.write.close().await;
+    }
+}
+
+impl Reader {
+    /// Events matching `q`, oldest first.
+    ///
+    /// Boxed: sqlx's query futures carry higher-ranked lifetimes that otherwise make every
+    /// caller's future fail the `Send` check of `tokio::spawn`.
+    pub fn events<'a>(
+        &'a self,
+        q: &'a EventQuery,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<EventRecord>, StoreError>> + Send + 'a>>
+    {
+        Box::pin(rows::events(&self.pool, q))
+    }
+}
+
+/// Create an empty file with mode 0600 if none exists, so SQLite never creates it world-readable.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Open `path` read-only and run `PRAGMA integrity_check` (for tests and `maos doctor`).
+pub async fn integrity_check(path: &Path) -> Result<String, StoreError> {
+    let mut conn = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .connect()
+        .await
+        .map_err(|source| StoreError::Open {
+            path: path.display().to_string(),
+            source,
+        })?;
+    let row = sqlx::query("PRAGMA integrity_check")
+        .fetch_one(&mut conn)
+        .await?;
+    Ok(row.try_get::<String, _>(0)?)
+}

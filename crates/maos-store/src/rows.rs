@@ -1,0 +1,412 @@
+//! Row mapping: records ⇄ SQL rows. Writes pass each table's rows as one JSON array.
+
+use chrono::DateTime;
+use maos_core::{
+    AgentId, AgentState, CheckpointResult, Phase, PhaseState, SessionId, SessionState, Strategy,
+    Ts, Workflow,
+};
+use maos_proto::{AgentRecord, EventRecord, SessionRecord};
+use serde::Serialize;
+use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
+use sqlx::{QueryBuilder, Row, Sqlite};
+use std::collections::HashMap;
+
+use crate::{Batch, EventQuery, Loaded, StoreError};
+
+/// Microseconds since the Unix epoch.
+pub fn to_us(ts: &Ts) -> i64 {
+    ts.timestamp_micros()
+}
+
+/// The inverse of [`to_us`]; out-of-range values clamp to the epoch.
+pub fn from_us(us: i64) -> Ts {
+    DateTime::from_timestamp_micros(us).unwrap_or_default()
+}
+
+#[derive(Serialize)]
+struct SessionRow<'a> {
+    id: &'a str,
+    objective: &'a str,
+    state: SessionState,
+    strategy: Strategy,
+    active: bool,
+    created_at: i64,
+    updated_at: i64,
+    started_at: Option<i64>,
+    ended_at: Option<i64>,
+    workflow_completed_at: Option<i64>,
+    resume_count: u32,
+    pause: Option<String>,
+    paused_phases: String,
+    errors: String,
+}
+
+#[derive(Serialize)]
+struct AgentRow<'a> {
+    id: &'a str,
+    session_id: &'a str,
+    role: &'a str,
+    instance: u32,
+    task: &'a str,
+    state: AgentState,
+    paused: bool,
+    parent_id: Option<&'a str>,
+    depends_on: String,
+    created_at: i64,
+    updated_at: i64,
+    started_at: Option<i64>,
+    ended_at: Option<i64>,
+    exit_code: Option<i32>,
+}
+
+#[derive(Serialize)]
+struct PhaseRow<'a> {
+    session_id: &'a str,
+    idx: usize,
+    name: &'a str,
+    state: PhaseState,
+    attempts: u32,
+    started_at: Option<i64>,
+    ended_at: Option<i64>,
+    result: Option<CheckpointResult>,
+    artifacts: String,
+    handoff: String,
+}
+
+#[derive(Serialize)]
+struct EventRow<'a> {
+    seq: u64,
+    ts: i64,
+    session_id: Option<&'a str>,
+    agent_id: Option<&'a str>,
+    r#type: &'a str,
+    data: String,
+}
+
+fn json<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Corrupt(format!("cannot encode row: {e}")))
+}
+
+const UPSERT_SESSIONS: &str = "\
+INSERT INTO sessions (id, objective, state, strategy, active, created_at, updated_at, started_at,
+    ended_at, workflow_completed_at, resume_count, pause, paused_phases, errors)
+SELECT j.value->>'id', j.value->>'objective', j.value->>'state', j.value->>'strategy',
+    j.value->>'active', j.value->>'created_at', j.value->>'updated_at', j.value->>'started_at',
+    j.value->>'ended_at', j.value->>'workflow_completed_at', j.value->>'resume_count',
+    j.value->>'pause', j.value->>'paused_phases', j.value->>'errors'
+FROM json_each(?1) AS j WHERE true
+ON CONFLICT (id) DO UPDATE SET objective = excluded.objective, state = excluded.state,
+    strategy = excluded.strategy, active = excluded.active, updated_at = excluded.updated_at,
+    started_at = excluded.started_at, ended_at = excluded.ended_at,
+    workflow_completed_at = excluded.workflow_completed_at, resume_count = excluded.resume_count,
+    pause = excluded.pause, paused_phases = excluded.paused_phases, errors = excluded.errors";
+
+const UPSERT_AGENTS: &str = "\
+INSERT INTO session_agents (id, session_id, role, instance, task, state, paused, parent_id,
+    depends_on, created_at, updated_at, started_at, ended_at, exit_code)
+SELECT j.value->>'id', j.value->>'session_id', j.value->>'role', j.value->>'instance',
+    j.value->>'task', j.value->>'state', j.value->>'paused', j.value->>'parent_id',
+    j.value->>'depends_on', j.value->>'created_at', j.value->>'updated_at',
+    j.value->>'started_at', j.value->>'ended_at', j.value->>'exit_code'
+FROM json_each(?1) AS j WHERE true
+ON CONFLICT (id) DO UPDATE SET task = excluded.task, state = excluded.state,
+    paused = excluded.paused, depends_on = excluded.depends_on, updated_at = excluded.updated_at,
+    started_at = excluded.started_at, ended_at = excluded.ended_at, exit_code = excluded.exit_code";
+
+const UPSERT_PHASES: &str = "\
+INSERT INTO phases (session_id, idx, name, state, attempts, started_at, ended_at, result,
+    artifacts, handoff)
+SELECT j.value->>'session_id', j.value->>'idx', j.value->>'name', j.value->>'state',
+    j.value->>'attempts', j.value->>'started_at', j.value->>'ended_at', j.value->>'result',
+    j.value->>'artifacts', j.value->>'handoff'
+FROM json_each(?1) AS j WHERE true
+ON CONFLICT (session_id, idx) DO UPDATE SET name = excluded.name, state = excluded.state,
+    attempts = excluded.attempts, started_at = excluded.started_at,
+    ended_at = excluded.ended_at, result = excluded.result, artifacts = excluded.artifacts,
+    handoff = excluded.handoff";
+
+const INSERT_EVENTS: &str = "\
+INSERT INTO session_events (seq, ts, session_id, agent_id, type, data)
+SELECT j.value->>'seq', j.value->>'ts', j.value->>'session_id', j.value->>'agent_id',
+    j.value->>'type', j.value->>'data'
+FROM json_each(?1) AS j";
+
+pub(crate) async fn write_batch(
+    conn: &mut SqliteConnection,
+    b: &Batch<'_>,
+) -> Result<(), StoreError> {
+    if !b.sessions.is_empty() {
+        let rows = b
+            .sessions
+            .iter()
+            .map(|s| session_row(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        exec(conn, UPSERT_SESSIONS, json(&rows)?).await?;
+    }
+    if !b.phases_of.is_empty() {
+        let mut rows = Vec::new();
+        for s in &b.phases_of {
+            for (idx, p) in s.workflow.phases.iter().enumerate() {
+                rows.push(PhaseRow {
+                    session_id: s.id.as_str(),
+                    idx,
+                    name: &p.name,
+                    state: p.state,
+                    attempts: p.attempts,
+                    started_at: p.started_at.as_ref().map(to_us),
+                    ended_at: p.ended_at.as_ref().map(to_us),
+                    result: p.result,
+                    artifacts: json(&p.artifacts)?,
+                    handoff: json(&p.handoff)?,
+                });
+            }
+        }
+        exec(conn, UPSERT_PHASES, json(&rows)?).await?;
+    }
+    if !b.agents.is_empty() {
+        let rows = b
+            .agents
+            .iter()
+            .map(|a| {
+                Ok(AgentRow {
+                    id: a.id.as_str(),
+                    session_id: a.session_id.as_str(),
+                    role: &a.role,
+                    instance: a.instance,
+                    task: &a.task,
+                    state: a.state,
+                    paused: a.paused,
+                    parent_id: a.parent.as_ref().map(AgentId::as_str),
+                    depends_on: json(&a.depends_on)?,
+                    created_at: to_us(&a.created_at),
+                    updated_at: to_us(&a.updated_at),
+                    started_at: a.started_at.as_ref().map(to_us),
+                    ended_at: a.ended_at.as_ref().map(to_us),
+                    exit_code: a.exit_code,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        exec(conn, UPSERT_AGENTS, json(&rows)?).await?;
+    }
+    if !b.events.is_empty() {
+        let rows = b
+            .events
+            .iter()
+            .map(|e| {
+                Ok(EventRow {
+                    seq: e.seq,
+                    ts: to_us(&e.ts),
+                    session_id: e.session_id.as_ref().map(SessionId::as_str),
+                    agent_id: e.agent_id.as_ref().map(AgentId::as_str),
+                    r#type: &e.kind,
+                    data: json(&e.data)?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        exec(conn, INSERT_EVENTS, json(&rows)?).await?;
+    }
+    Ok(())
+}
+
+async fn exec(conn: &mut SqliteConnection, sql: &str, rows: String) -> Result<(), StoreError> {
+    sqlx::query(sql).bind(rows).execute(conn).await?;
+    Ok(())
+}
+
+fn session_row(s: &SessionRecord) -> Result<SessionRow<'_>, StoreError> {
+    Ok(SessionRow {
+        id: s.id.as_str(),
+        objective: &s.objective,
+        state: s.state,
+        strategy: s.strategy,
+        active: s.active,
+        created_at: to_us(&s.created_at),
+        updated_at: to_us(&s.updated_at),
+        started_at: s.started_at.as_ref().map(to_us),
+        ended_at: s.ended_at.as_ref().map(to_us),
+        workflow_completed_at: s.workflow.completed_at.as_ref().map(to_us),
+        resume_count: s.resume_count,
+        pause: s.pause.as_ref().map(json).transpose()?,
+        paused_phases: json(&s.paused_phases)?,
+        errors: json(&s.errors)?,
+    })
+}
+
+fn parse<T: std::str::FromStr>(row: &SqliteRow, col: &str) -> Result<T, StoreError>
+where
+    T::Err: std::fmt::Display,
+{
+    let s: String = row.try_get(col)?;
+    s.parse()
+        .map_err(|e| StoreError::Corrupt(format!("column {col}: {e}")))
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<T, StoreError> {
+    let s: String = row.try_get(col)?;
+    serde_json::from_str(&s).map_err(|e| StoreError::Corrupt(format!("column {col}: {e}")))
+}
+
+fn ts_opt(row: &SqliteRow, col: &str) -> Result<Option<Ts>, StoreError> {
+    Ok(row.try_get::<Option<i64>, _>(col)?.map(from_us))
+}
+
+fn ts(row: &SqliteRow, col: &str) -> Result<Ts, StoreError> {
+    Ok(from_us(row.try_get::<i64, _>(col)?))
+}
+
+fn id<T>(
+    row: &SqliteRow,
+    col: &str,
+    f: fn(&str) -> Result<T, maos_core::IdError>,
+) -> Result<T, StoreError> {
+    let s: String = row.try_get(col)?;
+    f(&s).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreError> {
+    let mut sessions = Vec::new();
+    let mut index = HashMap::new();
+    for row in sqlx::query("SELECT * FROM sessions WHERE archived = 0 ORDER BY created_at, id")
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        let pause: Option<String> = row.try_get("pause")?;
+        let rec = SessionRecord {
+            id: id(&row, "id", SessionId::parse)?,
+            objective: row.try_get("objective")?,
+            state: parse(&row, "state")?,
+            strategy: parse(&row, "strategy")?,
+            active: row.try_get("active")?,
+            created_at: ts(&row, "created_at")?,
+            updated_at: ts(&row, "updated_at")?,
+            started_at: ts_opt(&row, "started_at")?,
+            ended_at: ts_opt(&row, "ended_at")?,
+            workflow: Workflow {
+                phases: Vec::new(),
+                completed_at: ts_opt(&row, "workflow_completed_at")?,
+            },
+            paused_phases: parse_json(&row, "paused_phases")?,
+            pause: pause
+                .map(|p| serde_json::from_str(&p))
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("column pause: {e}")))?,
+            resume_count: row.try_get("resume_count")?,
+            errors: parse_json(&row, "errors")?,
+            agents: Vec::new(),
+        };
+        index.insert(rec.id.clone(), sessions.len());
+        sessions.push(rec);
+    }
+    for row in sqlx::query("SELECT * FROM phases ORDER BY session_id, idx")
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        let sid = id(&row, "session_id", SessionId::parse)?;
+        let Some(&i) = index.get(&sid) else { continue };
+        let result: Option<String> = row.try_get("result")?;
+        sessions[i].workflow.phases.push(Phase {
+            name: row.try_get("name")?,
+            state: parse(&row, "state")?,
+            attempts: row.try_get("attempts")?,
+            started_at: ts_opt(&row, "started_at")?,
+            ended_at: ts_opt(&row, "ended_at")?,
+            result: result
+                .map(|r| serde_json::from_value(serde_json::Value::String(r)))
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("column result: {e}")))?,
+            artifacts: parse_json(&row, "artifacts")?,
+            handoff: parse_json(&row, "handoff")?,
+        });
+    }
+    for row in sqlx::query("SELECT * FROM session_agents ORDER BY created_at, rowid")
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        let sid = id(&row, "session_id", SessionId::parse)?;
+        let Some(&i) = index.get(&sid) else { continue };
+        let parent: Option<String> = row.try_get("parent_id")?;
+        sessions[i].agents.push(AgentRecord {
+            id: id(&row, "id", AgentId::parse)?,
+            session_id: sid,
+            role: row.try_get("role")?,
+            instance: row.try_get("instance")?,
+            task: row.try_get("task")?,
+            state: parse(&row, "state")?,
+            paused: row.try_get("paused")?,
+            parent: parent
+                .map(|p| AgentId::parse(&p))
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            depends_on: parse_json(&row, "depends_on")?,
+            created_at: ts(&row, "created_at")?,
+            updated_at: ts(&row, "updated_at")?,
+            started_at: ts_opt(&row, "started_at")?,
+            ended_at: ts_opt(&row, "ended_at")?,
+            exit_code: row.try_get("exit_code")?,
+        });
+    }
+    let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM session_events")
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(Loaded {
+        sessions,
+        last_seq: last.unwrap_or(0).max(0) as u64,
+    })
+}
+
+pub(crate) async fn events(
+    pool: &SqlitePool,
+    q: &EventQuery,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let mut b: QueryBuilder<Sqlite> = QueryBuilder::new(
+        "SELECT seq, ts, session_id, agent_id, type, data FROM session_events WHERE 1=1",
+    );
+    if let Some(s) = &q.session_id {
+        b.push(" AND session_id = ").push_bind(s.clone());
+    }
+    if let Some(a) = &q.agent_id {
+        b.push(" AND agent_id = ").push_bind(a.clone());
+    }
+    if !q.types.is_empty() {
+        b.push(" AND type IN (");
+        let mut sep = b.separated(", ");
+        for t in &q.types {
+            sep.push_bind(t.clone());
+        }
+        b.push(")");
+    }
+    if let Some(since) = q.since_us {
+        b.push(" AND ts >= ").push_bind(since);
+    }
+    if let Some(after) = q.after_seq {
+        b.push(" AND seq > ").push_bind(after as i64);
+    }
+    match q.limit {
+        Some(n) => b.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::from(n)),
+        None => b.push(" ORDER BY seq ASC"),
+    };
+    let rows = b.build().fetch_all(pool).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let sid: Option<String> = row.try_get("session_id")?;
+        let aid: Option<String> = row.try_get("agent_id")?;
+        out.push(EventRecord {
+            seq: row.try_get::<i64, _>("seq")? as u64,
+            ts: ts(&row, "ts")?,
+            session_id: sid
+                .map(|s| SessionId::parse(&s))
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            agent_id: aid
+                .map(|a| AgentId::parse(&a))
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            kind: row.try_get("type")?,
+            data: parse_json(&row, "data")?,
+        });
+    }
+    if q.limit.is_some() {
+        out.reverse();
+    }
+    Ok(out)
+}

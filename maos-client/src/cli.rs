@@ -1,0 +1,233 @@
+//! The command line. Every command takes `--json` for a stable, documented machine shape.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// maos: keeps multi-agent coding sessions safe, durable and resumable.
+#[derive(Parser, Debug)]
+#[command(name = "maos", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Print machine-readable JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The project directory (default: the git main worktree or marker directory around the
+    /// current directory).
+    #[arg(long, global = true, env = "MAOS_PROJECT", value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Start, stop or inspect the daemon.
+    Daemon {
+        #[command(subcommand)]
+        cmd: DaemonCmd,
+    },
+    /// Create, list and drive sessions.
+    Session {
+        #[command(subcommand)]
+        cmd: SessionCmd,
+    },
+    /// Register agents and drive their lifecycle.
+    Agent {
+        #[command(subcommand)]
+        cmd: AgentCmd,
+    },
+    /// Start, complete or skip the phases of a session.
+    Phase {
+        #[command(subcommand)]
+        cmd: PhaseCmd,
+    },
+    /// Sessions with their agents (live ones; --all for finished ones too).
+    Ps {
+        #[arg(long)]
+        all: bool,
+    },
+    /// Pause a session, one of its agents, or one of its phases.
+    Pause(PauseArgs),
+    /// Resume what `maos pause` paused (or an interrupted agent).
+    Resume(ResumeArgs),
+    /// The timeline of a project or session.
+    Events(EventsArgs),
+    /// Progress, phase timing, ETA and whether the session is stalled.
+    Status {
+        /// Session id or unique prefix (default: the active session).
+        session: Option<String>,
+    },
+    /// Drive a demonstration session in a throw-away project and daemon.
+    Demo {
+        /// Keep the demo's temporary directory (its database and logs) afterwards.
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DaemonCmd {
+    /// Start the daemon if it is not running.
+    Start,
+    /// Stop the daemon gracefully (in-flight requests finish and commit).
+    Stop,
+    /// Pid, version, uptime, socket and open projects.
+    Status,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SessionCmd {
+    /// Create a session; it becomes the active one when the project has none.
+    Create {
+        #[arg(long)]
+        objective: String,
+        #[arg(
+            long,
+            default_value = "parallel",
+            value_name = "parallel|sequential|adaptive|pipeline"
+        )]
+        strategy: String,
+        /// A phase of the workflow, in order (repeat for several).
+        #[arg(long = "phase", value_name = "NAME")]
+        phases: Vec<String>,
+    },
+    /// Sessions of this project (live ones; --all for finished ones too).
+    List {
+        #[arg(long)]
+        all: bool,
+    },
+    /// One session in full.
+    Show { session: Option<String> },
+    /// Make a session the project's active one (the default of every command).
+    Activate { session: String },
+    /// Created → Running.
+    Start(SessionTarget),
+    /// Finish a session successfully.
+    Complete(SessionTarget),
+    /// Finish a session as failed.
+    Fail(SessionTarget),
+    /// Abandon a session.
+    Cancel(SessionTarget),
+}
+
+#[derive(Args, Debug)]
+pub struct SessionTarget {
+    /// Session id or unique prefix (default: the active session).
+    pub session: Option<String>,
+    /// Why (recorded in the timeline).
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AgentCmd {
+    /// Register an agent in a session (Pending until started).
+    Register {
+        #[arg(long)]
+        role: String,
+        #[arg(long)]
+        task: String,
+        /// An agent of the same session this one waits for (repeat for several).
+        #[arg(long = "depends-on", value_name = "ID")]
+        depends_on: Vec<String>,
+        /// The agent that spawned this one.
+        #[arg(long, value_name = "ID")]
+        parent: Option<String>,
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+    },
+    /// Pending → Running (or resume an interrupted agent).
+    Start(AgentTarget),
+    /// The agent finished its task.
+    Complete(AgentTarget),
+    /// The agent failed.
+    Fail(AgentTarget),
+    /// Stop the agent for good.
+    Cancel(AgentTarget),
+    /// Agents of a session.
+    List {
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct AgentTarget {
+    /// Agent id or unique prefix.
+    pub agent: String,
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub exit_code: Option<i32>,
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PhaseCmd {
+    /// Start the current phase (or retry it after a failed checkpoint).
+    Start(PhaseTarget),
+    /// Complete the running phase; --failed records a failed checkpoint (retry with start).
+    Complete {
+        #[command(flatten)]
+        target: PhaseTarget,
+        #[arg(long)]
+        failed: bool,
+        /// Artifacts of the phase as JSON (outputs, evidence, files, commands run).
+        #[arg(long, value_name = "JSON")]
+        artifacts: Option<String>,
+    },
+    /// Skip the current phase.
+    Skip(PhaseTarget),
+}
+
+#[derive(Args, Debug)]
+pub struct PhaseTarget {
+    /// Phase name or number (1-based; default: the current phase).
+    pub phase: Option<String>,
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PauseArgs {
+    /// Session id or unique prefix (default: the active session).
+    pub session: Option<String>,
+    /// Pause one agent only.
+    #[arg(long, value_name = "ID", conflicts_with = "phase")]
+    pub agent: Option<String>,
+    /// Pause one phase only.
+    #[arg(long, value_name = "NAME")]
+    pub phase: Option<String>,
+    /// Why (shown to whoever resumes, recorded in the timeline).
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    /// Session id or unique prefix (default: the active session).
+    pub session: Option<String>,
+    #[arg(long, value_name = "ID", conflicts_with = "phase")]
+    pub agent: Option<String>,
+    #[arg(long, value_name = "NAME")]
+    pub phase: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct EventsArgs {
+    /// Only this session's events (default: the whole project).
+    pub session: Option<String>,
+    /// Only events of this type (repeat for several).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub types: Vec<String>,
+    #[arg(long, value_name = "ID")]
+    pub agent: Option<String>,
+    /// Only events at or after TIME: RFC 3339 (2026-11-22T10:00:00Z) or an age (30s, 10m, 2h, 1d).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only the newest N events.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
+    /// Keep streaming new events as they happen (Ctrl-C to stop).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+}

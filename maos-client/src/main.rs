@@ -1,0 +1,445 @@
+//! `maos`: the thin client and CLI of maos. Synchronous std I/O only.
+//!
+//! Exit codes: 0 success; 1 the daemon refused the request (the message and, with `--json`,
+//! the error code say why); 2 bad command line; 3 the daemon could not be reached or started.
+
+mod cli;
+mod client;
+mod demo;
+mod output;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use cli::{AgentCmd, Cli, Cmd, DaemonCmd, EventsArgs, PhaseCmd, SessionCmd};
+use client::{Client, ClientError};
+use maos_core::{AgentOp, PhaseOp, SessionOp, Strategy, Ts};
+use maos_proto::{ErrorBody, ErrorCode, EventFilter, Reply, Request, Target};
+
+/// A command's failure: what to print and how to exit.
+struct Failure {
+    body: ErrorBody,
+    exit: u8,
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        let exit = match e {
+            ClientError::Remote(_) => 1,
+            ClientError::Unavailable(_) => 3,
+        };
+        Failure {
+            body: e.body(),
+            exit,
+        }
+    }
+}
+
+fn usage(msg: impl Into<String>) -> Failure {
+    Failure {
+        body: ErrorBody::new(ErrorCode::BadRequest, msg),
+        exit: 2,
+    }
+}
+
+type Res<T = ()> = Result<T, Failure>;
+
+/// The project root this invocation works on, as the daemon names it.
+fn project_root(cli: &Cli) -> Res<String> {
+    let start = match &cli.project {
+        Some(p) => p.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| usage(format!("cannot read the current directory: {e}")))?,
+    };
+    if cli.project.is_some() && !start.is_dir() {
+        return Err(usage(format!(
+            "project directory {} does not exist",
+            start.display()
+        )));
+    }
+    Ok(maos_proto::paths::project_root(&start)
+        .to_string_lossy()
+        .into_owned())
+}
+
+fn print_json(v: &impl serde::Serialize) -> Res {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, v).map_err(|e| usage(e.to_string()))?;
+    let _ = writeln!(out);
+    Ok(())
+}
+
+fn print(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+}
+
+/// Print a reply as JSON or as the human view.
+fn show(json: bool, reply: Reply) -> Res {
+    if json {
+        return match reply {
+            Reply::Session(s) => print_json(&s),
+            Reply::Sessions(s) => print_json(&s),
+            Reply::Agent(a) => print_json(&a),
+            Reply::Agents(a) => print_json(&a),
+            Reply::Status(s) => print_json(&s),
+            Reply::Daemon(d) => print_json(&d),
+            Reply::Events(events) => {
+                for e in &events {
+                    println!("{}", serde_json::to_string(e).unwrap_or_default());
+                }
+                Ok(())
+            }
+            Reply::Pong | Reply::Done | Reply::Subscribed => {
+                print_json(&serde_json::json!({"ok": true}))
+            }
+        };
+    }
+    match reply {
+        Reply::Session(s) => print(&output::session(&s)),
+        Reply::Sessions(s) => print(&output::session_list(&s)),
+        Reply::Agent(a) => print(&output::agents(std::slice::from_ref(&a))),
+        Reply::Agents(a) => print(&output::agents(&a)),
+        Reply::Status(s) => print(&output::status(&s)),
+        Reply::Daemon(d) => print(&output::daemon(&d)),
+        Reply::Events(events) => {
+            for e in &events {
+                println!("{}", output::event_line(e));
+            }
+        }
+        Reply::Pong | Reply::Done | Reply::Subscribed => println!("ok"),
+    }
+    Ok(())
+}
+
+/// Parse `--since`: RFC 3339, or an age like 30s / 10m / 2h / 1d.
+fn parse_since(s: &str) -> Res<Ts> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&chrono::Utc));
+    }
+    let bad = || {
+        usage(format!(
+            "--since {s:?}: expected an RFC 3339 time (2026-11-22T10:00:00Z) or an age such as 30s, 10m, 2h, 1d"
+        ))
+    };
+    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = s.split_at(split);
+    let n: i64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86400,
+        _ => return Err(bad()),
+    };
+    Ok(chrono::Utc::now() - chrono::Duration::seconds(secs))
+}
+
+fn run(cli: &Cli) -> Res {
+    let json = cli.json;
+    let body = match &cli.cmd {
+        Cmd::Daemon { cmd } => return daemon(cmd, json),
+        Cmd::Demo { keep } => return demo::run(*keep).map_err(usage),
+        Cmd::Events(args) if args.follow => return follow(cli, args),
+        Cmd::Session { cmd } => match cmd {
+            SessionCmd::Create {
+                objective,
+                strategy,
+                phases,
+            } => Request::SessionCreate {
+                objective: objective.clone(),
+                strategy: strategy
+                    .parse::<Strategy>()
+                    .map_err(|e| usage(e.to_string()))?,
+                phases: phases.clone(),
+            },
+            SessionCmd::List { all } => Request::SessionList { all: *all },
+            SessionCmd::Show { session } => Request::SessionShow {
+                session: session.clone(),
+            },
+            SessionCmd::Activate { session } => Request::SessionActivate {
+                session: session.clone(),
+            },
+            SessionCmd::Start(t) => session_op(t, SessionOp::Start),
+            SessionCmd::Complete(t) => session_op(t, SessionOp::Complete),
+            SessionCmd::Fail(t) => session_op(t, SessionOp::Fail),
+            SessionCmd::Cancel(t) => session_op(t, SessionOp::Cancel),
+        },
+        Cmd::Agent { cmd } => match cmd {
+            AgentCmd::Register {
+                role,
+                task,
+                depends_on,
+                parent,
+                session,
+            } => Request::AgentRegister {
+                session: session.clone(),
+                role: role.clone(),
+                task: task.clone(),
+                depends_on: depends_on.clone(),
+                parent: parent.clone(),
+            },
+            AgentCmd::Start(t) => agent_op(t, AgentOp::Start),
+            AgentCmd::Complete(t) => agent_op(t, AgentOp::Complete),
+            AgentCmd::Fail(t) => agent_op(t, AgentOp::Fail),
+            AgentCmd::Cancel(t) => agent_op(t, AgentOp::Cancel),
+            AgentCmd::List { session } => Request::AgentList {
+                session: session.clone(),
+            },
+        },
+        Cmd::Phase { cmd } => match cmd {
+            PhaseCmd::Start(t) => phase_op(t, PhaseOp::Start, serde_json::Value::Null),
+            PhaseCmd::Skip(t) => phase_op(t, PhaseOp::Skip, serde_json::Value::Null),
+            PhaseCmd::Complete {
+                target,
+                failed,
+                artifacts,
+            } => {
+                let artifacts = match artifacts {
+                    Some(a) => serde_json::from_str(a)
+                        .map_err(|e| usage(format!("--artifacts is not valid JSON: {e}")))?,
+                    None => serde_json::Value::Null,
+                };
+                let op = if *failed {
+                    PhaseOp::Fail
+                } else {
+                    PhaseOp::Complete
+                };
+                phase_op(target, op, artifacts)
+            }
+        },
+        Cmd::Ps { all } => Request::Ps { all: *all },
+        Cmd::Pause(a) => Request::Pause {
+            session: a.session.clone(),
+            target: target(&a.agent, &a.phase),
+            reason: a.reason.clone(),
+            by: whoami(),
+        },
+        Cmd::Resume(a) => Request::Resume {
+            session: a.session.clone(),
+            target: target(&a.agent, &a.phase),
+            by: whoami(),
+        },
+        Cmd::Events(args) => Request::Events {
+            filter: event_filter(args)?,
+            limit: args.limit,
+        },
+        Cmd::Status { session } => Request::Status {
+            session: session.clone(),
+        },
+    };
+    let root = project_root(cli)?;
+    let mut client = Client::connect(true)?;
+    let reply = client.request(Some(&root), body)?;
+    if json {
+        return show(true, reply);
+    }
+    match (&cli.cmd, reply) {
+        (Cmd::Ps { .. }, Reply::Sessions(s)) => {
+            print(&output::ps(&s));
+            Ok(())
+        }
+        (
+            Cmd::Session {
+                cmd: SessionCmd::Create { .. },
+            },
+            Reply::Session(s),
+        ) => {
+            let active = if s.active {
+                " (now the active session)"
+            } else {
+                ""
+            };
+            println!("created session {}{active}", s.id);
+            Ok(())
+        }
+        (
+            Cmd::Agent {
+                cmd: AgentCmd::Register { .. },
+            },
+            Reply::Agent(a),
+        ) => {
+            println!("registered agent {} ({} #{})", a.id, a.role, a.instance);
+            Ok(())
+        }
+        (_, reply) => show(false, reply),
+    }
+}
+
+fn whoami() -> Option<String> {
+    std::env::var("USER").ok().filter(|u| !u.is_empty())
+}
+
+fn target(agent: &Option<String>, phase: &Option<String>) -> Target {
+    match (agent, phase) {
+        (Some(a), _) => Target::Agent(a.clone()),
+        (None, Some(p)) => Target::Phase(p.clone()),
+        (None, None) => Target::Session,
+    }
+}
+
+fn session_op(t: &cli::SessionTarget, op: SessionOp) -> Request {
+    Request::SessionTransition {
+        session: t.session.clone(),
+        op,
+        reason: t.reason.clone(),
+    }
+}
+
+fn agent_op(t: &cli::AgentTarget, op: AgentOp) -> Request {
+    Request::AgentTransition {
+        agent: t.agent.clone(),
+        op,
+        exit_code: t.exit_code,
+        reason: t.reason.clone(),
+    }
+}
+
+fn phase_op(t: &cli::PhaseTarget, op: PhaseOp, artifacts: serde_json::Value) -> Request {
+    Request::PhaseTransition {
+        session: t.session.clone(),
+        phase: t.phase.clone(),
+        op,
+        artifacts,
+    }
+}
+
+fn event_filter(a: &EventsArgs) -> Res<EventFilter> {
+    Ok(EventFilter {
+        session: a.session.clone(),
+        types: a.types.clone(),
+        agent: a.agent.clone(),
+        since: a.since.as_deref().map(parse_since).transpose()?,
+        after_seq: None,
+    })
+}
+
+/// `events --follow`: the history (honouring --limit), then live events without a gap.
+fn follow(cli: &Cli, args: &EventsArgs) -> Res {
+    let root = project_root(cli)?;
+    let mut filter = event_filter(args)?;
+    let mut client = Client::connect(true)?;
+    if let Some(limit) = args.limit {
+        let reply = client.request(
+            Some(&root),
+            Request::Events {
+                filter: filter.clone(),
+                limit: Some(limit),
+            },
+        )?;
+        if let Reply::Events(events) = reply {
+            filter.after_seq = Some(events.last().map_or(u64::MAX, |e| e.seq));
+            // An empty window still means: start from now, not from the beginning.
+            if events.is_empty() {
+                filter.after_seq = None;
+            }
+            emit_events(cli.json, &events);
+        }
+    }
+    for event in client.subscribe(&root, filter)? {
+        let event = event?;
+        emit_events(cli.json, std::slice::from_ref(&event));
+    }
+    Ok(())
+}
+
+fn emit_events(json: bool, events: &[maos_proto::EventRecord]) {
+    let mut out = std::io::stdout().lock();
+    for e in events {
+        let line = if json {
+            serde_json::to_string(e).unwrap_or_default()
+        } else {
+            output::event_line(e)
+        };
+        // A closed pipe (e.g. `| head`) ends the stream quietly.
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            std::process::exit(0);
+        }
+    }
+}
+
+fn daemon(cmd: &DaemonCmd, json: bool) -> Res {
+    match cmd {
+        DaemonCmd::Status => {
+            let mut c = Client::connect(false)?;
+            show(json, c.request(None, Request::DaemonStatus)?)
+        }
+        DaemonCmd::Start => {
+            let already = Client::connect(false).is_ok();
+            let mut c = Client::connect(true)?;
+            let reply = c.request(None, Request::DaemonStatus)?;
+            if !json {
+                println!(
+                    "{}",
+                    if already {
+                        "maosd was already running"
+                    } else {
+                        "maosd started"
+                    }
+                );
+            }
+            show(json, reply)
+        }
+        DaemonCmd::Stop => {
+            let mut c = match Client::connect(false) {
+                Ok(c) => c,
+                Err(ClientError::Unavailable(_)) => {
+                    if json {
+                        return print_json(
+                            &serde_json::json!({"stopped": false, "running": false}),
+                        );
+                    }
+                    println!("maosd is not running");
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let pid = c.daemon_pid;
+            c.request(None, Request::DaemonStop)?;
+            drop(c);
+            wait_for_exit(pid)?;
+            if json {
+                return print_json(&serde_json::json!({"stopped": true, "pid": pid}));
+            }
+            println!("maosd (pid {pid}) stopped");
+            Ok(())
+        }
+    }
+}
+
+/// Wait until the process is gone (the daemon commits and closes its databases first).
+fn wait_for_exit(pid: u32) -> Res {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        // SAFETY: kill with signal 0 only checks that the process exists.
+        let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
+        if !alive {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Err(Failure {
+        body: ErrorBody::new(
+            ErrorCode::Unavailable,
+            format!("maosd (pid {pid}) did not exit within 30s"),
+        ),
+        exit: 3,
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            if cli.json {
+                let v =
+                    serde_json::json!({"error": {"code": f.body.code, "message": f.body.message}});
+                println!("{v}");
+            }
+            eprintln!("maos: {}", f.body.message);
+            ExitCode::from(f.exit)
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! Human output: `docker ps`-style tables and short summaries. `--json` bypasses all of this.
+
+use chrono::Utc;
+use maos_core::{Progress, Ts};
+use maos_proto::{AgentRecord, DaemonStatus, EventRecord, SessionRecord, StatusView};
+use std::fmt::Write;
+
+/// Ids are shown to 8 hex digits; any unique prefix is accepted back.
+pub fn short(id: &str) -> &str {
+    let cut = id.find('_').map_or(0, |i| i + 1) + 8;
+    id.get(..cut).unwrap_or(id)
+}
+
+/// "42s", "7m", "3h", "2d".
+pub fn human_secs(secs: f64) -> String {
+    let s = secs.max(0.0) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+fn age(ts: &Ts) -> String {
+    human_secs((Utc::now() - *ts).as_seconds_f64())
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let line = s.lines().next().unwrap_or("");
+    if line.chars().count() <= n {
+        line.to_string()
+    } else {
+        let mut out: String = line.chars().take(n.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+fn runtime(a: &AgentRecord) -> String {
+    match (a.started_at, a.ended_at) {
+        (Some(s), Some(e)) => human_secs((e - s).as_seconds_f64()),
+        (Some(s), None) => human_secs((Utc::now() - s).as_seconds_f64()),
+        _ => "-".into(),
+    }
+}
+
+fn agent_state(a: &AgentRecord) -> String {
+    if a.paused {
+        format!("{} (paused)", a.state)
+    } else {
+        a.state.to_string()
+    }
+}
+
+fn session_state(s: &SessionRecord) -> String {
+    let mut st = s.state.to_string();
+    if s.active {
+        st.push('*');
+    }
+    st
+}
+
+fn phase_pos(s: &SessionRecord) -> String {
+    match s.workflow.position() {
+        (_, 0) => "-".into(),
+        (k, n) => format!("{k}/{n}"),
+    }
+}
+
+fn agents_done(s: &SessionRecord) -> String {
+    let done = s.agents.iter().filter(|a| a.state.is_terminal()).count();
+    format!("{done}/{}", s.agents.len())
+}
+
+/// `maos ps`: sessions with their agents under them (spawn tree indented).
+pub fn ps(sessions: &[SessionRecord]) -> String {
+    let mut out = String::new();
+    if sessions.is_empty() {
+        out.push_str("no sessions (create one with `maos session create --objective TEXT`)\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{:<14} {:<11} {:<10} {:<6} {:<7} {:<5} OBJECTIVE",
+        "SESSION", "STATE", "STRATEGY", "PHASE", "AGENTS", "AGE"
+    );
+    for s in sessions {
+        let _ = writeln!(
+            out,
+            "{:<14} {:<11} {:<10} {:<6} {:<7} {:<5} {}",
+            short(s.id.as_str()),
+            session_state(s),
+            s.strategy.as_str(),
+            phase_pos(s),
+            agents_done(s),
+            age(&s.created_at),
+            clip(&s.objective, 60)
+        );
+        let tree =
+            maos_core::SpawnTree::new(s.agents.iter().map(|a| (a.id.clone(), a.parent.clone())));
+        for a in &s.agents {
+            let depth = tree.depth(&a.id);
+            let indent = "  ".repeat(depth + 1);
+            let _ = writeln!(
+                out,
+                "{indent}└ {:<13} {:<16} {:<20} {:<6} {}",
+                short(a.id.as_str()),
+                clip(&a.role, 16),
+                agent_state(a),
+                runtime(a),
+                clip(&a.task, 50)
+            );
+        }
+    }
+    out.push_str("(* = active session)\n");
+    out
+}
+
+pub fn session_list(sessions: &[SessionRecord]) -> String {
+    if sessions.is_empty() {
+        return "no sessions\n".into();
+    }
+    let mut out = format!(
+        "{:<14} {:<11} {:<10} {:<6} {:<7} {:<5} OBJECTIVE\n",
+        "SESSION", "STATE", "STRATEGY", "PHASE", "AGENTS", "AGE"
+    );
+    for s in sessions {
+        let _ = writeln!(
+            out,
+            "{:<14} {:<11} {:<10} {:<6} {:<7} {:<5} {}",
+            short(s.id.as_str()),
+            session_state(s),
+            s.strategy.as_str(),
+            phase_pos(s),
+            agents_done(s),
+            age(&s.created_at),
+            clip(&s.objective, 60)
+        );
+    }
+    out
+}
+
+pub fn agents(list: &[AgentRecord]) -> String {
+    if list.is_empty() {
+        return "no agents\n".into();
+    }
+    let mut out = format!(
+        "{:<13} {:<16} {:<20} {:<7} {:<13} TASK\n",
+        "AGENT", "ROLE", "STATE", "RUNTIME", "PARENT"
+    );
+    for a in list {
+        let _ = writeln!(
+            out,
+            "{:<13} {:<16} {:<20} {:<7} {:<13} {}",
+            short(a.id.as_str()),
+            clip(&format!("{}#{}", a.role, a.instance), 16),
+            agent_state(a),
+            runtime(a),
+            a.parent.as_ref().map_or("-", |p| short(p.as_str())),
+            clip(&a.task, 50)
+        );
+    }
+    out
+}
+
+pub fn session(s: &SessionRecord) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "session    {}{}",
+        s.id,
+        if s.active { " (active)" } else { "" }
+    );
+    let _ = writeln!(out, "objective  {}", s.objective);
+    let _ = writeln!(out, "state      {}   strategy {}", s.state, s.strategy);
+    let _ = writeln!(
+        out,
+        "created    {} ({} ago)",
+        s.created_at.format("%F %T"),
+        age(&s.created_at)
+    );
+    if let Some(p) = &s.pause {
+        let _ = writeln!(
+            out,
+            "paused     {} ago by {}: {}",
+            age(&p.at),
+            p.by.as_deref().unwrap_or("-"),
+            p.reason.as_deref().unwrap_or("(no reason given)")
+        );
+    }
+    if s.resume_count > 0 {
+        let _ = writeln!(out, "resumed    {} time(s)", s.resume_count);
+    }
+    if !s.workflow.phases.is_empty() {
+        let _ = writeln!(out, "phases     {}", phase_pos(s));
+        let current = s.workflow.current();
+        for (i, p) in s.workflow.phases.iter().enumerate() {
+            let mark = if Some(i) == current { ">" } else { " " };
+            let paused = if s.paused_phases.contains(&p.name) {
+                " (paused)"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "  {mark} {}. {:<20} {}{paused}",
+                i + 1,
+                p.name,
+                p.state
+            );
+        }
+    }
+    if !s.errors.is_empty() {
+        let _ = writeln!(out, "errors     {}", s.errors.len());
+        for e in s.errors.iter().rev().take(3) {
+            let _ = writeln!(out, "  {}  {}", e.at.format("%F %T"), e.message);
+        }
+    }
+    let _ = writeln!(out, "agents     {}", agents_done(s));
+    if !s.agents.is_empty() {
+        out.push_str(&agents(&s.agents));
+    }
+    out
+}
+
+pub fn event_line(e: &EventRecord) -> String {
+    let data = match &e.data {
+        serde_json::Value::Object(m) if m.is_empty() => String::new(),
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::Object(m) => {
+            // Keys with values only, compact.
+            let parts: Vec<String> = m
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(s) => format!("{k}={}", clip(s, 60)),
+                    other => format!("{k}={}", clip(&other.to_string(), 60)),
+                })
+                .collect();
+            parts.join(" ")
+        }
+        other => other.to_string(),
+    };
+    format!(
+        "{:>6}  {}  {:<20} {:<13} {:<13} {}",
+        e.seq,
+        e.ts.format("%F %T%.3f"),
+        e.kind,
+        e.session_id.as_ref().map_or("-", |s| short(s.as_str())),
+        e.agent_id.as_ref().map_or("-", |a| short(a.as_str())),
+        data
+    )
+}
+
+pub fn status(v: &StatusView) -> String {
+    let s = &v.session;
+    let p: &Progress = &v.progress;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "session   {}  {}  ({})",
+        short(s.id.as_str()),
+        s.state,
+        s.strategy
+    );
+    let _ = writeln!(out, "objective {}", s.objective);
+    let _ = writeln!(out, "progress  {:.0}%", p.percent);
+    match (p.phase, &p.current_phase) {
+        ((_, 0), _) => {
+            let _ = writeln!(out, "phase     - (no phases)");
+        }
+        ((k, n), Some(name)) => {
+            let running = p
+                .current_phase_elapsed_secs
+                .map(|e| format!(", running {}", human_secs(e)))
+                .unwrap_or_default();
+            let _ = writeln!(out, "phase     {k}/{n}: {name}{running}");
+        }
+        ((k, n), None) => {
+            let _ = writeln!(out, "phase     {k}/{n} (workflow complete)");
+        }
+    }
+    let _ = writeln!(out, "agents    {}/{} done", p.agents_done, p.agents_total);
+    let _ = writeln!(
+        out,
+        "avg phase {}",
+        p.avg_phase_secs.map_or("-".into(), human_secs)
+    );
+    let eta = p.eta.map_or("-".into(), |t| {
+        format!(
+            "{} (in {})",
+            t.format("%F %T"),
+            human_secs((t - Utc::now()).as_seconds_f64())
+        )
+    });
+    let _ = writeln!(out, "eta       {eta}");
+    let _ = writeln!(
+        out,
+        "stalled   {}",
+        if p.stalled {
+            "YES: the current phase runs over twice the average"
+        } else {
+            "no"
+        }
+    );
+    out
+}
+
+pub fn daemon(d: &DaemonStatus) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "maosd {} (protocol {}), pid {}, up {}",
+        d.version,
+        d.protocol,
+        d.pid,
+        human_secs(d.uptime_secs)
+    );
+    let _ = writeln!(out, "socket       {}", d.socket);
+    let _ = writeln!(out, "home         {}", d.home);
+    let _ = writeln!(out, "synchronous  {}", d.synchronous);
+    let _ = writeln!(out, "projects     {}", d.projects.len());
+    for p in &d.projects {
+        let _ = writeln!(
+            out,
+            "  {}  ({} sessions, {} live)",
+            p.root, p.sessions, p.live_sessions
+        );
+    }
+    out
+}

@@ -1,0 +1,92 @@
+//! One module per request kind: each validates against the live state first and only then
+//! changes it through the transaction, so a refused request changes nothing.
+
+mod agent;
+mod phase;
+mod query;
+mod session;
+
+pub use query::resolve_filter;
+
+use maos_proto::{ErrorBody, ErrorCode, Reply, Request};
+use maos_store::EventQuery;
+
+use crate::state::Txn;
+
+/// What handling a request produced.
+pub enum Outcome {
+    Reply(Reply),
+    /// A history read, run by the connection on the read pool (never by the actor).
+    History(EventQuery),
+}
+
+impl From<Reply> for Outcome {
+    fn from(r: Reply) -> Self {
+        Outcome::Reply(r)
+    }
+}
+
+/// Apply one project request.
+pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
+    match body {
+        Request::SessionCreate {
+            objective,
+            strategy,
+            phases,
+        } => session::create(tx, objective, strategy, phases),
+        Request::SessionList { all } => query::session_list(tx.state(), all),
+        Request::SessionShow { session } => query::session_show(tx.state(), session.as_deref()),
+        Request::SessionActivate { session } => session::activate(tx, &session),
+        Request::SessionTransition {
+            session,
+            op,
+            reason,
+        } => session::transition(tx, session.as_deref(), op, reason, None),
+        Request::AgentRegister {
+            session,
+            role,
+            task,
+            depends_on,
+            parent,
+        } => agent::register(tx, session.as_deref(), role, task, depends_on, parent),
+        Request::AgentTransition {
+            agent,
+            op,
+            exit_code,
+            reason,
+        } => agent::transition(tx, &agent, op, exit_code, reason),
+        Request::AgentList { session } => query::agent_list(tx.state(), session.as_deref()),
+        Request::PhaseTransition {
+            session,
+            phase,
+            op,
+            artifacts,
+        } => phase::transition(tx, session.as_deref(), phase.as_deref(), op, artifacts),
+        Request::Pause {
+            session,
+            target,
+            reason,
+            by,
+        } => session::pause(tx, session.as_deref(), target, reason, by),
+        Request::Resume {
+            session,
+            target,
+            by,
+        } => session::resume(tx, session.as_deref(), target, by),
+        Request::Ps { all } => query::ps(tx.state(), all),
+        Request::Events { filter, limit } => query::events(tx.state(), &filter, limit),
+        Request::Status { session } => query::status(tx.state(), session.as_deref(), tx.now),
+        Request::Ping | Request::DaemonStatus | Request::DaemonStop => Err(ErrorBody::new(
+            ErrorCode::BadRequest,
+            "daemon requests do not take a project",
+        )),
+    }
+}
+
+pub(crate) fn invalid(e: impl std::fmt::Display) -> ErrorBody {
+    ErrorBody::new(ErrorCode::InvalidTransition, e.to_string())
+}
+
+pub(crate) fn bad(msg: impl Into<String>) -> ErrorBody {
+    ErrorBody::new(ErrorCode::BadRequest, msg)
+}

@@ -1,0 +1,113 @@
+//! Phase transitions. The workflow enforces order and the completion rule; completing the last
+//! phase is recorded as `workflow_completed` and completes a running session.
+
+use maos_core::{CheckpointResult, PhaseOp, SessionOp, SessionState};
+use maos_proto::{ErrorBody, ErrorCode, ErrorRecord, Reply};
+use serde_json::{Value, json};
+
+use super::{Outcome, invalid};
+use crate::state::Txn;
+
+fn event_name(op: PhaseOp) -> &'static str {
+    match op {
+        PhaseOp::Start => "phase_started",
+        PhaseOp::Complete => "phase_completed",
+        PhaseOp::Fail => "phase_failed",
+        PhaseOp::Skip => "phase_skipped",
+    }
+}
+
+pub fn transition(
+    tx: &mut Txn<'_>,
+    session: Option<&str>,
+    phase: Option<&str>,
+    op: PhaseOp,
+    artifacts: Value,
+) -> Result<Outcome, ErrorBody> {
+    let s = tx.state().resolve_session(session)?;
+    let sid = s.id.clone();
+    if s.state != SessionState::Running {
+        let hint = match s.state {
+            SessionState::Created => "; start it with `maos session start`",
+            SessionState::Paused => "; resume it with `maos resume`",
+            _ => "",
+        };
+        return Err(invalid(format!(
+            "cannot {op} a phase: session {sid} is {}{hint}",
+            s.state
+        )));
+    }
+    let wf = &s.workflow;
+    let not_found =
+        |e: maos_core::WorkflowError| ErrorBody::new(ErrorCode::NotFound, e.to_string());
+    let idx = match phase {
+        Some(p) => wf.resolve_cli(p).map_err(not_found)?,
+        // Start and skip act on the current phase; complete and fail on the running one.
+        None => match op {
+            PhaseOp::Start | PhaseOp::Skip => wf.current(),
+            PhaseOp::Complete | PhaseOp::Fail => wf.running(),
+        }
+        .ok_or_else(|| {
+            invalid(if wf.phases.is_empty() {
+                "this session has no phases".to_string()
+            } else if wf.is_complete() {
+                "the workflow is already complete".to_string()
+            } else {
+                "no phase is running; start one with `maos phase start`".to_string()
+            })
+        })?,
+    };
+    // Validate on a copy, so a refused change leaves the session untouched.
+    let mut next = wf.clone();
+    let now = tx.now;
+    let completed = match op {
+        PhaseOp::Start => next.start(idx, now).map(|()| false),
+        PhaseOp::Complete => next.finish(idx, CheckpointResult::Passed, artifacts.clone(), now),
+        PhaseOp::Fail => next.finish(idx, CheckpointResult::Failed, artifacts.clone(), now),
+        PhaseOp::Skip => next.skip(idx, now),
+    }
+    .map_err(invalid)?;
+    let name = next.phases[idx].name.clone();
+    let attempts = next.phases[idx].attempts;
+    let position = next.position();
+    *tx.workflow_mut(&sid) = next;
+    if op == PhaseOp::Fail {
+        tx.session_mut(&sid).errors.push(ErrorRecord {
+            at: now,
+            message: format!("phase {name} failed its checkpoint (attempt {attempts})"),
+            agent_id: None,
+        });
+    }
+    tx.event(
+        Some(&sid),
+        None,
+        event_name(op),
+        json!({ "phase": name, "index": idx, "attempt": attempts, "artifacts": artifacts,
+                "position": [position.0, position.1] }),
+    );
+    if completed {
+        tx.event(
+            Some(&sid),
+            None,
+            "workflow_completed",
+            json!({ "phases": position.1 }),
+        );
+        let s = tx.state().session(&sid);
+        if let Some(next) = s.and_then(|s| s.state.apply(SessionOp::Complete).ok()) {
+            super::session::apply_session(
+                tx,
+                &sid,
+                SessionOp::Complete,
+                next,
+                Some("last phase completed".into()),
+                None,
+            );
+        }
+    }
+    let s = tx
+        .state()
+        .session(&sid)
+        .cloned()
+        .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "session vanished"))?;
+    Ok(Reply::Session(Box::new(s)).into())
+}

@@ -1,0 +1,334 @@
+//! Session lifecycle: create, activate, transitions, pause and resume at every level.
+
+use maos_core::{
+    AgentOp, AgentState, SessionId, SessionOp, SessionState, Strategy, Workflow, agent_set_paused,
+};
+use maos_proto::{ErrorBody, ErrorCode, PauseInfo, Reply, SessionRecord, Target};
+use serde_json::json;
+
+use super::{Outcome, bad, invalid};
+use crate::state::Txn;
+
+/// Longest objective accepted (it is shown in tables and briefings, not a document store).
+const MAX_OBJECTIVE: usize = 4096;
+
+pub fn create(
+    tx: &mut Txn<'_>,
+    objective: String,
+    strategy: Strategy,
+    phases: Vec<String>,
+) -> Result<Outcome, ErrorBody> {
+    let objective = objective.trim().to_string();
+    if objective.is_empty() {
+        return Err(bad("the objective is empty: say what the session is for"));
+    }
+    if objective.len() > MAX_OBJECTIVE {
+        return Err(bad(format!(
+            "the objective is {} bytes; the limit is {MAX_OBJECTIVE}",
+            objective.len()
+        )));
+    }
+    let workflow = Workflow::new(phases).map_err(|e| bad(e.to_string()))?;
+    // A terminal active session does not count: the new session takes over.
+    let takes_active = tx.state().active().is_none_or(|a| a.state.is_terminal());
+    let previous = tx
+        .state()
+        .active()
+        .filter(|_| takes_active)
+        .map(|a| a.id.clone());
+    if let Some(prev) = &previous {
+        tx.session_mut(prev).active = false;
+    }
+    let id = SessionId::from_uuid(uuid::Uuid::new_v4());
+    let rec = SessionRecord {
+        id: id.clone(),
+        objective,
+        state: SessionState::Created,
+        strategy,
+        active: takes_active,
+        created_at: tx.now,
+        updated_at: tx.now,
+        started_at: None,
+        ended_at: None,
+        workflow,
+        paused_phases: Vec::new(),
+        pause: None,
+        resume_count: 0,
+        errors: Vec::new(),
+        agents: Vec::new(),
+    };
+    let data = json!({
+        "objective": rec.objective,
+        "strategy": strategy,
+        "phases": rec.workflow.phases.iter().map(|p| &p.name).collect::<Vec<_>>(),
+        "active": takes_active,
+    });
+    tx.insert_session(rec);
+    tx.event(Some(&id), None, "session_created", data);
+    if takes_active {
+        tx.event(
+            Some(&id),
+            None,
+            "session_activated",
+            json!({ "previous": previous }),
+        );
+    }
+    Ok(Reply::Session(Box::new(tx.state().session(&id).cloned().ok_or_else(gone)?)).into())
+}
+
+fn gone() -> ErrorBody {
+    ErrorBody::new(ErrorCode::Internal, "session vanished while being changed")
+}
+
+pub fn activate(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {
+    let id = tx.state().resolve_session(Some(name))?.id.clone();
+    let previous = tx.state().active().map(|a| a.id.clone());
+    if previous.as_ref() != Some(&id) {
+        if let Some(prev) = &previous {
+            tx.session_mut(prev).active = false;
+        }
+        tx.session_mut(&id).active = true;
+        tx.event(
+            Some(&id),
+            None,
+            "session_activated",
+            json!({ "previous": previous }),
+        );
+    }
+    session_reply(tx, &id)
+}
+
+fn session_reply(tx: &Txn<'_>, id: &SessionId) -> Result<Outcome, ErrorBody> {
+    Ok(Reply::Session(Box::new(tx.state().session(id).cloned().ok_or_else(gone)?)).into())
+}
+
+fn event_name(op: SessionOp) -> &'static str {
+    match op {
+        SessionOp::Start => "session_started",
+        SessionOp::Pause => "session_paused",
+        SessionOp::Resume => "session_resumed",
+        SessionOp::Complete => "session_completed",
+        SessionOp::Fail => "session_failed",
+        SessionOp::Cancel => "session_cancelled",
+    }
+}
+
+pub fn transition(
+    tx: &mut Txn<'_>,
+    name: Option<&str>,
+    op: SessionOp,
+    reason: Option<String>,
+    by: Option<String>,
+) -> Result<Outcome, ErrorBody> {
+    let s = tx.state().resolve_session(name)?;
+    let id = s.id.clone();
+    let next = s
+        .state
+        .apply(op)
+        .map_err(|e| invalid(format!("session {id}: {e}")))?;
+    apply_session(tx, &id, op, next, reason, by);
+    session_reply(tx, &id)
+}
+
+/// Apply an already-validated session transition with its side effects and events.
+pub(super) fn apply_session(
+    tx: &mut Txn<'_>,
+    id: &SessionId,
+    op: SessionOp,
+    next: SessionState,
+    reason: Option<String>,
+    by: Option<String>,
+) {
+    let now = tx.now;
+    let running: Vec<_> = tx
+        .state()
+        .session(id)
+        .map(|s| {
+            s.agents
+                .iter()
+                .filter(|a| a.state == AgentState::Running)
+                .map(|a| a.id.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let s = tx.session_mut(id);
+    s.state = next;
+    match op {
+        SessionOp::Start => s.started_at = Some(now),
+        SessionOp::Pause => {
+            s.pause = Some(PauseInfo {
+                at: now,
+                by: by.clone(),
+                reason: reason.clone(),
+                in_progress: running.clone(),
+            });
+        }
+        SessionOp::Resume => {
+            s.pause = None;
+            s.resume_count += 1;
+        }
+        SessionOp::Fail => {
+            if let Some(r) = &reason {
+                s.errors.push(maos_proto::ErrorRecord {
+                    at: now,
+                    message: r.clone(),
+                    agent_id: None,
+                });
+            }
+        }
+        SessionOp::Complete | SessionOp::Cancel => {}
+    }
+    if next.is_terminal() {
+        s.ended_at = Some(now);
+        s.pause = None;
+    }
+    let resume_count = s.resume_count;
+    let data = match op {
+        SessionOp::Pause => json!({ "by": by, "reason": reason, "in_progress": running }),
+        SessionOp::Resume => json!({ "by": by, "resume_count": resume_count }),
+        _ => json!({ "reason": reason }),
+    };
+    tx.event(Some(id), None, event_name(op), data);
+    if next.is_terminal() {
+        end_live_agents(tx, id);
+    }
+}
+
+/// A session that ends takes its unfinished agents with it: they are cancelled, each with its
+/// own event, so no agent is left "running" in a finished session.
+fn end_live_agents(tx: &mut Txn<'_>, id: &SessionId) {
+    let live: Vec<_> = tx
+        .state()
+        .session(id)
+        .map(|s| {
+            s.agents
+                .iter()
+                .filter(|a| !a.state.is_terminal())
+                .map(|a| a.id.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    for aid in live {
+        let now = tx.now;
+        let a = tx.agent_mut(&aid);
+        if let Ok(next) = a.state.apply(AgentOp::Cancel) {
+            a.state = next;
+            a.paused = false;
+            a.ended_at = Some(now);
+            tx.event(
+                Some(id),
+                Some(&aid),
+                "agent_cancelled",
+                json!({ "reason": "session ended" }),
+            );
+        }
+    }
+}
+
+pub fn pause(
+    tx: &mut Txn<'_>,
+    name: Option<&str>,
+    target: Target,
+    reason: Option<String>,
+    by: Option<String>,
+) -> Result<Outcome, ErrorBody> {
+    set_paused(tx, name, target, true, reason, by)
+}
+
+pub fn resume(
+    tx: &mut Txn<'_>,
+    name: Option<&str>,
+    target: Target,
+    by: Option<String>,
+) -> Result<Outcome, ErrorBody> {
+    set_paused(tx, name, target, false, None, by)
+}
+
+fn set_paused(
+    tx: &mut Txn<'_>,
+    name: Option<&str>,
+    target: Target,
+    pause: bool,
+    reason: Option<String>,
+    by: Option<String>,
+) -> Result<Outcome, ErrorBody> {
+    let s = tx.state().resolve_session(name)?;
+    let sid = s.id.clone();
+    match target {
+        Target::Session => {
+            let op = if pause {
+                SessionOp::Pause
+            } else {
+                SessionOp::Resume
+            };
+            let next = s
+                .state
+                .apply(op)
+                .map_err(|e| invalid(format!("session {sid}: {e}")))?;
+            apply_session(tx, &sid, op, next, reason, by);
+        }
+        Target::Agent(agent) => {
+            let a = tx.state().resolve_agent(&agent, Some(&sid))?;
+            let aid = a.id.clone();
+            if !pause && a.state == AgentState::Resumable {
+                // Resuming an interrupted agent is the same as restarting it.
+                return super::agent::transition(tx, aid.as_str(), AgentOp::Resume, None, None);
+            }
+            agent_set_paused(a.state, a.paused, pause)
+                .map_err(|e| invalid(format!("agent {aid}: {e}")))?;
+            tx.agent_mut(&aid).paused = pause;
+            let kind = if pause {
+                "agent_paused"
+            } else {
+                "agent_resumed"
+            };
+            tx.event(
+                Some(&sid),
+                Some(&aid),
+                kind,
+                json!({ "by": by, "reason": reason }),
+            );
+        }
+        Target::Phase(phase) => {
+            let idx = s
+                .workflow
+                .resolve_cli(&phase)
+                .map_err(|e| ErrorBody::new(ErrorCode::NotFound, e.to_string()))?;
+            let p = &s.workflow.phases[idx];
+            let pname = p.name.clone();
+            if p.state.is_terminal() {
+                return Err(invalid(format!(
+                    "phase {pname} is {}: only an unfinished phase can be paused or resumed",
+                    p.state
+                )));
+            }
+            let paused = s.paused_phases.contains(&pname);
+            if paused == pause {
+                let now = if pause {
+                    "already paused"
+                } else {
+                    "not paused"
+                };
+                return Err(invalid(format!("phase {pname} is {now}")));
+            }
+            let sm = tx.session_mut(&sid);
+            if pause {
+                sm.paused_phases.push(pname.clone());
+            } else {
+                sm.paused_phases.retain(|p| p != &pname);
+            }
+            let kind = if pause {
+                "phase_paused"
+            } else {
+                "phase_resumed"
+            };
+            tx.event(
+                Some(&sid),
+                None,
+                kind,
+                json!({ "phase": pname, "by": by, "reason": reason }),
+            );
+        }
+    }
+    session_reply(tx, &sid)
+}

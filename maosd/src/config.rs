@@ -1,0 +1,72 @@
+//! Daemon configuration: command line, then environment, then `$MAOS_HOME/config.toml`.
+
+use std::path::PathBuf;
+
+use maos_store::Synchronous;
+use serde::Deserialize;
+
+/// The daemon's settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub home: PathBuf,
+    pub socket: PathBuf,
+    pub synchronous: Synchronous,
+    /// Cap on each project database, in SQLite pages (testing full disks).
+    pub max_page_count: Option<u64>,
+}
+
+/// `config.toml`: every key optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    synchronous: Option<String>,
+    max_page_count: Option<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Path(#[from] maos_proto::paths::PathError),
+    #[error("{path}: {message}")]
+    File { path: PathBuf, message: String },
+    #[error("{0}")]
+    Value(String),
+}
+
+impl Config {
+    pub fn load(synchronous_flag: Option<String>) -> Result<Config, ConfigError> {
+        let home = maos_proto::paths::home_dir()?;
+        let socket = maos_proto::paths::socket_path();
+        let path = home.join("config.toml");
+        let file: File = match std::fs::read_to_string(&path) {
+            Ok(text) => toml::from_str(&text).map_err(|e| ConfigError::File {
+                path: path.clone(),
+                message: e.to_string().replace('\n', " "),
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::default(),
+            Err(e) => {
+                return Err(ConfigError::File {
+                    path,
+                    message: e.to_string(),
+                });
+            }
+        };
+        let sync = synchronous_flag
+            .or_else(|| {
+                std::env::var("MAOS_SYNCHRONOUS")
+                    .ok()
+                    .filter(|s| !s.is_empty())
+            })
+            .or(file.synchronous);
+        let synchronous = match sync {
+            Some(s) => s.parse().map_err(ConfigError::Value)?,
+            None => Synchronous::Normal,
+        };
+        Ok(Config {
+            home,
+            socket,
+            synchronous,
+            max_page_count: file.max_page_count,
+        })
+    }
+}

@@ -1,0 +1,302 @@
+//! One client connection: handshake, then requests in order, or a subscription stream.
+//!
+//! A malformed frame gets an error reply and the connection goes on (the frame boundary is
+//! intact); a frame over the cap or a truncated one ends the connection. Nothing a client sends
+//! can affect another connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use maos_proto::{
+    ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, MAX_FRAME_LEN, PROTOCOL_VERSION,
+    Reply, Request, ServerMsg,
+};
+use maos_store::EventQuery;
+use tokio::net::UnixStream;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::bytes::Bytes;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use tracing::{debug, warn};
+
+use crate::cmd::Outcome;
+use crate::project::{Subscription, storage_error};
+use crate::server::Daemon;
+
+type Conn = Framed<UnixStream, LengthDelimitedCodec>;
+
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .length_field_length(4)
+        .big_endian()
+        .max_frame_length(MAX_FRAME_LEN)
+        .new_codec()
+}
+
+async fn send(conn: &mut Conn, msg: &ServerMsg) -> bool {
+    // The codec adds the length prefix (and refuses bodies over the cap).
+    match serde_json::to_vec(msg) {
+        Ok(buf) => conn.send(Bytes::from(buf)).await.is_ok(),
+        Err(e) => {
+            warn!(error = %e, "cannot encode a reply");
+            false
+        }
+    }
+}
+
+async fn send_error(conn: &mut Conn, code: ErrorCode, message: String) {
+    let _ = send(
+        conn,
+        &ServerMsg::Error {
+            error: ErrorBody::new(code, message),
+        },
+    )
+    .await;
+}
+
+/// What reading the next frame gave.
+enum Next {
+    Msg(ClientMsg),
+    /// Valid frame, invalid message: answer and keep going.
+    Bad {
+        id: Option<u64>,
+        message: String,
+    },
+    /// Over the cap, truncated, closed, or shutting down: stop.
+    End,
+}
+
+async fn next(conn: &mut Conn, daemon: &Daemon) -> Next {
+    let frame = tokio::select! {
+        f = conn.next() => f,
+        () = daemon.shutdown.cancelled() => return Next::End,
+    };
+    match frame {
+        None => Next::End,
+        Some(Err(e)) => {
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                send_error(
+                    conn,
+                    ErrorCode::FrameTooLarge,
+                    format!("frame refused: {e} (the cap is {MAX_FRAME_LEN} bytes)"),
+                )
+                .await;
+            } else {
+                debug!(error = %e, "connection read failed");
+            }
+            Next::End
+        }
+        Some(Ok(bytes)) => match serde_json::from_slice::<ClientMsg>(&bytes) {
+            Ok(m) => Next::Msg(m),
+            Err(e) => {
+                let id = serde_json::from_slice::<serde_json::Value>(&bytes)
+                    .ok()
+                    .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64));
+                Next::Bad {
+                    id,
+                    message: format!("malformed request: {e}"),
+                }
+            }
+        },
+    }
+}
+
+pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
+    let mut conn = Framed::new(stream, codec());
+    let hello = tokio::time::timeout(HELLO_TIMEOUT, next(&mut conn, &daemon)).await;
+    match hello {
+        Ok(Next::Msg(ClientMsg::Hello { protocol, .. })) if protocol == PROTOCOL_VERSION => {}
+        Ok(Next::Msg(ClientMsg::Hello {
+            protocol,
+            client_version,
+        })) => {
+            let msg = format!(
+                "protocol mismatch: this client (maos {client_version}) speaks protocol {protocol}, \
+                 the running daemon (maosd {}) speaks {PROTOCOL_VERSION}; run `maos daemon stop` \
+                 so that the next command starts the matching daemon",
+                env!("CARGO_PKG_VERSION")
+            );
+            send_error(&mut conn, ErrorCode::ProtocolMismatch, msg).await;
+            return;
+        }
+        Ok(Next::End) | Err(_) => return,
+        Ok(_) => {
+            send_error(
+                &mut conn,
+                ErrorCode::BadRequest,
+                "the first frame must be a hello with the protocol version".into(),
+            )
+            .await;
+            return;
+        }
+    }
+    let welcome = ServerMsg::Welcome {
+        protocol: PROTOCOL_VERSION,
+        daemon_version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+    };
+    if !send(&mut conn, &welcome).await {
+        return;
+    }
+    loop {
+        match next(&mut conn, &daemon).await {
+            Next::End => return,
+            Next::Bad { id, message } => {
+                let reply = ServerMsg::Response {
+                    id: id.unwrap_or(0),
+                    result: Err(ErrorBody::new(ErrorCode::BadRequest, message)),
+                };
+                if !send(&mut conn, &reply).await {
+                    return;
+                }
+            }
+            Next::Msg(ClientMsg::Hello { .. }) => {
+                send_error(&mut conn, ErrorCode::BadRequest, "hello sent twice".into()).await;
+            }
+            Next::Msg(ClientMsg::Request { id, project, body }) => {
+                let stop = matches!(body, Request::DaemonStop);
+                let result = request(&daemon, project, body).await;
+                if !send(&mut conn, &ServerMsg::Response { id, result }).await {
+                    return;
+                }
+                if stop {
+                    daemon.shutdown.cancel();
+                    return;
+                }
+            }
+            Next::Msg(ClientMsg::Subscribe {
+                id,
+                project,
+                filter,
+            }) => {
+                subscribe(&mut conn, &daemon, id, project, filter).await;
+                return;
+            }
+        }
+    }
+}
+
+async fn request(
+    daemon: &Daemon,
+    project: Option<String>,
+    body: Request,
+) -> Result<Reply, ErrorBody> {
+    match body {
+        Request::Ping => return Ok(Reply::Pong),
+        Request::DaemonStatus => return Ok(Reply::Daemon(daemon.status().await)),
+        Request::DaemonStop => return Ok(Reply::Done),
+        _ => {}
+    }
+    let root = project.ok_or_else(|| {
+        ErrorBody::new(ErrorCode::BadRequest, "this request needs a project root")
+    })?;
+    let handle = daemon.projects.get(&root).await?;
+    match handle.request(body).await? {
+        Outcome::Reply(r) => Ok(r),
+        Outcome::History(q) => handle
+            .reader()
+            .events(&q)
+            .await
+            .map(Reply::Events)
+            .map_err(|e| storage_error(&e)),
+    }
+}
+
+fn matches(q: &EventQuery, e: &EventRecord) -> bool {
+    q.session_id
+        .as_deref()
+        .is_none_or(|s| e.session_id.as_ref().is_some_and(|x| x.as_str() == s))
+        && q.agent_id
+            .as_deref()
+            .is_none_or(|a| e.agent_id.as_ref().is_some_and(|x| x.as_str() == a))
+        && (q.types.is_empty() || q.types.iter().any(|t| t == &e.kind))
+        && q.since_us.is_none_or(|s| maos_store::to_us(&e.ts) >= s)
+}
+
+async fn subscribe(
+    conn: &mut Conn,
+    daemon: &Daemon,
+    id: u64,
+    project: String,
+    filter: EventFilter,
+) {
+    let sub = match daemon.projects.get(&project).await {
+        Ok(h) => h.subscribe(filter).await,
+        Err(e) => Err(e),
+    };
+    let Subscription {
+        mut query,
+        mut rx,
+        reader,
+        ..
+    } = match sub {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = send(conn, &ServerMsg::Response { id, result: Err(e) }).await;
+            return;
+        }
+    };
+    if !send(
+        conn,
+        &ServerMsg::Response {
+            id,
+            result: Ok(Reply::Subscribed),
+        },
+    )
+    .await
+    {
+        return;
+    }
+    // History first (everything committed so far), then live events; `last` removes overlap.
+    let mut last = query.after_seq.unwrap_or(0);
+    let mut backlog = true;
+    loop {
+        if backlog {
+            query.after_seq = Some(last);
+            let events = match reader.events(&query).await {
+                Ok(e) => e,
+                Err(e) => {
+                    let result = Err(storage_error(&e));
+                    let _ = send(conn, &ServerMsg::Response { id, result }).await;
+                    return;
+                }
+            };
+            for event in events {
+                last = last.max(event.seq);
+                if !send(conn, &ServerMsg::Event { id, event }).await {
+                    return;
+                }
+            }
+            backlog = false;
+        }
+        let live = tokio::select! {
+            r = rx.recv() => r,
+            // The client closing its end (or sending anything) ends the stream.
+            _ = conn.next() => return,
+            () = daemon.shutdown.cancelled() => return,
+        };
+        match live {
+            Ok(event) if event.seq > last => {
+                last = event.seq;
+                if matches(&query, &event)
+                    && !send(
+                        conn,
+                        &ServerMsg::Event {
+                            id,
+                            event: (*event).clone(),
+                        },
+                    )
+                    .await
+                {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            // Too slow for the live buffer: catch up from the database.
+            Err(RecvError::Lagged(_)) => backlog = true,
+            Err(RecvError::Closed) => return,
+        }
+    }
+}

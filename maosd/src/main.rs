@@ -1,0 +1,91 @@
+//! `maosd`: the maos daemon. One per user; the `maos` client starts it on demand.
+
+mod cmd;
+mod config;
+mod conn;
+mod project;
+mod server;
+mod state;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+/// The maos daemon: keeps every project's sessions, agents, phases, locks and timeline.
+#[derive(Parser, Debug)]
+#[command(name = "maosd", version, about)]
+struct Args {
+    /// Log to stderr instead of `$MAOS_HOME/logs/maosd.log`.
+    #[arg(long)]
+    foreground: bool,
+    /// Commit durability: `normal` survives any crash of the daemon, `full` also power loss.
+    #[arg(long, value_name = "normal|full")]
+    synchronous: Option<String>,
+}
+
+fn init_logging(foreground: bool, home: &std::path::Path) -> Result<(), String> {
+    let filter = EnvFilter::try_from_env("MAOS_LOG")
+        .or_else(|_| EnvFilter::try_new("info"))
+        .map_err(|e| format!("bad MAOS_LOG filter: {e}"))?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if foreground {
+        builder.with_writer(std::io::stderr).init();
+        return Ok(());
+    }
+    let dir = home.join("logs");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join("maosd.log");
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+    };
+    builder
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .init();
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let config = match config::Config::load(args.synchronous) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("maosd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = maos_proto::paths::ensure_private_dir(&config.home) {
+        eprintln!("maosd: {e}");
+        return ExitCode::FAILURE;
+    }
+    if let Err(e) = init_logging(args.foreground, &config.home) {
+        eprintln!("maosd: {e}");
+        return ExitCode::FAILURE;
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("maosd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(server::run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "maosd cannot start");
+            eprintln!("maosd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! One actor per project: the only owner of its live state and the only writer of its database.
+//!
+//! Group commit: the actor takes every request waiting in its queue (up to [`MAX_BATCH`]),
+//! applies them in order to memory through one [`Txn`], writes the batch in one SQLite
+//! transaction, and only then answers all of them. While it waits on the disk, new requests
+//! queue up and form the next batch, so a busy project pays one commit for many changes.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use maos_proto::{ErrorBody, ErrorCode, EventFilter, EventRecord, ProjectInfo, Request};
+use maos_store::{EventQuery, Reader, Store, StoreError, StoreOptions};
+use tokio::sync::{Mutex, broadcast, mpsc, oneshot};
+use tracing::{debug, error, info, warn};
+
+use crate::cmd::{self, Outcome};
+use crate::state::{State, Txn};
+
+/// Most requests applied in one transaction.
+const MAX_BATCH: usize = 512;
+/// Queue depth per project before senders wait (back-pressure).
+const QUEUE: usize = 4096;
+/// Live events kept for slow subscribers before they fall back to reading history.
+const EVENT_BUFFER: usize = 4096;
+
+pub type Reply = Result<Outcome, ErrorBody>;
+
+/// A live subscription: every event committed before it was made is in the database; later ones
+/// arrive on `rx`.
+pub struct Subscription {
+    pub query: EventQuery,
+    pub rx: broadcast::Receiver<Arc<EventRecord>>,
+    pub reader: Reader,
+}
+
+enum Cmd {
+    Request {
+        body: Request,
+        reply: oneshot::Sender<Reply>,
+    },
+    Subscribe {
+        filter: EventFilter,
+        reply: oneshot::Sender<Result<Subscription, ErrorBody>>,
+    },
+    Info {
+        reply: oneshot::Sender<ProjectInfo>,
+    },
+}
+
+/// Handle to a project actor.
+#[derive(Clone)]
+pub struct ProjectHandle {
+    tx: mpsc::Sender<Cmd>,
+    reader: Reader,
+}
+
+fn actor_gone() -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ShuttingDown,
+        "the project is closing because the daemon is shutting down; retry",
+    )
+}
+
+impl ProjectHandle {
+    pub async fn request(&self, body: Request) -> Reply {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Cmd::Request { body, reply })
+            .await
+            .map_err(|_| actor_gone())?;
+        rx.await.map_err(|_| actor_gone())?
+    }
+
+    pub async fn subscribe(&self, filter: EventFilter) -> Result<Subscription, ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Cmd::Subscribe { filter, reply })
+            .await
+            .map_err(|_| actor_gone())?;
+        rx.await.map_err(|_| actor_gone())?
+    }
+
+    pub async fn info(&self) -> Option<ProjectInfo> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Cmd::Info { reply }).await.ok()?;
+        rx.await.ok()
+    }
+
+    pub fn reader(&self) -> &Reader {
+        &self.reader
+    }
+}
+
+struct Actor {
+    root: String,
+    hash: String,
+    state: State,
+    store: Store,
+    events: broadcast::Sender<Arc<EventRecord>>,
+}
+
+pub fn storage_error(e: &StoreError) -> ErrorBody {
+    match e {
+        StoreError::Full(_) => ErrorBody::new(ErrorCode::StorageFull, e.to_string()),
+        _ => ErrorBody::new(ErrorCode::Storage, e.to_string()),
+    }
+}
+
+impl Actor {
+    async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
+        let mut cmds = Vec::with_capacity(64);
+        while rx.recv_many(&mut cmds, MAX_BATCH).await > 0 {
+            self.batch(cmds.drain(..)).await;
+        }
+        debug!(project = %self.root, "project actor stopping");
+        self.store.close().await;
+    }
+
+    async fn batch(&mut self, cmds: impl Iterator<Item = Cmd>) {
+        let mut txn = Txn::new(&mut self.state);
+        // (reply channel, result, whether it ran after the first change of this batch)
+        let mut replies = Vec::new();
+        let mut subs = Vec::new();
+        for cmd in cmds {
+            match cmd {
+                Cmd::Request { body, reply } => {
+                    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        cmd::handle(&mut txn, body)
+                    }))
+                    .unwrap_or_else(|_| {
+                        error!(
+                            "a request handler panicked; the request failed, the daemon goes on"
+                        );
+                        Err(ErrorBody::new(
+                            ErrorCode::Internal,
+                            "internal error while handling the request (see the daemon log)",
+                        ))
+                    });
+                    replies.push((reply, result, txn.is_dirty()));
+                }
+                Cmd::Subscribe { filter, reply } => subs.push((filter, reply)),
+                Cmd::Info { reply } => {
+                    let st = txn.state();
+                    let _ = reply.send(ProjectInfo {
+                        root: self.root.clone(),
+                        hash: self.hash.clone(),
+                        sessions: st.sessions().len(),
+                        live_sessions: st
+                            .sessions()
+                            .iter()
+                            .filter(|s| !s.state.is_terminal())
+                            .count(),
+                        last_seq: st.last_seq(),
+                    });
+                }
+            }
+        }
+        if txn.is_dirty() {
+            let result = self.store.commit(&txn.batch()).await;
+            match result {
+                Ok(()) => {
+                    for e in txn.finish() {
+                        // No subscribers is fine.
+                        let _ = self.events.send(Arc::new(e));
+                    }
+                }
+                Err(e) => {
+                    warn!(project = %self.root, error = %e, "commit failed; batch rolled back");
+                    txn.rollback();
+                    let err = storage_error(&e);
+                    for (_, result, after_change) in &mut replies {
+                        if *after_change {
+                            *result = Err(err.clone());
+                        }
+                    }
+                }
+            }
+        }
+        for (reply, result, _) in replies {
+            let _ = reply.send(result);
+        }
+        // Subscriptions are answered after the commit, so their snapshot covers it.
+        for (filter, reply) in subs {
+            let sub = cmd::resolve_filter(&self.state, &filter, None).map(|query| Subscription {
+                query,
+                rx: self.events.subscribe(),
+                reader: self.store.reader(),
+            });
+            let _ = reply.send(sub);
+        }
+    }
+}
+
+/// Every open project, opened on first use.
+pub struct Projects {
+    dir: PathBuf,
+    opts: StoreOptions,
+    open: Mutex<HashMap<String, ProjectHandle>>,
+    actors: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Projects {
+    pub fn new(home: &Path, opts: StoreOptions) -> Projects {
+        Projects {
+            dir: home.join("projects"),
+            opts,
+            open: Mutex::new(HashMap::new()),
+            actors: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The actor of the project rooted at `root` (an absolute path), opening it if needed.
+    pub async fn get(&self, root: &str) -> Result<ProjectHandle, ErrorBody> {
+        let mut open = self.open.lock().await;
+        if let Some(h) = open.get(root) {
+            return Ok(h.clone());
+        }
+        let path = Path::new(root);
+        if !path.is_absolute() {
+            return Err(ErrorBody::new(
+                ErrorCode::BadRequest,
+                format!("project root {root:?} is not an absolute path"),
+            ));
+        }
+        let hash = maos_proto::paths::workspace_hash(path);
+        let dir = self.dir.join(&hash);
+        // Boxed as `Send` explicitly: sqlx's futures otherwise trip rustc's higher-ranked `Send`
+        // inference for every future that awaits this one.
+        let opening = open_project(root.to_string(), hash, dir, self.opts.clone());
+        let h = opening.await.map_err(|e| {
+            error!(project = root, error = %e, "cannot open project");
+            e
+        })?;
+        if let Ok(mut actors) = self.actors.lock() {
+            actors.push(h.1);
+        }
+        open.insert(root.to_string(), h.0.clone());
+        Ok(h.0)
+    }
+
+    /// Facts about every open project.
+    pub async fn infos(&self) -> Vec<ProjectInfo> {
+        let handles: Vec<_> = self.open.lock().await.values().cloned().collect();
+        let mut out = Vec::new();
+        for h in handles {
+            if let Some(i) = h.info().await {
+                out.push(i);
+            }
+        }
+        out.sort_by(|a, b| a.root.cmp(&b.root));
+        out
+    }
+
+    /// Close every project: once no connection holds a handle any more, each actor finishes
+    /// its queue, commits, and closes its database; this waits for all of them.
+    pub async fn close_all(&self) {
+        self.open.lock().await.clear();
+        let tasks = match self.actors.lock() {
+            Ok(mut a) => std::mem::take(&mut *a),
+            Err(_) => return,
+        };
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Open a project's database and start its actor. Takes everything by value: sqlx's futures
+/// trip rustc's higher-ranked `Send` inference when they hold borrowed arguments.
+async fn open_project(
+    root: String,
+    hash: String,
+    dir: PathBuf,
+    opts: StoreOptions,
+) -> Result<(ProjectHandle, tokio::task::JoinHandle<()>), ErrorBody> {
+    let io =
+        |e: std::io::Error| ErrorBody::new(ErrorCode::Storage, format!("{}: {e}", dir.display()));
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    let meta = dir.join("project.json");
+    match std::fs::read_to_string(&meta) {
+        Ok(text) => {
+            let known: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            if known["root"].as_str().is_some_and(|r| r != root) {
+                return Err(ErrorBody::new(
+                    ErrorCode::Storage,
+                    format!(
+                        "{} belongs to project {} (hash collision with {root})",
+                        dir.display(),
+                        known["root"]
+                    ),
+                ));
+            }
+        }
+        Err(_) => {
+            let text = serde_json::json!({ "root": root, "hash": hash }).to_string();
+            std::fs::write(&meta, text).map_err(io)?;
+        }
+    }
+    let mut store = Store::open(dir.join("maos.db"), opts)
+        .await
+        .map_err(|e| storage_error(&e))?;
+    let loaded = store.load().await.map_err(|e| storage_error(&e))?;
+    info!(project = %root, sessions = loaded.sessions.len(), last_seq = loaded.last_seq, "project opened");
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let (events, _) = broadcast::channel(EVENT_BUFFER);
+    let reader = store.reader();
+    let actor = Actor {
+        root,
+        hash,
+        state: State::new(loaded.sessions, loaded.last_seq),
+        store,
+        events,
+    };
+    let task = tokio::spawn(actor.run(rx));
+    Ok((ProjectHandle { tx, reader }, task))
+}

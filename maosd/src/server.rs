@@ -1,0 +1,213 @@
+//! The daemon: start-up checks, the accept loop, and graceful shutdown.
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use maos_core::Ts;
+use maos_proto::{DaemonStatus, PROTOCOL_VERSION};
+use maos_store::StoreOptions;
+use tokio::net::UnixListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{error, info, warn};
+
+use crate::config::Config;
+use crate::project::Projects;
+
+/// Most connections served at once; more wait in the listen backlog.
+const MAX_CONNECTIONS: usize = 1024;
+/// How long shutdown waits for in-flight requests.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// What every connection shares.
+pub struct Daemon {
+    pub projects: Projects,
+    pub shutdown: CancellationToken,
+    pub config: Config,
+    started: Instant,
+    started_at: Ts,
+}
+
+impl Daemon {
+    pub async fn status(&self) -> DaemonStatus {
+        DaemonStatus {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            protocol: PROTOCOL_VERSION,
+            started_at: self.started_at,
+            uptime_secs: self.started.elapsed().as_secs_f64(),
+            socket: self.config.socket.display().to_string(),
+            home: self.config.home.display().to_string(),
+            synchronous: self.config.synchronous.as_str().to_string(),
+            projects: self.projects.infos().await,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("another maosd (pid {pid}) already runs for {home}; stop it with `maos daemon stop`")]
+    AlreadyRunning { pid: String, home: PathBuf },
+    #[error(
+        "socket {0} is served by another process; stop that daemon or set MAOS_SOCKET to another path"
+    )]
+    SocketInUse(PathBuf),
+    #[error(transparent)]
+    Path(#[from] maos_proto::paths::PathError),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StartError {
+    let path = path.to_path_buf();
+    move |source| StartError::Io { what, path, source }
+}
+
+/// Hold the pidfile lock for the daemon's lifetime: a second daemon for the same home refuses.
+fn lock_pidfile(home: &Path) -> Result<std::fs::File, StartError> {
+    use std::io::{Read, Seek, Write};
+    let path = home.join("maosd.pid");
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io_err("cannot open pidfile", &path))?;
+    if f.try_lock().is_err() {
+        let mut pid = String::new();
+        let _ = f.read_to_string(&mut pid);
+        return Err(StartError::AlreadyRunning {
+            pid: pid.trim().to_string(),
+            home: home.to_path_buf(),
+        });
+    }
+    f.set_len(0)
+        .map_err(io_err("cannot write pidfile", &path))?;
+    f.rewind().map_err(io_err("cannot write pidfile", &path))?;
+    writeln!(f, "{}", std::process::id()).map_err(io_err("cannot write pidfile", &path))?;
+    Ok(f)
+}
+
+/// Bind the socket, reclaiming a stale one left by a crash. We hold the pidfile lock, so no
+/// daemon of ours serves it; a socket that still answers belongs to someone else.
+fn bind(socket: &Path) -> Result<UnixListener, StartError> {
+    if let Some(dir) = socket.parent() {
+        maos_proto::paths::ensure_private_dir(dir)?;
+    }
+    if std::fs::symlink_metadata(socket).is_ok() {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            return Err(StartError::SocketInUse(socket.to_path_buf()));
+        }
+        warn!(socket = %socket.display(), "removing a stale socket left by a previous daemon");
+        std::fs::remove_file(socket).map_err(io_err("cannot remove stale socket", socket))?;
+    }
+    let listener = UnixListener::bind(socket).map_err(io_err("cannot listen on", socket))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(io_err("cannot restrict", socket))?;
+    Ok(listener)
+}
+
+pub async fn run(config: Config) -> Result<(), StartError> {
+    maos_proto::paths::ensure_private_dir(&config.home)?;
+    let pidfile = lock_pidfile(&config.home)?;
+    let listener = bind(&config.socket)?;
+    let opts = StoreOptions {
+        synchronous: config.synchronous,
+        max_page_count: config.max_page_count,
+    };
+    let daemon = Arc::new(Daemon {
+        projects: Projects::new(&config.home, opts),
+        shutdown: CancellationToken::new(),
+        started: Instant::now(),
+        started_at: crate::state::now(),
+        config,
+    });
+    info!(
+        pid = std::process::id(),
+        socket = %daemon.config.socket.display(),
+        home = %daemon.config.home.display(),
+        synchronous = daemon.config.synchronous.as_str(),
+        "maosd ready"
+    );
+    tokio::spawn(signals(daemon.shutdown.clone()));
+    let tracker = TaskTracker::new();
+    let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let me = maos_proto::paths::uid();
+    loop {
+        let permit = tokio::select! {
+            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            () = daemon.shutdown.cancelled() => break,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = daemon.shutdown.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of descriptors and the like: back off instead of spinning.
+                error!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == me => {}
+            Ok(cred) => {
+                warn!(
+                    peer_uid = cred.uid(),
+                    "refused a connection from another user"
+                );
+                continue;
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot read peer credentials; connection refused");
+                continue;
+            }
+        }
+        let d = daemon.clone();
+        tracker.spawn(async move {
+            crate::conn::serve(stream, d).await;
+            drop(permit);
+        });
+    }
+    info!("shutting down: finishing in-flight requests");
+    drop(listener);
+    tracker.close();
+    if tokio::time::timeout(DRAIN, tracker.wait()).await.is_err() {
+        warn!("some connections did not finish in time");
+    }
+    daemon.projects.close_all().await;
+    let _ = std::fs::remove_file(&daemon.config.socket);
+    let _ = std::fs::remove_file(daemon.config.home.join("maosd.pid"));
+    drop(pidfile);
+    info!("maosd stopped");
+    Ok(())
+}
+
+async fn signals(token: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        error!("cannot install signal handlers; stop the daemon with `maos daemon stop`");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM received"),
+        _ = int.recv() => info!("SIGINT received"),
+        () = token.cancelled() => return,
+    }
+    token.cancel();
+}

@@ -1,0 +1,322 @@
+//! A project's live state, authoritative in memory, and the transaction that changes it.
+//!
+//! Handlers change state only through a [`Txn`]: the first touch of a session saves a copy of
+//! it (the undo log) and marks what must be written; every change records its event in the same
+//! transaction. The actor commits the whole batch to SQLite and only then answers; if the commit
+//! fails, [`Txn::rollback`] puts memory back exactly as it was, so memory and disk never differ.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::SubsecRound;
+use maos_core::{AgentId, SessionId, Ts, resolve_prefix};
+use maos_proto::{AgentRecord, ErrorBody, ErrorCode, EventRecord, SessionRecord};
+use maos_store::Batch;
+use serde_json::Value;
+
+/// Now, UTC, truncated to microseconds (what the database stores).
+pub fn now() -> Ts {
+    chrono::Utc::now().trunc_subsecs(6)
+}
+
+/// The live state of one project.
+#[derive(Debug, Default)]
+pub struct State {
+    /// In creation order.
+    sessions: Vec<SessionRecord>,
+    by_id: HashMap<SessionId, usize>,
+    agent_session: HashMap<AgentId, SessionId>,
+    /// The sequence number the next event gets.
+    next_seq: u64,
+}
+
+impl State {
+    pub fn new(sessions: Vec<SessionRecord>, last_seq: u64) -> State {
+        let mut st = State {
+            sessions,
+            next_seq: last_seq + 1,
+            ..State::default()
+        };
+        st.reindex();
+        st
+    }
+
+    fn reindex(&mut self) {
+        self.by_id.clear();
+        self.agent_session.clear();
+        for (i, s) in self.sessions.iter().enumerate() {
+            self.by_id.insert(s.id.clone(), i);
+            for a in &s.agents {
+                self.agent_session.insert(a.id.clone(), s.id.clone());
+            }
+        }
+    }
+
+    pub fn sessions(&self) -> &[SessionRecord] {
+        &self.sessions
+    }
+
+    pub fn session(&self, id: &SessionId) -> Option<&SessionRecord> {
+        self.by_id.get(id).map(|&i| &self.sessions[i])
+    }
+
+    /// The sequence number of the last committed event.
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    /// The active session, if any.
+    pub fn active(&self) -> Option<&SessionRecord> {
+        self.sessions.iter().find(|s| s.active)
+    }
+
+    /// A session named by id or unique prefix; `None` = the active session.
+    pub fn resolve_session(&self, name: Option<&str>) -> Result<&SessionRecord, ErrorBody> {
+        match name {
+            None => self.active().ok_or_else(|| {
+                ErrorBody::new(
+                    ErrorCode::NotFound,
+                    "this project has no active session: create one with `maos session create --objective TEXT` or name a session",
+                )
+            }),
+            Some(name) => {
+                let id = resolve_prefix(name, self.sessions.iter().map(|s| s.id.as_str()))
+                    .map_err(|e| prefix_error("session", e))?;
+                let id = SessionId::parse(id)
+                    .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
+                self.session(&id)
+                    .ok_or_else(|| ErrorBody::new(ErrorCode::NotFound, format!("no session {name}")))
+            }
+        }
+    }
+
+    /// An agent named by id or unique prefix, optionally restricted to one session.
+    pub fn resolve_agent(
+        &self,
+        name: &str,
+        within: Option<&SessionId>,
+    ) -> Result<&AgentRecord, ErrorBody> {
+        let candidates = self
+            .agent_session
+            .iter()
+            .filter(|(_, s)| within.is_none_or(|w| w == *s))
+            .map(|(a, _)| a.as_str());
+        let id = resolve_prefix(name, candidates).map_err(|e| prefix_error("agent", e))?;
+        let id =
+            AgentId::parse(id).map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
+        self.agent(&id)
+            .ok_or_else(|| ErrorBody::new(ErrorCode::NotFound, format!("no agent {name}")))
+    }
+
+    pub fn agent(&self, id: &AgentId) -> Option<&AgentRecord> {
+        let sid = self.agent_session.get(id)?;
+        self.session(sid)?.agents.iter().find(|a| &a.id == id)
+    }
+}
+
+fn prefix_error(kind: &str, e: maos_core::PrefixError) -> ErrorBody {
+    let code = match e {
+        maos_core::PrefixError::Ambiguous { .. } => ErrorCode::Ambiguous,
+        _ => ErrorCode::NotFound,
+    };
+    ErrorBody::new(code, format!("{kind}: {e}"))
+}
+
+/// One group commit's worth of changes, with what is needed to undo them.
+pub struct Txn<'a> {
+    st: &'a mut State,
+    /// Session as it was before this transaction touched it (`None`: created in it).
+    undo: HashMap<SessionId, Option<SessionRecord>>,
+    dirty_sessions: HashSet<SessionId>,
+    dirty_phases: HashSet<SessionId>,
+    dirty_agents: HashSet<AgentId>,
+    events: Vec<EventRecord>,
+    first_seq: u64,
+    pub now: Ts,
+}
+
+impl<'a> Txn<'a> {
+    pub fn new(st: &'a mut State) -> Txn<'a> {
+        let first_seq = st.next_seq;
+        Txn {
+            st,
+            undo: HashMap::new(),
+            dirty_sessions: HashSet::new(),
+            dirty_phases: HashSet::new(),
+            dirty_agents: HashSet::new(),
+            events: Vec::new(),
+            first_seq,
+            now: now(),
+        }
+    }
+
+    /// Read access to the state as changed so far.
+    pub fn state(&self) -> &State {
+        self.st
+    }
+
+    pub fn is_dirty(&self) -> bool {
+        !self.events.is_empty() || !self.undo.is_empty()
+    }
+
+    fn save(&mut self, id: &SessionId) {
+        if !self.undo.contains_key(id) {
+            let prev = self.st.session(id).cloned();
+            self.undo.insert(id.clone(), prev);
+        }
+    }
+
+    /// Mutable access to a session's own row (marks it for writing).
+    pub fn session_mut(&mut self, id: &SessionId) -> &mut SessionRecord {
+        self.save(id);
+        self.dirty_sessions.insert(id.clone());
+        let i = self.st.by_id[id];
+        let s = &mut self.st.sessions[i];
+        s.updated_at = self.now;
+        s
+    }
+
+    /// Mutable access to a session's workflow (marks its phases and its row for writing).
+    pub fn workflow_mut(&mut self, id: &SessionId) -> &mut maos_core::Workflow {
+        self.dirty_phases.insert(id.clone());
+        &mut self.session_mut(id).workflow
+    }
+
+    /// Mutable access to one agent (marks it for writing).
+    pub fn agent_mut(&mut self, id: &AgentId) -> &mut AgentRecord {
+        let sid = self.st.agent_session[id].clone();
+        self.save(&sid);
+        self.dirty_agents.insert(id.clone());
+        let i = self.st.by_id[&sid];
+        let now = self.now;
+        let a = self.st.sessions[i]
+            .agents
+            .iter_mut()
+            .find(|a| &a.id == id)
+            .expect("agent index and sessions agree");
+        a.updated_at = now;
+        a
+    }
+
+    pub fn insert_session(&mut self, s: SessionRecord) {
+        self.undo.insert(s.id.clone(), None);
+        self.dirty_sessions.insert(s.id.clone());
+        self.dirty_phases.insert(s.id.clone());
+        self.st.by_id.insert(s.id.clone(), self.st.sessions.len());
+        self.st.sessions.push(s);
+    }
+
+    pub fn insert_agent(&mut self, a: AgentRecord) {
+        let sid = a.session_id.clone();
+        self.save(&sid);
+        self.dirty_agents.insert(a.id.clone());
+        self.st.agent_session.insert(a.id.clone(), sid.clone());
+        let i = self.st.by_id[&sid];
+        self.st.sessions[i].agents.push(a);
+    }
+
+    /// Append an event to the timeline (committed with the change it records).
+    pub fn event(
+        &mut self,
+        session: Option<&SessionId>,
+        agent: Option<&AgentId>,
+        kind: &str,
+        data: Value,
+    ) {
+        let seq = self.st.next_seq;
+        self.st.next_seq += 1;
+        self.events.push(EventRecord {
+            seq,
+            ts: self.now,
+            session_id: session.cloned(),
+            agent_id: agent.cloned(),
+            kind: kind.to_string(),
+            data,
+        });
+    }
+
+    /// The rows to write, borrowed from the state.
+    pub fn batch(&self) -> Batch<'_> {
+        let st = &*self.st;
+        Batch {
+            sessions: self
+                .dirty_sessions
+                .iter()
+                .filter_map(|id| st.session(id))
+                .collect(),
+            phases_of: self
+                .dirty_phases
+                .iter()
+                .filter_map(|id| st.session(id))
+                .collect(),
+            agents: self
+                .dirty_agents
+                .iter()
+                .filter_map(|id| st.agent(id))
+                .collect(),
+            events: &self.events,
+        }
+    }
+
+    /// The commit succeeded: hand back the events to publish.
+    pub fn finish(self) -> Vec<EventRecord> {
+        self.events
+    }
+
+    /// The commit failed: restore memory to what it was before this transaction.
+    pub fn rollback(self) {
+        let st = self.st;
+        for (id, prev) in self.undo {
+            match prev {
+                Some(prev) => {
+                    let i = st.by_id[&id];
+                    st.sessions[i] = prev;
+                }
+                None => st.sessions.retain(|s| s.id != id),
+            }
+        }
+        st.next_seq = self.first_seq;
+        st.reindex();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use maos_core::{SessionState, Strategy, Workflow};
+
+    fn session(id: u128) -> SessionRecord {
+        let t = now();
+        SessionRecord {
+            id: SessionId::from_uuid(uuid::Uuid::from_u128(id)),
+            objective: "o".into(),
+            state: SessionState::Created,
+            strategy: Strategy::Parallel,
+            active: false,
+            created_at: t,
+            updated_at: t,
+            started_at: None,
+            ended_at: None,
+            workflow: Workflow::default(),
+            paused_phases: vec![],
+            pause: None,
+            resume_count: 0,
+            errors: vec![],
+            agents: vec![],
+        }
+    }
+
+    #[test]
+    fn rollback_restores_sessions_and_sequence() {
+        let mut st = State::new(vec![session(1)], 41);
+        let id1 = st.sessions()[0].id.clone();
+        let mut tx = Txn::new(&mut st);
+        tx.session_mut(&id1).objective = "changed".into();
+        tx.insert_session(session(2));
+        tx.event(Some(&id1), None, "x", Value::Null);
+        assert_eq!(tx.batch().sessions.len(), 2);
+        tx.rollback();
+        assert_eq!(st.sessions().len(), 1);
+        assert_eq!(st.sessions()[0].objective, "o");
+        assert_eq!(st.last_seq(), 41);
+    }
+}
