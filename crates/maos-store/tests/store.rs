@@ -1,0 +1,224 @@
+//! The store against a real SQLite file: what a batch writes is exactly what a load reads back,
+//! history filters work, and a full disk is reported as `Full` without corrupting anything.
+
+use chrono::{SubsecRound, Utc};
+use maos_core::{
+    AgentId, AgentState, CheckpointResult, SessionId, SessionState, Strategy, Workflow,
+};
+use maos_proto::{AgentRecord, ErrorRecord, EventRecord, PauseInfo, SessionRecord};
+use maos_store::{Batch, EventQuery, Store, StoreError, StoreOptions, Synchronous};
+use serde_json::json;
+
+fn session(n: u128) -> SessionRecord {
+    let t = Utc::now().trunc_subsecs(6);
+    let mut workflow = Workflow::new(vec!["design".into(), "build".into()]).unwrap();
+    workflow.start(0, t).unwrap();
+    workflow
+        .finish(0, CheckpointResult::Passed, json!({"files": ["a.rs"]}), t)
+        .unwrap();
+    SessionRecord {
+        id: SessionId::from_uuid(uuid::Uuid::from_u128(n)),
+        objective: format!("objective {n}"),
+        state: SessionState::Paused,
+        strategy: Strategy::Pipeline,
+        active: n == 1,
+        created_at: t,
+        updated_at: t,
+        started_at: Some(t),
+        ended_at: None,
+        workflow,
+        paused_phases: vec!["build".into()],
+        pause: Some(PauseInfo {
+            at: t,
+            by: Some("me".into()),
+            reason: Some("lunch".into()),
+            in_progress: vec![],
+        }),
+        resume_count: 2,
+        errors: vec![ErrorRecord {
+            at: t,
+            message: "boom".into(),
+            agent_id: None,
+        }],
+        agents: vec![],
+    }
+}
+
+fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
+    let t = Utc::now().trunc_subsecs(6);
+    AgentRecord {
+        id: AgentId::from_uuid(uuid::Uuid::from_u128(n)),
+        session_id: s.id.clone(),
+        role: "backend".into(),
+        instance: 1,
+        task: "do it".into(),
+        state: AgentState::Running,
+        paused: true,
+        parent: parent.cloned(),
+        depends_on: parent.into_iter().cloned().collect(),
+        created_at: t,
+        updated_at: t,
+        started_at: Some(t),
+        ended_at: None,
+        exit_code: Some(3),
+    }
+}
+
+fn event(seq: u64, s: &SessionRecord, kind: &str) -> EventRecord {
+    EventRecord {
+        seq,
+        ts: Utc::now().trunc_subsecs(6),
+        session_id: Some(s.id.clone()),
+        agent_id: None,
+        kind: kind.into(),
+        data: json!({"n": seq, "text": "quote \" and unicode é"}),
+    }
+}
+
+#[tokio::test]
+async fn a_batch_round_trips_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("maos.db");
+    let mut s1 = session(1);
+    let a1 = agent(&s1, 10, None);
+    let a2 = agent(&s1, 11, Some(&a1.id));
+    s1.agents = vec![a1.clone(), a2.clone()];
+    let s2 = session(2);
+    let events: Vec<_> = (1..=5).map(|i| event(i, &s1, "x")).collect();
+    {
+        let mut store = Store::open(path.clone(), StoreOptions::default())
+            .await
+            .unwrap();
+        let batch = Batch {
+            sessions: vec![&s1, &s2],
+            phases_of: vec![&s1, &s2],
+            agents: vec![&a1, &a2],
+            events: &events,
+        };
+        store.commit(&batch).await.unwrap();
+        // Upsert: writing the same rows again changes nothing.
+        store
+            .commit(&Batch {
+                sessions: vec![&s1],
+                ..Batch::default()
+            })
+            .await
+            .unwrap();
+        store.close().await;
+    }
+    let mut store = Store::open(path.clone(), StoreOptions::default())
+        .await
+        .unwrap();
+    let loaded = store.load().await.unwrap();
+    assert_eq!(loaded.last_seq, 5);
+    assert_eq!(loaded.sessions, vec![s1.clone(), s2]);
+    assert_eq!(store.integrity_check().await.unwrap(), "ok");
+    let mode = std::fs::metadata(&path).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o600
+    );
+}
+
+#[tokio::test]
+async fn history_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("maos.db"), StoreOptions::default())
+        .await
+        .unwrap();
+    let (s1, s2) = (session(1), session(2));
+    let mut events = Vec::new();
+    for seq in 1..=20u64 {
+        let s = if seq % 2 == 0 { &s1 } else { &s2 };
+        events.push(event(seq, s, if seq % 5 == 0 { "five" } else { "other" }));
+    }
+    store
+        .commit(&Batch {
+            sessions: vec![&s1, &s2],
+            events: &events,
+            ..Batch::default()
+        })
+        .await
+        .unwrap();
+    let r = store.reader();
+    let seqs = |v: Vec<EventRecord>| v.iter().map(|e| e.seq).collect::<Vec<_>>();
+    let q = EventQuery {
+        session_id: Some(s1.id.to_string()),
+        ..EventQuery::default()
+    };
+    assert_eq!(
+        seqs(r.events(&q).await.unwrap()),
+        (1..=10).map(|i| i * 2).collect::<Vec<_>>()
+    );
+    let q = EventQuery {
+        types: vec!["five".into()],
+        ..EventQuery::default()
+    };
+    assert_eq!(seqs(r.events(&q).await.unwrap()), vec![5, 10, 15, 20]);
+    let q = EventQuery {
+        limit: Some(3),
+        ..EventQuery::default()
+    };
+    assert_eq!(seqs(r.events(&q).await.unwrap()), vec![18, 19, 20]);
+    let q = EventQuery {
+        after_seq: Some(17),
+        session_id: Some(s2.id.to_string()),
+        ..EventQuery::default()
+    };
+    assert_eq!(seqs(r.events(&q).await.unwrap()), vec![19]);
+    let all = r.events(&EventQuery::default()).await.unwrap();
+    assert_eq!(all[3].data, events[3].data);
+    let since = EventQuery {
+        since_us: Some(maos_store::to_us(&all[0].ts) + 1_000_000_000),
+        ..EventQuery::default()
+    };
+    assert!(r.events(&since).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_full_database_refuses_writes_cleanly_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("maos.db");
+    let opts = StoreOptions {
+        synchronous: Synchronous::Full,
+        max_page_count: Some(40),
+    };
+    let mut store = Store::open(path.clone(), opts).await.unwrap();
+    let s = session(1);
+    store
+        .commit(&Batch {
+            sessions: vec![&s],
+            ..Batch::default()
+        })
+        .await
+        .unwrap();
+    let big: Vec<_> = (1..=2000u64)
+        .map(|i| EventRecord {
+            data: json!({"pad": "x".repeat(200)}),
+            ..event(i, &s, "big")
+        })
+        .collect();
+    let err = store
+        .commit(&Batch {
+            events: &big,
+            ..Batch::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Full(_)), "{err}");
+    assert!(err.to_string().contains("full"), "{err}");
+    // Nothing of the failed batch is visible, reads work, the file is sound.
+    let events = store.reader().events(&EventQuery::default()).await.unwrap();
+    assert!(events.is_empty());
+    assert_eq!(store.integrity_check().await.unwrap(), "ok");
+    // A write that fits still works.
+    store
+        .commit(&Batch {
+            events: &big[..1],
+            ..Batch::default()
+        })
+        .await
+        .unwrap();
+    store.close().await;
+    assert_eq!(maos_store::integrity_check(&path).await.unwrap(), "ok");
+}
