@@ -20,7 +20,7 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tracing::{debug, warn};
 
 use crate::cmd::Outcome;
-use crate::project::{Subscription, storage_error};
+use crate::project::{ProjectHandle, Subscription, storage_error};
 use crate::server::Daemon;
 
 type Conn = Framed<UnixStream, LengthDelimitedCodec>;
@@ -140,6 +140,9 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
     if !send(&mut conn, &welcome).await {
         return;
     }
+    // The project this connection last talked to: most clients use one project, so the
+    // registry's lock is taken once per connection, not once per request.
+    let mut project_cache: Option<(String, ProjectHandle)> = None;
     loop {
         match next(&mut conn, &daemon).await {
             Next::End => return,
@@ -157,7 +160,7 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
             }
             Next::Msg(ClientMsg::Request { id, project, body }) => {
                 let stop = matches!(body, Request::DaemonStop);
-                let result = request(&daemon, project, body).await;
+                let result = request(&daemon, &mut project_cache, project, body).await;
                 if !send(&mut conn, &ServerMsg::Response { id, result }).await {
                     return;
                 }
@@ -180,6 +183,7 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
 
 async fn request(
     daemon: &Daemon,
+    cache: &mut Option<(String, ProjectHandle)>,
     project: Option<String>,
     body: Request,
 ) -> Result<Reply, ErrorBody> {
@@ -192,7 +196,13 @@ async fn request(
     let root = project.ok_or_else(|| {
         ErrorBody::new(ErrorCode::BadRequest, "this request needs a project root")
     })?;
-    let handle = daemon.projects.get(&root).await?;
+    let handle = match cache {
+        Some((r, h)) if *r == root => h,
+        _ => {
+            let h = daemon.projects.get(&root).await?;
+            &mut cache.insert((root, h)).1
+        }
+    };
     match handle.request(body).await? {
         Outcome::Reply(r) => Ok(r),
         Outcome::History(q) => handle

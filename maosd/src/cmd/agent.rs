@@ -100,7 +100,7 @@ pub fn register(
     agent_reply(tx, &id)
 }
 
-fn agent_reply(tx: &Txn<'_>, id: &AgentId) -> Result<Outcome, ErrorBody> {
+pub(super) fn agent_reply(tx: &Txn<'_>, id: &AgentId) -> Result<Outcome, ErrorBody> {
     let a = tx
         .state()
         .agent(id)
