@@ -1,1 +1,1133 @@
-fn main() {}
+//! `maos-bench`: end-to-end load tool for `maosd`.
+//!
+//! Starts its own daemon (the `maosd` next to this executable) in a fresh temp dir, drives it
+//! over the real wire protocol from plain std threads, and reports latency percentiles,
+//! throughput, memory and whole-process `maos ps` cost. Each scenario gets a fresh daemon.
+//!
+//! Method: latency is one `Instant` around write+read of one request on a connected client;
+//! percentiles are nearest-rank over the sorted samples; warm-up requests are excluded.
+//! Whole-process timings interleave A B A B and take the median of the per-pair ratios (the
+//! method of `tools/ratio.py`).
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use maos_core::{AgentOp, SessionOp};
+use maos_proto::{
+    ClientMsg, ErrorBody, PROTOCOL_VERSION, Reply, Request, ServerMsg, Target, frame, read_frame,
+};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+type Res<T = ()> = Result<T, String>;
+
+const USAGE: &str = "\
+usage: maos-bench <scenario> [options]
+
+scenarios:
+  update      state-update round trip (pause/resume of one agent), 1 client
+  create      session create round trip, 1 client
+  register    agent register round trip, 1 client
+  throughput  N clients, each toggling its own agent for D seconds: events/s, p50/p99
+  rss         fill 10 sessions x 20 agents x 10,000 events per session, then VmRSS/VmHWM
+  ps          whole-process `maos ps` vs the empty binary, interleaved, median of pair ratios
+  all         every scenario above (latency and throughput for normal and full), one table
+  serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
+
+options:
+  --clients N           concurrent clients (throughput: 32, rss: 20)
+  --requests N          timed requests (update 5000, create 2000, register 2000) or
+                        process pairs (ps 200)
+  --duration SECS       throughput run time (default 5)
+  --synchronous MODE    normal|full (default: normal; `all` runs both where relevant)
+  --agents-per-session N  agents per session (register: 20, throughput: 32, ps: 5)
+  --markdown            also print a markdown table (one row per metric, target, PASS/MISS)
+";
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+#[derive(Clone, Debug, Default)]
+struct Opts {
+    scenario: String,
+    clients: Option<usize>,
+    requests: Option<usize>,
+    duration: Option<f64>,
+    synchronous: Option<String>,
+    per_session: Option<usize>,
+    markdown: bool,
+}
+
+fn parse_args() -> Res<Opts> {
+    let mut args = std::env::args().skip(1);
+    let mut o = Opts::default();
+    fn num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Res<T> {
+        let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
+        v.parse()
+            .map_err(|_| format!("{flag}: {v:?} is not a valid number"))
+    }
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-h" | "--help" => return Err(String::new()),
+            "--clients" => o.clients = Some(num(&a, args.next())?),
+            "--requests" => o.requests = Some(num(&a, args.next())?),
+            "--duration" => o.duration = Some(num(&a, args.next())?),
+            "--agents-per-session" => o.per_session = Some(num(&a, args.next())?),
+            "--synchronous" => {
+                let v = args.next().ok_or("--synchronous needs normal|full")?;
+                if v != "normal" && v != "full" {
+                    return Err(format!("--synchronous: {v:?} is not normal or full"));
+                }
+                o.synchronous = Some(v);
+            }
+            "--markdown" => o.markdown = true,
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            s if o.scenario.is_empty() => o.scenario = s.to_string(),
+            s => return Err(format!("unexpected argument {s:?}")),
+        }
+    }
+    if o.scenario.is_empty() {
+        return Err("name a scenario".into());
+    }
+    if o.clients == Some(0) || o.requests == Some(0) || o.per_session == Some(0) {
+        return Err("--clients, --requests and --agents-per-session must be at least 1".into());
+    }
+    if o.duration.is_some_and(|d| !(d > 0.0)) {
+        return Err("--duration must be positive".into());
+    }
+    Ok(o)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+#[derive(Clone, Copy, Debug)]
+enum Goal {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+#[derive(Clone, Debug)]
+struct Metric {
+    scenario: String,
+    metric: String,
+    value: f64,
+    unit: &'static str,
+    goal: Option<Goal>,
+}
+
+impl Metric {
+    fn new(scenario: &str, metric: &str, value: f64, unit: &'static str) -> Metric {
+        Metric {
+            scenario: scenario.to_string(),
+            metric: metric.to_string(),
+            value,
+            unit,
+            goal: None,
+        }
+    }
+    fn goal(mut self, g: Goal) -> Metric {
+        self.goal = Some(g);
+        self
+    }
+    fn verdict(&self) -> &'static str {
+        match self.goal {
+            None => "",
+            Some(Goal::AtMost(t)) if self.value <= t => "PASS",
+            Some(Goal::AtLeast(t)) if self.value >= t => "PASS",
+            Some(_) => "MISS",
+        }
+    }
+}
+
+fn fmt_num(v: f64, unit: &str) -> String {
+    let s = if unit == "×" {
+        format!("{v:.2}")
+    } else if v.abs() >= 100.0 || v.fract() == 0.0 {
+        group_thousands(v.round() as i64)
+    } else {
+        format!("{v:.1}")
+    };
+    if unit.is_empty() {
+        s
+    } else if unit == "×" {
+        format!("{s}×")
+    } else {
+        format!("{s} {unit}")
+    }
+}
+
+fn group_thousands(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
+fn fmt_goal(m: &Metric) -> String {
+    match m.goal {
+        None => String::new(),
+        Some(Goal::AtMost(t)) => format!("≤ {}", fmt_num(t, m.unit)),
+        Some(Goal::AtLeast(t)) => format!("≥ {}", fmt_num(t, m.unit)),
+    }
+}
+
+fn print_human(title: &str, metrics: &[Metric]) {
+    println!("\n{title}");
+    let w = metrics.iter().map(|m| m.metric.len()).max().unwrap_or(0);
+    for m in metrics {
+        let goal = fmt_goal(m);
+        let tail = if goal.is_empty() {
+            String::new()
+        } else {
+            format!("   (target {goal}: {})", m.verdict())
+        };
+        println!("  {:<w$}  {:>14}{tail}", m.metric, fmt_num(m.value, m.unit));
+    }
+}
+
+fn markdown(metrics: &[Metric]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "| Scenario | Metric | Result | Target | |");
+    let _ = writeln!(s, "|---|---|---:|---|---|");
+    for m in metrics {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            m.scenario,
+            m.metric,
+            fmt_num(m.value, m.unit),
+            fmt_goal(m),
+            m.verdict()
+        );
+    }
+    s
+}
+
+/// Nearest-rank percentile of sorted samples (ns), in µs.
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1] as f64 / 1000.0
+}
+
+fn mean_us(samples: &[u64]) -> f64 {
+    samples.iter().sum::<u64>() as f64 / samples.len().max(1) as f64 / 1000.0
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// p50 / p99 / mean / max rows for a latency series.
+fn latency_rows(
+    scenario: &str,
+    samples: &mut [u64],
+    p50_goal: Option<Goal>,
+    with_mean: bool,
+) -> Vec<Metric> {
+    samples.sort_unstable();
+    let mut p50 = Metric::new(scenario, "p50 latency", pct(samples, 50.0), "µs");
+    if let Some(g) = p50_goal {
+        p50 = p50.goal(g);
+    }
+    let mut rows = vec![
+        p50,
+        Metric::new(scenario, "p99 latency", pct(samples, 99.0), "µs"),
+    ];
+    if with_mean {
+        rows.push(Metric::new(
+            scenario,
+            "mean latency",
+            mean_us(samples),
+            "µs",
+        ));
+    }
+    rows.push(Metric::new(
+        scenario,
+        "max latency",
+        pct(samples, 100.0),
+        "µs",
+    ));
+    rows
+}
+
+// ---------------------------------------------------------------------------------------------
+// The daemon under test
+
+/// A `maosd` started for one scenario, in its own temp dir; stopped and cleaned up on drop.
+struct Daemon {
+    child: Option<Child>,
+    dir: PathBuf,
+    home: PathBuf,
+    socket: PathBuf,
+    project_dir: PathBuf,
+    /// The project root as the client computes it (what requests carry).
+    root: String,
+    pid: u32,
+    bin_dir: PathBuf,
+}
+
+fn bin_dir() -> Res<PathBuf> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find my executable: {e}"))?;
+    exe.parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| "my executable has no parent directory".into())
+}
+
+impl Daemon {
+    fn start(synchronous: &str) -> Res<Daemon> {
+        let bin_dir = bin_dir()?;
+        let bin = bin_dir.join("maosd");
+        if !bin.is_file() {
+            return Err(format!(
+                "{} not found: build it (cargo build --release --workspace --bins)",
+                bin.display()
+            ));
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "maos-bench-{}-{}",
+            std::process::id(),
+            nanos % 1_000_000_000_000
+        ));
+        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // The daemon creates these two 0700 itself.
+        let home = dir.join("home");
+        let socket = dir.join("run").join("maosd.sock");
+        if socket.as_os_str().len() > 100 {
+            return Err(format!(
+                "socket path {} is too long for a Unix socket; set TMPDIR to a shorter directory",
+                socket.display()
+            ));
+        }
+        let project_dir = dir.join("project");
+        fs::create_dir_all(&project_dir).map_err(|e| format!("{}: {e}", project_dir.display()))?;
+        let root = maos_proto::paths::project_root(&project_dir)
+            .to_string_lossy()
+            .into_owned();
+        let stderr = fs::File::create(dir.join("maosd.stderr"))
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut d = Daemon {
+            child: None,
+            dir,
+            home,
+            socket,
+            project_dir,
+            root,
+            pid: 0,
+            bin_dir,
+        };
+        let child = Command::new(&bin)
+            .arg("--synchronous")
+            .arg(synchronous)
+            .env("MAOS_HOME", &d.home)
+            .env("MAOS_SOCKET", &d.socket)
+            .env_remove("MAOS_SYNCHRONOUS")
+            .env_remove("MAOS_PROJECT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        d.pid = child.id();
+        d.child = Some(child);
+        d.wait_ready()?;
+        Ok(d)
+    }
+
+    fn wait_ready(&mut self) -> Res {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(c) = Client::connect(&self.socket, &self.root) {
+                drop(c);
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                let err = fs::read_to_string(self.dir.join("maosd.stderr")).unwrap_or_default();
+                self.child = None;
+                return Err(format!("maosd exited at start ({status}): {}", err.trim()));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "maosd did not answer on {} within 10 s",
+                    self.socket.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn client(&self) -> Res<Client> {
+        Client::connect(&self.socket, &self.root)
+    }
+
+    /// `Request::DaemonStop`, then wait for the process to exit.
+    fn stop(&mut self) -> Res {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let asked = self
+            .client()
+            .and_then(|mut c| c.call_daemon(Request::DaemonStop).map(drop));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) if status.success() => return Ok(()),
+                Ok(Some(status)) => return Err(format!("maosd exited with {status}")),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "maosd did not stop within 20 s after daemon_stop ({asked:?}); killed it"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// (VmRSS, VmHWM) in KiB.
+    fn memory_kib(&self) -> Res<(u64, u64)> {
+        let path = format!("/proc/{}/status", self.pid);
+        let text = fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .ok_or_else(|| format!("{path}: no {name}"))
+        };
+        Ok((field("VmRSS:")?, field("VmHWM:")?))
+    }
+
+    /// User + system CPU time of the daemon so far, in seconds (USER_HZ = 100 on Linux).
+    fn cpu_secs(&self) -> f64 {
+        let Ok(text) = fs::read_to_string(format!("/proc/{}/stat", self.pid)) else {
+            return f64::NAN;
+        };
+        // Fields after the command name (which may hold spaces) start at field 3.
+        let Some(rest) = text.rfind(')').map(|i| &text[i + 2..]) else {
+            return f64::NAN;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| {
+            f.get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        (ticks(11) + ticks(12)) / 100.0
+    }
+
+    fn db_bytes(&self) -> u64 {
+        let dir = self
+            .home
+            .join("projects")
+            .join(maos_proto::paths::workspace_hash(Path::new(&self.root)));
+        ["maos.db", "maos.db-wal"]
+            .iter()
+            .filter_map(|f| fs::metadata(dir.join(f)).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The client
+
+/// Just enough of a response to know it was acknowledged, without building the records.
+#[derive(Deserialize)]
+struct Ack {
+    kind: String,
+    #[serde(default)]
+    id: u64,
+    #[serde(default)]
+    result: Option<AckResult>,
+    #[serde(default)]
+    error: Option<ErrorBody>,
+}
+
+#[derive(Deserialize)]
+enum AckResult {
+    Ok(IgnoredAny),
+    Err(ErrorBody),
+}
+
+fn remote(e: &ErrorBody) -> String {
+    format!("maosd refused: {} ({})", e.message, e.code)
+}
+
+/// A connected, handshaken blocking client (the same shape as `maos`'s, without auto-start).
+struct Client {
+    w: UnixStream,
+    r: BufReader<UnixStream>,
+    next_id: u64,
+    root: String,
+}
+
+impl Client {
+    fn connect(socket: &Path, root: &str) -> Res<Client> {
+        let s = UnixStream::connect(socket)
+            .map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
+        let r = BufReader::new(s.try_clone().map_err(|e| e.to_string())?);
+        let mut c = Client {
+            w: s,
+            r,
+            next_id: 1,
+            root: root.to_string(),
+        };
+        c.send(&ClientMsg::Hello {
+            protocol: PROTOCOL_VERSION,
+            client_version: env!("CARGO_PKG_VERSION").to_string(),
+        })?;
+        match read_frame(&mut c.r).map_err(|e| format!("handshake: {e}"))? {
+            ServerMsg::Welcome { .. } => Ok(c),
+            ServerMsg::Error { error } => Err(remote(&error)),
+            other => Err(format!("unexpected handshake answer: {other:?}")),
+        }
+    }
+
+    fn send(&mut self, msg: &ClientMsg) -> Res {
+        let buf = frame::encode(msg).map_err(|e| e.to_string())?;
+        self.w
+            .write_all(&buf)
+            .map_err(|e| format!("write to maosd: {e}"))
+    }
+
+    fn send_request(&mut self, project: bool, body: Request) -> Res<u64> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let project = project.then(|| self.root.clone());
+        self.send(&ClientMsg::Request { id, project, body })?;
+        Ok(id)
+    }
+
+    /// A project request, fully decoded (setup path).
+    fn call(&mut self, body: Request) -> Res<Reply> {
+        self.call_inner(true, body)
+    }
+
+    fn call_daemon(&mut self, body: Request) -> Res<Reply> {
+        self.call_inner(false, body)
+    }
+
+    fn call_inner(&mut self, project: bool, body: Request) -> Res<Reply> {
+        let id = self.send_request(project, body)?;
+        match read_frame(&mut self.r).map_err(|e| format!("read from maosd: {e}"))? {
+            ServerMsg::Response { id: rid, result } if rid == id => result.map_err(|e| remote(&e)),
+            ServerMsg::Error { error } => Err(remote(&error)),
+            other => Err(format!("unexpected answer: {other:?}")),
+        }
+    }
+
+    /// A project request whose answer is only checked for success (hot path): returns the
+    /// round-trip time in ns, measured around write + read.
+    fn timed(&mut self, body: Request) -> Res<u64> {
+        let t = Instant::now();
+        let id = self.send_request(true, body)?;
+        let bytes =
+            frame::read_frame_bytes(&mut self.r).map_err(|e| format!("read from maosd: {e}"))?;
+        let ns = t.elapsed().as_nanos() as u64;
+        let ack: Ack = serde_json::from_slice(&bytes).map_err(|e| format!("bad answer: {e}"))?;
+        match (ack.kind.as_str(), ack.result, ack.error) {
+            ("response", Some(AckResult::Ok(_)), _) if ack.id == id => Ok(ns),
+            ("response", Some(AckResult::Err(e)), _) => Err(remote(&e)),
+            (_, _, Some(e)) => Err(remote(&e)),
+            (k, _, _) => Err(format!("unexpected {k} frame for request {id}")),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workload helpers
+
+fn create_session(c: &mut Client, objective: &str, start: bool) -> Res<String> {
+    let reply = c.call(Request::SessionCreate {
+        objective: objective.to_string(),
+        strategy: Default::default(),
+        phases: vec!["plan".into(), "build".into(), "review".into()],
+    })?;
+    let Reply::Session(s) = reply else {
+        return Err(format!("session_create answered {reply:?}"));
+    };
+    let id = s.id.to_string();
+    if start {
+        c.call(Request::SessionTransition {
+            session: Some(id.clone()),
+            op: SessionOp::Start,
+            reason: None,
+        })?;
+    }
+    Ok(id)
+}
+
+fn register(session: &str, role: &str) -> Request {
+    Request::AgentRegister {
+        session: Some(session.to_string()),
+        role: role.to_string(),
+        task: format!("benchmark task for {role}"),
+        depends_on: Vec::new(),
+        parent: None,
+    }
+}
+
+/// Register an agent in `session` and start it (Running).
+fn running_agent(c: &mut Client, session: &str, role: &str) -> Res<String> {
+    let req = register(session, role);
+    let Reply::Agent(a) = c.call(req)? else {
+        return Err("agent_register answered something else than an agent".into());
+    };
+    let id = a.id.to_string();
+    c.call(Request::AgentTransition {
+        agent: id.clone(),
+        op: AgentOp::Start,
+        exit_code: None,
+        reason: None,
+    })?;
+    Ok(id)
+}
+
+/// The pause or resume request that flips `agent`'s paused flag (`paused` = its current flag).
+fn toggle(session: &str, agent: &str, paused: bool) -> Request {
+    let target = Target::Agent(agent.to_string());
+    let session = Some(session.to_string());
+    if paused {
+        Request::Resume {
+            session,
+            target,
+            by: None,
+        }
+    } else {
+        Request::Pause {
+            session,
+            target,
+            reason: None,
+            by: None,
+        }
+    }
+}
+
+/// A client that owns some agents and toggles them round-robin.
+struct Toggler {
+    client: Client,
+    agents: Vec<(String, String, bool)>,
+    next: usize,
+}
+
+impl Toggler {
+    fn step(&mut self) -> Res<u64> {
+        let i = self.next;
+        self.next = (i + 1) % self.agents.len();
+        let (s, a, paused) = &mut self.agents[i];
+        let ns = self.client.timed(toggle(s, a, *paused))?;
+        *paused = !*paused;
+        Ok(ns)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+
+const WARMUP: usize = 200;
+
+fn label(scenario: &str, sync: &str) -> String {
+    format!("{scenario} ({sync})")
+}
+
+fn scen_update(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let n = o.requests.unwrap_or(5000);
+    let mut d = Daemon::start(sync)?;
+    let mut c = d.client()?;
+    let sid = create_session(&mut c, "bench: update", true)?;
+    let aid = running_agent(&mut c, &sid, "worker")?;
+    let mut t = Toggler {
+        client: c,
+        agents: vec![(sid, aid, false)],
+        next: 0,
+    };
+    for _ in 0..WARMUP {
+        t.step()?;
+    }
+    let cpu0 = d.cpu_secs();
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        samples.push(t.step()?);
+    }
+    let cpu = d.cpu_secs() - cpu0;
+    drop(t);
+    d.stop()?;
+    let name = label("update", sync);
+    let mut rows = latency_rows(&name, &mut samples, Some(Goal::AtMost(1000.0)), true);
+    rows.push(Metric::new(
+        &name,
+        "daemon CPU per request",
+        cpu / n as f64 * 1e6,
+        "µs",
+    ));
+    print_human(
+        &format!("update: pause/resume of an agent, 1 client, {n} requests, synchronous={sync}"),
+        &rows,
+    );
+    Ok(rows)
+}
+
+fn scen_create(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let n = o.requests.unwrap_or(2000);
+    let warm = 50;
+    let mut d = Daemon::start(sync)?;
+    let mut c = d.client()?;
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..warm + n {
+        let ns = c.timed(Request::SessionCreate {
+            objective: format!("bench: session {i}"),
+            strategy: Default::default(),
+            phases: vec!["plan".into(), "build".into(), "review".into()],
+        })?;
+        if i >= warm {
+            samples.push(ns);
+        }
+    }
+    drop(c);
+    d.stop()?;
+    let name = label("create", sync);
+    let rows = latency_rows(&name, &mut samples, Some(Goal::AtMost(5000.0)), true);
+    print_human(
+        &format!("create: session create (3 phases), 1 client, {n} requests, synchronous={sync}"),
+        &rows,
+    );
+    Ok(rows)
+}
+
+fn scen_register(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let n = o.requests.unwrap_or(2000);
+    let per = o.per_session.unwrap_or(20);
+    let warm = 50;
+    let mut d = Daemon::start(sync)?;
+    let mut c = d.client()?;
+    let mut samples = Vec::with_capacity(n);
+    let mut session = String::new();
+    for i in 0..warm + n {
+        if i % per == 0 {
+            session = create_session(&mut c, &format!("bench: register {i}"), true)?;
+        }
+        let req = register(&session, &format!("role{}", i % 4));
+        let ns = c.timed(req)?;
+        if i >= warm {
+            samples.push(ns);
+        }
+    }
+    drop(c);
+    d.stop()?;
+    let name = label("register", sync);
+    let rows = latency_rows(&name, &mut samples, Some(Goal::AtMost(2000.0)), true);
+    print_human(
+        &format!(
+            "register: agent register, 1 client, {n} requests, {per} agents per session, synchronous={sync}"
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
+
+/// Run `clients` togglers in parallel: `warm` untimed steps each, then a common start, then
+/// either `per_client` steps each or until `dur` has passed. Returns (samples, acks, seconds).
+fn run_togglers(
+    togglers: Vec<Toggler>,
+    warm: usize,
+    dur: Option<Duration>,
+    per_client: usize,
+) -> Res<(Vec<u64>, u64, f64)> {
+    let barrier = Arc::new(Barrier::new(togglers.len()));
+    let handles: Vec<_> = togglers
+        .into_iter()
+        .map(|mut t| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || -> Res<(Vec<u64>, f64)> {
+                let mut first = Ok(0);
+                for _ in 0..warm {
+                    if let Err(e) = t.step() {
+                        first = Err(e);
+                        break;
+                    }
+                }
+                barrier.wait();
+                first?;
+                let t0 = Instant::now();
+                let mut samples = Vec::with_capacity(per_client.min(1 << 20));
+                match dur {
+                    Some(dur) => {
+                        while t0.elapsed() < dur {
+                            samples.push(t.step()?);
+                        }
+                    }
+                    None => {
+                        for _ in 0..per_client {
+                            samples.push(t.step()?);
+                        }
+                    }
+                }
+                Ok((samples, t0.elapsed().as_secs_f64()))
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    let mut secs: f64 = 0.0;
+    let mut err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok((s, e))) => {
+                all.extend(s);
+                secs = secs.max(e);
+            }
+            Ok(Err(e)) => err = err.or(Some(e)),
+            Err(_) => err = err.or(Some("a client thread panicked".into())),
+        }
+    }
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let acks = all.len() as u64;
+    Ok((all, acks, secs))
+}
+
+fn scen_throughput(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let clients = o.clients.unwrap_or(32);
+    let per = o.per_session.unwrap_or(32);
+    let secs = o.duration.unwrap_or(5.0);
+    let mut d = Daemon::start(sync)?;
+    let mut setup = d.client()?;
+    let mut togglers = Vec::new();
+    let mut session = String::new();
+    for i in 0..clients {
+        if i % per == 0 {
+            session = create_session(&mut setup, &format!("bench: throughput {i}"), true)?;
+        }
+        let aid = running_agent(&mut setup, &session, &format!("worker{i}"))?;
+        togglers.push(Toggler {
+            client: d.client()?,
+            agents: vec![(session.clone(), aid, false)],
+            next: 0,
+        });
+    }
+    drop(setup);
+    let cpu0 = d.cpu_secs();
+    let (mut samples, acks, elapsed) =
+        run_togglers(togglers, 100, Some(Duration::from_secs_f64(secs)), 0)?;
+    let cpu = d.cpu_secs() - cpu0;
+    d.stop()?;
+    let name = label(&format!("throughput, {clients} clients"), sync);
+    let rate = acks as f64 / elapsed;
+    let mut rows = vec![Metric::new(&name, "events/s", rate, "").goal(Goal::AtLeast(10_000.0))];
+    rows.extend(latency_rows(&name, &mut samples, None, false));
+    rows.push(Metric::new(
+        &name,
+        "daemon CPU per event",
+        cpu / acks.max(1) as f64 * 1e6,
+        "µs",
+    ));
+    print_human(
+        &format!(
+            "throughput: {clients} clients × own agent ({per} agents per session), {secs} s, \
+             {acks} acknowledged events, synchronous={sync}"
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
+
+fn scen_rss(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    const SESSIONS: usize = 10;
+    const AGENTS: usize = 20;
+    const EVENTS_PER_SESSION: usize = 10_000;
+    let clients = o.clients.unwrap_or(20).min(SESSIONS * AGENTS);
+    let mut d = Daemon::start(sync)?;
+    let (idle_rss, _) = d.memory_kib()?;
+    let mut setup = d.client()?;
+    let mut pairs = Vec::new();
+    for s in 0..SESSIONS {
+        let sid = create_session(&mut setup, &format!("bench: rss session {s}"), true)?;
+        for a in 0..AGENTS {
+            let aid = running_agent(&mut setup, &sid, &format!("agent{a}"))?;
+            pairs.push((sid.clone(), aid, false));
+        }
+    }
+    drop(setup);
+    // Agent k goes to client k % clients; every agent gets the same number of toggles, so each
+    // session gets EVENTS_PER_SESSION toggle events.
+    let mut owned: Vec<Vec<_>> = (0..clients).map(|_| Vec::new()).collect();
+    for (k, p) in pairs.into_iter().enumerate() {
+        owned[k % clients].push(p);
+    }
+    let per_agent = EVENTS_PER_SESSION / AGENTS;
+    let mut togglers = Vec::new();
+    for agents in owned {
+        let n = agents.len() * per_agent;
+        togglers.push((
+            Toggler {
+                client: d.client()?,
+                agents,
+                next: 0,
+            },
+            n,
+        ));
+    }
+    // Clients own 10 agents each (200 / 20), so every client does the same number of steps.
+    let per_client = togglers.iter().map(|t| t.1).max().unwrap_or(0);
+    if togglers.iter().any(|t| t.1 != per_client) {
+        return Err(format!(
+            "--clients {clients} does not divide {} agents evenly",
+            SESSIONS * AGENTS
+        ));
+    }
+    let togglers: Vec<_> = togglers.into_iter().map(|t| t.0).collect();
+    let (_, acks, elapsed) = run_togglers(togglers, 0, None, per_client)?;
+    // Let the allocator settle after the storm, then read.
+    std::thread::sleep(Duration::from_millis(200));
+    let (rss, hwm) = d.memory_kib()?;
+    let db = d.db_bytes();
+    // A read of everything live, to make sure the state is all there and counts nothing extra.
+    let mut c = d.client()?;
+    let Reply::Sessions(list) = c.call(Request::Ps { all: true })? else {
+        return Err("ps answered something else".into());
+    };
+    let agents: usize = list.iter().map(|s| s.agents.len()).sum();
+    let (rss_after_ps, _) = d.memory_kib()?;
+    drop(c);
+    d.stop()?;
+    if list.len() != SESSIONS || agents != SESSIONS * AGENTS {
+        return Err(format!(
+            "after the fill the daemon holds {} sessions / {agents} agents",
+            list.len()
+        ));
+    }
+    let name = label("rss, 10 sessions × 20 agents × 10k events", sync);
+    let mib = |k: u64| k as f64 / 1024.0;
+    let rows = vec![
+        Metric::new(&name, "VmRSS after fill", mib(rss), "MiB").goal(Goal::AtMost(30.0)),
+        Metric::new(&name, "VmHWM (peak RSS)", mib(hwm), "MiB"),
+        Metric::new(&name, "VmRSS idle (before fill)", mib(idle_rss), "MiB"),
+        Metric::new(&name, "VmRSS after `ps --all`", mib(rss_after_ps), "MiB"),
+        Metric::new(&name, "database + WAL", db as f64 / 1048576.0, "MiB"),
+        Metric::new(&name, "fill rate", acks as f64 / elapsed, "events/s"),
+    ];
+    print_human(
+        &format!(
+            "rss: {acks} toggle events over {SESSIONS} sessions × {AGENTS} agents by {clients} \
+             clients in {elapsed:.1} s, synchronous={sync}"
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
+
+/// 10 sessions with `per` running agents each: the warm daemon `ps` and `serve` talk to.
+fn populate(d: &Daemon, per: usize) -> Res {
+    let mut c = d.client()?;
+    for s in 0..10 {
+        let sid = create_session(&mut c, &format!("bench: ps session {s}"), true)?;
+        for a in 0..per {
+            running_agent(&mut c, &sid, &format!("agent{a}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn spawn_timed(cmd: &mut Command) -> Res<f64> {
+    let t = Instant::now();
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let secs = t.elapsed().as_secs_f64();
+    if !status.success() {
+        return Err(format!("{cmd:?} exited with {status}"));
+    }
+    Ok(secs)
+}
+
+fn scen_ps(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let n = o.requests.unwrap_or(200);
+    let per = o.per_session.unwrap_or(5);
+    let d = Daemon::start(sync)?;
+    populate(&d, per)?;
+    let maos = d.bin_dir.join("maos");
+    let empty = d.bin_dir.join("empty");
+    for b in [&maos, &empty] {
+        if !b.is_file() {
+            return Err(format!(
+                "{} not found: build the workspace's binaries",
+                b.display()
+            ));
+        }
+    }
+    let setup = |bin: &Path, arg: Option<&str>| {
+        let mut c = Command::new(bin);
+        c.args(arg)
+            .env("MAOS_HOME", &d.home)
+            .env("MAOS_SOCKET", &d.socket)
+            .env("MAOS_PROJECT", &d.project_dir)
+            .env("MAOS_NO_AUTOSTART", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    };
+    let mut a = setup(&maos, Some("ps"));
+    let mut b = setup(&empty, None);
+    for _ in 0..3 {
+        spawn_timed(&mut a)?;
+        spawn_timed(&mut b)?;
+    }
+    let (mut ta, mut tb, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..n {
+        let x = spawn_timed(&mut a)?;
+        let y = spawn_timed(&mut b)?;
+        ta.push(x);
+        tb.push(y);
+        r.push(x / y);
+    }
+    let mut d = d;
+    d.stop()?;
+    let name = label(&format!("`maos ps` (10 sessions × {per} agents)"), sync);
+    let rows = vec![
+        Metric::new(&name, "median ratio to empty binary", median(&mut r), "×")
+            .goal(Goal::AtMost(1.5)),
+        Metric::new(&name, "`maos ps` median", median(&mut ta) * 1e6, "µs"),
+        Metric::new(&name, "empty binary median", median(&mut tb) * 1e6, "µs"),
+    ];
+    print_human(
+        &format!(
+            "ps: whole-process `maos ps` vs `empty`, {n} interleaved pairs, synchronous={sync}"
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
+
+fn scen_serve(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let mut d = Daemon::start(sync)?;
+    populate(&d, o.per_session.unwrap_or(5))?;
+    println!("export MAOS_HOME={}", d.home.display());
+    println!("export MAOS_SOCKET={}", d.socket.display());
+    println!("export MAOS_PROJECT={}", d.project_dir.display());
+    println!("export MAOS_NO_AUTOSTART=1");
+    println!(
+        "# maosd pid {}; press Enter (or close stdin) to stop it",
+        d.pid
+    );
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    d.stop()?;
+    Ok(Vec::new())
+}
+
+fn machine() -> String {
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let n = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{n} CPUs ({cpu}), Linux {}", kernel.trim())
+}
+
+type Scenario = fn(&Opts, &str) -> Res<Vec<Metric>>;
+
+fn run(o: &Opts) -> Res {
+    let one =
+        |f: Scenario| -> Res<Vec<Metric>> { f(o, o.synchronous.as_deref().unwrap_or("normal")) };
+    let metrics = match o.scenario.as_str() {
+        "update" => one(scen_update)?,
+        "create" => one(scen_create)?,
+        "register" => one(scen_register)?,
+        "throughput" => one(scen_throughput)?,
+        "rss" => one(scen_rss)?,
+        "ps" => one(scen_ps)?,
+        "serve" => one(scen_serve)?,
+        "all" => {
+            let syncs: Vec<&str> = match o.synchronous.as_deref() {
+                Some(s) => vec![s],
+                None => vec!["normal", "full"],
+            };
+            let mut m = Vec::new();
+            for s in &syncs {
+                m.extend(scen_update(o, s)?);
+                m.extend(scen_create(o, s)?);
+                m.extend(scen_register(o, s)?);
+                m.extend(scen_throughput(o, s)?);
+            }
+            // One durability mode is enough for memory and the client's start-up cost.
+            m.extend(scen_rss(o, syncs[0])?);
+            m.extend(scen_ps(o, syncs[0])?);
+            m
+        }
+        other => return Err(format!("unknown scenario {other:?}")),
+    };
+    if o.markdown && !metrics.is_empty() {
+        println!("\nMachine: {}\n", machine());
+        print!("{}", markdown(&metrics));
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let o = match parse_args() {
+        Ok(o) => o,
+        Err(e) if e.is_empty() => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("maos-bench: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&o) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("maos-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
