@@ -428,8 +428,68 @@ fn wait_for_exit(pid: u32) -> Res {
     })
 }
 
+/// Parse the command line. Help and version print as usual; a bad command line is one line on
+/// stderr (and the JSON error object with `--json`), exit code 2, like every other usage error.
+fn parse_cli() -> Result<Cli, ExitCode> {
+    use clap::error::ErrorKind;
+    let e = match Cli::try_parse() {
+        Ok(cli) => return Ok(cli),
+        Err(e) => e,
+    };
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return Err(ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2)));
+    }
+    // clap renders several lines (message, tips, usage); fold them into one.
+    let text = e.render().to_string();
+    let mut parts = Vec::new();
+    let mut usage = None;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(u) = line.strip_prefix("Usage:") {
+            usage = Some(u.trim().to_string());
+        } else if !line.starts_with("For more information") {
+            parts.push(
+                line.strip_prefix("error:")
+                    .unwrap_or(line)
+                    .trim()
+                    .to_string(),
+            );
+        }
+    }
+    let mut message = String::new();
+    for p in parts {
+        if !message.is_empty() {
+            message.push_str(if message.ends_with(':') { " " } else { "; " });
+        }
+        message.push_str(&p);
+    }
+    if message.is_empty() {
+        message = "bad command line".into();
+    }
+    message = match usage {
+        Some(u) => format!("{message} (usage: {u})"),
+        None => format!("{message} (see `maos --help`)"),
+    };
+    if std::env::args_os().any(|a| a == "--json") {
+        println!(
+            "{}",
+            serde_json::json!({"error": {"code": ErrorCode::BadRequest, "message": message}})
+        );
+    }
+    eprintln!("maos: {message}");
+    Err(ExitCode::from(2))
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse_cli() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
