@@ -414,7 +414,7 @@ fn wait_for_exit(pid: u32) -> Res {
     while std::time::Instant::now() < deadline {
         // SAFETY: kill with signal 0 only checks that the process exists.
         let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
-        if !alive {
+        if !alive || zombie(pid) {
             return Ok(());
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -483,6 +483,24 @@ fn parse_cli() -> Result<Cli, ExitCode> {
     }
     eprintln!("maos: {message}");
     Err(ExitCode::from(2))
+}
+
+/// True when `pid` has exited but is not reaped yet. The detached daemon's parent is init (or a
+/// container's PID 1), which may reap late or never; its exit is what we wait for. The main
+/// thread turns zombie before the other threads are gone, so only a lone zombie counts.
+#[cfg(target_os = "linux")]
+fn zombie(pid: u32) -> bool {
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // "pid (comm) STATE ...": comm may hold spaces and parentheses.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    });
+    zombie && std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| tasks.count() <= 1)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn zombie(_pid: u32) -> bool {
+    false
 }
 
 fn main() -> ExitCode {
