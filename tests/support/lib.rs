@@ -1,1 +1,594 @@
-//! Test support.
+//! Support for the end-to-end tests: every test gets an [`Env`] — its own temporary directory
+//! holding `MAOS_HOME`, `MAOS_SOCKET` and a project — and drives the real `maos` and `maosd`
+//! binaries from `target/<profile>/`. Nothing is shared between tests and the real home is never
+//! touched. Dropping an `Env` kills (`kill -9`) every daemon started for it, also when the test
+//! panicked.
+//!
+//! Synchronisation is always "wait for a condition, with a deadline" ([`wait_until`]); a test
+//! never sleeps for a fixed time and then hopes.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use maos_proto::{ClientMsg, FrameError, PROTOCOL_VERSION, ServerMsg};
+pub use serde_json::{Value, json};
+
+/// How long any one `maos` invocation may take before the test fails (a hang is a bug).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default deadline for conditions the daemon should reach quickly.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// `target/<profile>/`, where cargo put `maos` and `maosd`. Tests run from
+/// `target/<profile>/deps/<test>-<hash>`.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("cannot locate the test executable");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable is not under target/<profile>/deps")
+        .to_path_buf();
+    for bin in ["maos", "maosd"] {
+        assert!(
+            dir.join(bin).is_file(),
+            "{} is missing: run `cargo build --workspace --bins` first",
+            dir.join(bin).display()
+        );
+    }
+    dir
+}
+
+pub fn maos_bin() -> PathBuf {
+    bin_dir().join("maos")
+}
+
+pub fn maosd_bin() -> PathBuf {
+    bin_dir().join("maosd")
+}
+
+/// Poll `cond` (every few milliseconds) until it holds; panic naming `what` after `timeout`.
+pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if cond() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting until {what}"
+        );
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(25));
+    }
+}
+
+/// Linux process state letter from `/proc/<pid>/stat` (`Z` for a zombie).
+#[cfg(target_os = "linux")]
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ...": the comm may contain spaces and parentheses; the state follows the
+    // last ')'.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// True while `pid` is a live process. A zombie (exited, not yet reaped by its parent, which
+/// for a detached daemon is init) counts as gone once all its threads are gone: the main thread
+/// turns zombie first, and the process's descriptors (socket, locks) close with its last thread.
+pub fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    if unsafe { libc::kill(pid as libc::pid_t, 0) } != 0 {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, Iterator::count);
+        if proc_state(pid).is_none_or(|s| s == 'Z') && threads <= 1 {
+            return false;
+        }
+    }
+    true
+}
+
+/// `kill -9 pid`.
+pub fn kill9(pid: u32) {
+    // SAFETY: plain kill(2) on a pid we own.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+    }
+}
+
+/// Run a command with a deadline; a command that hangs is killed and the test fails.
+pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(out) => out.unwrap_or_else(|e| panic!("waiting for {cmd:?}: {e}")),
+        Err(_) => {
+            kill9(pid);
+            panic!("{cmd:?} did not finish within {timeout:?}");
+        }
+    }
+}
+
+/// Everything a failed `maos --json` invocation told us.
+#[derive(Debug)]
+pub struct Failure {
+    pub exit: i32,
+    /// `error.code` of the JSON error object on stdout.
+    pub code: String,
+    pub message: String,
+    pub stderr: String,
+}
+
+/// One test's private world: a temporary directory with the daemon's home, its socket and a
+/// project. Commands get `MAOS_HOME`/`MAOS_SOCKET` on their own environment, never through the
+/// test process's.
+pub struct Env {
+    _tmp: tempfile::TempDir,
+    pub home: PathBuf,
+    pub socket: PathBuf,
+    /// The default project directory (`--project`).
+    pub project: PathBuf,
+    /// Daemon pids seen by this test, killed on drop.
+    seen: Mutex<BTreeSet<u32>>,
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Env::new()
+    }
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let tmp = tempfile::Builder::new()
+            .prefix("maos-e2e-")
+            .tempdir()
+            .expect("cannot create a temporary directory");
+        // Canonical, so that paths compare equal to what the daemon reports.
+        let root = std::fs::canonicalize(tmp.path()).expect("canonical tempdir");
+        let env = Env {
+            home: root.join("home"),
+            socket: root.join("run").join("maosd.sock"),
+            project: root.join("proj"),
+            seen: Mutex::new(BTreeSet::new()),
+            _tmp: tmp,
+        };
+        std::fs::create_dir_all(root.join("user")).expect("fake user home");
+        env.make_project("proj");
+        env
+    }
+
+    /// The temporary directory everything lives in.
+    pub fn root(&self) -> PathBuf {
+        self.home.parent().expect("home has a parent").to_path_buf()
+    }
+
+    /// Create another project directory inside the tempdir. It gets a `.git` directory so that
+    /// project identity is this directory whatever lies above the tempdir.
+    pub fn make_project(&self, name: &str) -> PathBuf {
+        let dir = self.root().join(name);
+        std::fs::create_dir_all(dir.join(".git")).expect("project dir");
+        dir
+    }
+
+    /// A command for `bin` with this test's environment (and nothing of the caller's maos
+    /// settings).
+    pub fn command(&self, bin: &Path) -> Command {
+        let mut cmd = Command::new(bin);
+        for var in [
+            "MAOS_LOG",
+            "MAOS_PROJECT",
+            "MAOS_NO_AUTOSTART",
+            "MAOS_SYNCHRONOUS",
+            "XDG_RUNTIME_DIR",
+            "XDG_STATE_HOME",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("MAOS_HOME", &self.home)
+            .env("MAOS_SOCKET", &self.socket)
+            .env("HOME", self.root().join("user"))
+            .env("USER", "e2e-tester")
+            .current_dir(&self.project);
+        cmd
+    }
+
+    /// `maos --project <project> ARGS`.
+    pub fn maos_cmd_in<S: AsRef<OsStr>>(&self, project: &Path, args: &[S]) -> Command {
+        let mut cmd = self.command(&maos_bin());
+        cmd.arg("--project").arg(project).args(args);
+        cmd
+    }
+
+    /// Run `maos` in `project` and return what it did.
+    pub fn maos_in<S: AsRef<OsStr>>(&self, project: &Path, args: &[S]) -> Output {
+        let out = run_with_timeout(self.maos_cmd_in(project, args), COMMAND_TIMEOUT);
+        self.note_daemon();
+        out
+    }
+
+    /// Run `maos` in the default project.
+    pub fn maos<S: AsRef<OsStr>>(&self, args: &[S]) -> Output {
+        self.maos_in(&self.project, args)
+    }
+
+    /// `maos --json ARGS` in `project`, which must succeed; its stdout parsed as one JSON value.
+    pub fn maos_json_in<S: AsRef<OsStr>>(&self, project: &Path, args: &[S]) -> Value {
+        let mut all: Vec<&OsStr> = vec![OsStr::new("--json")];
+        all.extend(args.iter().map(AsRef::as_ref));
+        let out = self.maos_in(project, &all);
+        assert!(
+            out.status.success(),
+            "maos {all:?} failed: {}",
+            describe(&out)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "maos {all:?} printed invalid JSON ({e}): {}",
+                describe(&out)
+            )
+        })
+    }
+
+    /// `maos --json ARGS` in the default project, which must succeed.
+    pub fn maos_json<S: AsRef<OsStr>>(&self, args: &[S]) -> Value {
+        self.maos_json_in(&self.project, args)
+    }
+
+    /// `maos --json ARGS` in `project`, which must fail with the JSON error object on stdout.
+    pub fn maos_fail_in<S: AsRef<OsStr>>(&self, project: &Path, args: &[S]) -> Failure {
+        let mut all: Vec<&OsStr> = vec![OsStr::new("--json")];
+        all.extend(args.iter().map(AsRef::as_ref));
+        let out = self.maos_in(project, &all);
+        assert!(
+            !out.status.success(),
+            "maos {all:?} should have failed: {}",
+            describe(&out)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "maos {all:?} failed without a JSON error object ({e}): {}",
+                describe(&out)
+            )
+        });
+        Failure {
+            exit: out.status.code().unwrap_or(-1),
+            code: v["error"]["code"].as_str().unwrap_or_default().to_string(),
+            message: v["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `maos --json ARGS` in the default project, which must fail.
+    pub fn maos_fail<S: AsRef<OsStr>>(&self, args: &[S]) -> Failure {
+        self.maos_fail_in(&self.project, args)
+    }
+
+    /// `maos --json ARGS` that creates something: the new object's `"id"`.
+    pub fn create<S: AsRef<OsStr>>(&self, args: &[S]) -> String {
+        let v = self.maos_json(args);
+        v["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no \"id\" in {v}"))
+            .to_string()
+    }
+
+    /// `maos session create --objective OBJECTIVE --phase P...`: the new session's id.
+    pub fn session(&self, objective: &str, phases: &[&str]) -> String {
+        let mut args = vec!["session", "create", "--objective", objective];
+        for p in phases {
+            args.extend(["--phase", p]);
+        }
+        self.create(&args)
+    }
+
+    /// `maos agent register` in `session` (`None`: the active one): the new agent's id.
+    pub fn agent(&self, session: Option<&str>, role: &str, task: &str) -> String {
+        let mut args = vec!["agent", "register", "--role", role, "--task", task];
+        if let Some(s) = session {
+            args.extend(["--session", s]);
+        }
+        self.create(&args)
+    }
+
+    /// The whole timeline of `project` (`maos events --json`, one object per line).
+    pub fn events_in(&self, project: &Path, extra: &[&str]) -> Vec<Value> {
+        let mut args = vec!["--json", "events"];
+        args.extend_from_slice(extra);
+        let out = self.maos_in(project, &args);
+        assert!(out.status.success(), "maos events: {}", describe(&out));
+        parse_lines(&out.stdout)
+    }
+
+    /// The default project's timeline, optionally filtered (`extra` are `events` arguments).
+    pub fn events(&self, extra: &[&str]) -> Vec<Value> {
+        self.events_in(&self.project, extra)
+    }
+
+    /// The running daemon's pid, as `maos daemon status --json` reports it.
+    pub fn daemon_pid(&self) -> u32 {
+        let v = self.maos_json(&["daemon", "status"]);
+        let pid = v["pid"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no pid in daemon status {v}")) as u32;
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pid);
+        pid
+    }
+
+    /// The pid written in `$MAOS_HOME/maosd.pid`, if any.
+    pub fn pidfile_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.home.join("maosd.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    fn note_daemon(&self) {
+        if let Some(pid) = self.pidfile_pid() {
+            self.seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(pid);
+        }
+    }
+
+    /// Live `maosd` processes serving this test's home (found through `/proc`, so that a daemon
+    /// that lost a start race is counted too).
+    #[cfg(target_os = "linux")]
+    pub fn daemons(&self) -> Vec<u32> {
+        let mut needle = b"MAOS_HOME=".to_vec();
+        needle.extend_from_slice(self.home.as_os_str().as_encoded_bytes());
+        needle.push(0);
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        let mut pids: Vec<u32> = dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|&pid| is_maosd(pid) && alive(pid))
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split_inclusive(|&b| b == 0).any(|v| v == &needle[..]))
+            })
+            .collect();
+        pids.sort_unstable();
+        pids
+    }
+
+    /// Live `maosd` processes serving this test's home (the pidfile's, where `/proc` is missing).
+    #[cfg(not(target_os = "linux"))]
+    pub fn daemons(&self) -> Vec<u32> {
+        self.pidfile_pid()
+            .filter(|&p| alive(p))
+            .into_iter()
+            .collect()
+    }
+
+    /// `kill -9` the running daemon and wait until it is gone. Returns its pid.
+    pub fn kill9(&self) -> u32 {
+        let pid = self.daemon_pid();
+        kill9(pid);
+        wait_until(DEADLINE, "the killed daemon is gone", || !alive(pid));
+        pid
+    }
+
+    /// The canonical project root of `dir`, as the client sends it to the daemon.
+    pub fn project_root(dir: &Path) -> String {
+        maos_proto::paths::project_root(dir)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// `$MAOS_HOME/projects/<hash>/maos.db` of `dir`'s project.
+    pub fn db_path_of(&self, dir: &Path) -> PathBuf {
+        let root = maos_proto::paths::project_root(dir);
+        self.home
+            .join("projects")
+            .join(maos_proto::paths::workspace_hash(&root))
+            .join("maos.db")
+    }
+
+    /// The default project's database file.
+    pub fn db_path(&self) -> PathBuf {
+        self.db_path_of(&self.project)
+    }
+
+    /// `PRAGMA integrity_check` of the default project's database.
+    pub fn integrity_check(&self) -> String {
+        let path = self.db_path();
+        assert!(path.is_file(), "{} does not exist", path.display());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        rt.block_on(maos_store::integrity_check(&path))
+            .unwrap_or_else(|e| panic!("integrity_check {}: {e}", path.display()))
+    }
+
+    /// A raw protocol connection to the daemon (which must be running).
+    pub fn raw(&self) -> Raw {
+        Raw::connect(&self.socket)
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let mut pids = self
+            .seen
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_else(|e| e.into_inner().clone());
+        pids.extend(self.pidfile_pid());
+        pids.extend(self.daemons());
+        for pid in pids {
+            // Only ever a maosd: a remembered pid may have been reused since.
+            if is_maosd(pid) && alive(pid) {
+                kill9(pid);
+            }
+        }
+    }
+}
+
+/// True when `pid` runs the `maosd` binary.
+fn is_maosd(pid: u32) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "maosd")
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        true
+    }
+}
+
+/// Status, stdout and stderr of a finished command, for assertion messages.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "{}\n--- stdout ---\n{}--- stderr ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// One JSON object per non-empty line.
+pub fn parse_lines(bytes: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+/// Split a command line on whitespace (for arguments without spaces):
+/// `env.maos_json(&argv(&format!("agent start {id}")))`.
+pub fn argv(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// The `"id"` strings of a JSON array of objects, sorted.
+pub fn ids(v: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = v
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|x| x["id"].as_str().expect("id").to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// A raw protocol connection (blocking std socket with timeouts, maos_proto framing), for
+/// talking to the daemon the way no well-behaved client would.
+pub struct Raw {
+    pub stream: UnixStream,
+    next_id: u64,
+}
+
+impl Raw {
+    pub fn connect(socket: &Path) -> Raw {
+        let stream = UnixStream::connect(socket)
+            .unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
+        stream.set_read_timeout(Some(DEADLINE)).expect("timeout");
+        stream.set_write_timeout(Some(DEADLINE)).expect("timeout");
+        Raw { stream, next_id: 1 }
+    }
+
+    /// Send the Hello frame for `protocol` and return the answer.
+    pub fn hello_with(&mut self, protocol: u32) -> Result<ServerMsg, FrameError> {
+        self.send(&ClientMsg::Hello {
+            protocol,
+            client_version: "e2e".into(),
+        });
+        self.recv()
+    }
+
+    /// A successful handshake with the current protocol; returns the daemon's pid.
+    pub fn hello(&mut self) -> u32 {
+        match self.hello_with(PROTOCOL_VERSION) {
+            Ok(ServerMsg::Welcome { pid, protocol, .. }) => {
+                assert_eq!(protocol, PROTOCOL_VERSION);
+                pid
+            }
+            other => panic!("expected Welcome, got {other:?}"),
+        }
+    }
+
+    /// Write one frame holding `msg` (any JSON, well-formed message or not).
+    pub fn send<T: serde::Serialize>(&mut self, msg: &T) {
+        maos_proto::write_frame(&mut self.stream, msg).expect("write frame");
+    }
+
+    /// Write raw bytes (the test builds the frame itself).
+    pub fn send_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)?;
+        self.stream.flush()
+    }
+
+    pub fn recv(&mut self) -> Result<ServerMsg, FrameError> {
+        maos_proto::read_frame(&mut self.stream)
+    }
+
+    /// Send a request (its `body` as JSON: `{"request": "...", ...}`) and return the response's
+    /// `result` as JSON: `{"Ok": {...}}` or `{"Err": {"code", "message"}}`.
+    pub fn request(&mut self, project: Option<&str>, body: Value) -> Value {
+        self.try_request(project, body)
+            .unwrap_or_else(|e| panic!("no response: {e}"))
+    }
+
+    /// [`Raw::request`] that reports a broken connection instead of panicking.
+    pub fn try_request(&mut self, project: Option<&str>, body: Value) -> Result<Value, FrameError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"kind": "request", "id": id, "project": project, "body": body});
+        maos_proto::write_frame(&mut self.stream, &msg)?;
+        let v: Value = maos_proto::read_frame(&mut self.stream)?;
+        assert_eq!(v["kind"], "response", "unexpected frame {v}");
+        assert_eq!(v["id"], id, "response to another request: {v}");
+        Ok(v["result"].clone())
+    }
+
+    /// True when the daemon closed this connection (EOF), as opposed to it staying open.
+    pub fn closed_by_peer(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        match self.stream.read(&mut b) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
+    }
+}
+
+/// A child process killed when dropped (e.g. `maos events --follow`).
+pub struct ChildGuard(pub std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
