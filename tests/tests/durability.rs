@@ -1,0 +1,217 @@
+//! No acknowledged change is lost when the daemon is killed with `kill -9` in the middle of
+//! traffic, and the database is sound afterwards.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use maos_tests::{DEADLINE, Env, Value, alive, argv, json, wait_until};
+
+/// What the clients were told had happened, per agent id.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Acked {
+    #[default]
+    Registered,
+    Started,
+    Completed,
+}
+
+/// Check every acknowledged change against the restarted daemon's state and timeline.
+fn assert_all_present(env: &Env, session: &str, acked: &BTreeMap<String, Acked>) {
+    let agents = env.maos_json(&["agent", "list", "--session", session]);
+    let state: BTreeMap<String, String> = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap().to_string(),
+                a["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let events = env.events(&[session]);
+    let mut kinds: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in &events {
+        if let Some(a) = e["agent_id"].as_str() {
+            kinds
+                .entry(a.to_string())
+                .or_default()
+                .insert(e["type"].as_str().unwrap().to_string());
+        }
+    }
+    for (id, what) in acked {
+        let st = state
+            .get(id)
+            .unwrap_or_else(|| panic!("acknowledged agent {id} was lost"));
+        // A change may have committed without its acknowledgement reaching the client (killed
+        // in between), so the state may be ahead of what was acked, never behind.
+        let ok: &[&str] = match what {
+            Acked::Registered => &["pending", "running", "completed"],
+            Acked::Started => &["running", "completed"],
+            Acked::Completed => &["completed"],
+        };
+        assert!(
+            ok.contains(&st.as_str()),
+            "agent {id}: acked {what:?}, state {st}"
+        );
+        // State and timeline agree.
+        let k = &kinds[id];
+        assert!(k.contains("agent_registered"), "{id}: {k:?}");
+        if *what >= Acked::Started || st != "pending" {
+            assert!(k.contains("agent_started"), "{id}: {k:?}");
+        }
+        if *what == Acked::Completed || st == "completed" {
+            assert!(k.contains("agent_completed"), "{id}: {k:?}");
+        }
+    }
+    // Sequence numbers stay dense and increasing across the crash.
+    let seqs: Vec<u64> = env
+        .events(&[])
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "event sequence has gaps or repeats: {seqs:?}"
+    );
+}
+
+#[test]
+fn acknowledged_cli_changes_survive_kill_9_mid_traffic() {
+    const CLIENTS: usize = 8;
+    const KILL_AFTER: usize = 48;
+    let env = Arc::new(Env::new());
+    let session = env.session("durability", &[]);
+    env.maos_json(&["session", "start"]);
+    let old = env.daemon_pid();
+
+    let acked: Arc<Mutex<BTreeMap<String, Acked>>> = Arc::default();
+    let acks = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|w| {
+            let (env, acked, acks, stop) = (env.clone(), acked.clone(), acks.clone(), stop.clone());
+            let session = session.clone();
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    i += 1;
+                    let task = format!("w{w}-{i}");
+                    let out = env.maos(&argv(&format!(
+                        "--json agent register --session {session} --role worker --task {task}"
+                    )));
+                    if !out.status.success() {
+                        break; // the daemon died under us: not acknowledged
+                    }
+                    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                    let id = v["id"].as_str().unwrap().to_string();
+                    acked.lock().unwrap().insert(id.clone(), Acked::Registered);
+                    acks.fetch_add(1, Ordering::SeqCst);
+                    for (op, now) in [("start", Acked::Started), ("complete", Acked::Completed)] {
+                        if i % 2 == 0 && op == "complete" {
+                            break; // leave half of them running
+                        }
+                        if !env.maos(&["--json", "agent", op, &id]).status.success() {
+                            return;
+                        }
+                        acked.lock().unwrap().insert(id.clone(), now);
+                        acks.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            })
+        })
+        .collect();
+
+    wait_until(DEADLINE * 3, "enough changes are acknowledged", || {
+        acks.load(Ordering::SeqCst) >= KILL_AFTER
+    });
+    // Kill while the clients are still sending; they stop at their next failure or loop.
+    let killed = env.kill9();
+    stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        w.join().expect("worker panicked");
+    }
+    assert_eq!(killed, old);
+    assert!(!alive(old));
+
+    // The next command starts a fresh daemon, which reloads everything from disk.
+    let sessions = env.maos_json(&["ps"]);
+    assert_eq!(sessions[0]["id"], session.as_str());
+    assert_eq!(sessions[0]["state"], "running");
+    let new = env.daemon_pid();
+    assert_ne!(new, old);
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        acked.len() >= KILL_AFTER / 3,
+        "too few changes: {}",
+        acked.len()
+    );
+    assert_all_present(&env, &session, &acked);
+    assert_eq!(env.integrity_check(), "ok");
+}
+
+#[test]
+fn acknowledged_protocol_changes_survive_kill_9_mid_traffic() {
+    const CONNECTIONS: usize = 4;
+    const KILL_AFTER: usize = 400;
+    let env = Arc::new(Env::new());
+    let session = env.session("raw durability", &[]);
+    let root = Env::project_root(&env.project);
+
+    let acked: Arc<Mutex<BTreeMap<String, Acked>>> = Arc::default();
+    let acks = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..CONNECTIONS)
+        .map(|w| {
+            let (env, acked, acks) = (env.clone(), acked.clone(), acks.clone());
+            let (session, root) = (session.clone(), root.clone());
+            std::thread::spawn(move || {
+                let mut conn = env.raw();
+                conn.hello();
+                for i in 0.. {
+                    let body = json!({"request": "agent_register", "session": session,
+                                      "role": format!("r{w}"), "task": format!("t{i}")});
+                    // Ends when the daemon dies: the write or the read fails.
+                    let Ok(result) = conn.try_request(Some(&root), body) else {
+                        return;
+                    };
+                    let id = result["Ok"]["data"]["id"]
+                        .as_str()
+                        .unwrap_or_else(|| panic!("register refused: {result}"))
+                        .to_string();
+                    acked.lock().unwrap().insert(id, Acked::Registered);
+                    acks.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    wait_until(DEADLINE * 3, "enough changes are acknowledged", || {
+        acks.load(Ordering::SeqCst) >= KILL_AFTER
+    });
+    let old = env.kill9();
+    for w in workers {
+        w.join().expect("worker panicked");
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() >= KILL_AFTER);
+
+    let agents = env.maos_json(&["agent", "list", "--session", &session]);
+    assert_ne!(env.daemon_pid(), old);
+    let present: BTreeSet<&str> = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    let lost: Vec<_> = acked
+        .keys()
+        .filter(|id| !present.contains(id.as_str()))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged agents lost: {lost:?}",
+        lost.len()
+    );
+    assert_all_present(&env, &session, &acked);
+    assert_eq!(env.integrity_check(), "ok");
+}
