@@ -289,6 +289,25 @@ struct Daemon {
     bin_dir: PathBuf,
 }
 
+/// User + system CPU time of a process (`self` or a pid) so far, in seconds, from
+/// `/proc/<pid>/stat` (USER_HZ = 100 on Linux).
+fn cpu_secs_of(pid: &str) -> f64 {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return f64::NAN;
+    };
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let Some(rest) = text.rfind(')').map(|i| &text[i + 2..]) else {
+        return f64::NAN;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn bin_dir() -> Res<PathBuf> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find my executable: {e}"))?;
     exe.parent()
@@ -428,22 +447,9 @@ impl Daemon {
         Ok((field("VmRSS:")?, field("VmHWM:")?))
     }
 
-    /// User + system CPU time of the daemon so far, in seconds (USER_HZ = 100 on Linux).
+    /// User + system CPU time of the daemon so far, in seconds.
     fn cpu_secs(&self) -> f64 {
-        let Ok(text) = fs::read_to_string(format!("/proc/{}/stat", self.pid)) else {
-            return f64::NAN;
-        };
-        // Fields after the command name (which may hold spaces) start at field 3.
-        let Some(rest) = text.rfind(')').map(|i| &text[i + 2..]) else {
-            return f64::NAN;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| {
-            f.get(i)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(f64::NAN)
-        };
-        (ticks(11) + ticks(12)) / 100.0
+        cpu_secs_of(&self.pid.to_string())
     }
 
     fn db_bytes(&self) -> u64 {
@@ -766,15 +772,51 @@ fn scen_register(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     Ok(rows)
 }
 
+/// (toggle events, commits that wrote them) for these agents, read back from the timeline.
+/// Every event of one group commit carries the commit's timestamp, so distinct timestamps
+/// count commits.
+fn commit_stats(d: &Daemon, agents: &[String]) -> Res<(usize, usize)> {
+    let mut c = d.client()?;
+    let mut stamps = std::collections::HashSet::new();
+    let mut events = 0;
+    for a in agents {
+        let reply = c.call(Request::Events {
+            filter: maos_proto::EventFilter {
+                agent: Some(a.clone()),
+                types: vec!["agent_paused".into(), "agent_resumed".into()],
+                ..Default::default()
+            },
+            limit: None,
+        })?;
+        let Reply::Events(list) = reply else {
+            return Err("events answered something else".into());
+        };
+        events += list.len();
+        stamps.extend(list.into_iter().map(|e| e.ts));
+    }
+    Ok((events, stamps.len()))
+}
+
+/// What a parallel run measured (CPU times cover the timed part only, warm-up excluded).
+struct RunResult {
+    samples: Vec<u64>,
+    acks: u64,
+    secs: f64,
+    daemon_cpu: f64,
+    bench_cpu: f64,
+}
+
 /// Run `clients` togglers in parallel: `warm` untimed steps each, then a common start, then
-/// either `per_client` steps each or until `dur` has passed. Returns (samples, acks, seconds).
+/// either `per_client` steps each or until `dur` has passed.
 fn run_togglers(
+    d: &Daemon,
     togglers: Vec<Toggler>,
     warm: usize,
     dur: Option<Duration>,
     per_client: usize,
-) -> Res<(Vec<u64>, u64, f64)> {
-    let barrier = Arc::new(Barrier::new(togglers.len()));
+) -> Res<RunResult> {
+    // The clients and this thread: the CPU clocks are read once every client is warm.
+    let barrier = Arc::new(Barrier::new(togglers.len() + 1));
     let handles: Vec<_> = togglers
         .into_iter()
         .map(|mut t| {
@@ -807,6 +849,8 @@ fn run_togglers(
             })
         })
         .collect();
+    barrier.wait();
+    let (cpu0, me0) = (d.cpu_secs(), cpu_secs_of("self"));
     let mut all = Vec::new();
     let mut secs: f64 = 0.0;
     let mut err = None;
@@ -823,8 +867,14 @@ fn run_togglers(
     if let Some(e) = err {
         return Err(e);
     }
-    let acks = all.len() as u64;
-    Ok((all, acks, secs))
+    let (daemon_cpu, bench_cpu) = (d.cpu_secs() - cpu0, cpu_secs_of("self") - me0);
+    Ok(RunResult {
+        acks: all.len() as u64,
+        samples: all,
+        secs,
+        daemon_cpu,
+        bench_cpu,
+    })
 }
 
 fn scen_throughput(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
@@ -847,10 +897,15 @@ fn scen_throughput(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         });
     }
     drop(setup);
-    let cpu0 = d.cpu_secs();
-    let (mut samples, acks, elapsed) =
-        run_togglers(togglers, 100, Some(Duration::from_secs_f64(secs)), 0)?;
-    let cpu = d.cpu_secs() - cpu0;
+    let agents: Vec<String> = togglers.iter().map(|t| t.agents[0].1.clone()).collect();
+    let RunResult {
+        mut samples,
+        acks,
+        secs: elapsed,
+        daemon_cpu: cpu,
+        bench_cpu: me,
+    } = run_togglers(&d, togglers, 100, Some(Duration::from_secs_f64(secs)), 0)?;
+    let (events, commits) = commit_stats(&d, &agents)?;
     d.stop()?;
     let name = label(&format!("throughput, {clients} clients"), sync);
     let rate = acks as f64 / elapsed;
@@ -860,6 +915,18 @@ fn scen_throughput(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         &name,
         "daemon CPU per event",
         cpu / acks.max(1) as f64 * 1e6,
+        "µs",
+    ));
+    rows.push(Metric::new(
+        &name,
+        "events per commit (mean)",
+        events as f64 / commits.max(1) as f64,
+        "",
+    ));
+    rows.push(Metric::new(
+        &name,
+        "bench clients' CPU per event",
+        me / acks.max(1) as f64 * 1e6,
         "µs",
     ));
     print_human(
@@ -895,6 +962,7 @@ fn scen_rss(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     for (k, p) in pairs.into_iter().enumerate() {
         owned[k % clients].push(p);
     }
+    let agent_ids: Vec<String> = owned.iter().flatten().map(|p| p.1.clone()).collect();
     let per_agent = EVENTS_PER_SESSION / AGENTS;
     let mut togglers = Vec::new();
     for agents in owned {
@@ -917,7 +985,11 @@ fn scen_rss(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         ));
     }
     let togglers: Vec<_> = togglers.into_iter().map(|t| t.0).collect();
-    let (_, acks, elapsed) = run_togglers(togglers, 0, None, per_client)?;
+    let RunResult {
+        acks,
+        secs: elapsed,
+        ..
+    } = run_togglers(&d, togglers, 0, None, per_client)?;
     // Let the allocator settle after the storm, then read.
     std::thread::sleep(Duration::from_millis(200));
     let (rss, hwm) = d.memory_kib()?;
@@ -930,6 +1002,7 @@ fn scen_rss(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let agents: usize = list.iter().map(|s| s.agents.len()).sum();
     let (rss_after_ps, _) = d.memory_kib()?;
     drop(c);
+    let (events, commits) = commit_stats(&d, &agent_ids)?;
     d.stop()?;
     if list.len() != SESSIONS || agents != SESSIONS * AGENTS {
         return Err(format!(
@@ -946,6 +1019,12 @@ fn scen_rss(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         Metric::new(&name, "VmRSS after `ps --all`", mib(rss_after_ps), "MiB"),
         Metric::new(&name, "database + WAL", db as f64 / 1048576.0, "MiB"),
         Metric::new(&name, "fill rate", acks as f64 / elapsed, "events/s"),
+        Metric::new(
+            &name,
+            "events per commit (mean)",
+            events as f64 / commits.max(1) as f64,
+            "",
+        ),
     ];
     print_human(
         &format!(
@@ -1010,18 +1089,43 @@ fn scen_ps(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     };
     let mut a = setup(&maos, Some("ps"));
     let mut b = setup(&empty, None);
+    // The client's own start-up (exec, loader, clap) without talking to the daemon.
+    let mut v = setup(&maos, Some("--version"));
     for _ in 0..3 {
         spawn_timed(&mut a)?;
         spawn_timed(&mut b)?;
+        spawn_timed(&mut v)?;
     }
-    let (mut ta, mut tb, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ta, mut tb, mut tv, mut r, mut rv) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         let x = spawn_timed(&mut a)?;
         let y = spawn_timed(&mut b)?;
+        let z = spawn_timed(&mut v)?;
         ta.push(x);
         tb.push(y);
+        tv.push(z);
         r.push(x / y);
+        rv.push(z / y);
     }
+    // The daemon's share, in process: a fresh connection with its handshake, and the `ps`
+    // request decoded into records as the client does.
+    let mut hello = Vec::with_capacity(n);
+    let mut ps = Vec::with_capacity(n);
+    let mut reply_bytes = 0;
+    for _ in 0..n {
+        let t = Instant::now();
+        let mut c = d.client()?;
+        hello.push(t.elapsed().as_nanos() as u64);
+        let t = Instant::now();
+        let reply = c.call(Request::Ps { all: false })?;
+        ps.push(t.elapsed().as_nanos() as u64);
+        if reply_bytes == 0 {
+            reply_bytes = serde_json::to_vec(&reply).map_or(0, |v| v.len());
+        }
+    }
+    hello.sort_unstable();
+    ps.sort_unstable();
     let mut d = d;
     d.stop()?;
     let name = label(&format!("`maos ps` (10 sessions × {per} agents)"), sync);
@@ -1030,10 +1134,20 @@ fn scen_ps(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
             .goal(Goal::AtMost(1.5)),
         Metric::new(&name, "`maos ps` median", median(&mut ta) * 1e6, "µs"),
         Metric::new(&name, "empty binary median", median(&mut tb) * 1e6, "µs"),
+        Metric::new(
+            &name,
+            "`maos --version` ratio to empty (no daemon)",
+            median(&mut rv),
+            "×",
+        ),
+        Metric::new(&name, "`maos --version` median", median(&mut tv) * 1e6, "µs"),
+        Metric::new(&name, "in-process connect + hello p50", pct(&hello, 50.0), "µs"),
+        Metric::new(&name, "in-process ps request p50", pct(&ps, 50.0), "µs"),
+        Metric::new(&name, "ps reply size", reply_bytes as f64 / 1024.0, "KiB"),
     ];
     print_human(
         &format!(
-            "ps: whole-process `maos ps` vs `empty`, {n} interleaved pairs, synchronous={sync}"
+            "ps: whole-process `maos ps` vs `empty`, {n} interleaved runs, synchronous={sync}"
         ),
         &rows,
     );
