@@ -1,14 +1,17 @@
-//! The maos domain model: ids, state machines, the workflow (phase list), the spawn tree and
-//! progress. Pure: no I/O, no clock reads, no randomness — time and uuids are passed in.
+//! The maos domain model: ids, state machines, the workflow (phase list), the spawn tree,
+//! progress and the lock table. Pure: no I/O, no clock reads, no randomness — time and uuids
+//! are passed in.
 
 pub mod graph;
 pub mod ids;
+pub mod lock;
 pub mod progress;
 pub mod state;
 pub mod workflow;
 
 pub use graph::*;
 pub use ids::*;
+pub use lock::*;
 pub use progress::*;
 pub use state::*;
 pub use workflow::*;

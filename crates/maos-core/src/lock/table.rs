@@ -1,0 +1,695 @@
+//! [`LockTable`]: held locks, the FIFO wait queue, leases and fencing tokens.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::index::PathIndex;
+use super::{
+    Acquired, Conflicts, HeldLock, LockError, LockMode, LockPath, LockRequest, WaitId, WaitOutcome,
+    WaitPolicy, WaiterInfo, conflicts,
+};
+use crate::{AgentId, Ts};
+
+/// A held lock and its lease length.
+#[derive(Clone, Debug)]
+pub(super) struct Entry {
+    pub(super) lock: HeldLock,
+    /// Lease length in microseconds, re-applied on every renewal.
+    pub(super) ttl_us: i64,
+}
+
+/// A parked request.
+#[derive(Clone, Debug)]
+pub(super) struct Waiter {
+    pub(super) holder: AgentId,
+    pub(super) born: Ts,
+    pub(super) path: LockPath,
+    pub(super) mode: LockMode,
+    pub(super) ttl_us: i64,
+    pub(super) since: Ts,
+    pub(super) deadline: Option<Ts>,
+}
+
+/// What [`LockTable::acquire`] would do with a request right now.
+enum Decision {
+    /// Already held (same path and mode, or Write held and Read asked): renew that lock.
+    Renew,
+    /// Grant a new lock (replacing the holder's Read lock on an upgrade).
+    Grant,
+    /// Must wait for these holders (tokens) and earlier waiters.
+    Blocked {
+        holders: Vec<u64>,
+        queued: Vec<WaitId>,
+    },
+}
+
+/// The lock table of one project: the authority on who holds what, who waits for what, and the
+/// next fencing token.
+///
+/// Requests are granted in arrival order: a request is granted at once only when it conflicts
+/// with no lock of another agent and with no earlier queued request of another agent, with two
+/// exceptions that never make anyone wait longer than they already do: a request whose
+/// conflicting waiters all already wait for a lock of the requester, and a Read→Write upgrade
+/// whose grant closes no wait-for cycle. Waiters are served in arrival order whenever something
+/// is released, expires, times out or is cancelled. A wait that would close a cycle in the
+/// wait-for graph ends the wait of the youngest agent in the cycle at once.
+///
+/// Expired leases keep conflicting until [`LockTable::tick`] reaps them: call `tick(now)` before
+/// [`LockTable::acquire`] when the timer may be late.
+#[derive(Clone, Debug, Default)]
+pub struct LockTable {
+    next_token: u64,
+    next_wait: WaitId,
+    /// Held locks by token.
+    pub(super) locks: BTreeMap<u64, Entry>,
+    held_index: PathIndex,
+    by_holder: BTreeMap<AgentId, BTreeSet<u64>>,
+    expiries: BTreeSet<(Ts, u64)>,
+    /// Parked requests by wait id (= queue order).
+    pub(super) waits: BTreeMap<WaitId, Waiter>,
+    wait_index: PathIndex,
+    pub(super) waits_by_holder: BTreeMap<AgentId, BTreeSet<WaitId>>,
+    deadlines: BTreeSet<(Ts, WaitId)>,
+}
+
+/// `t + us` microseconds, saturating at the largest representable instant.
+fn add_us(t: Ts, us: i64) -> Ts {
+    t.checked_add_signed(chrono::TimeDelta::microseconds(us))
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC)
+}
+
+/// Above this many locks, "does this agent hold a conflicting lock" uses the path index instead
+/// of walking the agent's locks.
+const SMALL_HOLDING: usize = 32;
+
+impl LockTable {
+    /// An empty table whose next grant gets token `next_token` (continue from the persisted
+    /// counter: fencing tokens are per project and strictly increasing across restarts).
+    pub fn new(next_token: u64) -> Self {
+        Self {
+            next_token,
+            ..Self::default()
+        }
+    }
+
+    /// Restore a held lock at daemon start (before any request). Its lease length, re-applied by
+    /// [`LockTable::renew`], is taken as `expires_at - acquired_at` (at least 1 µs); use
+    /// [`LockTable::restore_with_ttl`] when the real lease length is known. Tokens are kept;
+    /// `next_token` is raised above every restored token. Restoring a token or a (holder, path,
+    /// mode) that is already held replaces that lock.
+    pub fn restore(&mut self, lock: HeldLock) {
+        let ttl = (lock.expires_at - lock.acquired_at)
+            .num_microseconds()
+            .unwrap_or(i64::MAX)
+            .max(1);
+        self.restore_with_ttl(lock, ttl);
+    }
+
+    /// [`LockTable::restore`] with an explicit lease length for renewals (clamped to ≥ 1 µs).
+    pub fn restore_with_ttl(&mut self, lock: HeldLock, ttl_us: i64) {
+        self.remove_lock(lock.token);
+        if let Some(t) = self.own_lock(&lock.holder, lock.mode, &lock.path) {
+            self.remove_lock(t);
+        }
+        self.next_token = self.next_token.max(lock.token.saturating_add(1));
+        self.insert_lock(lock, ttl_us.max(1));
+    }
+
+    /// Ask for a lock. Granted now, queued (with any deadlock victims it caused and the grants
+    /// that followed), or refused: [`LockError::BadTtl`] for `ttl_us <= 0`,
+    /// [`LockError::Conflict`] when it cannot be granted and may not wait (`NoWait`, or a
+    /// `Wait` deadline not after `now`), [`LockError::Deadlock`] when waiting would close a
+    /// wait-for cycle in which the requester is the youngest agent. An error changes nothing.
+    pub fn acquire(&mut self, req: LockRequest, now: Ts) -> Result<Acquired, LockError> {
+        if req.ttl_us <= 0 {
+            return Err(LockError::BadTtl(req.ttl_us));
+        }
+        let path = if req.mode == LockMode::Workspace {
+            LockPath::root()
+        } else {
+            req.path.clone()
+        };
+        let (holders, queued) = match self.decide(&req.holder, req.mode, &path) {
+            Decision::Renew | Decision::Grant => {
+                let lock = self.grant(&req.holder, req.mode, &path, req.ttl_us, now);
+                return Ok(Acquired::Granted(lock));
+            }
+            Decision::Blocked { holders, queued } => (holders, queued),
+        };
+        let deadline = match req.wait {
+            WaitPolicy::Forever => None,
+            WaitPolicy::Wait { until } if until > now => Some(until),
+            WaitPolicy::NoWait | WaitPolicy::Wait { .. } => {
+                let conflicts = self.describe(&holders, &queued);
+                return Err(LockError::Conflict {
+                    path,
+                    mode: req.mode,
+                    holders: conflicts.holders,
+                    queued: conflicts.queued,
+                });
+            }
+        };
+        let victims = self.deadlock_victims(&req.holder, req.born, &path, &holders, &queued)?;
+
+        let wait = self.next_wait;
+        self.next_wait = wait.saturating_add(1);
+        let mut scopes = Vec::with_capacity(victims.len());
+        for v in &victims {
+            if let Some(w) = self.remove_waiter(v.wait) {
+                scopes.push((w.mode, w.path));
+            }
+        }
+        self.insert_waiter(
+            wait,
+            Waiter {
+                holder: req.holder,
+                born: req.born,
+                path,
+                mode: req.mode,
+                ttl_us: req.ttl_us,
+                since: now,
+                deadline,
+            },
+        );
+        let candidates = self.waiters_overlapping(&scopes);
+        let granted = self.grant_waiting(candidates, now);
+        Ok(Acquired::Queued {
+            wait,
+            victims,
+            granted,
+        })
+    }
+
+    /// Release the locks of `holder` on exactly `path` (every mode it holds there). With
+    /// `force`, release every agent's locks on exactly `path` instead (`holder` is then only the
+    /// requester). Returns the released locks (by token) and the waiters granted as a result (in
+    /// queue order). [`LockError::NotHolder`] when only others hold locks there,
+    /// [`LockError::NotHeld`] when nobody does; an error changes nothing.
+    pub fn release(
+        &mut self,
+        holder: &AgentId,
+        path: &LockPath,
+        force: bool,
+        now: Ts,
+    ) -> Result<(Vec<HeldLock>, Vec<WaitOutcome>), LockError> {
+        let mut at: Vec<u64> = self
+            .held_index
+            .at(LockMode::Write, path)
+            .chain(self.held_index.at(LockMode::Directory, path))
+            .collect();
+        if path.is_root() {
+            at.extend(self.held_index.at(LockMode::Workspace, path));
+        }
+        at.sort_unstable();
+        let mine: Vec<u64> = at
+            .iter()
+            .copied()
+            .filter(|t| force || self.holder_of(*t) == Some(holder))
+            .collect();
+        if mine.is_empty() {
+            let held_by: BTreeSet<&AgentId> =
+                at.iter().filter_map(|t| self.holder_of(*t)).collect();
+            if held_by.is_empty() {
+                return Err(LockError::NotHeld {
+                    path: path.clone(),
+                    holder: holder.clone(),
+                });
+            }
+            return Err(LockError::NotHolder {
+                path: path.clone(),
+                holder: holder.clone(),
+                held_by: held_by.into_iter().cloned().collect(),
+            });
+        }
+        let released: Vec<HeldLock> = mine.iter().filter_map(|t| self.remove_lock(*t)).collect();
+        let grants = self.grant_after(&released, &[], now);
+        Ok((released, grants))
+    }
+
+    /// Release every lock of an agent and cancel its waits (the agent finished or died).
+    /// Returns the released locks (by token), the cancelled waits, and the grants that followed
+    /// (in queue order).
+    pub fn release_all(
+        &mut self,
+        holder: &AgentId,
+        now: Ts,
+    ) -> (Vec<HeldLock>, Vec<WaitId>, Vec<WaitOutcome>) {
+        let tokens: Vec<u64> = self
+            .by_holder
+            .get(holder)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        let waits: Vec<WaitId> = self
+            .waits_by_holder
+            .get(holder)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        let released: Vec<HeldLock> = tokens.iter().filter_map(|t| self.remove_lock(*t)).collect();
+        let ended: Vec<Waiter> = waits
+            .iter()
+            .filter_map(|w| self.remove_waiter(*w))
+            .collect();
+        let grants = self.grant_after(&released, &ended, now);
+        (released, waits, grants)
+    }
+
+    /// Cancel one parked wait (its client went away). Unknown ids are ignored. Returns the grants
+    /// that became possible (in queue order).
+    pub fn cancel_wait(&mut self, wait: WaitId, now: Ts) -> Vec<WaitOutcome> {
+        match self.remove_waiter(wait) {
+            Some(w) => self.grant_after(&[], &[w], now),
+            None => Vec::new(),
+        }
+    }
+
+    /// Extend every lease of `holder` to `now` + its lease length (any sign of life); a lease
+    /// never gets shorter. Returns how many locks the agent holds (all renewed).
+    pub fn renew(&mut self, holder: &AgentId, now: Ts) -> usize {
+        let tokens: Vec<u64> = self
+            .by_holder
+            .get(holder)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        for &t in &tokens {
+            if let Some(e) = self.locks.get(&t) {
+                let expires = add_us(now, e.ttl_us).max(e.lock.expires_at);
+                self.set_expiry(t, expires);
+            }
+        }
+        tokens.len()
+    }
+
+    /// Reap expired leases (`expires_at <= now`) and time out waits whose deadline is `<= now`,
+    /// then grant what became possible. Returns the expired locks (by expiry) and the outcomes:
+    /// `TimedOut` for ended waits (queue order), then `Granted` for new grants (queue order).
+    pub fn tick(&mut self, now: Ts) -> (Vec<HeldLock>, Vec<WaitOutcome>) {
+        let expired: Vec<u64> = self
+            .expiries
+            .range(..=(now, u64::MAX))
+            .map(|&(_, t)| t)
+            .collect();
+        let mut timed_out: Vec<WaitId> = self
+            .deadlines
+            .range(..=(now, WaitId::MAX))
+            .map(|&(_, w)| w)
+            .collect();
+        timed_out.sort_unstable();
+        let released: Vec<HeldLock> = expired
+            .iter()
+            .filter_map(|t| self.remove_lock(*t))
+            .collect();
+        let mut outcomes = Vec::new();
+        let mut ended = Vec::new();
+        for id in timed_out {
+            if let Some(w) = self.remove_waiter(id) {
+                outcomes.push(WaitOutcome::TimedOut {
+                    wait: id,
+                    holder: w.holder.clone(),
+                    path: w.path.clone(),
+                });
+                ended.push(w);
+            }
+        }
+        outcomes.extend(self.grant_after(&released, &ended, now));
+        (released, outcomes)
+    }
+
+    /// The earliest instant at which [`LockTable::tick`] would do something (a lease expiry or a
+    /// wait deadline; possibly already past), for the daemon's timer. `None`: nothing pending.
+    pub fn next_deadline(&self) -> Option<Ts> {
+        let lease = self.expiries.first().map(|&(t, _)| t);
+        let wait = self.deadlines.first().map(|&(t, _)| t);
+        match (lease, wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Who a request would have to wait for right now: conflicting locks of other agents and
+    /// earlier queued requests it would wait behind. Empty when [`LockTable::acquire`] would
+    /// grant it at once. Pure query.
+    pub fn check(&self, holder: &AgentId, path: &LockPath, mode: LockMode) -> Conflicts {
+        let root;
+        let path = if mode == LockMode::Workspace {
+            root = LockPath::root();
+            &root
+        } else {
+            path
+        };
+        match self.decide(holder, mode, path) {
+            Decision::Renew | Decision::Grant => Conflicts::default(),
+            Decision::Blocked { holders, queued } => self.describe(&holders, &queued),
+        }
+    }
+
+    /// All held locks, by token.
+    pub fn held(&self) -> impl Iterator<Item = &HeldLock> {
+        self.locks.values().map(|e| &e.lock)
+    }
+
+    /// The locks of one agent, by token.
+    pub fn held_by(&self, holder: &AgentId) -> Vec<&HeldLock> {
+        self.by_holder
+            .get(holder)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| self.locks.get(t).map(|e| &e.lock))
+            .collect()
+    }
+
+    /// The parked waits, in queue order.
+    pub fn waiters(&self) -> Vec<WaiterInfo> {
+        self.waits.iter().map(|(id, w)| info(*id, w)).collect()
+    }
+
+    /// The token the next grant will get (persist it with the grant).
+    pub fn next_token(&self) -> u64 {
+        self.next_token
+    }
+
+    // ---- decisions ----
+
+    fn decide(&self, holder: &AgentId, mode: LockMode, path: &LockPath) -> Decision {
+        if self.own_lock(holder, mode, path).is_some()
+            || (mode == LockMode::Read && self.own_lock(holder, LockMode::Write, path).is_some())
+        {
+            return Decision::Renew;
+        }
+        let holders = self.conflicting_holders(holder, mode, path);
+        let queued = self.conflicting_waiters(holder, mode, path, WaitId::MAX, &BTreeSet::new());
+        if !holders.is_empty() || queued.is_empty() {
+            return if holders.is_empty() {
+                Decision::Grant
+            } else {
+                Decision::Blocked { holders, queued }
+            };
+        }
+        // Only queued requests stand in the way. Jumping ahead of those that already wait for a
+        // lock of this holder delays nobody; anyone else would get a new wait-for edge.
+        let newly: BTreeSet<&AgentId> = queued
+            .iter()
+            .filter_map(|w| self.waits.get(w))
+            .filter(|w| !self.agent_blocks(holder, &w.holder, w.mode, &w.path))
+            .map(|w| &w.holder)
+            .collect();
+        if newly.is_empty() {
+            return Decision::Grant;
+        }
+        // A Read→Write upgrade may still jump the queue (queueing it behind requests that wait
+        // for its own Read lock would deadlock for sure) unless that closes a cycle.
+        let upgrade =
+            mode == LockMode::Write && self.own_lock(holder, LockMode::Read, path).is_some();
+        if upgrade && !self.reaches(holder, &newly) {
+            return Decision::Grant;
+        }
+        Decision::Blocked { holders, queued }
+    }
+
+    /// Whether a lock of `agent` conflicts with a request of `waiter` for `(mode, path)`.
+    fn agent_blocks(
+        &self,
+        agent: &AgentId,
+        waiter: &AgentId,
+        mode: LockMode,
+        path: &LockPath,
+    ) -> bool {
+        let Some(tokens) = self.by_holder.get(agent) else {
+            return false;
+        };
+        let blocks = |t: &u64| {
+            self.locks
+                .get(t)
+                .is_some_and(|e| conflicts(waiter, mode, path, agent, e.lock.mode, &e.lock.path))
+        };
+        if tokens.len() <= SMALL_HOLDING {
+            return tokens.iter().any(blocks);
+        }
+        let mut ids = Vec::new();
+        self.held_index.overlapping(mode, path, &mut ids);
+        ids.iter().any(|t| tokens.contains(t) && blocks(t))
+    }
+
+    /// Tokens of the locks of other agents conflicting with `(holder, mode, path)`, sorted.
+    pub(super) fn conflicting_holders(
+        &self,
+        holder: &AgentId,
+        mode: LockMode,
+        path: &LockPath,
+    ) -> Vec<u64> {
+        let mut ids = Vec::new();
+        self.held_index.overlapping(mode, path, &mut ids);
+        ids.retain(|t| {
+            self.locks.get(t).is_some_and(|e| {
+                conflicts(
+                    holder,
+                    mode,
+                    path,
+                    &e.lock.holder,
+                    e.lock.mode,
+                    &e.lock.path,
+                )
+            })
+        });
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Waits queued before `before` (and not in `removed`) of other agents conflicting with
+    /// `(holder, mode, path)`, in queue order.
+    pub(super) fn conflicting_waiters(
+        &self,
+        holder: &AgentId,
+        mode: LockMode,
+        path: &LockPath,
+        before: WaitId,
+        removed: &BTreeSet<WaitId>,
+    ) -> Vec<WaitId> {
+        let mut ids = Vec::new();
+        self.wait_index.overlapping(mode, path, &mut ids);
+        ids.retain(|id| {
+            *id < before
+                && !removed.contains(id)
+                && self
+                    .waits
+                    .get(id)
+                    .is_some_and(|w| conflicts(holder, mode, path, &w.holder, w.mode, &w.path))
+        });
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// A waiter that conflicts with no holder and no earlier waiter may be granted.
+    fn grantable(&self, id: WaitId, w: &Waiter) -> bool {
+        let mut ids = Vec::new();
+        self.held_index.overlapping(w.mode, &w.path, &mut ids);
+        let held = ids.iter().any(|t| {
+            self.locks.get(t).is_some_and(|e| {
+                conflicts(
+                    &w.holder,
+                    w.mode,
+                    &w.path,
+                    &e.lock.holder,
+                    e.lock.mode,
+                    &e.lock.path,
+                )
+            })
+        });
+        if held {
+            return false;
+        }
+        ids.clear();
+        self.wait_index.overlapping(w.mode, &w.path, &mut ids);
+        !ids.iter().any(|e| {
+            *e < id
+                && self.waits.get(e).is_some_and(|o| {
+                    conflicts(&w.holder, w.mode, &w.path, &o.holder, o.mode, &o.path)
+                })
+        })
+    }
+
+    fn describe(&self, holders: &[u64], queued: &[WaitId]) -> Conflicts {
+        Conflicts {
+            holders: holders
+                .iter()
+                .filter_map(|t| self.locks.get(t).map(|e| e.lock.clone()))
+                .collect(),
+            queued: queued
+                .iter()
+                .filter_map(|id| self.waits.get(id).map(|w| info(*id, w)))
+                .collect(),
+        }
+    }
+
+    fn holder_of(&self, token: u64) -> Option<&AgentId> {
+        self.locks.get(&token).map(|e| &e.lock.holder)
+    }
+
+    /// The lock `holder` holds with exactly this mode and path.
+    fn own_lock(&self, holder: &AgentId, mode: LockMode, path: &LockPath) -> Option<u64> {
+        self.held_index.at(mode, path).find(|t| {
+            self.locks
+                .get(t)
+                .is_some_and(|e| e.lock.holder == *holder && e.lock.mode == mode)
+        })
+    }
+
+    // ---- grants ----
+
+    /// Grant `(holder, mode, path)` now: renew what already covers it, replace a Read lock on a
+    /// Write upgrade, else a new lock with the next token.
+    fn grant(
+        &mut self,
+        holder: &AgentId,
+        mode: LockMode,
+        path: &LockPath,
+        ttl_us: i64,
+        now: Ts,
+    ) -> HeldLock {
+        let covering = self.own_lock(holder, mode, path).or_else(|| {
+            (mode == LockMode::Read)
+                .then(|| self.own_lock(holder, LockMode::Write, path))
+                .flatten()
+        });
+        if let Some(lock) = covering.and_then(|t| self.renew_lock(t, now, ttl_us)) {
+            return lock;
+        }
+        if mode == LockMode::Write
+            && let Some(t) = self.own_lock(holder, LockMode::Read, path)
+        {
+            self.remove_lock(t);
+        }
+        let token = self.next_token;
+        self.next_token = token.saturating_add(1);
+        let lock = HeldLock {
+            path: path.clone(),
+            mode,
+            holder: holder.clone(),
+            token,
+            acquired_at: now,
+            expires_at: add_us(now, ttl_us),
+        };
+        self.insert_lock(lock.clone(), ttl_us);
+        lock
+    }
+
+    /// Set a lock's lease to `now + ttl_us` (and remember that lease length).
+    fn renew_lock(&mut self, token: u64, now: Ts, ttl_us: i64) -> Option<HeldLock> {
+        let e = self.locks.get_mut(&token)?;
+        self.expiries.remove(&(e.lock.expires_at, token));
+        e.ttl_us = ttl_us;
+        e.lock.expires_at = add_us(now, ttl_us);
+        self.expiries.insert((e.lock.expires_at, token));
+        Some(e.lock.clone())
+    }
+
+    /// Grants that follow the removal of these locks and waits.
+    fn grant_after(&mut self, locks: &[HeldLock], waits: &[Waiter], now: Ts) -> Vec<WaitOutcome> {
+        let scopes: Vec<(LockMode, LockPath)> = locks
+            .iter()
+            .map(|l| (l.mode, l.path.clone()))
+            .chain(waits.iter().map(|w| (w.mode, w.path.clone())))
+            .collect();
+        let candidates = self.waiters_overlapping(&scopes);
+        self.grant_waiting(candidates, now)
+    }
+
+    /// Waits overlapping any of these scopes: the only ones a removal there can unblock.
+    fn waiters_overlapping(&self, scopes: &[(LockMode, LockPath)]) -> BTreeSet<WaitId> {
+        let mut ids = Vec::new();
+        for (mode, path) in scopes {
+            self.wait_index.overlapping(*mode, path, &mut ids);
+        }
+        ids.into_iter().collect()
+    }
+
+    /// Walk the candidates in queue order, granting each that conflicts with no holder and no
+    /// earlier still-waiting waiter. A grant never unblocks anyone, so one pass is enough.
+    fn grant_waiting(&mut self, candidates: BTreeSet<WaitId>, now: Ts) -> Vec<WaitOutcome> {
+        let mut out = Vec::new();
+        for id in candidates {
+            let ok = self.waits.get(&id).is_some_and(|w| self.grantable(id, w));
+            if !ok {
+                continue;
+            }
+            if let Some(w) = self.remove_waiter(id) {
+                let lock = self.grant(&w.holder, w.mode, &w.path, w.ttl_us, now);
+                out.push(WaitOutcome::Granted { wait: id, lock });
+            }
+        }
+        out
+    }
+
+    // ---- bookkeeping ----
+
+    fn insert_lock(&mut self, lock: HeldLock, ttl_us: i64) {
+        let t = lock.token;
+        self.held_index.insert(lock.mode, &lock.path, t);
+        self.by_holder
+            .entry(lock.holder.clone())
+            .or_default()
+            .insert(t);
+        self.expiries.insert((lock.expires_at, t));
+        self.locks.insert(t, Entry { lock, ttl_us });
+    }
+
+    fn remove_lock(&mut self, token: u64) -> Option<HeldLock> {
+        let e = self.locks.remove(&token)?;
+        let lock = e.lock;
+        self.held_index.remove(lock.mode, &lock.path, token);
+        if let Some(set) = self.by_holder.get_mut(&lock.holder) {
+            set.remove(&token);
+            if set.is_empty() {
+                self.by_holder.remove(&lock.holder);
+            }
+        }
+        self.expiries.remove(&(lock.expires_at, token));
+        Some(lock)
+    }
+
+    fn set_expiry(&mut self, token: u64, expires_at: Ts) {
+        if let Some(e) = self.locks.get_mut(&token) {
+            self.expiries.remove(&(e.lock.expires_at, token));
+            e.lock.expires_at = expires_at;
+            self.expiries.insert((expires_at, token));
+        }
+    }
+
+    fn insert_waiter(&mut self, id: WaitId, w: Waiter) {
+        self.wait_index.insert(w.mode, &w.path, id);
+        self.waits_by_holder
+            .entry(w.holder.clone())
+            .or_default()
+            .insert(id);
+        if let Some(d) = w.deadline {
+            self.deadlines.insert((d, id));
+        }
+        self.waits.insert(id, w);
+    }
+
+    fn remove_waiter(&mut self, id: WaitId) -> Option<Waiter> {
+        let w = self.waits.remove(&id)?;
+        self.wait_index.remove(w.mode, &w.path, id);
+        if let Some(set) = self.waits_by_holder.get_mut(&w.holder) {
+            set.remove(&id);
+            if set.is_empty() {
+                self.waits_by_holder.remove(&w.holder);
+            }
+        }
+        if let Some(d) = w.deadline {
+            self.deadlines.remove(&(d, id));
+        }
+        Some(w)
+    }
+}
+
+fn info(id: WaitId, w: &Waiter) -> WaiterInfo {
+    WaiterInfo {
+        wait: id,
+        holder: w.holder.clone(),
+        path: w.path.clone(),
+        mode: w.mode,
+        since: w.since,
+        deadline: w.deadline,
+    }
+}

@@ -1,0 +1,636 @@
+//! Unit tests of the lock rules and the table. The randomized model check is in
+//! `tests/lock_props.rs`.
+
+use chrono::TimeZone;
+
+use super::*;
+
+fn agent(n: u128) -> AgentId {
+    AgentId::from_uuid(uuid::Uuid::from_u128(n))
+}
+
+fn t(secs: i64) -> Ts {
+    chrono::Utc
+        .timestamp_opt(1_700_000_000 + secs, 0)
+        .single()
+        .unwrap_or_default()
+}
+
+fn p(s: &str) -> LockPath {
+    LockPath::new(s).unwrap()
+}
+
+const TTL: i64 = 10_000_000; // 10 s
+
+/// A request by `agent(who)`, born `who` seconds after t(0) (a larger number is younger).
+fn req(who: u128, path: &str, mode: LockMode, wait: WaitPolicy) -> LockRequest {
+    LockRequest {
+        holder: agent(who),
+        born: t(who as i64),
+        path: p(path),
+        mode,
+        wait,
+        ttl_us: TTL,
+    }
+}
+
+fn granted(r: Result<Acquired, LockError>) -> HeldLock {
+    match r {
+        Ok(Acquired::Granted(l)) => l,
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+fn queued(r: Result<Acquired, LockError>) -> (WaitId, Vec<DeadlockVictim>, Vec<WaitOutcome>) {
+    match r {
+        Ok(Acquired::Queued {
+            wait,
+            victims,
+            granted,
+        }) => (wait, victims, granted),
+        other => panic!("expected a queued wait, got {other:?}"),
+    }
+}
+
+use LockMode::{Directory as D, Read as R, Workspace as S, Write as W};
+use WaitPolicy::{Forever, NoWait};
+
+#[derive(Clone, Copy, Debug)]
+enum Rel {
+    /// Both on "x/y".
+    Same,
+    /// a = "x", b = "x/y".
+    Ancestor,
+    /// a = "x/y", b = "x".
+    Descendant,
+    /// a = "x", b = "z".
+    Unrelated,
+}
+
+#[test]
+fn conflict_matrix() {
+    use Rel::{Ancestor as Anc, Descendant as Desc, Same, Unrelated as Unrel};
+    // (a mode, b mode, relation of a to b, conflict if same holder, conflict if other holder)
+    #[rustfmt::skip]
+    let table: &[(LockMode, LockMode, Rel, bool, bool)] = &[
+        (R, R, Same, false, false), (R, R, Anc, false, false), (R, R, Desc, false, false), (R, R, Unrel, false, false),
+        (R, W, Same, false, true),  (R, W, Anc, false, false), (R, W, Desc, false, false), (R, W, Unrel, false, false),
+        (R, D, Same, false, true),  (R, D, Anc, false, false), (R, D, Desc, false, true),  (R, D, Unrel, false, false),
+        (R, S, Same, false, true),  (R, S, Anc, false, true),  (R, S, Desc, false, true),  (R, S, Unrel, false, true),
+        (W, R, Same, false, true),  (W, R, Anc, false, false), (W, R, Desc, false, false), (W, R, Unrel, false, false),
+        (W, W, Same, false, true),  (W, W, Anc, false, false), (W, W, Desc, false, false), (W, W, Unrel, false, false),
+        (W, D, Same, false, true),  (W, D, Anc, false, false), (W, D, Desc, false, true),  (W, D, Unrel, false, false),
+        (W, S, Same, false, true),  (W, S, Anc, false, true),  (W, S, Desc, false, true),  (W, S, Unrel, false, true),
+        (D, R, Same, false, true),  (D, R, Anc, false, true),  (D, R, Desc, false, false), (D, R, Unrel, false, false),
+        (D, W, Same, false, true),  (D, W, Anc, false, true),  (D, W, Desc, false, false), (D, W, Unrel, false, false),
+        (D, D, Same, false, true),  (D, D, Anc, false, true),  (D, D, Desc, false, true),  (D, D, Unrel, false, false),
+        (D, S, Same, false, true),  (D, S, Anc, false, true),  (D, S, Desc, false, true),  (D, S, Unrel, false, true),
+        (S, R, Same, false, true),  (S, R, Anc, false, true),  (S, R, Desc, false, true),  (S, R, Unrel, false, true),
+        (S, W, Same, false, true),  (S, W, Anc, false, true),  (S, W, Desc, false, true),  (S, W, Unrel, false, true),
+        (S, D, Same, false, true),  (S, D, Anc, false, true),  (S, D, Desc, false, true),  (S, D, Unrel, false, true),
+        (S, S, Same, false, true),  (S, S, Anc, false, true),  (S, S, Desc, false, true),  (S, S, Unrel, false, true),
+    ];
+    assert_eq!(table.len(), 4 * 4 * 4);
+    let (x, xy, z) = (p("x"), p("x/y"), p("z"));
+    let (a1, a2) = (agent(1), agent(2));
+    for &(am, bm, rel, same, other) in table {
+        let (a, b) = match rel {
+            Rel::Same => (&xy, &xy),
+            Rel::Ancestor => (&x, &xy),
+            Rel::Descendant => (&xy, &x),
+            Rel::Unrelated => (&x, &z),
+        };
+        let row = format!("{am} {bm} {rel:?}");
+        assert_eq!(
+            conflicts(&a1, am, a, &a1, bm, b),
+            same,
+            "same holder: {row}"
+        );
+        assert_eq!(
+            conflicts(&a1, am, a, &a2, bm, b),
+            other,
+            "other holder: {row}"
+        );
+        assert_eq!(conflicts(&a2, bm, b, &a1, am, a), other, "symmetric: {row}");
+        // Without the holder and exclusivity rules, overlap is what remains.
+        let overlap = overlaps(am, a, bm, b);
+        assert_eq!(
+            other,
+            overlap && (am.is_exclusive() || bm.is_exclusive()),
+            "{row}"
+        );
+    }
+}
+
+#[test]
+fn lock_mode_names() {
+    for &m in LockMode::ALL {
+        assert_eq!(m.as_str().parse::<LockMode>().unwrap(), m);
+        assert_eq!(serde_json::to_string(&m).unwrap(), format!("\"{m}\""));
+    }
+    assert_eq!(
+        LockMode::ALL
+            .iter()
+            .map(|m| m.is_exclusive())
+            .collect::<Vec<_>>(),
+        [false, true, true, true]
+    );
+    let err = "exclusive".parse::<LockMode>().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown lock mode \"exclusive\" (expected read|write|directory|workspace)"
+    );
+}
+
+#[test]
+fn idempotent_reacquire_keeps_token_and_renews() {
+    let mut lt = LockTable::new(100);
+    let first = granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    assert_eq!(first.token, 100);
+    let again = granted(lt.acquire(req(1, "./f", W, NoWait), t(5)));
+    assert_eq!(again.token, 100);
+    assert_eq!(again.acquired_at, t(0));
+    assert_eq!(again.expires_at, t(15));
+    assert_eq!(lt.next_token(), 101);
+    assert_eq!(lt.held().count(), 1);
+    // Holding Write, asking Read: answered by the Write lock, renewed.
+    let read = granted(lt.acquire(req(1, "f", R, NoWait), t(7)));
+    assert_eq!((read.token, read.mode, read.expires_at), (100, W, t(17)));
+    assert_eq!(lt.next_token(), 101);
+}
+
+#[test]
+fn upgrade_alone_gets_a_new_token_and_replaces_the_read() {
+    let mut lt = LockTable::new(1);
+    let r = granted(lt.acquire(req(1, "f", R, NoWait), t(0)));
+    let w = granted(lt.acquire(req(1, "f", W, NoWait), t(1)));
+    assert!(w.token > r.token);
+    assert_eq!(w.mode, W);
+    let held: Vec<_> = lt.held().cloned().collect();
+    assert_eq!(held, [w]);
+}
+
+#[test]
+fn upgrade_with_another_reader_waits_like_any_write() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f", R, NoWait), t(0)));
+    let other = granted(lt.acquire(req(2, "f", R, NoWait), t(0)));
+    let err = lt.acquire(req(1, "f", W, NoWait), t(1)).unwrap_err();
+    let LockError::Conflict { holders, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(holders, &[other]);
+    let (wait, victims, now_granted) = queued(lt.acquire(req(1, "f", W, Forever), t(1)));
+    assert!(victims.is_empty() && now_granted.is_empty());
+    let (released, grants) = lt.release(&agent(2), &p("f"), false, t(2)).unwrap();
+    assert_eq!(released.len(), 1);
+    let [WaitOutcome::Granted { wait: w, lock }] = grants.as_slice() else {
+        panic!("{grants:?}");
+    };
+    assert_eq!((*w, lock.mode, lock.token), (wait, W, 3));
+    assert_eq!(lt.held().collect::<Vec<_>>(), [lock]);
+}
+
+#[test]
+fn upgrade_jumps_writers_that_wait_for_its_read() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f", R, NoWait), t(0)));
+    let (w2, ..) = queued(lt.acquire(req(2, "f", W, Forever), t(1)));
+    // Agent 2 waits for agent 1's Read anyway: the upgrade is granted, not deadlocked.
+    let up = granted(lt.acquire(req(1, "f", W, NoWait), t(2)));
+    assert_eq!(up.mode, W);
+    let (_, grants) = lt.release(&agent(1), &p("f"), false, t(3)).unwrap();
+    assert!(matches!(grants.as_slice(), [WaitOutcome::Granted { wait, .. }] if *wait == w2));
+}
+
+#[test]
+fn writer_is_not_starved_by_later_readers() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f", R, NoWait), t(0)));
+    let (ww, ..) = queued(lt.acquire(req(2, "f", W, Forever), t(1)));
+    // A later reader does not conflict with the holder but must queue behind the writer.
+    let err = lt.acquire(req(3, "f", R, NoWait), t(2)).unwrap_err();
+    let LockError::Conflict {
+        holders, queued: q, ..
+    } = &err
+    else {
+        panic!("{err:?}");
+    };
+    assert!(holders.is_empty());
+    assert_eq!(q.len(), 1);
+    assert_eq!((q[0].wait, &q[0].holder), (ww, &agent(2)));
+    assert!(err.to_string().contains("queued first"), "{err}");
+    let check = lt.check(&agent(3), &p("f"), R);
+    assert_eq!(check.queued.len(), 1);
+    assert!(check.holders.is_empty());
+    let (wr, ..) = queued(lt.acquire(req(3, "f", R, Forever), t(2)));
+    let (_, grants) = lt.release(&agent(1), &p("f"), false, t(3)).unwrap();
+    assert_eq!(
+        grants.iter().map(WaitOutcome::wait).collect::<Vec<_>>(),
+        [ww]
+    );
+    let (_, grants) = lt.release(&agent(2), &p("f"), false, t(4)).unwrap();
+    assert_eq!(
+        grants.iter().map(WaitOutcome::wait).collect::<Vec<_>>(),
+        [wr]
+    );
+}
+
+#[test]
+fn readers_share_and_queued_readers_are_granted_together() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    let (a, ..) = queued(lt.acquire(req(2, "f", R, Forever), t(1)));
+    let (b, ..) = queued(lt.acquire(req(3, "f", R, Forever), t(1)));
+    let (_, grants) = lt.release(&agent(1), &p("f"), false, t(2)).unwrap();
+    assert_eq!(
+        grants.iter().map(WaitOutcome::wait).collect::<Vec<_>>(),
+        [a, b]
+    );
+}
+
+#[test]
+fn two_agent_deadlock_youngest_requester_loses() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f1", W, NoWait), t(0)));
+    granted(lt.acquire(req(2, "f2", W, NoWait), t(0)));
+    queued(lt.acquire(req(1, "f2", W, Forever), t(1)));
+    let before = lt.clone().waiters();
+    let err = lt.acquire(req(2, "f1", W, Forever), t(2)).unwrap_err();
+    let LockError::Deadlock { cycle } = &err else {
+        panic!("{err:?}");
+    };
+    let want = [
+        CycleEdge {
+            waiter: agent(2),
+            path: p("f1"),
+            holder: agent(1),
+        },
+        CycleEdge {
+            waiter: agent(1),
+            path: p("f2"),
+            holder: agent(2),
+        },
+    ];
+    assert_eq!(cycle.as_slice(), want);
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("{} waits for {} on f1", agent(2), agent(1)))
+            && msg.contains(&format!("{} waits for {} on f2", agent(1), agent(2)))
+            && msg.contains("youngest"),
+        "{msg}"
+    );
+    assert_eq!(lt.waiters(), before, "a refused request changes nothing");
+}
+
+#[test]
+fn two_agent_deadlock_older_requester_wins() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f1", W, NoWait), t(0)));
+    granted(lt.acquire(req(2, "f2", W, NoWait), t(0)));
+    let (young, ..) = queued(lt.acquire(req(2, "f1", W, Forever), t(1)));
+    let (wait, victims, grants) = queued(lt.acquire(req(1, "f2", W, Forever), t(2)));
+    assert_eq!(victims.len(), 1);
+    assert_eq!((victims[0].wait, &victims[0].holder), (young, &agent(2)));
+    assert_eq!(victims[0].cycle.len(), 2);
+    let msg = victims[0].to_string();
+    assert!(
+        msg.starts_with(&format!(
+            "deadlock: {} waits for {} on f2",
+            agent(1),
+            agent(2)
+        )) && msg.contains(&format!("{} is the youngest and loses", agent(2))),
+        "{msg}"
+    );
+    assert!(grants.is_empty());
+    let waits: Vec<WaitId> = lt.waiters().iter().map(|w| w.wait).collect();
+    assert_eq!(waits, [wait]);
+}
+
+#[test]
+fn three_agent_cycle_victim_is_not_the_requester() {
+    let mut lt = LockTable::new(1);
+    for (who, f) in [(1, "f1"), (2, "f2"), (3, "f3")] {
+        granted(lt.acquire(req(who, f, W, NoWait), t(0)));
+    }
+    queued(lt.acquire(req(2, "f3", W, Forever), t(1))); // 2 waits for 3
+    let (w3, ..) = queued(lt.acquire(req(3, "f1", W, Forever), t(1))); // 3 waits for 1
+    // 1 (the oldest) asks f2: 1 → 2 → 3 → 1; agent 3 is the youngest.
+    let (wait, victims, grants) = queued(lt.acquire(req(1, "f2", W, Forever), t(2)));
+    let [victim] = victims.as_slice() else {
+        panic!("{victims:?}");
+    };
+    assert_eq!((victim.wait, &victim.holder), (w3, &agent(3)));
+    let names: Vec<(AgentId, &str, AgentId)> = victim
+        .cycle
+        .iter()
+        .map(|e| (e.waiter.clone(), e.path.as_str(), e.holder.clone()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (agent(1), "f2", agent(2)),
+            (agent(2), "f3", agent(3)),
+            (agent(3), "f1", agent(1)),
+        ]
+    );
+    assert!(grants.is_empty());
+    assert!(lt.waiters().iter().any(|w| w.wait == wait));
+    assert!(!lt.waiters().iter().any(|w| w.wait == w3));
+}
+
+#[test]
+fn victim_removal_grants_what_waited_behind_it() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "d/y", W, NoWait), t(0)));
+    granted(lt.acquire(req(2, "f2", W, NoWait), t(0)));
+    // Agent 2 (young) wants the whole of d: waits for agent 1.
+    let (v, ..) = queued(lt.acquire(req(2, "d", D, Forever), t(1)));
+    // Agent 3 wants d/z: free, but queued behind agent 2's directory request.
+    let (behind, ..) = queued(lt.acquire(req(3, "d/z", W, Forever), t(1)));
+    // Agent 1 asks f2 held by agent 2: 1 → 2 → 1, agent 2 loses its directory wait.
+    let (_, victims, grants) = queued(lt.acquire(req(1, "f2", W, Forever), t(2)));
+    assert_eq!(victims.iter().map(|v| v.wait).collect::<Vec<_>>(), [v]);
+    assert_eq!(
+        grants.iter().map(WaitOutcome::wait).collect::<Vec<_>>(),
+        [behind]
+    );
+}
+
+#[test]
+fn holder_may_extend_inside_what_its_waiters_wait_for() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "src/a.rs", W, NoWait), t(0)));
+    queued(lt.acquire(req(2, "src", D, Forever), t(1)));
+    // Agent 2 already waits for agent 1: agent 1 taking src/b.rs delays nobody.
+    let l = granted(lt.acquire(req(1, "src/b.rs", W, NoWait), t(2)));
+    assert_eq!(l.path, p("src/b.rs"));
+    // A third agent must queue behind the directory request.
+    assert!(matches!(
+        lt.acquire(req(3, "src/c.rs", W, NoWait), t(2)),
+        Err(LockError::Conflict { .. })
+    ));
+}
+
+#[test]
+fn lease_expiry_via_tick_and_the_grants_that_follow() {
+    let mut lt = LockTable::new(1);
+    let a = granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    assert_eq!(a.expires_at, t(10));
+    let (wb, ..) = queued(lt.acquire(req(2, "f", W, Forever), t(1)));
+    assert_eq!(lt.tick(t(9)), (vec![], vec![]));
+    let (expired, outcomes) = lt.tick(t(10));
+    assert_eq!(expired, [a]);
+    let [WaitOutcome::Granted { wait, lock }] = outcomes.as_slice() else {
+        panic!("{outcomes:?}");
+    };
+    assert_eq!(*wait, wb);
+    assert_eq!(
+        (&lock.holder, lock.token, lock.acquired_at, lock.expires_at),
+        (&agent(2), 2, t(10), t(20))
+    );
+}
+
+#[test]
+fn renew_extends_leases() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    granted(lt.acquire(req(1, "g", R, NoWait), t(2)));
+    assert_eq!(lt.renew(&agent(1), t(5)), 2);
+    assert_eq!(lt.renew(&agent(2), t(5)), 0);
+    assert!(lt.held().all(|l| l.expires_at == t(15)));
+    // A late renewal never shortens a lease.
+    assert_eq!(lt.renew(&agent(1), t(1)), 2);
+    assert!(lt.held().all(|l| l.expires_at == t(15)));
+    assert_eq!(lt.tick(t(14)).0, vec![]);
+    assert_eq!(lt.tick(t(15)).0.len(), 2);
+}
+
+#[test]
+fn wait_timeout_via_tick() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    let (w, ..) = queued(lt.acquire(req(2, "f", W, WaitPolicy::Wait { until: t(5) }), t(1)));
+    assert_eq!(lt.waiters()[0].deadline, Some(t(5)));
+    assert_eq!(lt.tick(t(4)), (vec![], vec![]));
+    let (expired, outcomes) = lt.tick(t(5));
+    assert!(expired.is_empty());
+    assert_eq!(
+        outcomes,
+        [WaitOutcome::TimedOut {
+            wait: w,
+            holder: agent(2),
+            path: p("f")
+        }]
+    );
+    assert!(lt.waiters().is_empty());
+}
+
+#[test]
+fn wait_until_not_after_now_is_no_wait() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    for until in [t(0), t(1)] {
+        let r = lt.acquire(req(2, "f", W, WaitPolicy::Wait { until }), t(1));
+        assert!(matches!(r, Err(LockError::Conflict { .. })), "{r:?}");
+    }
+    assert!(lt.waiters().is_empty());
+}
+
+#[test]
+fn next_deadline_is_the_earliest_expiry_or_wait_deadline() {
+    let mut lt = LockTable::new(1);
+    assert_eq!(lt.next_deadline(), None);
+    granted(lt.acquire(req(1, "f", W, NoWait), t(0))); // expires t(10)
+    assert_eq!(lt.next_deadline(), Some(t(10)));
+    queued(lt.acquire(req(2, "f", W, WaitPolicy::Wait { until: t(4) }), t(1)));
+    assert_eq!(lt.next_deadline(), Some(t(4)));
+    lt.tick(t(4));
+    assert_eq!(lt.next_deadline(), Some(t(10)));
+    lt.renew(&agent(1), t(6));
+    assert_eq!(lt.next_deadline(), Some(t(16)));
+    lt.release_all(&agent(1), t(7));
+    assert_eq!(lt.next_deadline(), None);
+}
+
+#[test]
+fn release_by_non_holder_is_refused_unless_forced() {
+    let mut lt = LockTable::new(1);
+    let a = granted(lt.acquire(req(1, "f", R, NoWait), t(0)));
+    let b = granted(lt.acquire(req(2, "f", R, NoWait), t(0)));
+    let (wc, ..) = queued(lt.acquire(req(3, "f", W, Forever), t(1)));
+    let err = lt.release(&agent(3), &p("f"), false, t(2)).unwrap_err();
+    assert_eq!(
+        err,
+        LockError::NotHolder {
+            path: p("f"),
+            holder: agent(3),
+            held_by: vec![agent(1), agent(2)],
+        }
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("only the holder") && msg.contains("force"),
+        "{msg}"
+    );
+    assert_eq!(lt.held().count(), 2, "a refused release changes nothing");
+    let (released, grants) = lt.release(&agent(3), &p("f"), true, t(2)).unwrap();
+    assert_eq!(released, [a, b]);
+    assert_eq!(
+        grants.iter().map(WaitOutcome::wait).collect::<Vec<_>>(),
+        [wc]
+    );
+    assert_eq!(
+        lt.release(&agent(1), &p("g"), false, t(3)),
+        Err(LockError::NotHeld {
+            path: p("g"),
+            holder: agent(1)
+        })
+    );
+    assert!(matches!(
+        lt.release(&agent(1), &p("g"), true, t(3)),
+        Err(LockError::NotHeld { .. })
+    ));
+}
+
+#[test]
+fn release_frees_every_mode_the_holder_has_on_that_path() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "d", R, NoWait), t(0)));
+    granted(lt.acquire(req(1, "d", D, NoWait), t(0)));
+    granted(lt.acquire(req(1, "d/x", W, NoWait), t(0)));
+    let (released, _) = lt.release(&agent(1), &p("d"), false, t(1)).unwrap();
+    assert_eq!(released.iter().map(|l| l.mode).collect::<Vec<_>>(), [R, D]);
+    assert_eq!(lt.held().count(), 1);
+}
+
+#[test]
+fn release_all_ends_locks_and_waits() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    granted(lt.acquire(req(2, "g", W, NoWait), t(0)));
+    let (w1, ..) = queued(lt.acquire(req(1, "g", W, Forever), t(1)));
+    let (w3, ..) = queued(lt.acquire(req(3, "f", R, Forever), t(1)));
+    let (released, waits, grants) = lt.release_all(&agent(1), t(2));
+    assert_eq!(released.len(), 1);
+    assert_eq!(waits, [w1]);
+    assert_eq!(
+        grants.iter().map(WaitOutcome::wait).collect::<Vec<_>>(),
+        [w3]
+    );
+    assert_eq!(lt.release_all(&agent(9), t(2)), (vec![], vec![], vec![]));
+}
+
+#[test]
+fn cancel_wait_grants_what_waited_behind_it() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f", R, NoWait), t(0)));
+    let (ww, ..) = queued(lt.acquire(req(2, "f", W, Forever), t(1)));
+    let (wr, ..) = queued(lt.acquire(req(3, "f", R, Forever), t(1)));
+    let grants = lt.cancel_wait(ww, t(2));
+    assert_eq!(
+        grants.iter().map(WaitOutcome::wait).collect::<Vec<_>>(),
+        [wr]
+    );
+    assert!(
+        lt.cancel_wait(ww, t(2)).is_empty(),
+        "unknown ids are ignored"
+    );
+}
+
+#[test]
+fn directory_and_workspace_scopes() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "src", D, NoWait), t(0)));
+    let cases: &[(&str, LockMode, bool)] = &[
+        ("src/a.rs", W, true),
+        ("src/deep/b.rs", R, true),
+        ("src", R, true),
+        ("srcx/a.rs", W, false),
+        ("", D, true),
+        ("docs", D, false),
+        ("anything", S, true),
+    ];
+    for (path, mode, blocked) in cases {
+        let c = lt.check(&agent(2), &p(path), *mode);
+        assert_eq!(!c.holders.is_empty(), *blocked, "{path} {mode}");
+        assert!(lt.check(&agent(1), &p(path), *mode).is_empty(), "own locks");
+    }
+    // A Workspace lock is recorded on the root whatever path was given.
+    lt.release_all(&agent(1), t(1));
+    let ws = granted(lt.acquire(req(1, "ignored", S, NoWait), t(1)));
+    assert!(ws.path.is_root());
+    assert!(
+        lt.release(&agent(1), &LockPath::root(), false, t(2))
+            .is_ok()
+    );
+}
+
+#[test]
+fn conflict_error_names_holders_and_suggests_waiting() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "src", D, NoWait), t(0)));
+    let err = lt.acquire(req(2, "src/a.rs", W, NoWait), t(1)).unwrap_err();
+    let msg = err.to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "cannot lock src/a.rs for write: {} holds directory on src since \
+             2023-11-14T22:13:20.000000Z; retry with --wait to queue for it",
+            agent(1)
+        )
+    );
+}
+
+#[test]
+fn bad_ttl_is_refused() {
+    let mut lt = LockTable::new(1);
+    for ttl in [0, -1] {
+        let mut r = req(1, "f", W, NoWait);
+        r.ttl_us = ttl;
+        let err = lt.acquire(r, t(0)).unwrap_err();
+        assert_eq!(err, LockError::BadTtl(ttl));
+        assert!(err.to_string().contains("longer than zero"));
+    }
+    assert_eq!(lt.held().count(), 0);
+    assert_eq!(lt.next_token(), 1);
+}
+
+#[test]
+fn restore_keeps_tokens_and_raises_the_counter() {
+    let mut lt = LockTable::new(5);
+    let lock = HeldLock {
+        path: p("f"),
+        mode: W,
+        holder: agent(1),
+        token: 41,
+        acquired_at: t(0),
+        expires_at: t(30),
+    };
+    lt.restore(lock.clone());
+    assert_eq!(lt.next_token(), 42);
+    assert_eq!(lt.held_by(&agent(1)), [&lock]);
+    // The lease length for renewals is expires_at - acquired_at unless given.
+    lt.renew(&agent(1), t(40));
+    assert_eq!(lt.held_by(&agent(1))[0].expires_at, t(70));
+    lt.restore_with_ttl(lock.clone(), 5_000_000);
+    assert_eq!(lt.held().count(), 1);
+    lt.renew(&agent(1), t(40));
+    assert_eq!(lt.held_by(&agent(1))[0].expires_at, t(45));
+    let next = granted(lt.acquire(req(2, "g", W, NoWait), t(40)));
+    assert_eq!(next.token, 42);
+}
+
+#[test]
+fn wait_outcomes_and_errors_serialize() {
+    let o = WaitOutcome::TimedOut {
+        wait: 3,
+        holder: agent(1),
+        path: p("a/b"),
+    };
+    let json = serde_json::to_value(&o).unwrap();
+    assert_eq!(json["timed_out"]["path"], "a/b");
+    let policy = serde_json::to_value(WaitPolicy::Wait { until: t(0) }).unwrap();
+    assert!(policy.get("wait").is_some(), "{policy}");
+    assert_eq!(serde_json::to_value(WaitPolicy::NoWait).unwrap(), "no_wait");
+}
