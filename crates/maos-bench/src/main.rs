@@ -1176,9 +1176,24 @@ fn scen_ps(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
             median(&mut rv),
             "×",
         ),
-        Metric::new(&name, "`maos --version` median", median(&mut tv) * 1e6, "µs"),
-        Metric::new(&name, "in-process connect + hello p50", pct(&hello, 50.0), "µs"),
-        Metric::new(&name, "in-process ps request p50 (decoded)", pct(&ps, 50.0), "µs"),
+        Metric::new(
+            &name,
+            "`maos --version` median",
+            median(&mut tv) * 1e6,
+            "µs",
+        ),
+        Metric::new(
+            &name,
+            "in-process connect + hello p50",
+            pct(&hello, 50.0),
+            "µs",
+        ),
+        Metric::new(
+            &name,
+            "in-process ps request p50 (decoded)",
+            pct(&ps, 50.0),
+            "µs",
+        ),
         Metric::new(
             &name,
             "in-process ps request p50 (not decoded)",
