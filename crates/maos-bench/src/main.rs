@@ -98,7 +98,7 @@ fn parse_args() -> Res<Opts> {
     if o.clients == Some(0) || o.requests == Some(0) || o.per_session == Some(0) {
         return Err("--clients, --requests and --agents-per-session must be at least 1".into());
     }
-    if o.duration.is_some_and(|d| !(d > 0.0)) {
+    if o.duration.is_some_and(|d| !d.is_finite() || d <= 0.0) {
         return Err("--duration must be positive".into());
     }
     Ok(o)
@@ -167,7 +167,7 @@ fn group_thousands(n: i64) -> String {
     let digits = n.unsigned_abs().to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
