@@ -71,16 +71,24 @@ CREATE INDEX session_events_agent ON session_events (agent_id, seq);
 CREATE INDEX session_events_ts ON session_events (ts);
 
 CREATE TABLE locks (
-    path         TEXT NOT NULL,                  -- project-relative
+    token        INTEGER PRIMARY KEY NOT NULL,   -- fencing token, unique per project
+    path         TEXT NOT NULL,                  -- project-relative ('' = whole project)
     holder_id    TEXT NOT NULL,                  -- agent id
     session_id   TEXT NOT NULL,
     mode         TEXT NOT NULL,                  -- read | write | directory | workspace
-    token        INTEGER NOT NULL,               -- fencing token
     acquired_at  INTEGER NOT NULL,
     expires_at   INTEGER NOT NULL,
-    PRIMARY KEY (path, holder_id)
+    ttl_us       INTEGER NOT NULL                -- lease length, re-applied on renewal
 ) STRICT;
 CREATE INDEX locks_holder ON locks (holder_id);
+CREATE INDEX locks_path ON locks (path);
+
+-- Per-project counters that must never go backwards (the next fencing token survives the
+-- release of every lock).
+CREATE TABLE meta (
+    key    TEXT PRIMARY KEY NOT NULL,
+    value  INTEGER NOT NULL
+) STRICT;
 
 CREATE TABLE checkpoints (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,

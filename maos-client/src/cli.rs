@@ -46,6 +46,11 @@ pub enum Cmd {
         #[arg(long)]
         all: bool,
     },
+    /// Take, release, list and check file locks.
+    Lock {
+        #[command(subcommand)]
+        cmd: LockCmd,
+    },
     /// Pause a session, one of its agents, or one of its phases.
     Pause(PauseArgs),
     /// Resume what `maos pause` paused (or an interrupted agent).
@@ -148,6 +153,71 @@ pub enum AgentCmd {
     List {
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+    },
+    /// A sign of life: renews every lock lease the agent holds.
+    Heartbeat {
+        /// Agent id or unique prefix.
+        agent: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LockCmd {
+    /// Take a lock for an agent and print its fencing token.
+    Acquire {
+        /// File or directory (absolute, or relative to the current directory).
+        path: String,
+        #[arg(long, value_name = "ID")]
+        agent: String,
+        #[arg(
+            long,
+            default_value = "write",
+            value_name = "read|write|directory|workspace"
+        )]
+        mode: String,
+        /// Fail at once when the lock is taken (the default).
+        #[arg(long, conflicts_with_all = ["wait", "wait_forever"])]
+        no_wait: bool,
+        /// Wait up to DURATION (500ms, 30s, 5m, 1h) for the holders to let go.
+        #[arg(long, value_name = "DURATION", conflicts_with = "wait_forever")]
+        wait: Option<String>,
+        /// Wait until granted (a deadlock still ends the wait).
+        #[arg(long)]
+        wait_forever: bool,
+        /// Lease length (default 10m): the lock expires unless the agent shows life.
+        #[arg(long, value_name = "DURATION")]
+        ttl: Option<String>,
+    },
+    /// Release a lock. Only its holder may, unless --force (which is logged).
+    Release {
+        path: String,
+        #[arg(long, value_name = "ID", required_unless_present = "force")]
+        agent: Option<String>,
+        /// Break the lock whoever holds it.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Release every lock of an agent and end its waits.
+    ReleaseAll {
+        #[arg(long, value_name = "ID")]
+        agent: String,
+    },
+    /// Held locks and queued requests.
+    List {
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+    },
+    /// Would this agent be blocked on PATH, and by whom?
+    Check {
+        path: String,
+        #[arg(long, value_name = "ID")]
+        agent: Option<String>,
+        #[arg(
+            long,
+            default_value = "write",
+            value_name = "read|write|directory|workspace"
+        )]
+        mode: String,
     },
 }
 

@@ -12,10 +12,10 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use cli::{AgentCmd, Cli, Cmd, DaemonCmd, EventsArgs, PhaseCmd, SessionCmd};
+use cli::{AgentCmd, Cli, Cmd, DaemonCmd, EventsArgs, LockCmd, PhaseCmd, SessionCmd};
 use client::{Client, ClientError};
 use maos_core::{AgentOp, PhaseOp, SessionOp, Strategy, Ts};
-use maos_proto::{ErrorBody, ErrorCode, EventFilter, Reply, Request, Target};
+use maos_proto::{ErrorBody, ErrorCode, EventFilter, LockWait, Reply, Request, Target};
 
 /// A command's failure: what to print and how to exit.
 struct Failure {
@@ -91,6 +91,11 @@ fn show(json: bool, reply: Reply) -> Res {
                 }
                 Ok(())
             }
+            Reply::Lock(l) => print_json(&l),
+            Reply::Released(l) => print_json(&l),
+            Reply::Locks(l) => print_json(&l),
+            Reply::LockCheck(c) => print_json(&c),
+            Reply::Renewed { leases } => print_json(&serde_json::json!({ "leases": leases })),
             Reply::Pong | Reply::Done | Reply::Subscribed => {
                 print_json(&serde_json::json!({"ok": true}))
             }
@@ -108,6 +113,24 @@ fn show(json: bool, reply: Reply) -> Res {
                 println!("{}", output::event_line(e));
             }
         }
+        Reply::Lock(l) => println!(
+            "locked {} ({}) for {} {}: fencing token {}, lease until {}",
+            l.path,
+            l.mode,
+            l.holder_role,
+            output::short(l.holder.as_str()),
+            l.token,
+            l.expires_at.format("%F %T")
+        ),
+        Reply::Released(l) if l.is_empty() => println!("no locks released"),
+        Reply::Released(l) => {
+            for l in &l {
+                println!("released {} ({}), token {}", l.path, l.mode, l.token);
+            }
+        }
+        Reply::Locks(l) => print(&output::locks(&l)),
+        Reply::LockCheck(c) => print(&output::lock_check(&c)),
+        Reply::Renewed { leases } => println!("renewed {leases} lease(s)"),
         Reply::Pong | Reply::Done | Reply::Subscribed => println!("ok"),
     }
     Ok(())
@@ -187,7 +210,11 @@ fn run(cli: &Cli) -> Res {
             AgentCmd::List { session } => Request::AgentList {
                 session: session.clone(),
             },
+            AgentCmd::Heartbeat { agent } => Request::Heartbeat {
+                agent: agent.clone(),
+            },
         },
+        Cmd::Lock { cmd } => lock_request(cmd)?,
         Cmd::Phase { cmd } => match cmd {
             PhaseCmd::Start(t) => phase_op(t, PhaseOp::Start, serde_json::Value::Null),
             PhaseCmd::Skip(t) => phase_op(t, PhaseOp::Skip, serde_json::Value::Null),
@@ -265,6 +292,87 @@ fn run(cli: &Cli) -> Res {
         }
         (_, reply) => show(false, reply),
     }
+}
+
+/// "500ms", "30s", "5m", "1h", "1d", or plain seconds.
+fn parse_duration(flag: &str, s: &str) -> Res<std::time::Duration> {
+    let bad = || {
+        usage(format!(
+            "{flag} {s:?}: expected a duration such as 500ms, 30s, 5m, 1h"
+        ))
+    };
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let ms = match unit {
+        "ms" => n,
+        "" | "s" => n.saturating_mul(1000),
+        "m" => n.saturating_mul(60_000),
+        "h" => n.saturating_mul(3_600_000),
+        "d" => n.saturating_mul(86_400_000),
+        _ => return Err(bad()),
+    };
+    Ok(std::time::Duration::from_millis(ms))
+}
+
+fn lock_mode(s: &str) -> Res<maos_core::LockMode> {
+    s.parse()
+        .map_err(|e: maos_core::ParseEnumError| usage(e.to_string()))
+}
+
+fn cwd() -> Option<String> {
+    std::env::current_dir()
+        .ok()
+        .map(|d| d.to_string_lossy().into_owned())
+}
+
+fn lock_request(cmd: &LockCmd) -> Res<Request> {
+    Ok(match cmd {
+        LockCmd::Acquire {
+            path,
+            agent,
+            mode,
+            no_wait: _,
+            wait,
+            wait_forever,
+            ttl,
+        } => Request::LockAcquire {
+            agent: agent.clone(),
+            path: path.clone(),
+            cwd: cwd(),
+            mode: lock_mode(mode)?,
+            wait: match (wait, wait_forever) {
+                (_, true) => LockWait::Forever,
+                (Some(w), false) => LockWait::Wait {
+                    ms: parse_duration("--wait", w)?.as_millis() as u64,
+                },
+                (None, false) => LockWait::NoWait,
+            },
+            ttl_ms: ttl
+                .as_deref()
+                .map(|t| parse_duration("--ttl", t).map(|d| d.as_millis() as u64))
+                .transpose()?,
+        },
+        LockCmd::Release { path, agent, force } => Request::LockRelease {
+            agent: agent.clone(),
+            path: path.clone(),
+            cwd: cwd(),
+            force: *force,
+            by: whoami(),
+        },
+        LockCmd::ReleaseAll { agent } => Request::LockReleaseAll {
+            agent: agent.clone(),
+        },
+        LockCmd::List { session } => Request::LockList {
+            session: session.clone(),
+        },
+        LockCmd::Check { path, agent, mode } => Request::LockCheck {
+            agent: agent.clone(),
+            path: path.clone(),
+            cwd: cwd(),
+            mode: lock_mode(mode)?,
+        },
+    })
 }
 
 fn whoami() -> Option<String> {

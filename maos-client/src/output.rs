@@ -2,7 +2,9 @@
 
 use chrono::Utc;
 use maos_core::{Progress, Ts};
-use maos_proto::{AgentRecord, DaemonStatus, EventRecord, SessionRecord, StatusView};
+use maos_proto::{
+    AgentRecord, DaemonStatus, EventRecord, LockCheck, LockList, SessionRecord, StatusView,
+};
 use std::fmt::Write;
 
 /// Ids are shown to 8 hex digits; any unique prefix is accepted back.
@@ -111,6 +113,13 @@ pub fn ps(sessions: &[SessionRecord]) -> String {
                 runtime(a),
                 clip(&a.task, 50)
             );
+            for l in &a.locks {
+                let _ = writeln!(
+                    out,
+                    "{indent}    🔒 {} ({}) token {}",
+                    l.path, l.mode, l.token
+                );
+            }
         }
     }
     out.push_str("(* = active session)\n");
@@ -326,6 +335,91 @@ pub fn daemon(d: &DaemonStatus) -> String {
             out,
             "  {}  ({} sessions, {} live)",
             p.root, p.sessions, p.live_sessions
+        );
+    }
+    out
+}
+
+fn until(ts: &Ts) -> String {
+    let secs = (*ts - Utc::now()).as_seconds_f64();
+    if secs <= 0.0 {
+        "expired".into()
+    } else {
+        format!("in {}", human_secs(secs))
+    }
+}
+
+/// `maos lock list`.
+pub fn locks(l: &LockList) -> String {
+    let mut out = String::new();
+    if l.locks.is_empty() {
+        out.push_str("no locks held\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "{:<40} {:<10} {:<13} {:<14} {:<6} {:<6} EXPIRES",
+            "PATH", "MODE", "HOLDER", "ROLE", "TOKEN", "SINCE"
+        );
+        for k in &l.locks {
+            let _ = writeln!(
+                out,
+                "{:<40} {:<10} {:<13} {:<14} {:<6} {:<6} {}",
+                clip(&k.path, 40),
+                k.mode.as_str(),
+                short(k.holder.as_str()),
+                clip(&k.holder_role, 14),
+                k.token,
+                age(&k.acquired_at),
+                until(&k.expires_at)
+            );
+        }
+    }
+    if !l.waiters.is_empty() {
+        let _ = writeln!(out, "waiting:");
+        for w in &l.waiters {
+            let _ = writeln!(
+                out,
+                "  {:<38} {:<10} {:<13} {:<14} for {}{}",
+                clip(&w.path, 38),
+                w.mode.as_str(),
+                short(w.agent.as_str()),
+                clip(&w.role, 14),
+                age(&w.since),
+                w.deadline
+                    .map(|d| format!(", gives up {}", until(&d)))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    out
+}
+
+/// `maos lock check`.
+pub fn lock_check(c: &LockCheck) -> String {
+    if !c.blocked {
+        return format!("free: {} ({}) would be granted now\n", c.path, c.mode);
+    }
+    let mut out = format!("blocked: {} ({}) would wait for\n", c.path, c.mode);
+    for h in &c.holders {
+        let _ = writeln!(
+            out,
+            "  {} {} holding {} ({}) since {} ago, token {}",
+            h.holder_role,
+            short(h.holder.as_str()),
+            h.path,
+            h.mode,
+            age(&h.acquired_at),
+            h.token
+        );
+    }
+    for w in &c.queued {
+        let _ = writeln!(
+            out,
+            "  {} {} queued for {} ({})",
+            w.role,
+            short(w.agent.as_str()),
+            w.path,
+            w.mode
         );
     }
     out

@@ -160,7 +160,13 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
             }
             Next::Msg(ClientMsg::Request { id, project, body }) => {
                 let stop = matches!(body, Request::DaemonStop);
-                let result = request(&daemon, &mut project_cache, project, body).await;
+                // A lock request may wait a long time: if the client goes away meanwhile, drop
+                // the request (the actor then cancels the wait).
+                let result = tokio::select! {
+                    r = request(&daemon, &mut project_cache, project, body) => r,
+                    _ = conn.next() => return,
+                    () = daemon.shutdown.cancelled() => return,
+                };
                 if !send(&mut conn, &ServerMsg::Response { id, result }).await {
                     return;
                 }
@@ -196,6 +202,7 @@ async fn request(
     let root = project.ok_or_else(|| {
         ErrorBody::new(ErrorCode::BadRequest, "this request needs a project root")
     })?;
+    let body = resolve_paths(&root, body)?;
     let handle = match cache {
         Some((r, h)) if *r == root => h,
         _ => {
@@ -211,7 +218,76 @@ async fn request(
             .await
             .map(Reply::Events)
             .map_err(|e| storage_error(&e)),
+        // The actor keeps parked replies and answers them itself.
+        Outcome::Park(_) => Err(ErrorBody::new(
+            ErrorCode::Internal,
+            "a parked lock wait was answered without its outcome",
+        )),
     }
+}
+
+/// Lock requests name paths as the agent sees them; the actor works on project-relative keys.
+/// Resolving touches the filesystem (symlinks, worktrees), so it happens here, not in the actor.
+fn resolve_paths(root: &str, body: Request) -> Result<Request, ErrorBody> {
+    let resolve = |path: &str, cwd: &Option<String>| {
+        let root = std::fs::canonicalize(root).map_err(|e| {
+            ErrorBody::new(ErrorCode::NotFound, format!("project root {root}: {e}"))
+        })?;
+        let cwd = cwd
+            .as_deref()
+            .map_or_else(|| root.clone(), std::path::PathBuf::from);
+        crate::lockpath::resolve(&root, &cwd, path).map(|p| p.as_str().to_string())
+    };
+    Ok(match body {
+        Request::LockAcquire {
+            agent,
+            path,
+            cwd,
+            mode,
+            wait,
+            ttl_ms,
+        } => Request::LockAcquire {
+            path: if mode == maos_core::LockMode::Workspace {
+                String::new()
+            } else {
+                resolve(&path, &cwd)?
+            },
+            agent,
+            cwd: None,
+            mode,
+            wait,
+            ttl_ms,
+        },
+        Request::LockRelease {
+            agent,
+            path,
+            cwd,
+            force,
+            by,
+        } => Request::LockRelease {
+            path: resolve(&path, &cwd)?,
+            agent,
+            cwd: None,
+            force,
+            by,
+        },
+        Request::LockCheck {
+            agent,
+            path,
+            cwd,
+            mode,
+        } => Request::LockCheck {
+            path: if mode == maos_core::LockMode::Workspace {
+                String::new()
+            } else {
+                resolve(&path, &cwd)?
+            },
+            agent,
+            cwd: None,
+            mode,
+        },
+        other => other,
+    })
 }
 
 fn matches(q: &EventQuery, e: &EventRecord) -> bool {

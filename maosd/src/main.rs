@@ -3,6 +3,8 @@
 mod cmd;
 mod config;
 mod conn;
+mod lockpath;
+mod locks;
 mod project;
 mod server;
 mod state;

@@ -99,6 +99,8 @@ struct Actor {
     state: State,
     store: Store,
     events: broadcast::Sender<Arc<EventRecord>>,
+    /// Replies of lock requests waiting in the queue, by wait id.
+    parked: HashMap<maos_core::WaitId, oneshot::Sender<Reply>>,
 }
 
 pub fn storage_error(e: &StoreError) -> ErrorBody {
@@ -111,15 +113,43 @@ pub fn storage_error(e: &StoreError) -> ErrorBody {
 impl Actor {
     async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
         let mut cmds = Vec::with_capacity(64);
-        while rx.recv_many(&mut cmds, MAX_BATCH).await > 0 {
-            self.batch(cmds.drain(..)).await;
+        loop {
+            // Sleep until the next lease expiry or wait deadline, or until requests arrive.
+            let timer = self.state.locks.next_deadline().map(|at| {
+                // At least a millisecond: an overdue deadline must not spin the loop.
+                let left = (at - crate::state::now()).to_std().unwrap_or_default();
+                tokio::time::Instant::now() + left.max(std::time::Duration::from_millis(1))
+            });
+            tokio::select! {
+                n = rx.recv_many(&mut cmds, MAX_BATCH) => {
+                    if n == 0 {
+                        break;
+                    }
+                    self.batch(cmds.drain(..)).await;
+                }
+                () = sleep_until(timer) => self.batch(std::iter::empty()).await,
+            }
         }
         debug!(project = %self.root, "project actor stopping");
+        // Parked lock waits end with the daemon: their clients see the connection close.
+        self.parked.clear();
         self.store.close().await;
     }
 
     async fn batch(&mut self, cmds: impl Iterator<Item = Cmd>) {
         let mut txn = Txn::new(&mut self.state);
+        // Waits whose clients went away are cancelled first, then leases and deadlines due.
+        let gone: Vec<_> = self
+            .parked
+            .iter()
+            .filter(|(_, tx)| tx.is_closed())
+            .map(|(w, _)| *w)
+            .collect();
+        for w in &gone {
+            self.parked.remove(w);
+        }
+        txn.cancel_waits(&gone);
+        txn.tick_locks();
         // (reply channel, result, whether it ran after the first change of this batch)
         let mut replies = Vec::new();
         let mut subs = Vec::new();
@@ -142,32 +172,26 @@ impl Actor {
                 }
                 Cmd::Subscribe { filter, reply } => subs.push((filter, reply)),
                 Cmd::Info { reply } => {
-                    let st = txn.state();
-                    let _ = reply.send(ProjectInfo {
-                        root: self.root.clone(),
-                        hash: self.hash.clone(),
-                        sessions: st.sessions().len(),
-                        live_sessions: st
-                            .sessions()
-                            .iter()
-                            .filter(|s| !s.state.is_terminal())
-                            .count(),
-                        last_seq: st.last_seq(),
-                    });
+                    let _ = reply.send(project_info(&self.root, &self.hash, txn.state()));
                 }
             }
         }
+        let mut wakeups = Vec::new();
         if txn.is_dirty() {
+            txn.prepare();
             let result = self.store.commit(&txn.batch()).await;
             match result {
                 Ok(()) => {
-                    for e in txn.finish() {
+                    let (events, woken) = txn.finish();
+                    wakeups = woken;
+                    for e in events {
                         // No subscribers is fine.
                         let _ = self.events.send(Arc::new(e));
                     }
                 }
                 Err(e) => {
                     warn!(project = %self.root, error = %e, "commit failed; batch rolled back");
+                    let locks_changed = txn.touched_locks();
                     txn.rollback();
                     let err = storage_error(&e);
                     for (_, result, after_change) in &mut replies {
@@ -175,11 +199,26 @@ impl Actor {
                             *result = Err(err.clone());
                         }
                     }
+                    if locks_changed {
+                        self.reload_locks(&err).await;
+                    }
                 }
             }
         }
         for (reply, result, _) in replies {
-            let _ = reply.send(result);
+            match result {
+                Ok(Outcome::Park(wait)) => {
+                    self.parked.insert(wait, reply);
+                }
+                other => {
+                    let _ = reply.send(other);
+                }
+            }
+        }
+        for (wait, result) in wakeups {
+            if let Some(reply) = self.parked.remove(&wait) {
+                let _ = reply.send(result);
+            }
         }
         // Subscriptions are answered after the commit, so their snapshot covers it.
         for (filter, reply) in subs {
@@ -190,6 +229,42 @@ impl Actor {
             });
             let _ = reply.send(sub);
         }
+    }
+
+    /// After a failed commit the lock table may hold grants the database never saw: rebuild it
+    /// from what is committed, and end every parked wait (its place in the queue is gone).
+    async fn reload_locks(&mut self, err: &ErrorBody) {
+        for (_, reply) in self.parked.drain() {
+            let _ = reply.send(Err(err.clone()));
+        }
+        match self.store.load_locks().await {
+            Ok((locks, next)) => self.state.reset_locks(locks, next),
+            Err(e) => {
+                error!(project = %self.root, error = %e, "cannot reload locks after a failed commit")
+            }
+        }
+    }
+}
+
+fn project_info(root: &str, hash: &str, st: &State) -> ProjectInfo {
+    ProjectInfo {
+        root: root.to_string(),
+        hash: hash.to_string(),
+        sessions: st.sessions().len(),
+        live_sessions: st
+            .sessions()
+            .iter()
+            .filter(|s| !s.state.is_terminal())
+            .count(),
+        last_seq: st.last_seq(),
+    }
+}
+
+/// Sleep until `at`, or forever when there is nothing to wait for.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -309,9 +384,14 @@ async fn open_project(
     let actor = Actor {
         root,
         hash,
-        state: State::new(loaded.sessions, loaded.last_seq),
+        state: {
+            let mut st = State::new(loaded.sessions, loaded.last_seq);
+            st.reset_locks(loaded.locks, loaded.next_token);
+            st
+        },
         store,
         events,
+        parked: HashMap::new(),
     };
     let task = tokio::spawn(actor.run(rx));
     Ok((ProjectHandle { tx, reader }, task))

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::SubsecRound;
-use maos_core::{AgentId, SessionId, Ts, resolve_prefix};
+use maos_core::{AgentId, HeldLock, LockTable, SessionId, Ts, resolve_prefix};
 use maos_proto::{AgentRecord, ErrorBody, ErrorCode, EventRecord, SessionRecord};
 use maos_store::Batch;
 use serde_json::Value;
@@ -27,6 +27,13 @@ pub struct State {
     agent_session: HashMap<AgentId, SessionId>,
     /// The sequence number the next event gets.
     next_seq: u64,
+    /// The project's locks: the authority on who holds what and who waits.
+    pub(crate) locks: LockTable,
+    /// Per holder, the expiry last written for each of its locks (by token): the database's
+    /// view, diffed against the table at commit time.
+    pub(crate) persisted: HashMap<AgentId, HashMap<u64, Ts>>,
+    /// Lease length for locks that do not name one (µs).
+    pub(crate) lock_ttl_us: i64,
 }
 
 impl State {
@@ -34,10 +41,24 @@ impl State {
         let mut st = State {
             sessions,
             next_seq: last_seq + 1,
+            lock_ttl_us: crate::locks::DEFAULT_TTL_US,
             ..State::default()
         };
         st.reindex();
         st
+    }
+
+    /// Replace the lock table with the committed locks (start-up, or after a failed commit).
+    pub fn reset_locks(&mut self, locks: Vec<(HeldLock, i64)>, next_token: u64) {
+        self.locks = LockTable::new(next_token);
+        self.persisted.clear();
+        for (lock, ttl) in locks {
+            self.persisted
+                .entry(lock.holder.clone())
+                .or_default()
+                .insert(lock.token, lock.expires_at);
+            self.locks.restore_with_ttl(lock, ttl);
+        }
     }
 
     fn reindex(&mut self) {
@@ -121,6 +142,9 @@ fn prefix_error(kind: &str, e: maos_core::PrefixError) -> ErrorBody {
     ErrorBody::new(code, format!("{kind}: {e}"))
 }
 
+/// The answer for a parked lock wait, delivered after the commit.
+pub type Wakeup = (maos_core::WaitId, Result<crate::cmd::Outcome, ErrorBody>);
+
 /// One group commit's worth of changes, with what is needed to undo them.
 pub struct Txn<'a> {
     st: &'a mut State,
@@ -132,12 +156,25 @@ pub struct Txn<'a> {
     events: Vec<EventRecord>,
     first_seq: u64,
     pub now: Ts,
+    /// Holders whose locks changed (reconciled with the database at commit).
+    pub(crate) lock_holders: HashSet<AgentId>,
+    pub(crate) lock_rows: Vec<u64>,
+    pub(crate) lock_deletes: Vec<u64>,
+    pub(crate) token_before: u64,
+    /// Answers for parked lock waits, delivered after the commit.
+    pub(crate) wakeups: Vec<Wakeup>,
 }
 
 impl<'a> Txn<'a> {
     pub fn new(st: &'a mut State) -> Txn<'a> {
         let first_seq = st.next_seq;
+        let token_before = st.locks.next_token();
         Txn {
+            lock_holders: HashSet::new(),
+            lock_rows: Vec::new(),
+            lock_deletes: Vec::new(),
+            token_before,
+            wakeups: Vec::new(),
             st,
             undo: HashMap::new(),
             dirty_sessions: HashSet::new(),
@@ -155,7 +192,44 @@ impl<'a> Txn<'a> {
     }
 
     pub fn is_dirty(&self) -> bool {
-        !self.events.is_empty() || !self.undo.is_empty()
+        !self.events.is_empty() || !self.undo.is_empty() || !self.lock_holders.is_empty()
+    }
+
+    /// Mutable access to the lock table.
+    pub(crate) fn locks_mut(&mut self) -> &mut LockTable {
+        &mut self.st.locks
+    }
+
+    /// Work out which lock rows must be written or deleted: for every holder touched in this
+    /// transaction, the table's locks against what the database holds. A renewed lease is
+    /// written once it moved by half its length, so a restart never loses more than that.
+    pub fn prepare(&mut self) {
+        for holder in &self.lock_holders {
+            let empty = HashMap::new();
+            let stored = self.st.persisted.get(holder).unwrap_or(&empty);
+            let held = self.st.locks.held_by(holder);
+            for lock in &held {
+                let ttl = self.st.locks.ttl_of(lock.token).unwrap_or(0);
+                let moved = match stored.get(&lock.token) {
+                    None => true,
+                    Some(at) => {
+                        (lock.expires_at - *at)
+                            .num_microseconds()
+                            .unwrap_or(i64::MAX)
+                            * 2
+                            >= ttl
+                    }
+                };
+                if moved {
+                    self.lock_rows.push(lock.token);
+                }
+            }
+            for token in stored.keys() {
+                if !held.iter().any(|l| l.token == *token) {
+                    self.lock_deletes.push(*token);
+                }
+            }
+        }
     }
 
     fn save(&mut self, id: &SessionId) {
@@ -254,12 +328,53 @@ impl<'a> Txn<'a> {
                 .filter_map(|id| st.agent(id))
                 .collect(),
             events: &self.events,
+            locks: self
+                .lock_rows
+                .iter()
+                .filter_map(|t| {
+                    let lock = st.locks.get(*t)?;
+                    Some(maos_store::LockRow {
+                        lock,
+                        session_id: &st.agent(&lock.holder)?.session_id,
+                        ttl_us: st.locks.ttl_of(*t)?,
+                    })
+                })
+                .collect(),
+            unlocks: self.lock_deletes.clone(),
+            next_token: (st.locks.next_token() != self.token_before).then(|| st.locks.next_token()),
         }
     }
 
-    /// The commit succeeded: hand back the events to publish.
-    pub fn finish(self) -> Vec<EventRecord> {
-        self.events
+    /// Whether the lock table changed (a failed commit then reloads it from the database).
+    pub fn touched_locks(&self) -> bool {
+        !self.lock_holders.is_empty() || self.st.locks.next_token() != self.token_before
+    }
+
+    /// The commit succeeded: record what the database now holds, and hand back the events to
+    /// publish and the answers for parked waits.
+    pub fn finish(self) -> (Vec<EventRecord>, Vec<Wakeup>) {
+        for holder in &self.lock_holders {
+            let held: Vec<(u64, Ts)> = self
+                .st
+                .locks
+                .held_by(holder)
+                .iter()
+                .map(|l| (l.token, l.expires_at))
+                .collect();
+            let stored = self.st.persisted.entry(holder.clone()).or_default();
+            for t in &self.lock_deletes {
+                stored.remove(t);
+            }
+            for (token, exp) in held {
+                if self.lock_rows.contains(&token) {
+                    stored.insert(token, exp);
+                }
+            }
+            if stored.is_empty() {
+                self.st.persisted.remove(holder);
+            }
+        }
+        (self.events, self.wakeups)
     }
 
     /// The commit failed: restore memory to what it was before this transaction.

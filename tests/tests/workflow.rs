@@ -185,14 +185,9 @@ fn pause_and_resume_at_session_agent_and_phase_level() {
     env.maos_json(&["agent", "start", &waiting]);
 
     // Agent level: a flag on a running agent.
-    let s = env.maos_json(&["pause", "--agent", &running, "--reason", "review"]);
-    let a = s["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["id"] == running.as_str())
-        .unwrap()
-        .clone();
+    // An agent-level change answers with the agent.
+    let a = env.maos_json(&["pause", "--agent", &running, "--reason", "review"]);
+    assert_eq!(a["id"], running.as_str());
     assert_eq!(
         (a["state"].as_str(), a["paused"].as_bool()),
         (Some("running"), Some(true))
@@ -206,7 +201,12 @@ fn pause_and_resume_at_session_agent_and_phase_level() {
         env.maos_fail(&["pause", "--agent", &running]).code,
         "invalid_transition"
     );
-    let s = env.maos_json(&["resume", "--agent", &running]);
+    let a = env.maos_json(&["resume", "--agent", &running]);
+    assert_eq!(
+        (a["id"].as_str(), a["paused"].as_bool()),
+        (Some(running.as_str()), Some(false))
+    );
+    let s = env.maos_json(&["session", "show"]);
     assert!(
         s["agents"]
             .as_array()

@@ -3,8 +3,8 @@
 //! add fields with `#[serde(default)]`, never rename.
 
 use maos_core::{
-    AgentId, AgentOp, AgentState, PhaseOp, Progress, SessionId, SessionOp, SessionState, Strategy,
-    Ts, Workflow,
+    AgentId, AgentOp, AgentState, LockMode, PhaseOp, Progress, SessionId, SessionOp, SessionState,
+    Strategy, Ts, Workflow,
 };
 use serde::{Deserialize, Serialize};
 
@@ -163,6 +163,115 @@ pub enum Request {
         #[serde(default)]
         session: Option<String>,
     },
+    /// Take a lock for an agent. `path` is absolute or relative to `cwd`; the daemon resolves
+    /// it to a project-relative key (symlinks and worktrees included).
+    LockAcquire {
+        agent: String,
+        path: String,
+        #[serde(default)]
+        cwd: Option<String>,
+        mode: LockMode,
+        #[serde(default)]
+        wait: LockWait,
+        /// Lease length; the daemon's default when absent.
+        #[serde(default)]
+        ttl_ms: Option<u64>,
+    },
+    /// Release one lock. Only its holder may, unless `force` (logged with `by`).
+    LockRelease {
+        #[serde(default)]
+        agent: Option<String>,
+        path: String,
+        #[serde(default)]
+        cwd: Option<String>,
+        #[serde(default)]
+        force: bool,
+        #[serde(default)]
+        by: Option<String>,
+    },
+    /// Release every lock of an agent and end its waits.
+    LockReleaseAll {
+        agent: String,
+    },
+    LockList {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// Would this agent be blocked on this path, and by whom?
+    LockCheck {
+        #[serde(default)]
+        agent: Option<String>,
+        path: String,
+        #[serde(default)]
+        cwd: Option<String>,
+        #[serde(default = "default_check_mode")]
+        mode: LockMode,
+    },
+    /// A sign of life: renews every lease of the agent.
+    Heartbeat {
+        agent: String,
+    },
+}
+
+fn default_check_mode() -> LockMode {
+    LockMode::Write
+}
+
+/// How long a lock request may wait for conflicting holders.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "snake_case")]
+pub enum LockWait {
+    /// Refuse at once with `lock_conflict`.
+    #[default]
+    NoWait,
+    /// Wait up to `ms` milliseconds, then `lock_timeout`.
+    Wait { ms: u64 },
+    /// Wait until granted (or a deadlock ends the wait).
+    Forever,
+}
+
+/// A held lock as shown to users.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockView {
+    /// Project-relative path ("." for the whole project).
+    pub path: String,
+    pub mode: LockMode,
+    pub holder: AgentId,
+    pub holder_role: String,
+    pub session_id: SessionId,
+    /// Fencing token: per project, strictly increasing across grants and restarts.
+    pub token: u64,
+    pub acquired_at: Ts,
+    pub expires_at: Ts,
+}
+
+/// A queued lock request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WaiterView {
+    pub path: String,
+    pub mode: LockMode,
+    pub agent: AgentId,
+    pub role: String,
+    pub since: Ts,
+    #[serde(default)]
+    pub deadline: Option<Ts>,
+}
+
+/// `maos lock list`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockList {
+    pub locks: Vec<LockView>,
+    pub waiters: Vec<WaiterView>,
+}
+
+/// `maos lock check`: `blocked` is true when the request would have to wait.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockCheck {
+    pub path: String,
+    pub mode: LockMode,
+    pub blocked: bool,
+    pub holders: Vec<LockView>,
+    pub queued: Vec<WaiterView>,
 }
 
 impl Request {
@@ -178,6 +287,8 @@ impl Request {
                 | Request::Ps { .. }
                 | Request::Events { .. }
                 | Request::Status { .. }
+                | Request::LockList { .. }
+                | Request::LockCheck { .. }
         )
     }
 }
@@ -213,6 +324,15 @@ pub enum Reply {
     Status(Box<StatusView>),
     /// A subscription was accepted; events follow.
     Subscribed,
+    Lock(LockView),
+    /// Locks that were released.
+    Released(Vec<LockView>),
+    Locks(LockList),
+    LockCheck(LockCheck),
+    /// Leases renewed.
+    Renewed {
+        leases: usize,
+    },
 }
 
 /// Who paused a session, why, and what was in progress at the time.
@@ -291,6 +411,9 @@ pub struct AgentRecord {
     pub ended_at: Option<Ts>,
     #[serde(default)]
     pub exit_code: Option<i32>,
+    /// Locks the agent holds (filled in by `ps`; not stored with the agent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locks: Vec<LockView>,
 }
 
 /// One entry of a project's append-only timeline.

@@ -143,7 +143,7 @@ pub fn project_root(start: &Path) -> PathBuf {
 
 /// `.git` file (`gitdir: <path>`) of a linked worktree → the main worktree's root, found through
 /// the worktree git dir's `commondir`.
-fn main_worktree_of(git_file: &Path) -> Option<PathBuf> {
+pub fn main_worktree_of(git_file: &Path) -> Option<PathBuf> {
     let text = fs::read_to_string(git_file).ok()?;
     let gitdir = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
     let base = git_file.parent()?;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use maos_core::HeldLock;
 use maos_proto::{EventRecord, SessionRecord};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
@@ -102,6 +103,18 @@ impl From<sqlx::Error> for StoreError {
 pub struct Loaded {
     pub sessions: Vec<SessionRecord>,
     pub last_seq: u64,
+    /// Held locks with their lease lengths (µs).
+    pub locks: Vec<(HeldLock, i64)>,
+    /// The next fencing token.
+    pub next_token: u64,
+}
+
+/// A held lock as stored: the lock, its holder's session and its lease length.
+#[derive(Debug, Clone, Copy)]
+pub struct LockRow<'a> {
+    pub lock: &'a HeldLock,
+    pub session_id: &'a maos_core::SessionId,
+    pub ttl_us: i64,
 }
 
 /// The rows one group commit writes. Sessions, agents and phases are upserted whole.
@@ -113,6 +126,12 @@ pub struct Batch<'a> {
     pub phases_of: Vec<&'a SessionRecord>,
     pub agents: Vec<&'a maos_proto::AgentRecord>,
     pub events: &'a [EventRecord],
+    /// Locks granted, or whose lease moved (upserted by token).
+    pub locks: Vec<LockRow<'a>>,
+    /// Tokens of locks that are gone.
+    pub unlocks: Vec<u64>,
+    /// The next fencing token, when it moved.
+    pub next_token: Option<u64>,
 }
 
 impl Batch<'_> {
@@ -121,6 +140,9 @@ impl Batch<'_> {
             && self.phases_of.is_empty()
             && self.agents.is_empty()
             && self.events.is_empty()
+            && self.locks.is_empty()
+            && self.unlocks.is_empty()
+            && self.next_token.is_none()
     }
 }
 
@@ -201,9 +223,15 @@ impl Store {
         self.reader.clone()
     }
 
-    /// Load every session (with phases and agents) and the last event sequence number.
+    /// Load every session (with phases and agents), held locks, and the counters.
     pub async fn load(&mut self) -> Result<Loaded, StoreError> {
         rows::load(&mut self.write).await
+    }
+
+    /// Held locks and the next fencing token, as committed (to rebuild the lock table after a
+    /// failed commit).
+    pub async fn load_locks(&mut self) -> Result<(Vec<(HeldLock, i64)>, u64), StoreError> {
+        rows::load_locks(&mut self.write).await
     }
 
     /// Apply a batch in one transaction. Returns only after the commit.

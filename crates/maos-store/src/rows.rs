@@ -2,8 +2,8 @@
 
 use chrono::DateTime;
 use maos_core::{
-    AgentId, AgentState, CheckpointResult, Phase, PhaseState, SessionId, SessionState, Strategy,
-    Ts, Workflow,
+    AgentId, AgentState, CheckpointResult, HeldLock, Phase, PhaseState, SessionId, SessionState,
+    Strategy, Ts, Workflow,
 };
 use maos_proto::{AgentRecord, EventRecord, SessionRecord};
 use serde::Serialize;
@@ -125,6 +125,32 @@ ON CONFLICT (session_id, idx) DO UPDATE SET name = excluded.name, state = exclud
     ended_at = excluded.ended_at, result = excluded.result, artifacts = excluded.artifacts,
     handoff = excluded.handoff";
 
+const UPSERT_LOCKS: &str = "\
+INSERT INTO locks (token, path, holder_id, session_id, mode, acquired_at, expires_at, ttl_us)
+SELECT j.value->>'token', j.value->>'path', j.value->>'holder_id', j.value->>'session_id',
+    j.value->>'mode', j.value->>'acquired_at', j.value->>'expires_at', j.value->>'ttl_us'
+FROM json_each(?1) AS j WHERE true
+ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us";
+
+const DELETE_LOCKS: &str = "\
+DELETE FROM locks WHERE token IN (SELECT j.value FROM json_each(?1))";
+
+const SET_NEXT_TOKEN: &str = "\
+INSERT INTO meta (key, value) VALUES ('next_lock_token', ?1)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+
+#[derive(Serialize)]
+struct LockRowOut<'a> {
+    path: &'a str,
+    holder_id: &'a str,
+    session_id: &'a str,
+    mode: maos_core::LockMode,
+    token: u64,
+    acquired_at: i64,
+    expires_at: i64,
+    ttl_us: i64,
+}
+
 const INSERT_EVENTS: &str = "\
 INSERT INTO session_events (seq, ts, session_id, agent_id, type, data)
 SELECT j.value->>'seq', j.value->>'ts', j.value->>'session_id', j.value->>'agent_id',
@@ -205,7 +231,66 @@ pub(crate) async fn write_batch(
             .collect::<Result<Vec<_>, StoreError>>()?;
         exec(conn, INSERT_EVENTS, json(&rows)?).await?;
     }
+    // Deletes first (tokens are never reused, so order only matters for clarity).
+    if !b.unlocks.is_empty() {
+        exec(conn, DELETE_LOCKS, json(&b.unlocks)?).await?;
+    }
+    if !b.locks.is_empty() {
+        let rows: Vec<_> = b
+            .locks
+            .iter()
+            .map(|r| LockRowOut {
+                path: r.lock.path.as_str(),
+                holder_id: r.lock.holder.as_str(),
+                session_id: r.session_id.as_str(),
+                mode: r.lock.mode,
+                token: r.lock.token,
+                acquired_at: to_us(&r.lock.acquired_at),
+                expires_at: to_us(&r.lock.expires_at),
+                ttl_us: r.ttl_us,
+            })
+            .collect();
+        exec(conn, UPSERT_LOCKS, json(&rows)?).await?;
+    }
+    if let Some(next) = b.next_token {
+        sqlx::query(SET_NEXT_TOKEN)
+            .bind(next as i64)
+            .execute(&mut *conn)
+            .await?;
+    }
     Ok(())
+}
+
+pub(crate) async fn load_locks(
+    conn: &mut SqliteConnection,
+) -> Result<(Vec<(HeldLock, i64)>, u64), StoreError> {
+    let mut locks = Vec::new();
+    let mut max_token = 0u64;
+    for row in sqlx::query("SELECT * FROM locks ORDER BY token")
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        let path: String = row.try_get("path")?;
+        let token = row.try_get::<i64, _>("token")? as u64;
+        max_token = max_token.max(token);
+        let lock = HeldLock {
+            path: maos_core::LockPath::new(&path)
+                .map_err(|e| StoreError::Corrupt(format!("lock path: {e}")))?,
+            mode: parse(&row, "mode")?,
+            holder: id(&row, "holder_id", AgentId::parse)?,
+            token,
+            acquired_at: ts(&row, "acquired_at")?,
+            expires_at: ts(&row, "expires_at")?,
+        };
+        locks.push((lock, row.try_get::<i64, _>("ttl_us")?));
+    }
+    let stored: Option<i64> =
+        sqlx::query_scalar("SELECT value FROM meta WHERE key = 'next_lock_token'")
+            .fetch_optional(&mut *conn)
+            .await?;
+    // Never below a restored token, even if the counter row were missing.
+    let next = (stored.unwrap_or(1).max(1) as u64).max(max_token + 1);
+    Ok((locks, next))
 }
 
 async fn exec(conn: &mut SqliteConnection, sql: &str, rows: String) -> Result<(), StoreError> {
@@ -343,14 +428,18 @@ pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreErr
             started_at: ts_opt(&row, "started_at")?,
             ended_at: ts_opt(&row, "ended_at")?,
             exit_code: row.try_get("exit_code")?,
+            locks: Vec::new(),
         });
     }
     let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM session_events")
         .fetch_one(&mut *conn)
         .await?;
+    let (locks, next_token) = load_locks(conn).await?;
     Ok(Loaded {
         sessions,
         last_seq: last.unwrap_or(0).max(0) as u64,
+        locks,
+        next_token,
     })
 }
 

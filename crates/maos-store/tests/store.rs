@@ -61,6 +61,7 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
         started_at: Some(t),
         ended_at: None,
         exit_code: Some(3),
+        locks: vec![],
     }
 }
 
@@ -94,6 +95,7 @@ async fn a_batch_round_trips_exactly() {
             phases_of: vec![&s1, &s2],
             agents: vec![&a1, &a2],
             events: &events,
+            ..Batch::default()
         };
         store.commit(&batch).await.unwrap();
         // Upsert: writing the same rows again changes nothing.

@@ -90,6 +90,7 @@ pub fn register(
         started_at: None,
         ended_at: None,
         exit_code: None,
+        locks: Vec::new(),
     };
     let data = json!({
         "role": rec.role, "instance": rec.instance, "task": rec.task,
@@ -190,5 +191,15 @@ pub fn transition(
         event_name(op),
         json!({ "exit_code": exit_code, "reason": reason }),
     );
+    // Locks belong to live agents: one that ended or was interrupted lets go of them in the
+    // same commit; any other change is a sign of life that renews its leases.
+    match op {
+        AgentOp::Complete | AgentOp::Fail | AgentOp::Cancel | AgentOp::Interrupt => {
+            tx.release_agent(&id, &format!("is {next}"));
+        }
+        AgentOp::Start | AgentOp::Resume => {
+            tx.renew(&id);
+        }
+    }
     agent_reply(tx, &id)
 }

@@ -2,6 +2,7 @@
 //! changes it through the transaction, so a refused request changes nothing.
 
 mod agent;
+mod lock;
 mod phase;
 mod query;
 mod session;
@@ -16,6 +17,9 @@ use crate::state::Txn;
 /// What handling a request produced.
 pub enum Outcome {
     Reply(Reply),
+    /// A lock request queued behind conflicting holders: the actor keeps the reply until the
+    /// wait ends (granted, timed out, deadlock victim, or the agent finished).
+    Park(maos_core::WaitId),
     /// A history read, run by the connection on the read pool (never by the actor).
     History(EventQuery),
 }
@@ -76,6 +80,27 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
         Request::Ps { all } => query::ps(tx.state(), all),
         Request::Events { filter, limit } => query::events(tx.state(), &filter, limit),
         Request::Status { session } => query::status(tx.state(), session.as_deref(), tx.now),
+        Request::LockAcquire {
+            agent,
+            path,
+            mode,
+            wait,
+            ttl_ms,
+            ..
+        } => lock::acquire(tx, &agent, &path, mode, wait, ttl_ms),
+        Request::LockRelease {
+            agent,
+            path,
+            force,
+            by,
+            ..
+        } => lock::release(tx, agent.as_deref(), &path, force, by),
+        Request::LockReleaseAll { agent } => lock::release_all(tx, &agent),
+        Request::LockList { session } => lock::list(tx.state(), session.as_deref()),
+        Request::LockCheck {
+            agent, path, mode, ..
+        } => lock::check(tx.state(), agent.as_deref(), &path, mode),
+        Request::Heartbeat { agent } => lock::heartbeat(tx, &agent),
         Request::Ping | Request::DaemonStatus | Request::DaemonStop => Err(ErrorBody::new(
             ErrorCode::BadRequest,
             "daemon requests do not take a project",

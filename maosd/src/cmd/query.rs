@@ -21,7 +21,16 @@ pub fn session_list(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
 }
 
 pub fn ps(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
-    Ok(Reply::Sessions(live_or_all(st, all)).into())
+    let mut sessions = live_or_all(st, all);
+    for a in sessions.iter_mut().flat_map(|s| s.agents.iter_mut()) {
+        a.locks = st
+            .locks
+            .held_by(&a.id)
+            .into_iter()
+            .filter_map(|l| crate::locks::view(st, l))
+            .collect();
+    }
+    Ok(Reply::Sessions(sessions).into())
 }
 
 pub fn session_show(st: &State, name: Option<&str>) -> Result<Outcome, ErrorBody> {

@@ -221,6 +221,7 @@ fn end_live_agents(tx: &mut Txn<'_>, id: &SessionId) {
                 "agent_cancelled",
                 json!({ "reason": "session ended" }),
             );
+            tx.release_agent(&aid, "was cancelled with its session");
         }
     }
 }
@@ -277,6 +278,7 @@ fn set_paused(
             agent_set_paused(a.state, a.paused, pause)
                 .map_err(|e| invalid(format!("agent {aid}: {e}")))?;
             tx.agent_mut(&aid).paused = pause;
+            tx.renew(&aid);
             let kind = if pause {
                 "agent_paused"
             } else {
@@ -288,6 +290,8 @@ fn set_paused(
                 kind,
                 json!({ "by": by, "reason": reason }),
             );
+            // The change is the agent's: answer with the agent, not its whole session.
+            return super::agent::agent_reply(tx, &aid);
         }
         Target::Phase(phase) => {
             let idx = s

@@ -362,6 +362,16 @@ impl LockTable {
     }
 
     /// The token the next grant will get (persist it with the grant).
+    /// The held lock with this token.
+    pub fn get(&self, token: u64) -> Option<&HeldLock> {
+        self.locks.get(&token).map(|e| &e.lock)
+    }
+
+    /// The lease length (µs) of the held lock with this token.
+    pub fn ttl_of(&self, token: u64) -> Option<i64> {
+        self.locks.get(&token).map(|e| e.ttl_us)
+    }
+
     pub fn next_token(&self) -> u64 {
         self.next_token
     }

@@ -1,0 +1,202 @@
+//! Lock operations inside a transaction: each change to the lock table records its event and
+//! marks its holder for the commit-time reconciliation, and every parked wait that ends gets its
+//! answer queued for after the commit.
+
+use maos_core::{AgentId, DeadlockVictim, HeldLock, LockPath, WaitId, WaitOutcome, WaiterInfo};
+use maos_proto::{ErrorBody, ErrorCode, LockView, Reply, WaiterView};
+use serde_json::json;
+
+use crate::cmd::Outcome;
+use crate::state::{State, Txn};
+
+/// Default lease: ten minutes without any sign of life from the holder.
+pub const DEFAULT_TTL_US: i64 = 10 * 60 * 1_000_000;
+
+fn path_str(p: &LockPath) -> String {
+    p.to_string()
+}
+
+/// A held lock as users see it.
+pub fn view(st: &State, l: &HeldLock) -> Option<LockView> {
+    let a = st.agent(&l.holder)?;
+    Some(LockView {
+        path: path_str(&l.path),
+        mode: l.mode,
+        holder: l.holder.clone(),
+        holder_role: a.role.clone(),
+        session_id: a.session_id.clone(),
+        token: l.token,
+        acquired_at: l.acquired_at,
+        expires_at: l.expires_at,
+    })
+}
+
+pub fn waiter_view(st: &State, w: &WaiterInfo) -> WaiterView {
+    WaiterView {
+        path: path_str(&w.path),
+        mode: w.mode,
+        agent: w.holder.clone(),
+        role: st
+            .agent(&w.holder)
+            .map(|a| a.role.clone())
+            .unwrap_or_default(),
+        since: w.since,
+        deadline: w.deadline,
+    }
+}
+
+/// "backend (agt_1a2b3c4d)": how an agent is named in messages.
+pub fn who(st: &State, id: &AgentId) -> String {
+    let short = id.as_str().get(..12).unwrap_or(id.as_str());
+    match st.agent(id) {
+        Some(a) => format!("{} ({short})", a.role),
+        None => short.to_string(),
+    }
+}
+
+pub fn deadlock_error(st: &State, v: &DeadlockVictim) -> ErrorBody {
+    let cycle: Vec<String> = v
+        .cycle
+        .iter()
+        .map(|e| {
+            format!(
+                "{} waits for {} on {}",
+                who(st, &e.waiter),
+                who(st, &e.holder),
+                e.path
+            )
+        })
+        .collect();
+    ErrorBody::new(
+        ErrorCode::Deadlock,
+        format!(
+            "deadlock: {}; {} is the youngest and gives way: release its locks or retry later",
+            cycle.join(", "),
+            who(st, &v.holder)
+        ),
+    )
+}
+
+fn cycle_json(v: &DeadlockVictim) -> serde_json::Value {
+    json!(
+        v.cycle
+            .iter()
+            .map(|e| json!({
+                "waiter": e.waiter, "holder": e.holder, "path": e.path.to_string()
+            }))
+            .collect::<Vec<_>>()
+    )
+}
+
+impl Txn<'_> {
+    fn holder_session(&self, id: &AgentId) -> Option<maos_core::SessionId> {
+        self.state().agent(id).map(|a| a.session_id.clone())
+    }
+
+    /// Record a lock event for the holder's session and agent.
+    pub fn lock_event(&mut self, holder: &AgentId, kind: &str, data: serde_json::Value) {
+        let sid = self.holder_session(holder);
+        self.event(sid.as_ref(), Some(holder), kind, data);
+    }
+
+    /// A grant: written at commit, recorded with its fencing token.
+    pub fn granted(&mut self, lock: &HeldLock, waited: bool) {
+        self.lock_holders.insert(lock.holder.clone());
+        self.lock_event(
+            &lock.holder,
+            "lock_acquired",
+            json!({ "path": lock.path.to_string(), "mode": lock.mode, "token": lock.token,
+                    "expires_at": lock.expires_at, "waited": waited }),
+        );
+    }
+
+    /// Locks gone (released, force-released or expired).
+    pub fn gone(&mut self, locks: &[HeldLock], kind: &str, extra: serde_json::Value) {
+        for l in locks {
+            self.lock_holders.insert(l.holder.clone());
+            let mut data = json!({ "path": l.path.to_string(), "mode": l.mode, "token": l.token });
+            if let (Some(d), Some(e)) = (data.as_object_mut(), extra.as_object()) {
+                d.extend(e.clone());
+            }
+            self.lock_event(&l.holder, kind, data);
+        }
+    }
+
+    /// Answer every parked wait that ended, and record what happened.
+    pub fn outcomes(&mut self, outcomes: Vec<WaitOutcome>) {
+        for o in outcomes {
+            match o {
+                WaitOutcome::Granted { wait, lock } => {
+                    self.granted(&lock, true);
+                    let reply = view(self.state(), &lock)
+                        .map(|v| Outcome::Reply(Reply::Lock(v)))
+                        .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "lock holder vanished"));
+                    self.wakeups.push((wait, reply));
+                }
+                WaitOutcome::TimedOut { wait, holder, path } => {
+                    self.lock_event(&holder, "lock_timeout", json!({ "path": path.to_string() }));
+                    let msg = format!(
+                        "timed out waiting for {path}; it is still held: see `maos lock list`, or retry with a longer --wait"
+                    );
+                    self.wakeups
+                        .push((wait, Err(ErrorBody::new(ErrorCode::LockTimeout, msg))));
+                }
+                WaitOutcome::Deadlock(v) => self.deadlock_victim(v),
+            }
+        }
+    }
+
+    pub fn deadlock_victim(&mut self, v: DeadlockVictim) {
+        let err = deadlock_error(self.state(), &v);
+        self.lock_event(
+            &v.holder,
+            "deadlock_detected",
+            json!({ "cycle": cycle_json(&v), "victim": v.holder }),
+        );
+        self.wakeups.push((v.wait, Err(err)));
+    }
+
+    /// An agent finished or died: release its locks, end its waits, grant what follows.
+    pub fn release_agent(&mut self, agent: &AgentId, why: &str) {
+        let now = self.now;
+        let (released, ended, outcomes) = self.locks_mut().release_all(agent, now);
+        if released.is_empty() && ended.is_empty() && outcomes.is_empty() {
+            return;
+        }
+        self.lock_holders.insert(agent.clone());
+        self.gone(&released, "lock_released", json!({ "reason": why }));
+        for wait in ended {
+            let msg = format!("the wait ended: the agent {why}");
+            self.wakeups
+                .push((wait, Err(ErrorBody::new(ErrorCode::InvalidTransition, msg))));
+        }
+        self.outcomes(outcomes);
+    }
+
+    /// A sign of life: renew the agent's leases.
+    pub fn renew(&mut self, agent: &AgentId) -> usize {
+        let now = self.now;
+        let n = self.locks_mut().renew(agent, now);
+        if n > 0 {
+            self.lock_holders.insert(agent.clone());
+        }
+        n
+    }
+
+    /// Reap expired leases and timed-out waits.
+    pub fn tick_locks(&mut self) {
+        let now = self.now;
+        let (expired, outcomes) = self.locks_mut().tick(now);
+        self.gone(&expired, "lock_expired", json!({}));
+        self.outcomes(outcomes);
+    }
+
+    /// Cancel parked waits whose clients went away.
+    pub fn cancel_waits(&mut self, waits: &[WaitId]) {
+        let now = self.now;
+        for w in waits {
+            let outcomes = self.locks_mut().cancel_wait(*w, now);
+            self.outcomes(outcomes);
+        }
+    }
+}
