@@ -48,7 +48,7 @@ impl From<FrameError> for ClientError {
 pub struct Client {
     stream: UnixStream,
     next_id: u64,
-    pub daemon_pid: u32,
+    daemon_pid: Option<u32>,
 }
 
 fn not_running(e: &io::Error) -> bool {
@@ -92,6 +92,8 @@ impl Client {
         Client::hello(s)
     }
 
+    /// Send the hello without waiting for the answer: it is read together with the first
+    /// response, which saves a round trip on every hook call.
     fn hello(mut stream: UnixStream) -> Result<Client, ClientError> {
         write_frame(
             &mut stream,
@@ -100,12 +102,23 @@ impl Client {
                 client_version: env!("CARGO_PKG_VERSION").to_string(),
             },
         )?;
-        match read_frame(&mut stream)? {
-            ServerMsg::Welcome { pid, .. } => Ok(Client {
-                stream,
-                next_id: 1,
-                daemon_pid: pid,
-            }),
+        Ok(Client {
+            stream,
+            next_id: 1,
+            daemon_pid: None,
+        })
+    }
+
+    /// Read the daemon's answer to the hello, once.
+    fn welcome(&mut self) -> Result<u32, ClientError> {
+        if let Some(pid) = self.daemon_pid {
+            return Ok(pid);
+        }
+        match read_frame(&mut self.stream)? {
+            ServerMsg::Welcome { pid, .. } => {
+                self.daemon_pid = Some(pid);
+                Ok(pid)
+            }
             ServerMsg::Error { error } => Err(ClientError::Remote(error)),
             other => Err(ClientError::Unavailable(format!(
                 "unexpected handshake answer from maosd: {other:?}"
@@ -113,18 +126,28 @@ impl Client {
         }
     }
 
+    /// The daemon's pid (from its hello).
+    pub fn daemon_pid(&mut self) -> Result<u32, ClientError> {
+        self.welcome()
+    }
+
+    /// Write a frame after the hello; a refused hello (e.g. a protocol mismatch) is reported
+    /// even when the daemon closed the socket before the write.
+    fn send(&mut self, msg: &ClientMsg) -> Result<(), ClientError> {
+        let sent = write_frame(&mut self.stream, msg);
+        self.welcome()?;
+        Ok(sent?)
+    }
+
     /// Send one request and wait for its response.
     pub fn request(&mut self, project: Option<&str>, body: Request) -> Result<Reply, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        write_frame(
-            &mut self.stream,
-            &ClientMsg::Request {
-                id,
-                project: project.map(str::to_string),
-                body,
-            },
-        )?;
+        self.send(&ClientMsg::Request {
+            id,
+            project: project.map(str::to_string),
+            body,
+        })?;
         loop {
             match read_frame(&mut self.stream)? {
                 ServerMsg::Response { id: rid, result } if rid == id => {
@@ -144,14 +167,11 @@ impl Client {
         filter: EventFilter,
     ) -> Result<impl Iterator<Item = Result<EventRecord, ClientError>>, ClientError> {
         let id = self.next_id;
-        write_frame(
-            &mut self.stream,
-            &ClientMsg::Subscribe {
-                id,
-                project: project.to_string(),
-                filter,
-            },
-        )?;
+        self.send(&ClientMsg::Subscribe {
+            id,
+            project: project.to_string(),
+            filter,
+        })?;
         match read_frame(&mut self.stream)? {
             ServerMsg::Response { result: Ok(_), .. } => {}
             ServerMsg::Response { result: Err(e), .. } | ServerMsg::Error { error: e } => {

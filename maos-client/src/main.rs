@@ -84,6 +84,7 @@ fn show(json: bool, reply: Reply) -> Res {
             Reply::Agent(a) => print_json(&a),
             Reply::Agents(a) => print_json(&a),
             Reply::Status(s) => print_json(&s),
+            Reply::Ps(s) => print_json(&s),
             Reply::Daemon(d) => print_json(&d),
             Reply::Events(events) => {
                 for e in &events {
@@ -107,6 +108,7 @@ fn show(json: bool, reply: Reply) -> Res {
         Reply::Agent(a) => print(&output::agents(std::slice::from_ref(&a))),
         Reply::Agents(a) => print(&output::agents(&a)),
         Reply::Status(s) => print(&output::status(&s)),
+        Reply::Ps(s) => print(&output::ps(&s)),
         Reply::Daemon(d) => print(&output::daemon(&d)),
         Reply::Events(events) => {
             for e in &events {
@@ -263,7 +265,7 @@ fn run(cli: &Cli) -> Res {
         return show(true, reply);
     }
     match (&cli.cmd, reply) {
-        (Cmd::Ps { .. }, Reply::Sessions(s)) => {
+        (Cmd::Ps { .. }, Reply::Ps(s)) => {
             print(&output::ps(&s));
             Ok(())
         }
@@ -503,7 +505,7 @@ fn daemon(cmd: &DaemonCmd, json: bool) -> Res {
                 }
                 Err(e) => return Err(e.into()),
             };
-            let pid = c.daemon_pid;
+            let pid = c.daemon_pid()?;
             c.request(None, Request::DaemonStop)?;
             drop(c);
             wait_for_exit(pid)?;

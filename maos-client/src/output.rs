@@ -3,7 +3,8 @@
 use chrono::Utc;
 use maos_core::{Progress, Ts};
 use maos_proto::{
-    AgentRecord, DaemonStatus, EventRecord, LockCheck, LockList, SessionRecord, StatusView,
+    AgentRecord, DaemonStatus, EventRecord, LockCheck, LockList, PsSession, SessionRecord,
+    StatusView,
 };
 use std::fmt::Write;
 
@@ -40,7 +41,12 @@ fn clip(s: &str, n: usize) -> String {
 }
 
 fn runtime(a: &AgentRecord) -> String {
-    match (a.started_at, a.ended_at) {
+    span(a.started_at, a.ended_at)
+}
+
+/// How long something ran (or has been running).
+fn span(started: Option<Ts>, ended: Option<Ts>) -> String {
+    match (started, ended) {
         (Some(s), Some(e)) => human_secs((e - s).as_seconds_f64()),
         (Some(s), None) => human_secs((Utc::now() - s).as_seconds_f64()),
         _ => "-".into(),
@@ -75,8 +81,8 @@ fn agents_done(s: &SessionRecord) -> String {
     format!("{done}/{}", s.agents.len())
 }
 
-/// `maos ps`: sessions with their agents under them (spawn tree indented).
-pub fn ps(sessions: &[SessionRecord]) -> String {
+/// `maos ps`: sessions with their agents under them (spawn tree indented), and their locks.
+pub fn ps(sessions: &[PsSession]) -> String {
     let mut out = String::new();
     if sessions.is_empty() {
         out.push_str("no sessions (create one with `maos session create --objective TEXT`)\n");
@@ -88,35 +94,48 @@ pub fn ps(sessions: &[SessionRecord]) -> String {
         "SESSION", "STATE", "STRATEGY", "PHASE", "AGENTS", "AGE"
     );
     for s in sessions {
+        let mut state = s.state.to_string();
+        if s.active {
+            state.push('*');
+        }
+        let done = s.agents.iter().filter(|a| a.state.is_terminal()).count();
+        let phase = match s.phase {
+            (_, 0) => "-".to_string(),
+            (k, n) => format!("{k}/{n}"),
+        };
         let _ = writeln!(
             out,
             "{:<14} {:<11} {:<10} {:<6} {:<7} {:<5} {}",
             short(s.id.as_str()),
-            session_state(s),
+            state,
             s.strategy.as_str(),
-            phase_pos(s),
-            agents_done(s),
+            phase,
+            format!("{done}/{}", s.agents.len()),
             age(&s.created_at),
             clip(&s.objective, 60)
         );
         let tree =
             maos_core::SpawnTree::new(s.agents.iter().map(|a| (a.id.clone(), a.parent.clone())));
         for a in &s.agents {
-            let depth = tree.depth(&a.id);
-            let indent = "  ".repeat(depth + 1);
+            let indent = "  ".repeat(tree.depth(&a.id) + 1);
+            let state = if a.paused {
+                format!("{} (paused)", a.state)
+            } else {
+                a.state.to_string()
+            };
             let _ = writeln!(
                 out,
                 "{indent}└ {:<13} {:<16} {:<20} {:<6} {}",
                 short(a.id.as_str()),
                 clip(&a.role, 16),
-                agent_state(a),
-                runtime(a),
+                state,
+                span(a.started_at, a.ended_at),
                 clip(&a.task, 50)
             );
             for l in &a.locks {
                 let _ = writeln!(
                     out,
-                    "{indent}    🔒 {} ({}) token {}",
+                    "{indent}    lock {} ({}) token {}",
                     l.path, l.mode, l.token
                 );
             }

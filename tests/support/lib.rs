@@ -567,9 +567,10 @@ impl Raw {
         let msg = json!({"kind": "request", "id": id, "project": project, "body": body});
         maos_proto::write_frame(&mut self.stream, &msg)?;
         let v: Value = maos_proto::read_frame(&mut self.stream)?;
-        assert_eq!(v["kind"], "response", "unexpected frame {v}");
-        assert_eq!(v["id"], id, "response to another request: {v}");
-        Ok(v["result"].clone())
+        let r = &v["response"];
+        assert!(r.is_object(), "unexpected frame {v}");
+        assert_eq!(r["id"], id, "response to another request: {v}");
+        Ok(r["result"].clone())
     }
 
     /// True when the daemon closed this connection (EOF), as opposed to it staying open.

@@ -11,7 +11,7 @@ fn assert_usable(conn: &mut Raw, root: &str) {
         "pong"
     );
     let ps = conn.request(Some(root), json!({"request": "ps"}));
-    assert_eq!(ps["Ok"]["type"], "sessions", "{ps}");
+    assert_eq!(ps["Ok"]["type"], "ps", "{ps}");
 }
 
 fn frame(body: &[u8]) -> Vec<u8> {

@@ -124,16 +124,19 @@ fn a_restarted_daemon_reloads_every_session_and_agent_as_it_was() {
     env.maos_json(&["pause", "--phase", "build", "--reason", "wait"]);
     env.agent(Some(&side), "x", "y");
 
-    let before = env.maos_json(&["ps", "--all"]);
+    // Full records come from `session list`; `ps` is the compact view of the same state.
+    let before = env.maos_json(&["session", "list", "--all"]);
+    let ps_before = env.maos_json(&["ps", "--all"]);
     let status_before = env.maos_json(&["status"]);
     let events_before = env.events(&[]);
     let pid = env.daemon_pid();
     env.maos_json(&["daemon", "stop"]);
     assert!(!alive(pid));
 
-    let after = env.maos_json(&["ps", "--all"]);
+    let after = env.maos_json(&["session", "list", "--all"]);
     assert_ne!(env.daemon_pid(), pid, "a new daemon answered");
     assert_eq!(after, before, "sessions and agents reload exactly");
+    assert_eq!(env.maos_json(&["ps", "--all"]), ps_before);
     let status_after = env.maos_json(&["status"]);
     assert_eq!(status_after["session"], status_before["session"]);
     assert_eq!(

@@ -513,14 +513,10 @@ impl Drop for Daemon {
 
 /// Just enough of a response to know it was acknowledged, without building the records.
 #[derive(Deserialize)]
-struct Ack {
-    kind: String,
-    #[serde(default)]
-    id: u64,
-    #[serde(default)]
-    result: Option<AckResult>,
-    #[serde(default)]
-    error: Option<ErrorBody>,
+#[serde(rename_all = "snake_case")]
+enum Ack {
+    Response { id: u64, result: AckResult },
+    Error { error: ErrorBody },
 }
 
 #[derive(Deserialize)]
@@ -605,11 +601,19 @@ impl Client {
             frame::read_frame_bytes(&mut self.r).map_err(|e| format!("read from maosd: {e}"))?;
         let ns = t.elapsed().as_nanos() as u64;
         let ack: Ack = serde_json::from_slice(&bytes).map_err(|e| format!("bad answer: {e}"))?;
-        match (ack.kind.as_str(), ack.result, ack.error) {
-            ("response", Some(AckResult::Ok(_)), _) if ack.id == id => Ok(ns),
-            ("response", Some(AckResult::Err(e)), _) => Err(remote(&e)),
-            (_, _, Some(e)) => Err(remote(&e)),
-            (k, _, _) => Err(format!("unexpected {k} frame for request {id}")),
+        match ack {
+            Ack::Response {
+                id: rid,
+                result: AckResult::Ok(_),
+            } if rid == id => Ok(ns),
+            Ack::Response {
+                result: AckResult::Err(e),
+                ..
+            }
+            | Ack::Error { error: e } => Err(remote(&e)),
+            Ack::Response { id: rid, .. } => {
+                Err(format!("answer to request {rid} while waiting for {id}"))
+            }
         }
     }
 }
@@ -1029,7 +1033,7 @@ fn scen_rss(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let db = d.db_bytes();
     // A read of everything live, to make sure the state is all there and counts nothing extra.
     let mut c = d.client()?;
-    let Reply::Sessions(list) = c.call(Request::Ps { all: true })? else {
+    let Reply::Ps(list) = c.call(Request::Ps { all: true })? else {
         return Err("ps answered something else".into());
     };
     let agents: usize = list.iter().map(|s| s.agents.len()).sum();

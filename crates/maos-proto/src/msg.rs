@@ -35,9 +35,10 @@ pub enum ClientMsg {
     },
 }
 
-/// Daemon → client.
+/// Daemon → client. Externally tagged (`{"response": {...}}`): the client decodes a frame in
+/// one pass, without serde buffering it first as it must for internally tagged enums.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum ServerMsg {
     Welcome {
         protocol: u32,
@@ -322,6 +323,8 @@ pub enum Reply {
     Agents(Vec<AgentRecord>),
     Events(Vec<EventRecord>),
     Status(Box<StatusView>),
+    /// `maos ps`: what the table shows, and nothing more (it runs often and must be quick).
+    Ps(Vec<PsSession>),
     /// A subscription was accepted; events follow.
     Subscribed,
     Lock(LockView),
@@ -411,9 +414,48 @@ pub struct AgentRecord {
     pub ended_at: Option<Ts>,
     #[serde(default)]
     pub exit_code: Option<i32>,
-    /// Locks the agent holds (filled in by `ps`; not stored with the agent).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub locks: Vec<LockView>,
+}
+
+/// A session as `maos ps` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsSession {
+    pub id: SessionId,
+    pub objective: String,
+    pub state: SessionState,
+    pub strategy: Strategy,
+    pub active: bool,
+    pub created_at: Ts,
+    /// Phase position `[k, n]` (1-based; `[0, 0]` without phases; never `k > n`).
+    pub phase: (usize, usize),
+    pub agents: Vec<PsAgent>,
+}
+
+/// An agent as `maos ps` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsAgent {
+    pub id: AgentId,
+    pub role: String,
+    pub instance: u32,
+    pub task: String,
+    pub state: AgentState,
+    pub paused: bool,
+    #[serde(default)]
+    pub parent: Option<AgentId>,
+    #[serde(default)]
+    pub started_at: Option<Ts>,
+    #[serde(default)]
+    pub ended_at: Option<Ts>,
+    /// Locks the agent holds.
+    #[serde(default)]
+    pub locks: Vec<PsLock>,
+}
+
+/// A held lock in `maos ps`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsLock {
+    pub path: String,
+    pub mode: LockMode,
+    pub token: u64,
 }
 
 /// One entry of a project's append-only timeline.
@@ -492,7 +534,7 @@ mod tests {
             result: Ok(Reply::Pong),
         };
         let v = serde_json::to_value(&ok).unwrap();
-        assert_eq!(v["result"]["Ok"]["type"], "pong");
+        assert_eq!(v["response"]["result"]["Ok"]["type"], "pong");
         let err = ServerMsg::Response {
             id: 1,
             result: Err(ErrorBody::new(
@@ -501,7 +543,7 @@ mod tests {
             )),
         };
         let v = serde_json::to_value(&err).unwrap();
-        assert_eq!(v["result"]["Err"]["code"], "not_found");
+        assert_eq!(v["response"]["result"]["Err"]["code"], "not_found");
     }
 
     #[test]

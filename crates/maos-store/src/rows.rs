@@ -133,7 +133,7 @@ FROM json_each(?1) AS j WHERE true
 ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us";
 
 const DELETE_LOCKS: &str = "\
-DELETE FROM locks WHERE token IN (SELECT j.value FROM json_each(?1))";
+DELETE FROM locks WHERE token IN (SELECT j.value FROM json_each(?1) AS j)";
 
 const SET_NEXT_TOKEN: &str = "\
 INSERT INTO meta (key, value) VALUES ('next_lock_token', ?1)
@@ -428,7 +428,6 @@ pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreErr
             started_at: ts_opt(&row, "started_at")?,
             ended_at: ts_opt(&row, "ended_at")?,
             exit_code: row.try_get("exit_code")?,
-            locks: Vec::new(),
         });
     }
     let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM session_events")

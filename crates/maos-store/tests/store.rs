@@ -61,7 +61,6 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
         started_at: Some(t),
         ended_at: None,
         exit_code: Some(3),
-        locks: vec![],
     }
 }
 

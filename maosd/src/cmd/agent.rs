@@ -90,7 +90,6 @@ pub fn register(
         started_at: None,
         ended_at: None,
         exit_code: None,
-        locks: Vec::new(),
     };
     let data = json!({
         "role": rec.role, "instance": rec.instance, "task": rec.task,

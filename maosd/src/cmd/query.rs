@@ -2,7 +2,9 @@
 //! the connection runs on the read pool.
 
 use maos_core::{Ts, progress};
-use maos_proto::{ErrorBody, EventFilter, Reply, SessionRecord, StatusView};
+use maos_proto::{
+    ErrorBody, EventFilter, PsAgent, PsLock, PsSession, Reply, SessionRecord, StatusView,
+};
 use maos_store::EventQuery;
 
 use super::Outcome;
@@ -21,16 +23,46 @@ pub fn session_list(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
 }
 
 pub fn ps(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
-    let mut sessions = live_or_all(st, all);
-    for a in sessions.iter_mut().flat_map(|s| s.agents.iter_mut()) {
-        a.locks = st
-            .locks
-            .held_by(&a.id)
-            .into_iter()
-            .filter_map(|l| crate::locks::view(st, l))
-            .collect();
-    }
-    Ok(Reply::Sessions(sessions).into())
+    let sessions = st
+        .sessions()
+        .iter()
+        .filter(|s| all || !s.state.is_terminal() || s.active)
+        .map(|s| PsSession {
+            id: s.id.clone(),
+            objective: s.objective.clone(),
+            state: s.state,
+            strategy: s.strategy,
+            active: s.active,
+            created_at: s.created_at,
+            phase: s.workflow.position(),
+            agents: s
+                .agents
+                .iter()
+                .map(|a| PsAgent {
+                    id: a.id.clone(),
+                    role: a.role.clone(),
+                    instance: a.instance,
+                    task: a.task.clone(),
+                    state: a.state,
+                    paused: a.paused,
+                    parent: a.parent.clone(),
+                    started_at: a.started_at,
+                    ended_at: a.ended_at,
+                    locks: st
+                        .locks
+                        .held_by(&a.id)
+                        .into_iter()
+                        .map(|l| PsLock {
+                            path: l.path.to_string(),
+                            mode: l.mode,
+                            token: l.token,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(Reply::Ps(sessions).into())
 }
 
 pub fn session_show(st: &State, name: Option<&str>) -> Result<Outcome, ErrorBody> {
