@@ -239,10 +239,7 @@ impl Store {
         if batch.is_empty() {
             return Ok(());
         }
-        let mut tx = self.write.begin().await?;
-        rows::write_batch(&mut tx, batch).await?;
-        tx.commit().await?;
-        Ok(())
+        rows::write_batch(&mut self.write, batch).await
     }
 
     /// `PRAGMA integrity_check` on the write connection: "ok" when the file is sound.

@@ -108,7 +108,7 @@ SELECT j.value->>'id', j.value->>'session_id', j.value->>'role', j.value->>'inst
     j.value->>'task', j.value->>'state', j.value->>'paused', j.value->>'parent_id',
     j.value->>'depends_on', j.value->>'created_at', j.value->>'updated_at',
     j.value->>'started_at', j.value->>'ended_at', j.value->>'exit_code'
-FROM json_each(?1) AS j WHERE true
+FROM json_each(?3) AS j WHERE true
 ON CONFLICT (id) DO UPDATE SET task = excluded.task, state = excluded.state,
     paused = excluded.paused, depends_on = excluded.depends_on, updated_at = excluded.updated_at,
     started_at = excluded.started_at, ended_at = excluded.ended_at, exit_code = excluded.exit_code";
@@ -119,7 +119,7 @@ INSERT INTO phases (session_id, idx, name, state, attempts, started_at, ended_at
 SELECT j.value->>'session_id', j.value->>'idx', j.value->>'name', j.value->>'state',
     j.value->>'attempts', j.value->>'started_at', j.value->>'ended_at', j.value->>'result',
     j.value->>'artifacts', j.value->>'handoff'
-FROM json_each(?1) AS j WHERE true
+FROM json_each(?2) AS j WHERE true
 ON CONFLICT (session_id, idx) DO UPDATE SET name = excluded.name, state = excluded.state,
     attempts = excluded.attempts, started_at = excluded.started_at,
     ended_at = excluded.ended_at, result = excluded.result, artifacts = excluded.artifacts,
@@ -129,15 +129,34 @@ const UPSERT_LOCKS: &str = "\
 INSERT INTO locks (token, path, holder_id, session_id, mode, acquired_at, expires_at, ttl_us)
 SELECT j.value->>'token', j.value->>'path', j.value->>'holder_id', j.value->>'session_id',
     j.value->>'mode', j.value->>'acquired_at', j.value->>'expires_at', j.value->>'ttl_us'
-FROM json_each(?1) AS j WHERE true
+FROM json_each(?6) AS j WHERE true
 ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us";
 
 const DELETE_LOCKS: &str = "\
-DELETE FROM locks WHERE token IN (SELECT j.value FROM json_each(?1) AS j)";
+DELETE FROM locks WHERE token IN (SELECT j.value FROM json_each(?5) AS j)";
 
 const SET_NEXT_TOKEN: &str = "\
-INSERT INTO meta (key, value) VALUES ('next_lock_token', ?1)
+INSERT INTO meta (key, value) SELECT 'next_lock_token', ?7 WHERE ?7 IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+
+/// The whole batch as one multi-statement query: sqlx runs it in a single hand-off to its
+/// worker thread (instead of one per statement, each costing far more than SQLite itself), and
+/// binds `?N` against the same argument list in every statement. A table with nothing to
+/// write gets `[]`, which `json_each` reads as no rows.
+static BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    [
+        "BEGIN IMMEDIATE",
+        UPSERT_SESSIONS,
+        UPSERT_PHASES,
+        UPSERT_AGENTS,
+        INSERT_EVENTS,
+        DELETE_LOCKS,
+        UPSERT_LOCKS,
+        SET_NEXT_TOKEN,
+        "COMMIT",
+    ]
+    .join(";\n")
+});
 
 #[derive(Serialize)]
 struct LockRowOut<'a> {
@@ -155,19 +174,22 @@ const INSERT_EVENTS: &str = "\
 INSERT INTO session_events (seq, ts, session_id, agent_id, type, data)
 SELECT j.value->>'seq', j.value->>'ts', j.value->>'session_id', j.value->>'agent_id',
     j.value->>'type', j.value->>'data'
-FROM json_each(?1) AS j";
+FROM json_each(?4) AS j";
 
 pub(crate) async fn write_batch(
     conn: &mut SqliteConnection,
     b: &Batch<'_>,
 ) -> Result<(), StoreError> {
+    let empty = || "[]".to_string();
+    let (mut sessions, mut phases, mut agents, mut events, mut unlocks, mut locks) =
+        (empty(), empty(), empty(), empty(), empty(), empty());
     if !b.sessions.is_empty() {
         let rows = b
             .sessions
             .iter()
             .map(|s| session_row(s))
             .collect::<Result<Vec<_>, _>>()?;
-        exec(conn, UPSERT_SESSIONS, json(&rows)?).await?;
+        sessions = json(&rows)?;
     }
     if !b.phases_of.is_empty() {
         let mut rows = Vec::new();
@@ -187,7 +209,7 @@ pub(crate) async fn write_batch(
                 });
             }
         }
-        exec(conn, UPSERT_PHASES, json(&rows)?).await?;
+        phases = json(&rows)?;
     }
     if !b.agents.is_empty() {
         let rows = b
@@ -212,7 +234,7 @@ pub(crate) async fn write_batch(
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        exec(conn, UPSERT_AGENTS, json(&rows)?).await?;
+        agents = json(&rows)?;
     }
     if !b.events.is_empty() {
         let rows = b
@@ -229,11 +251,11 @@ pub(crate) async fn write_batch(
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        exec(conn, INSERT_EVENTS, json(&rows)?).await?;
+        events = json(&rows)?;
     }
     // Deletes first (tokens are never reused, so order only matters for clarity).
     if !b.unlocks.is_empty() {
-        exec(conn, DELETE_LOCKS, json(&b.unlocks)?).await?;
+        unlocks = json(&b.unlocks)?;
     }
     if !b.locks.is_empty() {
         let rows: Vec<_> = b
@@ -250,13 +272,23 @@ pub(crate) async fn write_batch(
                 ttl_us: r.ttl_us,
             })
             .collect();
-        exec(conn, UPSERT_LOCKS, json(&rows)?).await?;
+        locks = json(&rows)?;
     }
-    if let Some(next) = b.next_token {
-        sqlx::query(SET_NEXT_TOKEN)
-            .bind(next as i64)
-            .execute(&mut *conn)
-            .await?;
+    let result = sqlx::query(&BATCH)
+        .bind(sessions)
+        .bind(phases)
+        .bind(agents)
+        .bind(events)
+        .bind(unlocks)
+        .bind(locks)
+        .bind(b.next_token.map(|t| t as i64))
+        .execute(&mut *conn)
+        .await;
+    if let Err(e) = result {
+        // A statement failed inside the transaction: undo whatever ran before it (SQLite may
+        // already have rolled back, e.g. on a full disk; then this is a harmless no-op).
+        let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+        return Err(e.into());
     }
     Ok(())
 }
@@ -291,11 +323,6 @@ pub(crate) async fn load_locks(
     // Never below a restored token, even if the counter row were missing.
     let next = (stored.unwrap_or(1).max(1) as u64).max(max_token + 1);
     Ok((locks, next))
-}
-
-async fn exec(conn: &mut SqliteConnection, sql: &str, rows: String) -> Result<(), StoreError> {
-    sqlx::query(sql).bind(rows).execute(conn).await?;
-    Ok(())
 }
 
 fn session_row(s: &SessionRecord) -> Result<SessionRow<'_>, StoreError> {
