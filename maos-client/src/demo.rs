@@ -81,15 +81,44 @@ impl Demo {
     }
 
     fn command(&self, args: &[&str]) -> Result<std::process::Output, String> {
-        Command::new(&self.exe)
-            .args(args)
+        self.base(args)
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))
+    }
+
+    /// Start `maos ARGS` in the background (echoed with a trailing `&`).
+    fn spawn(&self, args: &[&str]) -> Result<std::process::Child, String> {
+        println!("{}", paint("1", &format!("$ maos {} &", args.join(" "))));
+        self.base(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))
+    }
+
+    /// Wait (with a deadline) until `maos lock list` shows a queued request.
+    fn until_waiting(&self) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            let out = self.command(&["--json", "lock", "list"])?;
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            if v["waiters"].as_array().is_some_and(|w| !w.is_empty()) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Err("the background lock request never queued".into())
+    }
+
+    fn base(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(args)
             .current_dir(&self.project)
             .env("MAOS_HOME", &self.home)
             .env("MAOS_SOCKET", &self.socket)
             .env("MAOS_PROJECT", &self.project)
-            .env_remove("MAOS_NO_AUTOSTART")
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))
+            .env_remove("MAOS_NO_AUTOSTART");
+        cmd
     }
 
     /// The id printed by `created session ID` / `registered agent ID (...)`.
@@ -207,6 +236,47 @@ pub fn run(keep: bool) -> Result<(), String> {
     d.run(&["phase", "start", "implement"])?;
     d.run(&["agent", "start", &backend])?;
     d.run(&["agent", "start", &qa])?;
+
+    say(
+        "locks: backend takes the limiter; qa's write to the same file is refused, naming the holder",
+    );
+    d.run(&["lock", "acquire", "src/auth/limit.rs", "--agent", &backend])?;
+    d.refused(&["lock", "acquire", "src/auth/limit.rs", "--agent", &qa])?;
+    d.run(&["lock", "acquire", "tests/limit.rs", "--agent", &qa])?;
+    say("a deadlock: backend waits for qa's file while qa asks for backend's");
+    let waiting = d.spawn(&[
+        "lock",
+        "acquire",
+        "tests/limit.rs",
+        "--agent",
+        &backend,
+        "--wait-forever",
+    ])?;
+    d.until_waiting()?;
+    d.run(&["lock", "list"])?;
+    say("qa, the younger agent, loses: its request ends with `deadlock` naming the cycle");
+    d.refused(&[
+        "lock",
+        "acquire",
+        "src/auth/limit.rs",
+        "--agent",
+        &qa,
+        "--wait-forever",
+    ])?;
+    say("qa lets go of its locks, and backend's waiting request is granted");
+    d.run(&["lock", "release-all", "--agent", &qa])?;
+    let out = waiting
+        .wait_with_output()
+        .map_err(|e| format!("background request: {e}"))?;
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    println!();
+    if !out.status.success() {
+        return Err(format!(
+            "backend's wait failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    d.run(&["ps"])?;
 
     say("pause the whole session (who, why and what was running are recorded)");
     d.run(&["pause", "--reason", "lunch break"])?;
