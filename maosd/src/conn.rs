@@ -238,56 +238,28 @@ fn resolve_paths(root: &str, body: Request) -> Result<Request, ErrorBody> {
             .map_or_else(|| root.clone(), std::path::PathBuf::from);
         crate::lockpath::resolve(&root, &cwd, path).map(|p| p.as_str().to_string())
     };
-    Ok(match body {
+    let mut body = body;
+    match &mut body {
         Request::LockAcquire {
-            agent,
-            path,
-            cwd,
-            mode,
-            wait,
-            ttl_ms,
-        } => Request::LockAcquire {
-            path: if mode == maos_core::LockMode::Workspace {
-                String::new()
-            } else {
-                resolve(&path, &cwd)?
-            },
-            agent,
-            cwd: None,
-            mode,
-            wait,
-            ttl_ms,
-        },
-        Request::LockRelease {
-            agent,
-            path,
-            cwd,
-            force,
-            by,
-        } => Request::LockRelease {
-            path: resolve(&path, &cwd)?,
-            agent,
-            cwd: None,
-            force,
-            by,
-        },
-        Request::LockCheck {
-            agent,
-            path,
-            cwd,
-            mode,
-        } => Request::LockCheck {
-            path: if mode == maos_core::LockMode::Workspace {
-                String::new()
-            } else {
-                resolve(&path, &cwd)?
-            },
-            agent,
-            cwd: None,
-            mode,
-        },
-        other => other,
-    })
+            path, cwd, mode, ..
+        }
+        | Request::LockCheck {
+            path, cwd, mode, ..
+        } => {
+            // A workspace lock is the whole project, whatever path was named.
+            *path = match mode {
+                maos_core::LockMode::Workspace => String::new(),
+                _ => resolve(path, cwd)?,
+            };
+            *cwd = None;
+        }
+        Request::LockRelease { path, cwd, .. } => {
+            *path = resolve(path, cwd)?;
+            *cwd = None;
+        }
+        _ => {}
+    }
+    Ok(body)
 }
 
 fn matches(q: &EventQuery, e: &EventRecord) -> bool {

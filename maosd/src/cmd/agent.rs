@@ -1,6 +1,6 @@
 //! Agents: registration (dependencies, spawn tree) and their lifecycle.
 
-use maos_core::{AgentId, AgentOp, AgentState, SessionState, find_cycle};
+use maos_core::{AgentId, AgentOp, AgentState, find_cycle};
 use maos_proto::{AgentRecord, ErrorBody, ErrorCode, ErrorRecord, Reply};
 use serde_json::json;
 
@@ -145,17 +145,7 @@ pub fn transition(
         let s = st
             .session(&sid)
             .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "agent without session"))?;
-        if s.state != SessionState::Running {
-            let hint = match s.state {
-                SessionState::Created => "; start it with `maos session start`",
-                SessionState::Paused => "; resume it with `maos resume`",
-                _ => "",
-            };
-            return Err(invalid(format!(
-                "cannot {op} agent {id}: its session {sid} is {}{hint}",
-                s.state
-            )));
-        }
+        super::require_running(s, &format!("{op} agent {id}"))?;
     }
     let now = tx.now;
     let a = tx.agent_mut(&id);

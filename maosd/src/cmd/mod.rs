@@ -108,6 +108,21 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
     }
 }
 
+/// Work (starting agents, moving phases) happens only in a running session; the error says how
+/// to get there.
+pub(crate) fn require_running(s: &maos_proto::SessionRecord, what: &str) -> Result<(), ErrorBody> {
+    let hint = match s.state {
+        maos_core::SessionState::Running => return Ok(()),
+        maos_core::SessionState::Created => "; start it with `maos session start`",
+        maos_core::SessionState::Paused => "; resume it with `maos resume`",
+        _ => "",
+    };
+    Err(invalid(format!(
+        "cannot {what}: session {} is {}{hint}",
+        s.id, s.state
+    )))
+}
+
 pub(crate) fn invalid(e: impl std::fmt::Display) -> ErrorBody {
     ErrorBody::new(ErrorCode::InvalidTransition, e.to_string())
 }

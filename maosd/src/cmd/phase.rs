@@ -1,7 +1,7 @@
 //! Phase transitions. The workflow enforces order and the completion rule; completing the last
 //! phase is recorded as `workflow_completed` and completes a running session.
 
-use maos_core::{CheckpointResult, PhaseOp, SessionOp, SessionState};
+use maos_core::{CheckpointResult, PhaseOp, SessionOp};
 use maos_proto::{ErrorBody, ErrorCode, ErrorRecord, Reply};
 use serde_json::{Value, json};
 
@@ -26,17 +26,7 @@ pub fn transition(
 ) -> Result<Outcome, ErrorBody> {
     let s = tx.state().resolve_session(session)?;
     let sid = s.id.clone();
-    if s.state != SessionState::Running {
-        let hint = match s.state {
-            SessionState::Created => "; start it with `maos session start`",
-            SessionState::Paused => "; resume it with `maos resume`",
-            _ => "",
-        };
-        return Err(invalid(format!(
-            "cannot {op} a phase: session {sid} is {}{hint}",
-            s.state
-        )));
-    }
+    super::require_running(s, &format!("{op} a phase"))?;
     let wf = &s.workflow;
     let not_found =
         |e: maos_core::WorkflowError| ErrorBody::new(ErrorCode::NotFound, e.to_string());
