@@ -6,7 +6,13 @@ use clap::{Args, Parser, Subcommand};
 
 /// maos: keeps multi-agent coding sessions safe, durable and resumable.
 #[derive(Parser, Debug)]
-#[command(name = "maos", version, about, propagate_version = true)]
+#[command(
+    name = "maos",
+    version,
+    about = "maos: keeps multi-agent coding sessions safe, durable and resumable",
+    after_help = "Data lives in $MAOS_HOME (default ~/.local/state/maos); the daemon starts on demand.",
+    propagate_version = true
+)]
 pub struct Cli {
     /// Print machine-readable JSON instead of tables.
     #[arg(long, global = true)]
