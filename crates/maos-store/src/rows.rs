@@ -94,7 +94,7 @@ SELECT j.value->>'id', j.value->>'objective', j.value->>'state', j.value->>'stra
     j.value->>'active', j.value->>'created_at', j.value->>'updated_at', j.value->>'started_at',
     j.value->>'ended_at', j.value->>'workflow_completed_at', j.value->>'resume_count',
     j.value->>'pause', j.value->>'paused_phases', j.value->>'errors'
-FROM json_each(?1) AS j WHERE true
+FROM json_each($1) AS j WHERE true
 ON CONFLICT (id) DO UPDATE SET objective = excluded.objective, state = excluded.state,
     strategy = excluded.strategy, active = excluded.active, updated_at = excluded.updated_at,
     started_at = excluded.started_at, ended_at = excluded.ended_at,
@@ -108,7 +108,7 @@ SELECT j.value->>'id', j.value->>'session_id', j.value->>'role', j.value->>'inst
     j.value->>'task', j.value->>'state', j.value->>'paused', j.value->>'parent_id',
     j.value->>'depends_on', j.value->>'created_at', j.value->>'updated_at',
     j.value->>'started_at', j.value->>'ended_at', j.value->>'exit_code'
-FROM json_each(?3) AS j WHERE true
+FROM json_each($3) AS j WHERE true
 ON CONFLICT (id) DO UPDATE SET task = excluded.task, state = excluded.state,
     paused = excluded.paused, depends_on = excluded.depends_on, updated_at = excluded.updated_at,
     started_at = excluded.started_at, ended_at = excluded.ended_at, exit_code = excluded.exit_code";
@@ -119,7 +119,7 @@ INSERT INTO phases (session_id, idx, name, state, attempts, started_at, ended_at
 SELECT j.value->>'session_id', j.value->>'idx', j.value->>'name', j.value->>'state',
     j.value->>'attempts', j.value->>'started_at', j.value->>'ended_at', j.value->>'result',
     j.value->>'artifacts', j.value->>'handoff'
-FROM json_each(?2) AS j WHERE true
+FROM json_each($2) AS j WHERE true
 ON CONFLICT (session_id, idx) DO UPDATE SET name = excluded.name, state = excluded.state,
     attempts = excluded.attempts, started_at = excluded.started_at,
     ended_at = excluded.ended_at, result = excluded.result, artifacts = excluded.artifacts,
@@ -129,20 +129,23 @@ const UPSERT_LOCKS: &str = "\
 INSERT INTO locks (token, path, holder_id, session_id, mode, acquired_at, expires_at, ttl_us)
 SELECT j.value->>'token', j.value->>'path', j.value->>'holder_id', j.value->>'session_id',
     j.value->>'mode', j.value->>'acquired_at', j.value->>'expires_at', j.value->>'ttl_us'
-FROM json_each(?6) AS j WHERE true
+FROM json_each($6) AS j WHERE true
 ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us";
 
 const DELETE_LOCKS: &str = "\
-DELETE FROM locks WHERE token IN (SELECT j.value FROM json_each(?5) AS j)";
+DELETE FROM locks WHERE token IN (SELECT j.value FROM json_each($5) AS j)";
 
 const SET_NEXT_TOKEN: &str = "\
-INSERT INTO meta (key, value) SELECT 'next_lock_token', ?7 WHERE ?7 IS NOT NULL
+INSERT INTO meta (key, value) SELECT 'next_lock_token', $7 WHERE $7 IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 
 /// The whole batch as one multi-statement query: sqlx runs it in a single hand-off to its
 /// worker thread (instead of one per statement, each costing far more than SQLite itself), and
-/// binds `?N` against the same argument list in every statement. A table with nothing to
-/// write gets `[]`, which `json_each` reads as no rows.
+/// binds `$N` against the same argument list in every statement. `$N`, not `?N`: SQLite gives a
+/// statement using only `?6` five unnamed parameters before it, which sqlx fills with the next
+/// positional arguments, running past the end of the list (and silently leaving the later
+/// statements' parameters NULL); `$N` is one named parameter that sqlx binds to argument N. A
+/// table with nothing to write gets `[]`, which `json_each` reads as no rows.
 static BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     [
         "BEGIN IMMEDIATE",
@@ -174,7 +177,7 @@ const INSERT_EVENTS: &str = "\
 INSERT INTO session_events (seq, ts, session_id, agent_id, type, data)
 SELECT j.value->>'seq', j.value->>'ts', j.value->>'session_id', j.value->>'agent_id',
     j.value->>'type', j.value->>'data'
-FROM json_each(?4) AS j";
+FROM json_each($4) AS j";
 
 pub(crate) async fn write_batch(
     conn: &mut SqliteConnection,

@@ -223,3 +223,71 @@ async fn a_full_database_refuses_writes_cleanly_and_recovers() {
     store.close().await;
     assert_eq!(maos_store::integrity_check(&path).await.unwrap(), "ok");
 }
+
+#[tokio::test]
+async fn locks_next_token_and_unlocks_round_trip_with_everything_else() {
+    use maos_core::{HeldLock, LockMode, LockPath};
+    use maos_store::LockRow;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("maos.db");
+    let mut s = session(1);
+    let a = agent(&s, 10, None);
+    s.agents = vec![a.clone()];
+    let t = Utc::now().trunc_subsecs(6);
+    let lock = |token: u64, p: &str, mode: LockMode| HeldLock {
+        path: LockPath::new(p).unwrap(),
+        mode,
+        holder: a.id.clone(),
+        token,
+        acquired_at: t,
+        expires_at: t + chrono::TimeDelta::seconds(600),
+    };
+    let (l1, l2) = (
+        lock(1, "src/a.rs", LockMode::Write),
+        lock(2, "docs", LockMode::Directory),
+    );
+    let events: Vec<_> = (1..=2).map(|i| event(i, &s, "lock_acquired")).collect();
+    let mut store = Store::open(path.clone(), StoreOptions::default())
+        .await
+        .unwrap();
+    // One batch with rows of every kind, as a busy group commit writes them.
+    let row = |l| LockRow {
+        lock: l,
+        session_id: &s.id,
+        ttl_us: 600_000_000,
+    };
+    store
+        .commit(&Batch {
+            sessions: vec![&s],
+            phases_of: vec![&s],
+            agents: vec![&a],
+            events: &events,
+            locks: vec![row(&l1), row(&l2)],
+            next_token: Some(3),
+            ..Batch::default()
+        })
+        .await
+        .unwrap();
+    let (locks, next) = store.load_locks().await.unwrap();
+    assert_eq!(
+        locks,
+        vec![(l1.clone(), 600_000_000), (l2.clone(), 600_000_000)]
+    );
+    assert_eq!(next, 3);
+    // A release in a batch with an event.
+    let released = [event(3, &s, "lock_released")];
+    store
+        .commit(&Batch {
+            events: &released,
+            unlocks: vec![1],
+            ..Batch::default()
+        })
+        .await
+        .unwrap();
+    store.close().await;
+    let mut store = Store::open(path, StoreOptions::default()).await.unwrap();
+    assert_eq!(store.load().await.unwrap().last_seq, 3);
+    let (locks, next) = store.load_locks().await.unwrap();
+    assert_eq!(locks, vec![(l2, 600_000_000)]);
+    assert_eq!(next, 3, "the counter survives with nothing moving it");
+}
