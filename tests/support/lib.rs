@@ -233,18 +233,7 @@ impl Env {
     pub fn maos_json_in<S: AsRef<OsStr>>(&self, project: &Path, args: &[S]) -> Value {
         let mut all: Vec<&OsStr> = vec![OsStr::new("--json")];
         all.extend(args.iter().map(AsRef::as_ref));
-        let out = self.maos_in(project, &all);
-        assert!(
-            out.status.success(),
-            "maos {all:?} failed: {}",
-            describe(&out)
-        );
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "maos {all:?} printed invalid JSON ({e}): {}",
-                describe(&out)
-            )
-        })
+        json_of(&format!("maos {all:?}"), &self.maos_in(project, &all))
     }
 
     /// `maos --json ARGS` in the default project, which must succeed.
@@ -256,32 +245,33 @@ impl Env {
     pub fn maos_fail_in<S: AsRef<OsStr>>(&self, project: &Path, args: &[S]) -> Failure {
         let mut all: Vec<&OsStr> = vec![OsStr::new("--json")];
         all.extend(args.iter().map(AsRef::as_ref));
-        let out = self.maos_in(project, &all);
-        assert!(
-            !out.status.success(),
-            "maos {all:?} should have failed: {}",
-            describe(&out)
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "maos {all:?} failed without a JSON error object ({e}): {}",
-                describe(&out)
-            )
-        });
-        Failure {
-            exit: out.status.code().unwrap_or(-1),
-            code: v["error"]["code"].as_str().unwrap_or_default().to_string(),
-            message: v["error"]["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        failure_of(&format!("maos {all:?}"), &self.maos_in(project, &all))
     }
 
     /// `maos --json ARGS` in the default project, which must fail.
     pub fn maos_fail<S: AsRef<OsStr>>(&self, args: &[S]) -> Failure {
         self.maos_fail_in(&self.project, args)
+    }
+
+    /// `maos ARGS` run from the directory `cwd`, without `--project`: the project is found from
+    /// the working directory, as it is for an agent's shell.
+    pub fn maos_cmd_at<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Command {
+        let mut cmd = self.command(&maos_bin());
+        cmd.current_dir(cwd).args(args);
+        cmd
+    }
+
+    /// Run `maos ARGS` from `cwd` (no `--project`) and return what it did.
+    pub fn maos_at<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Output {
+        let out = run_with_timeout(self.maos_cmd_at(cwd, args), COMMAND_TIMEOUT);
+        self.note_daemon();
+        out
+    }
+
+    /// Start `maos ARGS` in the default project without waiting for it (e.g. a lock request
+    /// that waits): see [`Background`].
+    pub fn spawn_maos<S: AsRef<OsStr>>(&self, args: &[S]) -> Background {
+        Background::spawn(self.maos_cmd_in(&self.project, args))
     }
 
     /// `maos --json ARGS` that creates something: the new object's `"id"`.
@@ -475,6 +465,70 @@ pub fn describe(out: &Output) -> String {
     )
 }
 
+/// The stdout of a `maos --json` run (`what` names it in messages), which must have succeeded,
+/// parsed as one JSON value.
+pub fn json_of(what: &str, out: &Output) -> Value {
+    assert!(out.status.success(), "{what} failed: {}", describe(out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what} printed invalid JSON ({e}): {}", describe(out)))
+}
+
+/// The JSON error object of a `maos --json` run (`what` names it in messages), which must have
+/// failed.
+pub fn failure_of(what: &str, out: &Output) -> Failure {
+    assert!(
+        !out.status.success(),
+        "{what} should have failed: {}",
+        describe(out)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{what} failed without a JSON error object ({e}): {}",
+            describe(out)
+        )
+    });
+    Failure {
+        exit: out.status.code().unwrap_or(-1),
+        code: v["error"]["code"].as_str().unwrap_or_default().to_string(),
+        message: v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// An RFC 3339 UTC timestamp as the daemon prints it (`2026-11-22T10:00:00.123456Z`) in
+/// microseconds since the Unix epoch.
+pub fn ts_micros(ts: &str) -> i64 {
+    parse_ts(ts).unwrap_or_else(|| panic!("not an RFC 3339 UTC timestamp: {ts:?}"))
+}
+
+fn parse_ts(ts: &str) -> Option<i64> {
+    let (date, time) = ts.strip_suffix('Z')?.split_once('T')?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|s| s.parse().ok())
+        .collect::<Option<_>>()?;
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let h: Vec<i64> = hms
+        .split(':')
+        .map(|s| s.parse().ok())
+        .collect::<Option<_>>()?;
+    if d.len() != 3 || h.len() != 3 || frac.len() > 9 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let (y, m, day) = (d[0] - i64::from(d[1] <= 2), d[1], d[2]);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let micros: i64 = format!("{frac:0<6}")[..6].parse().ok()?;
+    Some(((days * 24 + h[0]) * 60 + h[1]) * 60_000_000 + h[2] * 1_000_000 + micros)
+}
+
 /// One JSON object per non-empty line.
 pub fn parse_lines(bytes: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(bytes)
@@ -591,5 +645,77 @@ impl Drop for ChildGuard {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// A command running in the background with its stdout and stderr captured; killed when
+/// dropped (also when the test panicked).
+pub struct Background {
+    child: Option<std::process::Child>,
+    what: String,
+}
+
+impl Background {
+    pub fn spawn(mut cmd: Command) -> Background {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let what = format!("{cmd:?}");
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+        Background {
+            child: Some(child),
+            what,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// True until the process has exited.
+    pub fn running(&mut self) -> bool {
+        let child = self.child.as_mut().expect("running");
+        child
+            .try_wait()
+            .unwrap_or_else(|e| panic!("waiting for {}: {e}", self.what))
+            .is_none()
+    }
+
+    /// Wait (up to `timeout`, else the test fails) for the process to exit; what it did.
+    pub fn finish(mut self, timeout: Duration) -> Output {
+        let what = format!("{} exits", self.what);
+        wait_until(timeout, &what, || !self.running());
+        self.child
+            .take()
+            .expect("running")
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("output of {}: {e}", self.what))
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ts_micros;
+
+    #[test]
+    fn timestamps_parse_to_epoch_micros() {
+        assert_eq!(ts_micros("1970-01-01T00:00:00Z"), 0);
+        assert_eq!(ts_micros("2000-03-01T00:00:00Z"), 951_868_800_000_000);
+        assert_eq!(
+            ts_micros("2026-11-22T03:06:55.356224Z"),
+            1_795_316_815_356_224
+        );
+        assert_eq!(ts_micros("2024-02-29T23:59:59.5Z"), 1_709_251_199_500_000);
     }
 }
