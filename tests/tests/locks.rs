@@ -557,3 +557,21 @@ fn a_waiter_whose_client_died_leaves_the_queue_and_is_never_granted() {
     // B itself can still take it.
     assert_eq!(acquire(&env, b, "src/a.rs", &[])["holder"], b.as_str());
 }
+
+#[test]
+fn a_wait_or_lease_beyond_the_calendar_is_forever_not_an_error() {
+    let (env, ag) = setup(&["holder", "patient"]);
+    let (a, b) = (&ag[0], &ag[1]);
+    // 100 million days: past the last instant the daemon's clock can name.
+    let lock = acquire(&env, a, "src/a.rs", &["--ttl", "100000000d"]);
+    assert!(lock["expires_at"].is_string(), "{lock}");
+    let mut child = acquire_bg(&env, b, "src/a.rs", &["--wait", "100000000d"]);
+    wait_queued(&env, b, "src/a.rs");
+    let w = list(&env)["waiters"][0].clone();
+    assert_eq!(w["deadline"], Value::Null, "waits forever: {w}");
+    assert!(child.running());
+    env.maos_json(&["lock", "release", "src/a.rs", "--agent", a]);
+    let got = json_of("the long wait", &child.finish(DEADLINE));
+    assert_eq!(got["holder"], b.as_str());
+    assert!(token(&got) > token(&lock));
+}

@@ -112,9 +112,13 @@ pub fn acquire(
     let policy = match wait {
         LockWait::NoWait => WaitPolicy::NoWait,
         LockWait::Forever => WaitPolicy::Forever,
-        LockWait::Wait { ms } => WaitPolicy::Wait {
-            until: now + chrono::TimeDelta::milliseconds(i64::try_from(ms).unwrap_or(i64::MAX / 2)),
-        },
+        // A deadline past the last instant the clock can name is no deadline at all (and
+        // `now + delta` would panic).
+        LockWait::Wait { ms } => i64::try_from(ms)
+            .ok()
+            .and_then(chrono::TimeDelta::try_milliseconds)
+            .and_then(|d| now.checked_add_signed(d))
+            .map_or(WaitPolicy::Forever, |until| WaitPolicy::Wait { until }),
     };
     // Expired leases must not block a fresh request if the timer runs late.
     tx.tick_locks();
