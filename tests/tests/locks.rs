@@ -575,3 +575,47 @@ fn a_wait_or_lease_beyond_the_calendar_is_forever_not_an_error() {
     assert_eq!(got["holder"], b.as_str());
     assert!(token(&got) > token(&lock));
 }
+
+#[test]
+fn ending_a_session_releases_every_lock_its_agents_hold_and_ends_their_waits() {
+    let (env, ag) = setup(&["one", "two"]);
+    let (a, b) = (&ag[0], &ag[1]);
+    let other = env.session("other", &[]);
+    let outsider = env.agent(Some(&other), "outsider", "elsewhere");
+    acquire(&env, a, "src/a.rs", &[]);
+    acquire(&env, b, "src", &["--mode", "read"]);
+    let kept = token(&acquire(&env, &outsider, "lib.rs", &[]));
+    // B waits for the outsider's lock; the outsider waits for A's.
+    let b_waits = acquire_bg(&env, b, "lib.rs", &["--wait-forever"]);
+    wait_queued(&env, b, "lib.rs");
+    let outsider_waits = acquire_bg(&env, &outsider, "src/a.rs", &["--wait-forever"]);
+    wait_queued(&env, &outsider, "src/a.rs");
+
+    env.maos_json(&["session", "cancel", "--reason", "abandoned"]);
+    let got = json_of("the outsider's wait", &outsider_waits.finish(DEADLINE));
+    assert_eq!(got["holder"], outsider.as_str());
+    let out = b_waits.finish(DEADLINE);
+    assert_eq!(out.status.code(), Some(1), "a cancelled agent's wait ends");
+    let mut now: Vec<_> = held(&env).into_iter().map(|h| (h.1, h.3)).collect();
+    now.sort();
+    assert_eq!(
+        now,
+        [
+            ("lib.rs".to_string(), kept),
+            ("src/a.rs".to_string(), token(&got))
+        ]
+    );
+    assert!(list(&env)["waiters"].as_array().unwrap().is_empty());
+    for id in [a, b] {
+        let ev = env.events(&["--type", "lock_released", "--agent", id]);
+        assert_eq!(ev.len(), 1, "{id}: {ev:?}");
+        assert!(
+            ev[0]["data"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("cancelled"),
+            "{}",
+            ev[0]
+        );
+    }
+}

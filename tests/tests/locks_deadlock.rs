@@ -171,3 +171,39 @@ fn a_three_agent_cycle_ends_the_youngest_agents_wait_not_the_last_request() {
     assert!(waiters(&env).is_empty());
     assert_eq!(deadlocks(&env).len(), 1, "no further deadlock");
 }
+
+#[test]
+fn two_readers_upgrading_at_once_deadlock_and_the_younger_gives_way() {
+    let (env, ag) = setup(&["first", "second"]);
+    let (a, b) = (&ag[0], &ag[1]);
+    acquire(&env, a, "p.rs", &["--mode", "read"]);
+    let tb = token(&acquire(&env, b, "p.rs", &["--mode", "read"]));
+    // A's upgrade waits for B's read lock; B's upgrade would wait for A's: a cycle on one path.
+    let mut a_up = acquire_bg(&env, a, "p.rs", &["--wait-forever"]);
+    wait_queued(&env, a, "p.rs");
+    let f = refused(&env, b, "p.rs", &["--wait-forever"]);
+    assert_eq!(f.code, "deadlock", "{f:?}");
+    assert!(
+        f.message.contains(short(a)) && f.message.contains(short(b)),
+        "{f:?}"
+    );
+    let ev = deadlocks(&env);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0]["data"]["victim"], b.as_str());
+    assert_eq!(cycle(&ev[0]), edges(&[(a, b, "p.rs"), (b, a, "p.rs")]));
+    // B still reads; A's upgrade goes through once B stops reading.
+    assert!(a_up.running());
+    assert_eq!(held(&env).len(), 2);
+    env.maos_json(&["lock", "release", "p.rs", "--agent", b]);
+    let up = json_of("A's upgrade", &a_up.finish(DEADLINE));
+    assert_eq!(
+        (up["holder"].as_str(), up["mode"].as_str()),
+        (Some(a.as_str()), Some("write"))
+    );
+    assert!(token(&up) > tb);
+    assert_eq!(
+        held(&env),
+        vec![(a.clone(), "p.rs".into(), "write".into(), token(&up))],
+        "the upgrade replaced A's read lock"
+    );
+}
