@@ -102,6 +102,14 @@ impl Txn<'_> {
     /// A grant: written at commit, recorded with its fencing token.
     pub fn granted(&mut self, lock: &HeldLock, waited: bool) {
         self.lock_holders.insert(lock.holder.clone());
+        // An upgrade ended the holder's Read lock: on the timeline before the Write replacing it.
+        if let Some(read) = self.locks_mut().take_replaced(lock.token) {
+            self.gone(
+                &[read],
+                "lock_released",
+                json!({ "reason": "upgraded to write" }),
+            );
+        }
         self.lock_event(
             &lock.holder,
             "lock_acquired",

@@ -94,6 +94,33 @@ fn readers_share_a_lone_reader_upgrades_and_writers_wait_for_readers() {
         held(&env),
         vec![(a.clone(), "docs/r.md".into(), "write".into(), token(&up))]
     );
+    // On the timeline the read lock ends just before the write lock begins.
+    let ev = env.events(&[
+        "--agent",
+        a,
+        "--type",
+        "lock_released",
+        "--type",
+        "lock_acquired",
+    ]);
+    let tail: Vec<_> = ev[ev.len() - 2..]
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap(),
+                e["data"]["mode"].as_str().unwrap(),
+                token(&e["data"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            ("lock_released", "read", ra),
+            ("lock_acquired", "write", token(&up))
+        ]
+    );
+    assert_eq!(ev[ev.len() - 2]["data"]["reason"], "upgraded to write");
     // Now nobody else may read it; its holder asking for read keeps the write lock.
     assert_eq!(
         refused(&env, b, "docs/r.md", &["--mode", "read"]).code,

@@ -310,12 +310,6 @@ fn twenty_agents_never_hold_conflicting_locks() {
                     lock.token
                 );
                 last_token = lock.token;
-                // A Read→Write upgrade replaces the holder's read lock on that path.
-                if lock.mode == "write" {
-                    held.retain(|_, h| {
-                        !(h.holder == lock.holder && h.path == lock.path && h.mode == "read")
-                    });
-                }
                 if let Some(other) = held.values().find(|h| conflict(h, &lock)) {
                     panic!("seq {seq}: {lock:?} granted while {other:?} is held");
                 }

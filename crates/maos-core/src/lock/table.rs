@@ -69,6 +69,9 @@ pub struct LockTable {
     wait_index: PathIndex,
     pub(super) waits_by_holder: BTreeMap<AgentId, BTreeSet<WaitId>>,
     deadlines: BTreeSet<(Ts, WaitId)>,
+    /// Read locks ended by a Read→Write upgrade, by the token of the Write lock that replaced
+    /// them, until the caller takes them ([`LockTable::take_replaced`]) to record their end.
+    replaced: BTreeMap<u64, HeldLock>,
 }
 
 /// `t + us` microseconds, saturating at the largest representable instant.
@@ -376,6 +379,12 @@ impl LockTable {
         self.next_token
     }
 
+    /// The Read lock that the grant with this token replaced (a Read→Write upgrade), once: the
+    /// caller records that it ended. `None` for any other grant.
+    pub fn take_replaced(&mut self, token: u64) -> Option<HeldLock> {
+        self.replaced.remove(&token)
+    }
+
     // ---- decisions ----
 
     fn decide(&self, holder: &AgentId, mode: LockMode, path: &LockPath) -> Decision {
@@ -564,13 +573,17 @@ impl LockTable {
         if let Some(lock) = covering.and_then(|t| self.renew_lock(t, now, ttl_us)) {
             return lock;
         }
-        if mode == LockMode::Write
-            && let Some(t) = self.own_lock(holder, LockMode::Read, path)
-        {
-            self.remove_lock(t);
-        }
+        let replaced = if mode == LockMode::Write {
+            self.own_lock(holder, LockMode::Read, path)
+                .and_then(|t| self.remove_lock(t))
+        } else {
+            None
+        };
         let token = self.next_token;
         self.next_token = token.saturating_add(1);
+        if let Some(read) = replaced {
+            self.replaced.insert(token, read);
+        }
         let lock = HeldLock {
             path: path.clone(),
             mode,

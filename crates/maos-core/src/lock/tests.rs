@@ -167,7 +167,11 @@ fn upgrade_alone_gets_a_new_token_and_replaces_the_read() {
     assert!(w.token > r.token);
     assert_eq!(w.mode, W);
     let held: Vec<_> = lt.held().cloned().collect();
-    assert_eq!(held, [w]);
+    assert_eq!(held, std::slice::from_ref(&w));
+    // The replaced Read lock is handed over once, under the token of the Write lock.
+    assert_eq!(lt.take_replaced(r.token), None);
+    assert_eq!(lt.take_replaced(w.token), Some(r));
+    assert_eq!(lt.take_replaced(w.token), None);
 }
 
 #[test]
@@ -189,6 +193,10 @@ fn upgrade_with_another_reader_waits_like_any_write() {
     };
     assert_eq!((*w, lock.mode, lock.token), (wait, W, 3));
     assert_eq!(lt.held().collect::<Vec<_>>(), [lock]);
+    let read = lt
+        .take_replaced(3)
+        .expect("the upgrade replaced a read lock");
+    assert_eq!((read.holder, read.mode, read.token), (agent(1), R, 1));
 }
 
 #[test]
