@@ -646,3 +646,29 @@ fn ending_a_session_releases_every_lock_its_agents_hold_and_ends_their_waits() {
         );
     }
 }
+
+#[test]
+fn an_interrupted_agent_lets_go_of_its_locks() {
+    let (env, ag) = setup(&["crashed", "next"]);
+    let (a, b) = (&ag[0], &ag[1]);
+    env.maos_json(&["session", "start"]);
+    env.maos_json(&["agent", "start", a]);
+    let t = token(&acquire(&env, a, "src/a.rs", &[]));
+    let waiting = acquire_bg(&env, b, "src/a.rs", &["--wait-forever"]);
+    wait_queued(&env, b, "src/a.rs");
+    // What a supervisor sends when the agent's process died (no CLI command does this).
+    let mut conn = env.raw();
+    conn.hello();
+    let root = maos_tests::Env::project_root(&env.project);
+    let r = conn.request(
+        Some(&root),
+        serde_json::json!({"request": "agent_transition", "agent": a, "op": "interrupt"}),
+    );
+    assert!(r["Ok"].is_object(), "{r}");
+    let got = json_of("the waiter", &waiting.finish(DEADLINE));
+    assert_eq!(got["holder"], b.as_str());
+    assert!(token(&got) > t);
+    let ev = env.events(&["--type", "lock_released", "--agent", a]);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0]["data"]["token"], t);
+}
