@@ -72,7 +72,9 @@ pub fn resolve(root: &Path, cwd: &Path, input: &str) -> Result<LockPath, ErrorBo
     } else {
         cwd.join(input)
     };
-    let real = resolve_links(&lexical(&joined));
+    // Symlinks first, then `..`: `link/../x` is the parent of wherever `link` points, as the
+    // kernel sees it, not the `x` next to `link`.
+    let real = resolve_links(&joined);
     let rel = match real.strip_prefix(root) {
         Ok(rel) => rel.to_path_buf(),
         Err(_) => worktree_relative(root, &real).ok_or_else(|| outside(input, root, &real))?,
@@ -140,6 +142,16 @@ mod tests {
         std::os::unix::fs::symlink(root.join("src"), root.join("alias")).unwrap();
         let e = resolve(&root, &root, "src/escape/x.rs").unwrap_err();
         assert_eq!(e.code, ErrorCode::PathOutsideWorkspace);
+        // `..` after a symlink climbs from the link's target, which is outside.
+        let e = resolve(&root, &root, "src/escape/../x.rs").unwrap_err();
+        assert_eq!(e.code, ErrorCode::PathOutsideWorkspace);
+        // ... and from an inside link's target, it stays inside.
+        assert_eq!(
+            resolve(&root, &root, "alias/../README.md")
+                .unwrap()
+                .as_str(),
+            "README.md"
+        );
         assert_eq!(
             resolve(&root, &root, "alias/x.rs").unwrap().as_str(),
             "src/x.rs"

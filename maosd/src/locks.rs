@@ -191,9 +191,21 @@ impl Txn<'_> {
         n
     }
 
-    /// Reap expired leases and timed-out waits.
+    /// Reap expired leases and timed-out waits. An agent blocked in a lock wait is alive (its
+    /// client is connected, or the wait would have been cancelled): its leases are renewed
+    /// first, so waiting never costs it the locks it already holds.
     pub fn tick_locks(&mut self) {
         let now = self.now;
+        let waiting: std::collections::BTreeSet<AgentId> = self
+            .state()
+            .locks
+            .waiters()
+            .into_iter()
+            .map(|w| w.holder)
+            .collect();
+        for agent in &waiting {
+            self.renew(agent);
+        }
         let (expired, outcomes) = self.locks_mut().tick(now);
         self.gone(&expired, "lock_expired", json!({}));
         self.outcomes(outcomes);
