@@ -163,7 +163,7 @@ impl Metric {
 }
 
 fn fmt_num(v: f64, unit: &str) -> String {
-    let s = if unit == "×" {
+    let s = if unit == "×" || unit == "%" {
         format!("{v:.2}")
     } else if v.abs() >= 100.0 || v.fract() == 0.0 {
         group_thousands(v.round() as i64)
@@ -1291,6 +1291,14 @@ fn latency_rows_2(scenario: &str, samples: &mut [u64], goals: Option<(Goal, Goal
     if let Some((_, p99)) = goals {
         rows[1].goal = Some(p99);
     }
+    // Where p99 sits on a cliff (a rare slow commit), how many requests are past it says more.
+    let slow = samples.iter().filter(|&&ns| ns > 1_000_000).count();
+    rows.push(Metric::new(
+        scenario,
+        "requests over 1 ms",
+        slow as f64 * 100.0 / samples.len().max(1) as f64,
+        "%",
+    ));
     rows
 }
 
