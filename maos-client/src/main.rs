@@ -613,8 +613,31 @@ fn zombie(_pid: u32) -> bool {
     false
 }
 
+/// `maos ps` (with `--all` / `--json`) is what people and scripts run in loops: parse it
+/// without clap, so that none of clap's code has to be paged in. Anything else goes to clap.
+fn fast_path() -> Option<Cli> {
+    let mut args = std::env::args_os().skip(1);
+    let (mut ps, mut all, mut json) = (false, false, false);
+    for a in args.by_ref() {
+        match a.to_str()? {
+            "ps" if !ps => ps = true,
+            "--all" if ps && !all => all = true,
+            "--json" if !json => json = true,
+            _ => return None,
+        }
+    }
+    let project = std::env::var_os("MAOS_PROJECT")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from);
+    ps.then_some(Cli {
+        json,
+        project,
+        cmd: Cmd::Ps { all },
+    })
+}
+
 fn main() -> ExitCode {
-    let cli = match parse_cli() {
+    let cli = match fast_path().map_or_else(parse_cli, Ok) {
         Ok(cli) => cli,
         Err(code) => return code,
     };

@@ -71,8 +71,10 @@ fn main() -> ExitCode {
         eprintln!("maosd: {e}");
         return ExitCode::FAILURE;
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the project actors are single-threaded by design, and a request that hops
+    // between threads (connection task → actor → back) pays a cross-CPU wake-up each way,
+    // which costs more than the work itself. SQLite runs on sqlx's own worker threads.
+    let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

@@ -101,6 +101,8 @@ struct Actor {
     events: broadcast::Sender<Arc<EventRecord>>,
     /// Replies of lock requests waiting in the queue, by wait id.
     parked: HashMap<maos_core::WaitId, oneshot::Sender<Reply>>,
+    /// The background WAL checkpoint task (stopped with the actor).
+    checkpoints: tokio::task::AbortHandle,
 }
 
 pub fn storage_error(e: &StoreError) -> ErrorBody {
@@ -131,6 +133,7 @@ impl Actor {
             }
         }
         debug!(project = %self.root, "project actor stopping");
+        self.checkpoints.abort();
         // Parked lock waits end with the daemon: their clients see the connection close.
         self.parked.clear();
         self.store.close().await;
@@ -378,6 +381,7 @@ async fn open_project(
         .map_err(|e| storage_error(&e))?;
     let loaded = store.load().await.map_err(|e| storage_error(&e))?;
     info!(project = %root, sessions = loaded.sessions.len(), last_seq = loaded.last_seq, "project opened");
+    let checkpoints = spawn_checkpoints(&store, root.clone()).await?;
     let (tx, rx) = mpsc::channel(QUEUE);
     let (events, _) = broadcast::channel(EVENT_BUFFER);
     let reader = store.reader();
@@ -392,7 +396,31 @@ async fn open_project(
         store,
         events,
         parked: HashMap::new(),
+        checkpoints,
     };
     let task = tokio::spawn(actor.run(rx));
     Ok((ProjectHandle { tx, reader }, task))
+}
+
+/// How often committed WAL frames are copied back into the database file.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Checkpoint the project's WAL in the background, on its own connection, so that no commit
+/// ever pays for it (SQLite's automatic checkpoint is off on the write connection).
+async fn spawn_checkpoints(
+    store: &Store,
+    root: String,
+) -> Result<tokio::task::AbortHandle, ErrorBody> {
+    let mut cp = store.checkpointer().await.map_err(|e| storage_error(&e))?;
+    let task = tokio::spawn(async move {
+        let mut every = tokio::time::interval(CHECKPOINT_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            if let Err(e) = cp.run().await {
+                warn!(project = %root, error = %e, "background WAL checkpoint failed");
+            }
+        }
+    });
+    Ok(task.abort_handle())
 }

@@ -114,6 +114,19 @@ async fn a_batch_round_trips_exactly() {
     assert_eq!(loaded.last_seq, 5);
     assert_eq!(loaded.sessions, vec![s1.clone(), s2]);
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
+    // Commits never checkpoint by themselves; the background checkpointer copies every frame.
+    let more: Vec<_> = (6..=400).map(|i| event(i, &s1, "x")).collect();
+    store
+        .commit(&Batch {
+            events: &more,
+            ..Batch::default()
+        })
+        .await
+        .unwrap();
+    let mut cp = store.checkpointer().await.unwrap();
+    let (frames, copied) = cp.run().await.unwrap();
+    assert!(frames > 0, "the commit left its frames in the WAL");
+    assert_eq!(copied, frames, "every WAL frame copied back");
     let mode = std::fs::metadata(&path).unwrap();
     assert_eq!(
         std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
