@@ -114,7 +114,7 @@ async fn a_batch_round_trips_exactly() {
     assert_eq!(loaded.last_seq, 5);
     assert_eq!(loaded.sessions, vec![s1.clone(), s2]);
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
-    // Commits never checkpoint by themselves; the background checkpointer copies every frame.
+    // Small commits leave their frames in the WAL; the background checkpointer copies them all.
     let more: Vec<_> = (6..=400).map(|i| event(i, &s1, "x")).collect();
     store
         .commit(&Batch {
