@@ -414,6 +414,13 @@ pub struct AgentRecord {
     pub ended_at: Option<Ts>,
     #[serde(default)]
     pub exit_code: Option<i32>,
+    /// The agent CLI's own session id (e.g. Claude Code's `session_id`), kept for resume;
+    /// stored, never parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_session_id: Option<String>,
+    /// The agent CLI's own subagent id (Claude Code's `agent_id`); stored, never parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_agent_id: Option<String>,
 }
 
 /// A session as `maos ps` shows it.

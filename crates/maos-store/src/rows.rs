@@ -57,6 +57,8 @@ struct AgentRow<'a> {
     started_at: Option<i64>,
     ended_at: Option<i64>,
     exit_code: Option<i32>,
+    external_session_id: Option<&'a str>,
+    external_agent_id: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -103,15 +105,19 @@ ON CONFLICT (id) DO UPDATE SET objective = excluded.objective, state = excluded.
 
 const UPSERT_AGENTS: &str = "\
 INSERT INTO session_agents (id, session_id, role, instance, task, state, paused, parent_id,
-    depends_on, created_at, updated_at, started_at, ended_at, exit_code)
+    depends_on, created_at, updated_at, started_at, ended_at, exit_code, external_session_id,
+    external_agent_id)
 SELECT j.value->>'id', j.value->>'session_id', j.value->>'role', j.value->>'instance',
     j.value->>'task', j.value->>'state', j.value->>'paused', j.value->>'parent_id',
     j.value->>'depends_on', j.value->>'created_at', j.value->>'updated_at',
-    j.value->>'started_at', j.value->>'ended_at', j.value->>'exit_code'
+    j.value->>'started_at', j.value->>'ended_at', j.value->>'exit_code',
+    j.value->>'external_session_id', j.value->>'external_agent_id'
 FROM json_each($3) AS j WHERE true
 ON CONFLICT (id) DO UPDATE SET task = excluded.task, state = excluded.state,
     paused = excluded.paused, depends_on = excluded.depends_on, updated_at = excluded.updated_at,
-    started_at = excluded.started_at, ended_at = excluded.ended_at, exit_code = excluded.exit_code";
+    started_at = excluded.started_at, ended_at = excluded.ended_at, exit_code = excluded.exit_code,
+    external_session_id = excluded.external_session_id,
+    external_agent_id = excluded.external_agent_id";
 
 const UPSERT_PHASES: &str = "\
 INSERT INTO phases (session_id, idx, name, state, attempts, started_at, ended_at, result,
@@ -234,6 +240,8 @@ pub(crate) async fn write_batch(
                     started_at: a.started_at.as_ref().map(to_us),
                     ended_at: a.ended_at.as_ref().map(to_us),
                     exit_code: a.exit_code,
+                    external_session_id: a.external_session_id.as_deref(),
+                    external_agent_id: a.external_agent_id.as_deref(),
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
@@ -458,6 +466,8 @@ pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreErr
             started_at: ts_opt(&row, "started_at")?,
             ended_at: ts_opt(&row, "ended_at")?,
             exit_code: row.try_get("exit_code")?,
+            external_session_id: row.try_get("external_session_id")?,
+            external_agent_id: row.try_get("external_agent_id")?,
         });
     }
     let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM session_events")

@@ -61,6 +61,8 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
         started_at: Some(t),
         ended_at: None,
         exit_code: Some(3),
+        external_session_id: Some("7d3c1f0e-5b2a-4c8e-9f61-2a9b8c7d6e5f".into()),
+        external_agent_id: parent.map(|_| "a7f3c2e1".into()),
     }
 }
 

@@ -90,6 +90,8 @@ pub fn register(
         started_at: None,
         ended_at: None,
         exit_code: None,
+        external_session_id: None,
+        external_agent_id: None,
     };
     let data = json!({
         "role": rec.role, "instance": rec.instance, "task": rec.task,
