@@ -68,6 +68,8 @@ pub enum Cmd {
         /// Session id or unique prefix (default: the active session).
         session: Option<String>,
     },
+    /// Answer an agent CLI's hook call: one JSON object on stdin (see README: Hooks).
+    Hook,
     /// Drive a demonstration session in a throw-away project and daemon.
     Demo {
         /// Keep the demo's temporary directory (its database and logs) afterwards.

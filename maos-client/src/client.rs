@@ -126,6 +126,12 @@ impl Client {
         }
     }
 
+    /// Bound every read and write on the connection (the hook's deadline).
+    pub fn set_timeout(&self, d: Duration) {
+        let _ = self.stream.set_read_timeout(Some(d));
+        let _ = self.stream.set_write_timeout(Some(d));
+    }
+
     /// The daemon's pid (from its hello).
     pub fn daemon_pid(&mut self) -> Result<u32, ClientError> {
         self.welcome()

@@ -6,6 +6,7 @@
 mod cli;
 mod client;
 mod demo;
+mod hook;
 mod output;
 
 use std::io::Write;
@@ -97,6 +98,7 @@ fn show(json: bool, reply: Reply) -> Res {
             Reply::Locks(l) => print_json(&l),
             Reply::LockCheck(c) => print_json(&c),
             Reply::Renewed { leases } => print_json(&serde_json::json!({ "leases": leases })),
+            Reply::Hook(h) => print_json(&h),
             Reply::Pong | Reply::Done | Reply::Subscribed => {
                 print_json(&serde_json::json!({"ok": true}))
             }
@@ -133,6 +135,7 @@ fn show(json: bool, reply: Reply) -> Res {
         Reply::Locks(l) => print(&output::locks(&l)),
         Reply::LockCheck(c) => print(&output::lock_check(&c)),
         Reply::Renewed { leases } => println!("renewed {leases} lease(s)"),
+        Reply::Hook(h) => println!("{:?}", h.decision),
         Reply::Pong | Reply::Done | Reply::Subscribed => println!("ok"),
     }
     Ok(())
@@ -166,6 +169,15 @@ fn run(cli: &Cli) -> Res {
     let body = match &cli.cmd {
         Cmd::Daemon { cmd } => return daemon(cmd, json),
         Cmd::Demo { keep } => return demo::run(*keep).map_err(usage),
+        Cmd::Hook => {
+            return match hook::run(cli.project.clone()) {
+                ExitCode::SUCCESS => Ok(()),
+                _ => Err(Failure {
+                    body: ErrorBody::new(ErrorCode::BadRequest, "bad hook input"),
+                    exit: 1,
+                }),
+            };
+        }
         Cmd::Events(args) if args.follow => return follow(cli, args),
         Cmd::Session { cmd } => match cmd {
             SessionCmd::Create {
@@ -637,6 +649,13 @@ fn fast_path() -> Option<Cli> {
 }
 
 fn main() -> ExitCode {
+    // The hook runs on every tool call of every agent: no clap, straight to work.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "hook") && std::env::args_os().count() == 2 {
+        let project = std::env::var_os("MAOS_PROJECT")
+            .filter(|p| !p.is_empty())
+            .map(std::path::PathBuf::from);
+        return hook::run(project);
+    }
     let cli = match fast_path().map_or_else(parse_cli, Ok) {
         Ok(cli) => cli,
         Err(code) => return code,

@@ -203,6 +203,7 @@ async fn request(
         ErrorBody::new(ErrorCode::BadRequest, "this request needs a project root")
     })?;
     let body = resolve_paths(&root, body)?;
+
     let handle = match cache {
         Some((r, h)) if *r == root => h,
         _ => {
@@ -256,6 +257,18 @@ fn resolve_paths(root: &str, body: Request) -> Result<Request, ErrorBody> {
         Request::LockRelease { path, cwd, .. } => {
             *path = resolve(path, cwd)?;
             *cwd = None;
+        }
+        // A hook's write outside the project is not an error of the request: it is a denial.
+        Request::Hook(call) if crate::cmd::hook::writes_file(call.tool_name.as_deref()) => {
+            if let Some(p) = call.file_path.take() {
+                match resolve(&p, &call.cwd) {
+                    Ok(key) => call.file_path = Some(key),
+                    Err(e) => {
+                        call.path_error = Some(e.message);
+                        call.file_path = Some(p);
+                    }
+                }
+            }
         }
         _ => {}
     }

@@ -212,6 +212,69 @@ pub enum Request {
     Heartbeat {
         agent: String,
     },
+    /// One hook call of an agent CLI (`maos hook`).
+    Hook(Box<HookCall>),
+}
+
+/// One hook call of an agent CLI, reduced to what maos needs: ids, the event, the tool and the
+/// path it writes. Never file contents.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HookCall {
+    /// `hook_event_name`: SessionStart, PreToolUse, SubagentStop, ...
+    pub event: String,
+    /// The CLI's session id (the same for the main thread and its subagents).
+    pub session_id: String,
+    /// Present inside a subagent.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    #[serde(default)]
+    pub agent_type: Option<String>,
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    #[serde(default)]
+    pub tool_use_id: Option<String>,
+    /// The file a writing tool targets, as the CLI named it (the daemon resolves it).
+    #[serde(default)]
+    pub file_path: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// SessionStart's `source`, SessionEnd's `reason`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// First line of the prompt, or the subagent tool's description.
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// `MAOS_SESSION_ID` / `MAOS_AGENT_ID` of an agent started by maos: they win over guessing.
+    #[serde(default)]
+    pub maos_session: Option<String>,
+    #[serde(default)]
+    pub maos_agent: Option<String>,
+    /// Set by the daemon when `file_path` does not resolve inside the project.
+    #[serde(default)]
+    pub path_error: Option<String>,
+}
+
+/// What a hook call answers, in the CLI's terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookDecision {
+    /// No opinion: the normal flow goes on.
+    None,
+    /// The tool call may go ahead.
+    Allow,
+    /// The tool call is refused, with a reason the model can act on.
+    Deny,
+}
+
+/// The answer to a hook call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HookAnswer {
+    pub decision: HookDecision,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Extra context for the model (SessionStart, UserPromptSubmit).
+    #[serde(default)]
+    pub context: Option<String>,
 }
 
 fn default_check_mode() -> LockMode {
@@ -336,6 +399,7 @@ pub enum Reply {
     Renewed {
         leases: usize,
     },
+    Hook(HookAnswer),
 }
 
 /// Who paused a session, why, and what was in progress at the time.

@@ -2,6 +2,7 @@
 //! changes it through the transaction, so a refused request changes nothing.
 
 mod agent;
+pub mod hook;
 mod lock;
 mod phase;
 mod query;
@@ -101,6 +102,7 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             agent, path, mode, ..
         } => lock::check(tx.state(), agent.as_deref(), &path, mode),
         Request::Heartbeat { agent } => lock::heartbeat(tx, &agent),
+        Request::Hook(call) => hook::hook(tx, *call),
         Request::Ping | Request::DaemonStatus | Request::DaemonStop => Err(ErrorBody::new(
             ErrorCode::BadRequest,
             "daemon requests do not take a project",

@@ -1,0 +1,375 @@
+//! Agent CLI hooks (Claude Code's shape; see HOOKS.md): who is calling (the CLI session is the
+//! orchestrator, a subagent is its child), and what each event means for sessions, agents and
+//! locks. A write is allowed only inside the project, outside a pause, and with the file's
+//! write lock, which the calling agent then holds until it stops.
+
+use maos_core::{
+    AgentId, AgentOp, AgentState, LockMode, SessionId, SessionOp, SessionState, Strategy,
+};
+use maos_proto::{ErrorBody, ErrorCode, HookAnswer, HookCall, HookDecision, Reply};
+use serde_json::json;
+
+use super::Outcome;
+use crate::locks::who;
+use crate::state::Txn;
+
+/// Objective of a session the hook had to create, until the first prompt names it.
+const PLACEHOLDER: &str = "Claude Code session";
+
+/// Tools that write a file named in `file_path` / `notebook_path`.
+pub fn writes_file(tool: Option<&str>) -> bool {
+    matches!(tool, Some("Write" | "Edit" | "MultiEdit" | "NotebookEdit"))
+}
+
+fn answer(decision: HookDecision, reason: Option<String>, context: Option<String>) -> Outcome {
+    Outcome::Reply(Reply::Hook(HookAnswer {
+        decision,
+        reason,
+        context,
+    }))
+}
+
+fn reply_id(o: Result<Outcome, ErrorBody>) -> Result<String, ErrorBody> {
+    match o? {
+        Outcome::Reply(Reply::Session(s)) => Ok(s.id.to_string()),
+        Outcome::Reply(Reply::Agent(a)) => Ok(a.id.to_string()),
+        _ => Err(ErrorBody::new(ErrorCode::Internal, "unexpected reply")),
+    }
+}
+
+/// The session this call belongs to: the one named by `MAOS_SESSION_ID`, else the active
+/// live session, else a new running one.
+fn session(tx: &mut Txn<'_>, call: &HookCall) -> Result<SessionId, ErrorBody> {
+    if let Some(s) = &call.maos_session {
+        return Ok(tx.state().resolve_session(Some(s))?.id.clone());
+    }
+    if let Some(a) = tx.state().active().filter(|s| !s.state.is_terminal()) {
+        return Ok(a.id.clone());
+    }
+    let short = call.session_id.get(..8).unwrap_or(&call.session_id);
+    let id = reply_id(super::session::create(
+        tx,
+        format!("{PLACEHOLDER} {short}"),
+        Strategy::Parallel,
+        Vec::new(),
+    ))?;
+    let id =
+        SessionId::parse(&id).map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
+    super::session::apply_session(tx, &id, SessionOp::Start, SessionState::Running, None, None);
+    Ok(id)
+}
+
+/// Register an agent for the CLI's ids, started.
+fn register(
+    tx: &mut Txn<'_>,
+    sid: &SessionId,
+    role: &str,
+    task: &str,
+    parent: Option<&AgentId>,
+    external: (&str, Option<&str>),
+) -> Result<AgentId, ErrorBody> {
+    let id = reply_id(super::agent::register(
+        tx,
+        Some(sid.as_str()),
+        role.to_string(),
+        task.to_string(),
+        Vec::new(),
+        parent.map(|p| p.to_string()),
+    ))?;
+    let id = AgentId::parse(&id).map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
+    let a = tx.agent_mut(&id);
+    a.external_session_id = Some(external.0.to_string());
+    a.external_agent_id = external.1.map(str::to_string);
+    if tx
+        .state()
+        .session(sid)
+        .is_some_and(|s| s.state == SessionState::Running)
+    {
+        super::agent::transition(tx, id.as_str(), AgentOp::Start, None, None)?;
+    }
+    Ok(id)
+}
+
+/// Find the agent for (session id, agent id), bringing a resumable one back to running.
+fn find(tx: &mut Txn<'_>, sid: &SessionId, cli: &str, sub: Option<&str>) -> Option<AgentId> {
+    let a = tx.state().session(sid)?.agents.iter().rev().find(|a| {
+        a.external_session_id.as_deref() == Some(cli) && a.external_agent_id.as_deref() == sub
+    })?;
+    let (id, state) = (a.id.clone(), a.state);
+    if state == AgentState::Resumable {
+        let _ = super::agent::transition(tx, id.as_str(), AgentOp::Resume, None, None);
+    }
+    (!tx.state().agent(&id)?.state.is_terminal()).then_some(id)
+}
+
+fn orchestrator(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId, ErrorBody> {
+    match find(tx, sid, &call.session_id, None) {
+        Some(id) => Ok(id),
+        None => register(
+            tx,
+            sid,
+            "orchestrator",
+            "Claude Code main thread",
+            None,
+            (&call.session_id, None),
+        ),
+    }
+}
+
+/// The calling agent: `MAOS_AGENT_ID`, else the subagent (registered on the spot if it was
+/// never announced: stray ids happen), else the orchestrator.
+fn caller(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId, ErrorBody> {
+    if let Some(a) = &call.maos_agent {
+        return Ok(tx.state().resolve_agent(a, Some(sid))?.id.clone());
+    }
+    let orch = orchestrator(tx, sid, call)?;
+    let Some(sub) = call.agent_id.as_deref() else {
+        return Ok(orch);
+    };
+    if let Some(id) = find(tx, sid, &call.session_id, Some(sub)) {
+        return Ok(id);
+    }
+    let role = call.agent_type.as_deref().unwrap_or("subagent");
+    let task = call
+        .summary
+        .clone()
+        .unwrap_or_else(|| format!("{role} subagent {sub}"));
+    register(
+        tx,
+        sid,
+        role,
+        &task,
+        Some(&orch),
+        (&call.session_id, Some(sub)),
+    )
+}
+
+fn deny(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall, why: &str, reason: String) -> Outcome {
+    tx.lock_event(
+        agent,
+        "tool_denied",
+        json!({ "tool": call.tool_name, "path": call.file_path, "why": why, "reason": reason }),
+    );
+    answer(HookDecision::Deny, Some(reason), None)
+}
+
+/// A write: inside the project, not paused, and the file's write lock for the caller.
+fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall) -> Outcome {
+    if let Some(e) = &call.path_error {
+        let reason = format!("maos: {e}. Write only inside the project.");
+        return deny(tx, agent, call, "path_outside_workspace", reason);
+    }
+    let st = tx.state();
+    let paused_session = st
+        .session(sid)
+        .is_some_and(|s| s.state == SessionState::Paused);
+    let paused_agent = st.agent(agent).is_some_and(|a| a.paused);
+    if paused_session || paused_agent {
+        let what = if paused_session {
+            "this session"
+        } else {
+            "this agent"
+        };
+        let reason = format!(
+            "maos: {what} is paused, so no files may be written now. Stop and wait; a person resumes it with `maos resume`."
+        );
+        return deny(tx, agent, call, "paused", reason);
+    }
+    let Some(path) = call.file_path.clone() else {
+        return answer(HookDecision::Allow, None, None);
+    };
+    let key = match maos_core::LockPath::new(&path) {
+        Ok(k) => k,
+        Err(e) => return deny(tx, agent, call, "bad_path", format!("maos: {e}")),
+    };
+    let blockers = tx.state().locks.check(agent, &key, LockMode::Write);
+    if !blockers.is_empty() {
+        let st = tx.state();
+        let holders: Vec<String> = blockers
+            .holders
+            .iter()
+            .map(|h| {
+                let task = st
+                    .agent(&h.holder)
+                    .map(|a| a.task.clone())
+                    .unwrap_or_default();
+                format!(
+                    "{} (task: {task}) has held it since {} UTC",
+                    who(st, &h.holder),
+                    h.acquired_at.format("%H:%M:%S")
+                )
+            })
+            .chain(
+                blockers
+                    .queued
+                    .iter()
+                    .map(|w| format!("{} is waiting for it", who(st, &w.holder))),
+            )
+            .collect();
+        let reason = format!(
+            "maos: {key} is being written by another agent: {}. Do not edit it now: work on other files, or finish and let that agent complete first, then retry.",
+            holders.join("; ")
+        );
+        return deny(tx, agent, call, "lock_conflict", reason);
+    }
+    match super::lock::acquire(
+        tx,
+        agent.as_str(),
+        key.as_str(),
+        LockMode::Write,
+        maos_proto::LockWait::NoWait,
+        None,
+    ) {
+        Ok(_) => answer(HookDecision::Allow, None, None),
+        Err(e) => deny(
+            tx,
+            agent,
+            call,
+            e.code.as_str(),
+            format!("maos: {}", e.message),
+        ),
+    }
+}
+
+pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
+    if call.session_id.trim().is_empty() {
+        return Err(super::bad("hook input has no session_id"));
+    }
+    let sid = session(tx, &call)?;
+    match call.event.as_str() {
+        "SessionStart" => {
+            let pre_existing = tx
+                .state()
+                .session(&sid)
+                .is_some_and(|s| !s.agents.is_empty());
+            orchestrator(tx, &sid, &call)?;
+            let context = pre_existing.then(|| briefing(tx, &sid));
+            Ok(answer(HookDecision::None, None, context))
+        }
+        "UserPromptSubmit" => {
+            let agent = caller(tx, &sid, &call)?;
+            if let Some(line) = call.summary.as_deref().filter(|l| !l.trim().is_empty()) {
+                let s = tx.session_mut(&sid);
+                if s.objective.starts_with(PLACEHOLDER) {
+                    s.objective = line.trim().chars().take(200).collect();
+                }
+                tx.lock_event(&agent, "prompt_submitted", json!({ "first_line": line }));
+            }
+            Ok(answer(HookDecision::None, None, None))
+        }
+        "PreToolUse" => {
+            let agent = caller(tx, &sid, &call)?;
+            tx.renew(&agent);
+            match call.tool_name.as_deref() {
+                t if writes_file(t) => Ok(pre_write(tx, &sid, &agent, &call)),
+                Some("Agent" | "Task") => {
+                    tx.lock_event(
+                        &agent,
+                        "subagent_requested",
+                        json!({ "description": call.summary, "subagent_type": call.agent_type,
+                                "tool_use_id": call.tool_use_id }),
+                    );
+                    Ok(answer(HookDecision::Allow, None, None))
+                }
+                _ => Ok(answer(HookDecision::None, None, None)),
+            }
+        }
+        "PostToolUse" => {
+            let agent = caller(tx, &sid, &call)?;
+            tx.renew(&agent);
+            if writes_file(call.tool_name.as_deref()) {
+                tx.lock_event(
+                    &agent,
+                    "file_modified",
+                    json!({ "path": call.file_path, "tool": call.tool_name }),
+                );
+            } else if call.tool_name.as_deref() == Some("Bash") {
+                tx.lock_event(
+                    &agent,
+                    "command_run",
+                    json!({ "tool_use_id": call.tool_use_id }),
+                );
+            }
+            Ok(answer(HookDecision::None, None, None))
+        }
+        "SubagentStart" => {
+            caller(tx, &sid, &call)?;
+            Ok(answer(HookDecision::None, None, None))
+        }
+        "SubagentStop" => {
+            if call.agent_id.is_some() {
+                let agent = caller(tx, &sid, &call)?;
+                super::agent::transition(tx, agent.as_str(), AgentOp::Complete, None, None)?;
+            }
+            Ok(answer(HookDecision::None, None, None))
+        }
+        "Stop" | "PreCompact" => {
+            let agent = caller(tx, &sid, &call)?;
+            if call.event == "Stop" {
+                // The main thread's turn is over: what it was writing is written.
+                tx.release_agent(&agent, "stopped its turn");
+            } else {
+                tx.lock_event(
+                    &agent,
+                    "context_compacted",
+                    json!({ "trigger": call.source }),
+                );
+            }
+            Ok(answer(HookDecision::None, None, None))
+        }
+        "SessionEnd" => {
+            if let Some(orch) = find(tx, &sid, &call.session_id, None) {
+                // The CLI session can be resumed later (`claude --resume`): Resumable.
+                super::agent::transition(
+                    tx,
+                    orch.as_str(),
+                    AgentOp::Interrupt,
+                    None,
+                    call.source.clone(),
+                )?;
+            }
+            Ok(answer(HookDecision::None, None, None))
+        }
+        _ => Ok(answer(HookDecision::None, None, None)),
+    }
+}
+
+/// A short account of where the work stands, for a new or resumed AI session.
+fn briefing(tx: &Txn<'_>, sid: &SessionId) -> String {
+    let st = tx.state();
+    let Some(s) = st.session(sid) else {
+        return String::new();
+    };
+    let live: Vec<String> = s
+        .agents
+        .iter()
+        .filter(|a| !a.state.is_terminal())
+        .map(|a| format!("{} ({}): {}", a.role, a.state, a.task))
+        .collect();
+    let done = s
+        .agents
+        .iter()
+        .filter(|a| a.state == AgentState::Completed)
+        .count();
+    let locks: Vec<String> = st
+        .locks
+        .held()
+        .map(|l| format!("{} ({})", l.path, who(st, &l.holder)))
+        .collect();
+    let (k, n) = s.workflow.position();
+    let mut out = format!(
+        "maos: this project's session \"{}\" is {}",
+        s.objective, s.state
+    );
+    if n > 0 {
+        out.push_str(&format!(", phase {k}/{n}"));
+    }
+    out.push_str(&format!(". {done} agent(s) done."));
+    if !live.is_empty() {
+        out.push_str(&format!(" Unfinished: {}.", live.join("; ")));
+    }
+    if !locks.is_empty() {
+        out.push_str(&format!(" Files being written: {}.", locks.join(", ")));
+    }
+    out
+}
