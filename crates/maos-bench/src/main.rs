@@ -1126,12 +1126,98 @@ fn spawn_timed(cmd: &mut Command) -> Res<f64> {
     Ok(secs)
 }
 
+/// The `maos` binary whole-process scenarios run: `MAOS_BENCH_CLIENT` if set (e.g. a statically
+/// linked build), else the one next to this tool. The baseline `empty` is always the default
+/// build next to this tool.
+fn client_bin(d: &Daemon) -> PathBuf {
+    std::env::var_os("MAOS_BENCH_CLIENT")
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| d.bin_dir.join("maos"), PathBuf::from)
+}
+
+/// `maos hook` for a `PreToolUse` `Write` (2 KB of content) that takes its lock through the
+/// warm daemon, as a whole process, interleaved with the empty binary; and `python3 -c pass`
+/// for scale.
+fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let n = o.requests.unwrap_or(200);
+    let d = Daemon::start(sync)?;
+    let maos = client_bin(&d);
+    let empty = d.bin_dir.join("empty");
+    let input = d.dir.join("pre-tool-use.json");
+    let body = serde_json::json!({
+        "session_id": "bench-session", "cwd": d.project_dir, "hook_event_name": "PreToolUse",
+        "tool_name": "Write", "tool_use_id": "toolu_bench",
+        "tool_input": {"file_path": d.project_dir.join("src/a.rs"), "content": "x".repeat(2000)},
+    });
+    fs::write(&input, body.to_string()).map_err(|e| format!("{}: {e}", input.display()))?;
+    let cmd = |bin: &Path, args: &[&str]| -> Res<Command> {
+        let mut c = Command::new(bin);
+        let stdin = fs::File::open(&input).map_err(|e| format!("{}: {e}", input.display()))?;
+        c.args(args)
+            .env("MAOS_HOME", &d.home)
+            .env("MAOS_SOCKET", &d.socket)
+            .env_remove("MAOS_PROJECT")
+            .env("MAOS_NO_AUTOSTART", "1")
+            .stdin(stdin)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Ok(c)
+    };
+    for _ in 0..3 {
+        spawn_timed(&mut cmd(&maos, &["hook"])?)?;
+        spawn_timed(&mut cmd(&empty, &[])?)?;
+    }
+    let (mut ta, mut tb, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..n {
+        let x = spawn_timed(&mut cmd(&maos, &["hook"])?)?;
+        let y = spawn_timed(&mut cmd(&empty, &[])?)?;
+        ta.push(x);
+        tb.push(y);
+        r.push(x / y);
+    }
+    let mut py = Vec::new();
+    for _ in 0..(n / 10).max(5) {
+        if let Ok(t) = spawn_timed(&mut cmd(Path::new("python3"), &["-c", "pass"])?) {
+            py.push(t);
+        }
+    }
+    let mut d = d;
+    d.stop()?;
+    let hook = median(&mut ta);
+    let name = label("`maos hook` PreToolUse Write", sync);
+    let mut rows = vec![
+        Metric::new(&name, "median ratio to empty binary", median(&mut r), "×")
+            .goal(Goal::AtMost(1.3)),
+        Metric::new(&name, "`maos hook` median", hook * 1e6, "µs"),
+        Metric::new(&name, "empty binary median", median(&mut tb) * 1e6, "µs"),
+    ];
+    if !py.is_empty() {
+        rows.push(
+            Metric::new(
+                &name,
+                "`python3 -c pass` / `maos hook`",
+                median(&mut py) / hook,
+                "×",
+            )
+            .goal(Goal::AtLeast(20.0)),
+        );
+    }
+    print_human(
+        &format!(
+            "hook: whole-process `maos hook` ({}) vs `empty`, {n} interleaved runs, synchronous={sync}",
+            maos.display()
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
+
 fn scen_ps(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let n = o.requests.unwrap_or(200);
     let per = o.per_session.unwrap_or(5);
     let d = Daemon::start(sync)?;
     populate(&d, per)?;
-    let maos = d.bin_dir.join("maos");
+    let maos = client_bin(&d);
     let empty = d.bin_dir.join("empty");
     for b in [&maos, &empty] {
         if !b.is_file() {
@@ -1628,6 +1714,7 @@ fn run(o: &Opts) -> Res {
         "throughput" => one(scen_throughput)?,
         "rss" => one(scen_rss)?,
         "ps" => one(scen_ps)?,
+        "hook" => one(scen_hook)?,
         "lock" => one(scen_lock)?,
         "contention" => one(scen_contention)?,
         "serve" => one(scen_serve)?,
@@ -1648,6 +1735,7 @@ fn run(o: &Opts) -> Res {
             // One durability mode is enough for memory and the client's start-up cost.
             m.extend(scen_rss(o, syncs[0])?);
             m.extend(scen_ps(o, syncs[0])?);
+            m.extend(scen_hook(o, syncs[0])?);
             m
         }
         other => return Err(format!("unknown scenario {other:?}")),
