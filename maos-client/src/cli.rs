@@ -70,12 +70,26 @@ pub enum Cmd {
     },
     /// Answer an agent CLI's hook call: one JSON object on stdin (see README: Hooks).
     Hook,
+    /// Add maos's hooks to .claude/settings.json (or the user's, or Codex's), keeping the rest.
+    InstallHooks(HookTarget),
+    /// Remove exactly the hooks install-hooks added.
+    UninstallHooks(HookTarget),
     /// Drive a demonstration session in a throw-away project and daemon.
     Demo {
         /// Keep the demo's temporary directory (its database and logs) afterwards.
         #[arg(long)]
         keep: bool,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct HookTarget {
+    /// The user's settings (~/.claude/settings.json) instead of the project's.
+    #[arg(long)]
+    pub user: bool,
+    /// Codex's hooks file (.codex/hooks.json) instead of Claude Code's settings.
+    #[arg(long)]
+    pub codex: bool,
 }
 
 #[derive(Subcommand, Debug)]

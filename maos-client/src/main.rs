@@ -7,6 +7,7 @@ mod cli;
 mod client;
 mod demo;
 mod hook;
+mod install;
 mod output;
 
 use std::io::Write;
@@ -169,6 +170,24 @@ fn run(cli: &Cli) -> Res {
     let body = match &cli.cmd {
         Cmd::Daemon { cmd } => return daemon(cmd, json),
         Cmd::Demo { keep } => return demo::run(*keep).map_err(usage),
+        Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
+            let root = project_root(cli)?;
+            let path = install::settings_path(std::path::Path::new(&root), t.user, t.codex)
+                .map_err(usage)?;
+            let done = match &cli.cmd {
+                Cmd::InstallHooks(_) => install::install(&path),
+                _ => install::uninstall(&path),
+            }
+            .map_err(|m| Failure {
+                body: ErrorBody::new(ErrorCode::BadRequest, m),
+                exit: 1,
+            })?;
+            if json {
+                return print_json(&serde_json::json!({ "path": path, "message": done }));
+            }
+            println!("{done}");
+            return Ok(());
+        }
         Cmd::Hook => {
             return match hook::run(cli.project.clone()) {
                 ExitCode::SUCCESS => Ok(()),

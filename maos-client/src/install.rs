@@ -1,0 +1,154 @@
+//! `maos install-hooks` / `maos uninstall-hooks`: merge maos's hook entries into an agent CLI's
+//! settings file, keeping every other setting and hook, idempotently; uninstall removes exactly
+//! what install added. A settings file that is not valid JSON is refused and left untouched.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+/// The command every entry runs (found on PATH, so the file can be shared by a team).
+const COMMAND: &str = "maos hook";
+/// Seconds Claude Code gives the hook.
+const TIMEOUT_S: u64 = 10;
+
+/// (event, matcher) pairs maos listens to; `None` = every occurrence of the event.
+const EVENTS: &[(&str, Option<&str>)] = &[
+    ("SessionStart", None),
+    ("UserPromptSubmit", None),
+    (
+        "PreToolUse",
+        Some("Write|Edit|MultiEdit|NotebookEdit|Agent|Task"),
+    ),
+    (
+        "PostToolUse",
+        Some("Write|Edit|MultiEdit|NotebookEdit|Bash|Agent|Task"),
+    ),
+    ("SubagentStart", None),
+    ("SubagentStop", None),
+    ("Stop", None),
+    ("PreCompact", None),
+    ("SessionEnd", None),
+];
+
+/// Which settings file: the project's `.claude/settings.json`, the user's, or Codex's.
+pub fn settings_path(root: &Path, user: bool, codex: bool) -> Result<PathBuf, String> {
+    let base = if user {
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .ok_or("HOME is not set: cannot find the user's settings")?
+    } else {
+        root.to_path_buf()
+    };
+    Ok(if codex {
+        base.join(".codex/hooks.json")
+    } else {
+        base.join(".claude/settings.json")
+    })
+}
+
+fn is_ours(group: &Value) -> bool {
+    group["hooks"].as_array().is_some_and(|hs| {
+        hs.iter().any(|h| {
+            h["command"]
+                .as_str()
+                .is_some_and(|c| c.trim_start().starts_with(COMMAND))
+        })
+    })
+}
+
+fn read(path: &Path) -> Result<Map<String, Value>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Ok(Map::new()),
+        Ok(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(_) => Err(format!(
+                "{}: not a JSON object; left unchanged",
+                path.display()
+            )),
+            Err(e) => Err(format!(
+                "{}: not valid JSON ({e}); left unchanged",
+                path.display()
+            )),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+fn write(path: &Path, settings: &Map<String, Value>) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(settings).map_err(|e| e.to_string())? + "\n";
+    // Write beside it and rename: a crash never leaves a half-written settings file.
+    let tmp = path.with_extension("json.maos-tmp");
+    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Remove maos's groups; drop event lists and the `hooks` object that this leaves empty.
+fn strip(settings: &mut Map<String, Value>) -> bool {
+    let Some(Value::Object(hooks)) = settings.get_mut("hooks") else {
+        return false;
+    };
+    let mut changed = false;
+    for list in hooks.values_mut() {
+        if let Value::Array(groups) = list {
+            let before = groups.len();
+            groups.retain(|g| !is_ours(g));
+            changed |= groups.len() != before;
+        }
+    }
+    if changed {
+        hooks.retain(|_, v| !v.as_array().is_some_and(Vec::is_empty));
+        if hooks.is_empty() {
+            settings.remove("hooks");
+        }
+    }
+    changed
+}
+
+pub fn install(path: &Path) -> Result<String, String> {
+    let mut settings = read(path)?;
+    strip(&mut settings);
+    let hooks = settings
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(hooks) = hooks else {
+        return Err(format!(
+            "{}: \"hooks\" is not an object; left unchanged",
+            path.display()
+        ));
+    };
+    for (event, matcher) in EVENTS {
+        let mut group =
+            json!({ "hooks": [ { "type": "command", "command": COMMAND, "timeout": TIMEOUT_S } ] });
+        if let Some(m) = matcher {
+            group["matcher"] = json!(m);
+        }
+        match hooks
+            .entry(*event)
+            .or_insert_with(|| Value::Array(Vec::new()))
+        {
+            Value::Array(groups) => groups.push(group),
+            _ => {
+                return Err(format!(
+                    "{}: hooks.{event} is not a list; left unchanged",
+                    path.display()
+                ));
+            }
+        }
+    }
+    write(path, &settings)?;
+    Ok(format!("maos hooks installed in {}", path.display()))
+}
+
+pub fn uninstall(path: &Path) -> Result<String, String> {
+    let mut settings = read(path)?;
+    if !strip(&mut settings) {
+        return Ok(format!("no maos hooks in {}", path.display()));
+    }
+    write(path, &settings)?;
+    Ok(format!("maos hooks removed from {}", path.display()))
+}
