@@ -120,8 +120,8 @@ pub fn acquire(
             .and_then(|d| now.checked_add_signed(d))
             .map_or(WaitPolicy::Forever, |until| WaitPolicy::Wait { until }),
     };
-    // Expired leases must not block a fresh request if the timer runs late.
-    tx.tick_locks();
+    // Expired leases were already reaped: every batch ticks the lock table first, at this
+    // transaction's `now`.
     tx.renew(&holder);
     let token_before = tx.state().locks.next_token();
     let req = LockRequest {
