@@ -62,6 +62,11 @@ impl Client {
     /// Connect to the daemon, starting it first when it is not running and `autostart` holds
     /// (unless `MAOS_NO_AUTOSTART=1`).
     pub fn connect(autostart: bool) -> Result<Client, ClientError> {
+        Client::connect_within(autostart, START_DEADLINE)
+    }
+
+    /// [`Client::connect`], giving a daemon it starts at most `deadline` to answer.
+    pub fn connect_within(autostart: bool, deadline: Duration) -> Result<Client, ClientError> {
         let socket = paths::socket_path();
         match UnixStream::connect(&socket) {
             Ok(s) => return Client::hello(s),
@@ -85,7 +90,7 @@ impl Client {
                 socket.display()
             )));
         }
-        start_daemon(&socket)?;
+        start_daemon(&socket, deadline)?;
         let s = UnixStream::connect(&socket).map_err(|e| {
             ClientError::Unavailable(format!("maosd started but {}: {e}", socket.display()))
         })?;
@@ -216,7 +221,7 @@ pub fn daemon_binary() -> PathBuf {
 
 /// Start the daemon detached and wait until its socket answers. A start-up lock makes
 /// concurrent clients start exactly one daemon: the others wait on the lock, then find it up.
-fn start_daemon(socket: &Path) -> Result<(), ClientError> {
+fn start_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
     let fail = |m: String| ClientError::Unavailable(m);
     let dir = socket
         .parent()
@@ -259,7 +264,7 @@ fn start_daemon(socket: &Path) -> Result<(), ClientError> {
     let mut child = cmd
         .spawn()
         .map_err(|e| fail(format!("cannot start {}: {e}", bin.display())))?;
-    let deadline = Instant::now() + START_DEADLINE;
+    let deadline = Instant::now() + limit;
     let mut pause = Duration::from_millis(1);
     while Instant::now() < deadline {
         if UnixStream::connect(socket).is_ok() {
@@ -284,7 +289,7 @@ fn start_daemon(socket: &Path) -> Result<(), ClientError> {
     Err(fail(format!(
         "maosd did not answer on {} within {}s; see {}",
         socket.display(),
-        START_DEADLINE.as_secs(),
+        limit.as_secs_f64(),
         logs.join("maosd.log").display()
     )))
 }

@@ -115,11 +115,13 @@ pub fn run(project: Option<PathBuf>) -> ExitCode {
     let timeout = env("MAOS_HOOK_TIMEOUT_MS")
         .and_then(|t| t.parse::<u64>().ok())
         .unwrap_or(DEFAULT_TIMEOUT_MS);
-    let mut client = match Client::connect(true) {
+    // One deadline for the whole call: starting the daemon, then each read and write.
+    let timeout = Duration::from_millis(timeout.max(1));
+    let mut client = match Client::connect_within(true, timeout) {
         Ok(c) => c,
         Err(e) => return unreachable(&event, &e.body().message),
     };
-    client.set_timeout(Duration::from_millis(timeout.max(1)));
+    client.set_timeout(timeout);
     let answer = match client.request(Some(&root), Request::Hook(Box::new(call))) {
         Ok(Reply::Hook(a)) => a,
         Ok(_) => return unreachable(&event, "the daemon gave an unexpected answer"),
