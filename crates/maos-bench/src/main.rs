@@ -1175,10 +1175,19 @@ fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         tb.push(y);
         r.push(x / y);
     }
+    // The interpreter itself, not a version manager's shim in front of it (pyenv's is a shell
+    // script that costs more than Python).
+    let python = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| PathBuf::from(s.trim()))
+        .filter(|p| p.is_file());
     let mut py = Vec::new();
-    for _ in 0..(n / 10).max(5) {
-        if let Ok(t) = spawn_timed(&mut cmd(Path::new("python3"), &["-c", "pass"])?) {
-            py.push(t);
+    if let Some(python) = &python {
+        for _ in 0..(n / 10).max(5) {
+            py.push(spawn_timed(&mut cmd(python, &["-c", "pass"])?)?);
         }
     }
     let mut d = d;
