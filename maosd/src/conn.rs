@@ -260,12 +260,11 @@ fn resolve_paths(root: &str, body: Request) -> Result<Request, ErrorBody> {
         }
         // A hook's write outside the project is not an error of the request: it is a denial.
         Request::Hook(call) if crate::cmd::hook::writes_file(call.tool_name.as_deref()) => {
-            if let Some(p) = call.file_path.take() {
-                match resolve(&p, &call.cwd) {
-                    Ok(key) => call.file_path = Some(key),
+            for p in &mut call.paths {
+                match resolve(p, &call.cwd) {
+                    Ok(key) => *p = key,
                     Err(e) => {
-                        call.path_error = Some(e.message);
-                        call.file_path = Some(p);
+                        call.path_error.get_or_insert(e.message);
                     }
                 }
             }

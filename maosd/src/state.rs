@@ -34,6 +34,8 @@ pub struct State {
     pub(crate) persisted: HashMap<AgentId, HashMap<u64, Ts>>,
     /// Lease length for locks that do not name one (µs).
     pub(crate) lock_ttl_us: i64,
+    /// Subagents an agent CLI asked for and has not tied to an agent id yet (hooks).
+    pub(crate) spawn_intents: Vec<crate::cmd::hook::SpawnIntent>,
 }
 
 impl State {
@@ -193,6 +195,12 @@ impl<'a> Txn<'a> {
 
     pub fn is_dirty(&self) -> bool {
         !self.events.is_empty() || !self.undo.is_empty() || !self.lock_holders.is_empty()
+    }
+
+    /// Pending subagent requests of agent CLIs. Advisory (they only name subagents), so a
+    /// rollback leaves them as they are.
+    pub(crate) fn spawn_intents_mut(&mut self) -> &mut Vec<crate::cmd::hook::SpawnIntent> {
+        &mut self.st.spawn_intents
     }
 
     /// Mutable access to the lock table.

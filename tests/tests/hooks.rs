@@ -60,9 +60,7 @@ fn decision(out: &Output) -> String {
 }
 
 fn fixture(name: &str, project: &str) -> Vec<(String, Value)> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/claude-code")
-        .join(name);
+    let path = fixtures_dir().join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .filter(|l| !l.trim().is_empty())
@@ -77,47 +75,123 @@ fn fixture(name: &str, project: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-#[test]
-fn the_two_subagent_fixture_gets_the_expected_answers() {
-    let env = Env::new();
+fn fixtures_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// Every fixture file, as "cli/name.jsonl".
+fn all_fixtures() -> Vec<String> {
+    let mut out = Vec::new();
+    for cli in ["claude-code", "codex"] {
+        let dir = fixtures_dir().join(cli);
+        for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let name = e
+                .expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if name.ends_with(".jsonl") {
+                out.push(format!("{cli}/{name}"));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The output must be valid for the strictest CLI (Codex refuses unknown keys): nothing, or
+/// one JSON object with only the keys the hook output schemas define.
+fn assert_strict_output(what: &str, event: &str, out: &Output) {
+    const TOP: [&str; 7] = [
+        "continue",
+        "decision",
+        "reason",
+        "stopReason",
+        "suppressOutput",
+        "systemMessage",
+        "hookSpecificOutput",
+    ];
+    const SPECIFIC: [&str; 4] = [
+        "hookEventName",
+        "permissionDecision",
+        "permissionDecisionReason",
+        "additionalContext",
+    ];
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.trim().is_empty() {
+        return;
+    }
+    assert_eq!(text.trim().lines().count(), 1, "{what}: one object: {text}");
+    let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let top = v
+        .as_object()
+        .unwrap_or_else(|| panic!("{what}: not an object: {text}"));
+    for k in top.keys() {
+        assert!(TOP.contains(&k.as_str()), "{what}: unknown key {k}");
+    }
+    if let Some(h) = top.get("hookSpecificOutput") {
+        assert_eq!(h["hookEventName"], event, "{what}");
+        for k in h.as_object().expect("hookSpecificOutput object").keys() {
+            assert!(SPECIFIC.contains(&k.as_str()), "{what}: unknown key {k}");
+        }
+    }
+}
+
+/// Replay one fixture through real `maos hook` processes, checking each answer.
+fn replay(env: &Env, name: &str) {
     let project = env.project.to_string_lossy().into_owned();
-    for (i, (expect, input)) in fixture("session-two-subagents.jsonl", &project)
-        .into_iter()
-        .enumerate()
-    {
-        let out = hook(&env, &input);
-        let what = format!(
-            "line {} ({} {})",
-            i + 1,
-            input["hook_event_name"],
-            input["tool_name"]
-        );
+    for (i, (expect, input)) in fixture(name, &project).into_iter().enumerate() {
+        let out = hook(env, &input);
+        let event = input["hook_event_name"].as_str().unwrap_or_default();
+        let what = format!("{name} line {} ({event} {})", i + 1, input["tool_name"]);
         assert!(
             out.status.success(),
             "{what}: exit {:?}, stderr {}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
+        assert_strict_output(&what, event, &out);
         let d = decision(&out);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         match expect.as_str() {
             "deny" => {
                 assert_eq!(d, "deny", "{what} must be denied");
-                let v: Value = serde_json::from_slice(&out.stdout).expect("deny JSON");
                 let reason = v["hookSpecificOutput"]["permissionDecisionReason"]
                     .as_str()
                     .unwrap_or("");
                 assert!(reason.starts_with("maos: "), "{what}: reason {reason:?}");
             }
-            "allow" | "none" => assert_ne!(
+            "allow" | "none" | "context-or-none" => assert_ne!(
                 d,
                 "deny",
                 "{what} must not be denied: {}",
                 String::from_utf8_lossy(&out.stdout)
             ),
-            "context-or-none" => assert_ne!(d, "deny", "{what}"),
-            other => panic!("unknown expectation {other}"),
+            "context" => assert!(
+                v["hookSpecificOutput"]["additionalContext"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("maos: ")),
+                "{what} must bring context: {}",
+                String::from_utf8_lossy(&out.stdout)
+            ),
+            other => panic!("{what}: unknown expectation {other}"),
         }
     }
+}
+
+#[test]
+fn every_fixture_gets_the_expected_answers_in_the_strict_output_shape() {
+    let fixtures = all_fixtures();
+    assert!(fixtures.len() >= 3, "fixtures found: {fixtures:?}");
+    for name in fixtures {
+        replay(&Env::new(), &name);
+    }
+}
+
+#[test]
+fn the_two_subagent_fixture_gets_the_expected_answers() {
+    let env = Env::new();
+    replay(&env, "claude-code/session-two-subagents.jsonl");
     // What the daemon now knows: one session named by the first prompt, the orchestrator
     // resumable after SessionEnd, both subagents completed under it, no lock left behind.
     let ps = env.maos_json(&["ps"]);
@@ -286,4 +360,235 @@ fn an_unreachable_daemon_fails_open_or_closed_on_request() {
         !env.socket.exists(),
         "with MAOS_NO_AUTOSTART=1 nothing starts a daemon"
     );
+}
+
+fn agent_by<'a>(agents: &'a [Value], role: &str) -> &'a Value {
+    agents
+        .iter()
+        .find(|a| a["role"] == role)
+        .unwrap_or_else(|| panic!("no {role} in {agents:?}"))
+}
+
+#[test]
+fn legacy_tools_stray_subagents_and_usage_are_recorded() {
+    let env = Env::new();
+    replay(&env, "claude-code/session-legacy-tools.jsonl");
+    let ps = env.maos_json(&["ps"]);
+    let agents = ps[0]["agents"].as_array().expect("agents").clone();
+    // Never announced by SubagentStart, each stray subagent claimed its own `Task` request.
+    let parser = agent_by(&agents, "general-purpose");
+    assert_eq!(parser["task"], "parser: Split src/parser.rs into modules");
+    assert_eq!(parser["state"], "completed");
+    let notebook = agent_by(&agents, "data-scientist");
+    assert_eq!(
+        notebook["task"],
+        "notebook: Update analysis.ipynb with the new parser timings"
+    );
+    assert_eq!(parser["parent"], agent_by(&agents, "orchestrator")["id"]);
+    // What each subagent used is on its record.
+    let results = env.events(&["--type", "subagent_result"]);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0]["agent_id"], parser["id"]);
+    assert_eq!(results[0]["data"]["total_tokens"], 12345);
+    assert_eq!(results[0]["data"]["total_duration_ms"], 30512);
+    assert_eq!(results[0]["data"]["total_tool_use_count"], 6);
+    // Writes are recorded with the size and hash of what was sent, never the text.
+    let modified = env.events(&["--type", "file_modified"]);
+    let multi = modified
+        .iter()
+        .find(|e| e["data"]["tool"] == "MultiEdit")
+        .expect("MultiEdit recorded");
+    assert_eq!(multi["data"]["path"], "src/parser.rs");
+    assert_eq!(
+        multi["data"]["bytes"],
+        ("pub fn parse(".len() + "pub mod lexer;".len()) as u64
+    );
+    let sha = multi["data"]["sha256"].as_str().expect("sha256");
+    assert!(sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert!(
+        modified
+            .iter()
+            .any(|e| e["data"]["path"] == "analysis.ipynb" && e["data"]["tool"] == "NotebookEdit")
+    );
+    // The subagent's and then the main thread's edit of the parser were refused.
+    let denied = env.events(&["--type", "tool_denied"]);
+    assert_eq!(denied.len(), 2, "{denied:?}");
+    assert!(denied.iter().all(|d| d["data"]["why"] == "lock_conflict"));
+    assert_eq!(env.events(&["--type", "context_compacted"]).len(), 1);
+}
+
+#[test]
+fn codex_patches_lock_every_file_they_touch() {
+    let env = Env::new();
+    replay(&env, "codex/session-apply-patch.jsonl");
+    let ps = env.maos_json(&["ps"]);
+    assert_eq!(ps.as_array().map(Vec::len), Some(1), "one maos session");
+    let orchestrators = ps[0]["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter(|a| a["role"] == "orchestrator")
+        .count();
+    assert_eq!(orchestrators, 2, "one per Codex session");
+    let modified: Vec<String> = env
+        .events(&["--type", "file_modified"])
+        .iter()
+        .map(|e| e["data"]["path"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(modified, ["src/lib.rs", "README.md"]);
+    let denied = env.events(&["--type", "tool_denied"]);
+    let why: Vec<&str> = denied
+        .iter()
+        .map(|d| d["data"]["why"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(why, ["lock_conflict", "path_outside_workspace"]);
+    // Both sessions stopped their turns: nothing is held any more.
+    assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
+}
+
+fn spawn_request(session: &str, env: &Env, id: &str, desc: &str) -> Value {
+    json!({"session_id": session, "cwd": env.project, "hook_event_name": "PreToolUse",
+           "tool_name": "Agent", "tool_use_id": id,
+           "tool_input": {"description": desc, "prompt": format!("{desc}, please"),
+                          "subagent_type": "general-purpose"}})
+}
+
+#[test]
+fn the_agent_id_link_corrects_a_wrong_guess() {
+    let env = Env::new();
+    let s = "claude-link";
+    hook(&env, &spawn_request(s, &env, "toolu_1", "first"));
+    hook(&env, &spawn_request(s, &env, "toolu_2", "second"));
+    // Both are the same kind, and the second request's subagent speaks first: the guess
+    // (oldest request first) gets them the wrong way round.
+    for id in ["sub-2", "sub-1"] {
+        hook(
+            &env,
+            &json!({"session_id": s, "cwd": env.project, "hook_event_name": "SubagentStart",
+                    "agent_id": id, "agent_type": "general-purpose"}),
+        );
+    }
+    let tasks = |env: &Env| -> Vec<(String, String)> {
+        let ps = env.maos_json(&["ps"]);
+        let mut v: Vec<(String, String)> = ps[0]["agents"]
+            .as_array()
+            .expect("agents")
+            .iter()
+            .filter(|a| a["role"] == "general-purpose")
+            .map(|a| {
+                (
+                    a["id"].as_str().unwrap_or_default().to_string(),
+                    a["task"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = tasks(&env);
+    assert_eq!(before.len(), 2);
+    // sub-2 registered first (after the orchestrator) and took the oldest request.
+    let registered = env.events(&["--type", "agent_registered"]);
+    let sub2 = registered[1]["agent_id"]
+        .as_str()
+        .expect("agent")
+        .to_string();
+    let guessed = before.iter().find(|(a, _)| *a == sub2).expect("sub-2");
+    assert_eq!(guessed.1, "first: first, please", "the wrong guess");
+    // PostToolUse of the first request names its child: sub-1.
+    let post = |tool_use_id: &str, agent: &str| {
+        let mut v = spawn_request(s, &env, tool_use_id, "x");
+        v["hook_event_name"] = json!("PostToolUse");
+        v["tool_response"] = json!({"status": "completed", "agentId": agent,
+                                    "totalTokens": 10, "totalDurationMs": 20,
+                                    "totalToolUseCount": 1});
+        hook(&env, &v)
+    };
+    assert!(post("toolu_1", "sub-1").status.success());
+    let results = env.events(&["--type", "subagent_result"]);
+    let sub1 = results[0]["agent_id"].as_str().expect("agent").to_string();
+    let after = tasks(&env);
+    let task = |id: &str| {
+        after
+            .iter()
+            .find(|(a, _)| a == id)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(task(&sub1), "first: first, please");
+    let other = after
+        .iter()
+        .find(|(a, _)| *a != sub1)
+        .map(|(a, _)| a.clone())
+        .expect("the other subagent");
+    assert_eq!(task(&other), "second: second, please");
+    assert!(post("toolu_2", "sub-2").status.success());
+    let ps = env.maos_json(&["ps", "--all"]);
+    assert!(
+        ps[0]["agents"]
+            .as_array()
+            .expect("agents")
+            .iter()
+            .filter(|a| a["role"] == "general-purpose")
+            .all(|a| a["state"] == "completed"),
+        "a completed result completes the subagent"
+    );
+}
+
+#[test]
+fn parallel_subagents_writing_one_file_take_turns() {
+    const N: usize = 6;
+    let env = Env::new();
+    let s = "claude-race";
+    let start = json!({"session_id": s, "cwd": env.project, "hook_event_name": "SessionStart"});
+    assert!(hook(&env, &start).status.success());
+    let mut left: Vec<usize> = (0..N).collect();
+    while !left.is_empty() {
+        // Every remaining subagent tries to write the same file at the same moment.
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(left.len()));
+        let answers: Vec<(usize, Output)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = left
+                .iter()
+                .map(|&i| {
+                    let (env, barrier) = (&env, barrier.clone());
+                    scope.spawn(move || {
+                        let mut input =
+                            write_input(env, s, Some(&format!("sub-{i}")), "src/shared.rs");
+                        input["agent_type"] = json!(format!("worker-{i}"));
+                        barrier.wait();
+                        (i, hook(env, &input))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("hook thread"))
+                .collect()
+        });
+        let allowed: Vec<usize> = answers
+            .iter()
+            .filter(|(_, o)| o.status.success() && decision(o).is_empty())
+            .map(|(i, _)| *i)
+            .collect();
+        assert_eq!(allowed.len(), 1, "exactly one holds the file: {allowed:?}");
+        let holder = allowed[0];
+        for (i, out) in &answers {
+            if *i != holder {
+                assert_eq!(decision(out), "deny", "sub-{i}");
+                let text = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    text.contains(&format!("worker-{holder}")) && text.contains("src/shared.rs"),
+                    "the reason names the holder and the file: {text}"
+                );
+            }
+        }
+        let locks = env.maos_json(&["lock", "list"]);
+        assert_eq!(locks["locks"].as_array().map(Vec::len), Some(1), "{locks}");
+        // The holder finishes; its lock goes with it and the others try again.
+        let stop = json!({"session_id": s, "cwd": env.project, "hook_event_name": "SubagentStop",
+                          "agent_id": format!("sub-{holder}"), "agent_type": format!("worker-{holder}")});
+        assert!(hook(&env, &stop).status.success());
+        left.retain(|&i| i != holder);
+    }
+    assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
 }

@@ -5,6 +5,7 @@
 pub mod graph;
 pub mod ids;
 pub mod lock;
+pub mod patch;
 pub mod progress;
 pub mod state;
 pub mod workflow;

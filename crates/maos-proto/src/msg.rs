@@ -233,9 +233,10 @@ pub struct HookCall {
     pub tool_name: Option<String>,
     #[serde(default)]
     pub tool_use_id: Option<String>,
-    /// The file a writing tool targets, as the CLI named it (the daemon resolves it).
+    /// The files a writing tool targets, as the CLI named them (the daemon resolves them):
+    /// one for `Write`/`Edit`/`MultiEdit`/`NotebookEdit`, every file of a Codex `apply_patch`.
     #[serde(default)]
-    pub file_path: Option<String>,
+    pub paths: Vec<String>,
     #[serde(default)]
     pub cwd: Option<String>,
     /// SessionStart's `source`, SessionEnd's `reason`.
@@ -244,6 +245,15 @@ pub struct HookCall {
     /// First line of the prompt, or the subagent tool's description.
     #[serde(default)]
     pub summary: Option<String>,
+    /// The subagent tool's prompt, first line.
+    #[serde(default)]
+    pub prompt_line: Option<String>,
+    /// Size and SHA-256 of what a write put in the file (PostToolUse), never the content.
+    #[serde(default)]
+    pub written: Option<Written>,
+    /// PostToolUse of the subagent tool: the child's `agentId` and what it used.
+    #[serde(default)]
+    pub subagent: Option<SubagentResult>,
     /// `MAOS_SESSION_ID` / `MAOS_AGENT_ID` of an agent started by maos: they win over guessing.
     #[serde(default)]
     pub maos_session: Option<String>,
@@ -252,6 +262,28 @@ pub struct HookCall {
     /// Set by the daemon when `file_path` does not resolve inside the project.
     #[serde(default)]
     pub path_error: Option<String>,
+}
+
+/// Size and hash of the text a write tool sent (its content, new string or patch).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Written {
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// A subagent tool's result (`tool_response` of PostToolUse `Agent`/`Task`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubagentResult {
+    /// The child's `agent_id`.
+    pub agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tool_use_count: Option<u64>,
 }
 
 /// What a hook call answers, in the CLI's terms.

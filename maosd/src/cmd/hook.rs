@@ -16,10 +16,28 @@ use crate::state::Txn;
 /// Objective of a session the hook had to create, until the first prompt names it.
 const PLACEHOLDER: &str = "Claude Code session";
 
-/// Tools that write a file named in `file_path` / `notebook_path`.
+/// Tools that write files: Claude Code's (`file_path` / `notebook_path`) and Codex's patch.
 pub fn writes_file(tool: Option<&str>) -> bool {
-    matches!(tool, Some("Write" | "Edit" | "MultiEdit" | "NotebookEdit"))
+    matches!(
+        tool,
+        Some("Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch")
+    )
 }
+
+/// A subagent the CLI asked for (PreToolUse of `Agent`/`Task`) that no agent id is tied to
+/// for sure yet. The subagent's first event claims the oldest matching request; PostToolUse
+/// of the request (its `agentId`) settles which agent it really was.
+#[derive(Clone, Debug)]
+pub struct SpawnIntent {
+    cli_session: String,
+    tool_use_id: Option<String>,
+    subagent_type: Option<String>,
+    task: String,
+    claimed_by: Option<AgentId>,
+}
+
+/// Requests kept per project; ones the CLI never followed up are dropped oldest first.
+const MAX_INTENTS: usize = 256;
 
 fn answer(decision: HookDecision, reason: Option<String>, context: Option<String>) -> Outcome {
     Outcome::Reply(Reply::Hook(HookAnswer {
@@ -90,13 +108,19 @@ fn register(
     Ok(id)
 }
 
-/// Find the agent for (session id, agent id), bringing a resumable one back to running.
-fn find(tx: &mut Txn<'_>, sid: &SessionId, cli: &str, sub: Option<&str>) -> Option<AgentId> {
+/// The newest agent for (CLI session id, CLI agent id), whatever its state.
+fn find_any(tx: &Txn<'_>, sid: &SessionId, cli: &str, sub: Option<&str>) -> Option<AgentId> {
     let a = tx.state().session(sid)?.agents.iter().rev().find(|a| {
         a.external_session_id.as_deref() == Some(cli) && a.external_agent_id.as_deref() == sub
     })?;
-    let (id, state) = (a.id.clone(), a.state);
-    if state == AgentState::Resumable {
+    Some(a.id.clone())
+}
+
+/// Find the live agent for (CLI session id, CLI agent id), bringing a resumable one back to
+/// running.
+fn find(tx: &mut Txn<'_>, sid: &SessionId, cli: &str, sub: Option<&str>) -> Option<AgentId> {
+    let id = find_any(tx, sid, cli, sub)?;
+    if tx.state().agent(&id)?.state == AgentState::Resumable {
         let _ = super::agent::transition(tx, id.as_str(), AgentOp::Resume, None, None);
     }
     (!tx.state().agent(&id)?.state.is_terminal()).then_some(id)
@@ -130,30 +154,180 @@ fn caller(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId,
         return Ok(id);
     }
     let role = call.agent_type.as_deref().unwrap_or("subagent");
-    let task = call
-        .summary
-        .clone()
+    let claimed = claim(tx, &call.session_id, call.agent_type.as_deref());
+    let task = claimed
+        .map(|i| tx.spawn_intents_mut()[i].task.clone())
         .unwrap_or_else(|| format!("{role} subagent {sub}"));
-    register(
+    let id = register(
         tx,
         sid,
         role,
         &task,
         Some(&orch),
         (&call.session_id, Some(sub)),
-    )
+    )?;
+    if let Some(i) = claimed {
+        tx.spawn_intents_mut()[i].claimed_by = Some(id.clone());
+    }
+    Ok(id)
+}
+
+/// The oldest unclaimed request of this CLI session for this kind of subagent (or any kind).
+fn claim(tx: &mut Txn<'_>, cli: &str, kind: Option<&str>) -> Option<usize> {
+    let intents = tx.spawn_intents_mut();
+    let open = |i: &SpawnIntent| i.cli_session == cli && i.claimed_by.is_none();
+    intents
+        .iter()
+        .position(|i| open(i) && kind.is_some() && i.subagent_type.as_deref() == kind)
+        .or_else(|| intents.iter().position(open))
+}
+
+/// PreToolUse of the subagent tool: remember the request until a subagent claims it.
+fn request_subagent(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
+    let task = match (call.summary.as_deref(), call.prompt_line.as_deref()) {
+        (Some(d), Some(p)) => format!("{d}: {p}"),
+        (Some(t), None) | (None, Some(t)) => t.to_string(),
+        (None, None) => "subagent".to_string(),
+    };
+    let task: String = task.chars().take(200).collect();
+    tx.lock_event(
+        agent,
+        "subagent_requested",
+        json!({ "description": call.summary, "subagent_type": call.agent_type,
+                "tool_use_id": call.tool_use_id, "task": task }),
+    );
+    let intents = tx.spawn_intents_mut();
+    let same = |i: &SpawnIntent| {
+        i.cli_session == call.session_id
+            && call.tool_use_id.is_some()
+            && i.tool_use_id == call.tool_use_id
+    };
+    if intents.iter().any(same) {
+        return;
+    }
+    if intents.len() >= MAX_INTENTS {
+        intents.remove(0);
+    }
+    intents.push(SpawnIntent {
+        cli_session: call.session_id.clone(),
+        tool_use_id: call.tool_use_id.clone(),
+        subagent_type: call.agent_type.clone(),
+        task,
+        claimed_by: None,
+    });
+}
+
+/// PostToolUse of the subagent tool: `agentId` ties the request to its agent for sure (a
+/// wrong guess is corrected, swapping tasks with the agent that took this request), and the
+/// subagent's usage goes on the record. A subagent that reports completion is completed.
+fn subagent_done(
+    tx: &mut Txn<'_>,
+    sid: &SessionId,
+    orch: &AgentId,
+    call: &HookCall,
+    res: &maos_proto::SubagentResult,
+) -> Result<(), ErrorBody> {
+    let cli = call.session_id.as_str();
+    let intents = tx.spawn_intents_mut();
+    let linked = call.tool_use_id.as_ref().and_then(|t| {
+        intents
+            .iter()
+            .position(|i| i.cli_session == cli && i.tool_use_id.as_ref() == Some(t))
+    });
+    let intent = linked.map(|l| intents.remove(l));
+    let agent = match find_any(tx, sid, cli, Some(&res.agent_id)) {
+        Some(a) => a,
+        None => {
+            // Never seen: it ran without a single hook event. It still belongs in the tree.
+            let role = intent
+                .as_ref()
+                .and_then(|i| i.subagent_type.clone())
+                .or_else(|| call.agent_type.clone())
+                .unwrap_or_else(|| "subagent".to_string());
+            let task = intent.as_ref().map(|i| i.task.clone()).unwrap_or_default();
+            register(
+                tx,
+                sid,
+                &role,
+                &task,
+                Some(orch),
+                (cli, Some(&res.agent_id)),
+            )?
+        }
+    };
+    if let Some(intent) = &intent
+        && intent.claimed_by.as_ref() != Some(&agent)
+    {
+        let intents = tx.spawn_intents_mut();
+        let mine = intents
+            .iter()
+            .position(|i| i.claimed_by.as_ref() == Some(&agent));
+        let mut retask = vec![(agent.clone(), intent.task.clone())];
+        if let Some(m) = mine {
+            intents[m].claimed_by = intent.claimed_by.clone();
+            if let Some(other) = &intent.claimed_by {
+                retask.push((other.clone(), intents[m].task.clone()));
+            }
+        }
+        for (a, task) in retask {
+            tx.agent_mut(&a).task = task;
+        }
+    }
+    tx.lock_event(
+        &agent,
+        "subagent_result",
+        json!({ "tool_use_id": call.tool_use_id, "status": res.status,
+                "total_tokens": res.total_tokens, "total_duration_ms": res.total_duration_ms,
+                "total_tool_use_count": res.total_tool_use_count }),
+    );
+    let live = tx
+        .state()
+        .agent(&agent)
+        .is_some_and(|a| !a.state.is_terminal());
+    if live && res.status.as_deref() == Some("completed") {
+        super::agent::transition(tx, agent.as_str(), AgentOp::Complete, None, None)?;
+    }
+    Ok(())
 }
 
 fn deny(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall, why: &str, reason: String) -> Outcome {
     tx.lock_event(
         agent,
         "tool_denied",
-        json!({ "tool": call.tool_name, "path": call.file_path, "why": why, "reason": reason }),
+        json!({ "tool": call.tool_name, "paths": call.paths, "why": why, "reason": reason }),
     );
     answer(HookDecision::Deny, Some(reason), None)
 }
 
-/// A write: inside the project, not paused, and the file's write lock for the caller.
+/// Who holds or waits for `key` ahead of `agent`, in words for the model; empty if free.
+fn blockers(tx: &Txn<'_>, agent: &AgentId, key: &maos_core::LockPath) -> Vec<String> {
+    let st = tx.state();
+    let blockers = st.locks.check(agent, key, LockMode::Write);
+    blockers
+        .holders
+        .iter()
+        .map(|h| {
+            let task = st
+                .agent(&h.holder)
+                .map(|a| a.task.clone())
+                .unwrap_or_default();
+            format!(
+                "{} (task: {task}) has held it since {} UTC",
+                who(st, &h.holder),
+                h.acquired_at.format("%H:%M:%S")
+            )
+        })
+        .chain(
+            blockers
+                .queued
+                .iter()
+                .map(|w| format!("{} is waiting for it", who(st, &w.holder))),
+        )
+        .collect()
+}
+
+/// A write: inside the project, not paused, and the write lock of every file it touches for
+/// the caller (all of them or none).
 fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall) -> Outcome {
     if let Some(e) = &call.path_error {
         let reason = format!("maos: {e}. Write only inside the project.");
@@ -175,60 +349,39 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
         );
         return deny(tx, agent, call, "paused", reason);
     }
-    let Some(path) = call.file_path.clone() else {
-        return answer(HookDecision::Allow, None, None);
-    };
-    let key = match maos_core::LockPath::new(&path) {
-        Ok(k) => k,
-        Err(e) => return deny(tx, agent, call, "bad_path", format!("maos: {e}")),
-    };
-    let blockers = tx.state().locks.check(agent, &key, LockMode::Write);
-    if !blockers.is_empty() {
-        let st = tx.state();
-        let holders: Vec<String> = blockers
-            .holders
-            .iter()
-            .map(|h| {
-                let task = st
-                    .agent(&h.holder)
-                    .map(|a| a.task.clone())
-                    .unwrap_or_default();
-                format!(
-                    "{} (task: {task}) has held it since {} UTC",
-                    who(st, &h.holder),
-                    h.acquired_at.format("%H:%M:%S")
-                )
-            })
-            .chain(
-                blockers
-                    .queued
-                    .iter()
-                    .map(|w| format!("{} is waiting for it", who(st, &w.holder))),
-            )
-            .collect();
-        let reason = format!(
-            "maos: {key} is being written by another agent: {}. Do not edit it now: work on other files, or finish and let that agent complete first, then retry.",
-            holders.join("; ")
-        );
-        return deny(tx, agent, call, "lock_conflict", reason);
+    let mut keys = Vec::with_capacity(call.paths.len());
+    for path in &call.paths {
+        match maos_core::LockPath::new(path) {
+            Ok(k) => keys.push(k),
+            Err(e) => return deny(tx, agent, call, "bad_path", format!("maos: {e}")),
+        }
     }
-    match super::lock::acquire(
-        tx,
-        agent.as_str(),
-        key.as_str(),
-        LockMode::Write,
-        maos_proto::LockWait::NoWait,
-        None,
-    ) {
-        Ok(_) => answer(HookDecision::Allow, None, None),
-        Err(e) => deny(
+    for key in &keys {
+        let holders = blockers(tx, agent, key);
+        if !holders.is_empty() {
+            let reason = format!(
+                "maos: {key} is being written by another agent: {}. Do not edit it now: work on other files, or finish and let that agent complete first, then retry.",
+                holders.join("; ")
+            );
+            return deny(tx, agent, call, "lock_conflict", reason);
+        }
+    }
+    for key in &keys {
+        // Conflicts were ruled out above; what is left fails on the first file (the agent
+        // itself), so a call never keeps some of its locks.
+        if let Err(e) = super::lock::acquire(
             tx,
-            agent,
-            call,
-            e.code.as_str(),
-            format!("maos: {}", e.message),
-        ),
+            agent.as_str(),
+            key.as_str(),
+            LockMode::Write,
+            maos_proto::LockWait::NoWait,
+            None,
+        ) {
+            let reason = format!("maos: {}", e.message);
+            return deny(tx, agent, call, e.code.as_str(), reason);
+        }
     }
+    answer(HookDecision::Allow, None, None)
 }
 
 pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
@@ -263,12 +416,7 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
             match call.tool_name.as_deref() {
                 t if writes_file(t) => Ok(pre_write(tx, &sid, &agent, &call)),
                 Some("Agent" | "Task") => {
-                    tx.lock_event(
-                        &agent,
-                        "subagent_requested",
-                        json!({ "description": call.summary, "subagent_type": call.agent_type,
-                                "tool_use_id": call.tool_use_id }),
-                    );
+                    request_subagent(tx, &agent, &call);
                     Ok(answer(HookDecision::Allow, None, None))
                 }
                 _ => Ok(answer(HookDecision::None, None, None)),
@@ -278,11 +426,21 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
             let agent = caller(tx, &sid, &call)?;
             tx.renew(&agent);
             if writes_file(call.tool_name.as_deref()) {
-                tx.lock_event(
-                    &agent,
-                    "file_modified",
-                    json!({ "path": call.file_path, "tool": call.tool_name }),
-                );
+                // Size and hash of what the tool sent, never the text itself.
+                let (bytes, sha256) = match &call.written {
+                    Some(w) => (Some(w.bytes), Some(w.sha256.as_str())),
+                    None => (None, None),
+                };
+                for path in &call.paths {
+                    tx.lock_event(
+                        &agent,
+                        "file_modified",
+                        json!({ "path": path, "tool": call.tool_name, "bytes": bytes,
+                                "sha256": sha256 }),
+                    );
+                }
+            } else if let Some(res) = &call.subagent {
+                subagent_done(tx, &sid, &agent, &call, res)?;
             } else if call.tool_name.as_deref() == Some("Bash") {
                 tx.lock_event(
                     &agent,
