@@ -165,6 +165,7 @@ pub struct Txn<'a> {
     pub(crate) token_before: u64,
     /// Answers for parked lock waits, delivered after the commit.
     pub(crate) wakeups: Vec<Wakeup>,
+    checkpoints: Vec<maos_store::CheckpointRow>,
 }
 
 impl<'a> Txn<'a> {
@@ -177,6 +178,7 @@ impl<'a> Txn<'a> {
             lock_deletes: Vec::new(),
             token_before,
             wakeups: Vec::new(),
+            checkpoints: Vec::new(),
             st,
             undo: HashMap::new(),
             dirty_sessions: HashSet::new(),
@@ -316,6 +318,33 @@ impl<'a> Txn<'a> {
         });
     }
 
+    /// A checkpoint of the session as it stands now: the session with its phases and agents
+    /// and the locks its agents hold, committed with a `checkpoint_saved` event.
+    pub fn checkpoint(&mut self, sid: &SessionId, reason: &str) {
+        let Some(s) = self.st.session(sid) else {
+            return;
+        };
+        let locks: Vec<&HeldLock> = s
+            .agents
+            .iter()
+            .flat_map(|a| self.st.locks.held_by(&a.id))
+            .collect();
+        let state = serde_json::json!({ "version": 1, "session": s, "locks": locks }).to_string();
+        self.event(
+            Some(sid),
+            None,
+            "checkpoint_saved",
+            serde_json::json!({ "reason": reason }),
+        );
+        self.checkpoints.push(maos_store::CheckpointRow {
+            session_id: sid.clone(),
+            seq: self.st.next_seq - 1,
+            ts: self.now,
+            reason: reason.to_string(),
+            state,
+        });
+    }
+
     /// The rows to write, borrowed from the state.
     pub fn batch(&self) -> Batch<'_> {
         let st = &*self.st;
@@ -350,6 +379,7 @@ impl<'a> Txn<'a> {
                 .collect(),
             unlocks: self.lock_deletes.clone(),
             next_token: (st.locks.next_token() != self.token_before).then(|| st.locks.next_token()),
+            checkpoints: &self.checkpoints,
         }
     }
 

@@ -406,16 +406,41 @@ impl Env {
         self.db_path_of(&self.project)
     }
 
-    /// `PRAGMA integrity_check` of the default project's database.
-    pub fn integrity_check(&self) -> String {
+    /// Run a read of the default project's database (which must exist) to completion.
+    fn read_db<T, F: std::future::Future<Output = Result<T, maos_store::StoreError>>>(
+        &self,
+        what: &str,
+        read: impl FnOnce(PathBuf) -> F,
+    ) -> T {
         let path = self.db_path();
         assert!(path.is_file(), "{} does not exist", path.display());
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("tokio runtime");
-        rt.block_on(maos_store::integrity_check(&path))
-            .unwrap_or_else(|e| panic!("integrity_check {}: {e}", path.display()))
+        rt.block_on(read(path.clone()))
+            .unwrap_or_else(|e| panic!("{what} {}: {e}", path.display()))
+    }
+
+    /// `PRAGMA integrity_check` of the default project's database.
+    pub fn integrity_check(&self) -> String {
+        self.read_db("integrity_check", |p| async move {
+            maos_store::integrity_check(&p).await
+        })
+    }
+
+    /// The checkpoints of a session, oldest first: (reason, snapshot).
+    pub fn checkpoints(&self, session: &str) -> Vec<(String, Value)> {
+        let session = session.to_string();
+        let rows = self.read_db("checkpoints", |p| async move {
+            maos_store::checkpoints(&p, &session).await
+        });
+        rows.into_iter()
+            .map(|c| {
+                let v = serde_json::from_str(&c.state).expect("checkpoint JSON");
+                (c.reason, v)
+            })
+            .collect()
     }
 
     /// A raw protocol connection to the daemon (which must be running).

@@ -415,6 +415,21 @@ fn legacy_tools_stray_subagents_and_usage_are_recorded() {
     assert_eq!(denied.len(), 2, "{denied:?}");
     assert!(denied.iter().all(|d| d["data"]["why"] == "lock_conflict"));
     assert_eq!(env.events(&["--type", "context_compacted"]).len(), 1);
+    // PreCompact and Stop each saved a checkpoint of the session.
+    let sid = ps[0]["id"].as_str().expect("session id");
+    let checkpoints = env.checkpoints(sid);
+    let reasons: Vec<&str> = checkpoints.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        reasons,
+        ["context compacted (PreCompact)", "turn ended (Stop)"]
+    );
+    let (_, at_compact) = &checkpoints[0];
+    assert_eq!(at_compact["session"]["id"], sid);
+    assert_eq!(
+        at_compact["locks"].as_array().map(Vec::len),
+        Some(2),
+        "both subagents still held their files: {at_compact}"
+    );
 }
 
 #[test]

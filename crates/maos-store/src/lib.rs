@@ -135,6 +135,18 @@ pub struct Batch<'a> {
     pub unlocks: Vec<u64>,
     /// The next fencing token, when it moved.
     pub next_token: Option<u64>,
+    pub checkpoints: &'a [CheckpointRow],
+}
+
+/// A checkpoint: a readable snapshot of one session as of the event `seq`.
+#[derive(Clone, Debug)]
+pub struct CheckpointRow {
+    pub session_id: maos_core::SessionId,
+    pub seq: u64,
+    pub ts: maos_core::Ts,
+    pub reason: String,
+    /// The snapshot, as JSON text.
+    pub state: String,
 }
 
 impl Batch<'_> {
@@ -146,6 +158,7 @@ impl Batch<'_> {
             && self.locks.is_empty()
             && self.unlocks.is_empty()
             && self.next_token.is_none()
+            && self.checkpoints.is_empty()
     }
 }
 
@@ -324,9 +337,8 @@ fn create_private(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Open `path` read-only and run `PRAGMA integrity_check` (for tests and `maos doctor`).
-pub async fn integrity_check(path: &Path) -> Result<String, StoreError> {
-    let mut conn = SqliteConnectOptions::new()
+async fn open_read_only(path: &Path) -> Result<sqlx::SqliteConnection, StoreError> {
+    SqliteConnectOptions::new()
         .filename(path)
         .read_only(true)
         .connect()
@@ -334,7 +346,18 @@ pub async fn integrity_check(path: &Path) -> Result<String, StoreError> {
         .map_err(|source| StoreError::Open {
             path: path.display().to_string(),
             source,
-        })?;
+        })
+}
+
+/// The checkpoints of a session in the database at `path`, oldest first (read-only).
+pub async fn checkpoints(path: &Path, session: &str) -> Result<Vec<CheckpointRow>, StoreError> {
+    let mut conn = open_read_only(path).await?;
+    rows::checkpoints(&mut conn, session).await
+}
+
+/// Open `path` read-only and run `PRAGMA integrity_check` (for tests and `maos doctor`).
+pub async fn integrity_check(path: &Path) -> Result<String, StoreError> {
+    let mut conn = open_read_only(path).await?;
     let row = sqlx::query("PRAGMA integrity_check")
         .fetch_one(&mut conn)
         .await?;

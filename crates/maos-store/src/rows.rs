@@ -145,6 +145,12 @@ const SET_NEXT_TOKEN: &str = "\
 INSERT INTO meta (key, value) SELECT 'next_lock_token', $7 WHERE $7 IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 
+const INSERT_CHECKPOINTS: &str = "\
+INSERT INTO checkpoints (session_id, seq, ts, reason, state)
+SELECT j.value->>'session_id', j.value->>'seq', j.value->>'ts', j.value->>'reason',
+    j.value->>'state'
+FROM json_each($8) AS j";
+
 /// The whole batch as one multi-statement query: sqlx runs it in a single hand-off to its
 /// worker thread (instead of one per statement, each costing far more than SQLite itself), and
 /// binds `$N` against the same argument list in every statement. `$N`, not `?N`: SQLite gives a
@@ -162,10 +168,20 @@ static BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         DELETE_LOCKS,
         UPSERT_LOCKS,
         SET_NEXT_TOKEN,
+        INSERT_CHECKPOINTS,
         "COMMIT",
     ]
     .join(";\n")
 });
+
+#[derive(Serialize)]
+struct CheckpointRowOut<'a> {
+    session_id: &'a str,
+    seq: u64,
+    ts: i64,
+    reason: &'a str,
+    state: &'a str,
+}
 
 #[derive(Serialize)]
 struct LockRowOut<'a> {
@@ -285,6 +301,21 @@ pub(crate) async fn write_batch(
             .collect();
         locks = json(&rows)?;
     }
+    let mut checkpoints = empty();
+    if !b.checkpoints.is_empty() {
+        let rows: Vec<_> = b
+            .checkpoints
+            .iter()
+            .map(|c| CheckpointRowOut {
+                session_id: c.session_id.as_str(),
+                seq: c.seq,
+                ts: to_us(&c.ts),
+                reason: &c.reason,
+                state: &c.state,
+            })
+            .collect();
+        checkpoints = json(&rows)?;
+    }
     let result = sqlx::query(&BATCH)
         .bind(sessions)
         .bind(phases)
@@ -293,6 +324,7 @@ pub(crate) async fn write_batch(
         .bind(unlocks)
         .bind(locks)
         .bind(b.next_token.map(|t| t as i64))
+        .bind(checkpoints)
         .execute(&mut *conn)
         .await;
     if let Err(e) = result {
@@ -480,6 +512,29 @@ pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreErr
         locks,
         next_token,
     })
+}
+
+pub(crate) async fn checkpoints(
+    conn: &mut SqliteConnection,
+    session: &str,
+) -> Result<Vec<crate::CheckpointRow>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT session_id, seq, ts, reason, state FROM checkpoints WHERE session_id = $1 ORDER BY id",
+    )
+    .bind(session)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(crate::CheckpointRow {
+                session_id: id(row, "session_id", SessionId::parse)?,
+                seq: row.try_get::<i64, _>("seq")? as u64,
+                ts: ts(row, "ts")?,
+                reason: row.try_get("reason")?,
+                state: row.try_get("state")?,
+            })
+        })
+        .collect()
 }
 
 pub(crate) async fn events(

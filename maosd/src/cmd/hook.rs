@@ -466,12 +466,14 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
             if call.event == "Stop" {
                 // The main thread's turn is over: what it was writing is written.
                 tx.release_agent(&agent, "stopped its turn");
+                tx.checkpoint(&sid, "turn ended (Stop)");
             } else {
                 tx.lock_event(
                     &agent,
                     "context_compacted",
                     json!({ "trigger": call.source }),
                 );
+                tx.checkpoint(&sid, "context compacted (PreCompact)");
             }
             Ok(answer(HookDecision::None, None, None))
         }
