@@ -74,6 +74,8 @@ pub enum Cmd {
     InstallHooks(HookTarget),
     /// Remove exactly the hooks install-hooks added.
     UninstallHooks(HookTarget),
+    /// Check the set-up: hooks installed, `maos` on PATH, daemon reachable, versions, database.
+    Doctor,
     /// Drive a demonstration session in a throw-away project and daemon.
     Demo {
         /// Keep the demo's temporary directory (its database and logs) afterwards.

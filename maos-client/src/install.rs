@@ -11,8 +11,8 @@ const COMMAND: &str = "maos hook";
 /// Seconds Claude Code gives the hook.
 const TIMEOUT_S: u64 = 10;
 
-/// (event, matcher) pairs maos listens to; `None` = every occurrence of the event.
-const EVENTS: &[(&str, Option<&str>)] = &[
+/// (event, matcher) pairs maos listens to in Claude Code; `None` = every occurrence.
+const CLAUDE_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("UserPromptSubmit", None),
     (
@@ -29,6 +29,50 @@ const EVENTS: &[(&str, Option<&str>)] = &[
     ("PreCompact", None),
     ("SessionEnd", None),
 ];
+
+/// Codex's: it writes files with `apply_patch` and has no subagent or session-end events.
+const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
+    ("SessionStart", None),
+    ("UserPromptSubmit", None),
+    ("PreToolUse", Some("apply_patch")),
+    ("PostToolUse", Some("apply_patch|Bash")),
+    ("Stop", None),
+];
+
+fn events(codex: bool) -> &'static [(&'static str, Option<&'static str>)] {
+    if codex { CODEX_EVENTS } else { CLAUDE_EVENTS }
+}
+
+/// How far maos's hooks are installed in a settings file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Installed {
+    /// No file, or no maos hook in it.
+    No,
+    /// Some events lack maos's hook (named).
+    Partly(Vec<&'static str>),
+    Yes,
+}
+
+/// Whether `path` has maos's hook on every event it needs (a broken file is an error).
+pub fn installed(path: &Path, codex: bool) -> Result<Installed, String> {
+    let settings = read(path)?;
+    let missing: Vec<&'static str> = events(codex)
+        .iter()
+        .filter(|(event, _)| {
+            !settings
+                .get("hooks")
+                .and_then(|h| h.get(*event))
+                .and_then(Value::as_array)
+                .is_some_and(|groups| groups.iter().any(is_ours))
+        })
+        .map(|(event, _)| *event)
+        .collect();
+    Ok(match missing.len() {
+        0 => Installed::Yes,
+        n if n == events(codex).len() => Installed::No,
+        _ => Installed::Partly(missing),
+    })
+}
 
 /// Which settings file: the project's `.claude/settings.json`, the user's, or Codex's.
 pub fn settings_path(root: &Path, user: bool, codex: bool) -> Result<PathBuf, String> {
@@ -109,7 +153,7 @@ fn strip(settings: &mut Map<String, Value>) -> bool {
     changed
 }
 
-pub fn install(path: &Path) -> Result<String, String> {
+pub fn install(path: &Path, codex: bool) -> Result<String, String> {
     let mut settings = read(path)?;
     strip(&mut settings);
     let hooks = settings
@@ -121,7 +165,7 @@ pub fn install(path: &Path) -> Result<String, String> {
             path.display()
         ));
     };
-    for (event, matcher) in EVENTS {
+    for (event, matcher) in events(codex) {
         let mut group =
             json!({ "hooks": [ { "type": "command", "command": COMMAND, "timeout": TIMEOUT_S } ] });
         if let Some(m) = matcher {

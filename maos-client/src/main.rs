@@ -6,6 +6,7 @@
 mod cli;
 mod client;
 mod demo;
+mod doctor;
 mod hook;
 mod install;
 mod output;
@@ -100,6 +101,7 @@ fn show(json: bool, reply: Reply) -> Res {
             Reply::LockCheck(c) => print_json(&c),
             Reply::Renewed { leases } => print_json(&serde_json::json!({ "leases": leases })),
             Reply::Hook(h) => print_json(&h),
+            Reply::DbCheck(c) => print_json(&c),
             Reply::Pong | Reply::Done | Reply::Subscribed => {
                 print_json(&serde_json::json!({"ok": true}))
             }
@@ -137,6 +139,7 @@ fn show(json: bool, reply: Reply) -> Res {
         Reply::LockCheck(c) => print(&output::lock_check(&c)),
         Reply::Renewed { leases } => println!("renewed {leases} lease(s)"),
         Reply::Hook(h) => println!("{:?}", h.decision),
+        Reply::DbCheck(c) => println!("{}: {}", c.path, c.quick_check),
         Reply::Pong | Reply::Done | Reply::Subscribed => println!("ok"),
     }
     Ok(())
@@ -175,7 +178,7 @@ fn run(cli: &Cli) -> Res {
             let path = install::settings_path(std::path::Path::new(&root), t.user, t.codex)
                 .map_err(usage)?;
             let done = match &cli.cmd {
-                Cmd::InstallHooks(_) => install::install(&path),
+                Cmd::InstallHooks(_) => install::install(&path, t.codex),
                 _ => install::uninstall(&path),
             }
             .map_err(|m| Failure {
@@ -187,6 +190,17 @@ fn run(cli: &Cli) -> Res {
             }
             println!("{done}");
             return Ok(());
+        }
+        Cmd::Doctor => {
+            let root = project_root(cli)?;
+            return match doctor::run(&root, json) {
+                true => Ok(()),
+                // The report says what failed.
+                false => Err(Failure {
+                    body: ErrorBody::new(ErrorCode::BadRequest, ""),
+                    exit: 1,
+                }),
+            };
         }
         Cmd::Hook => {
             return match hook::run(cli.project.clone()) {
@@ -681,6 +695,8 @@ fn main() -> ExitCode {
     };
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // Already reported in full (doctor's report).
+        Err(f) if f.body.message.is_empty() => ExitCode::from(f.exit),
         Err(f) => {
             if cli.json {
                 let v =

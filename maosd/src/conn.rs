@@ -211,6 +211,20 @@ async fn request(
             &mut cache.insert((root, h)).1
         }
     };
+    if matches!(body, Request::DbCheck) {
+        // A read on the read pool: the actor never waits for it.
+        let h = handle
+            .reader()
+            .health()
+            .await
+            .map_err(|e| storage_error(&e))?;
+        return Ok(Reply::DbCheck(maos_proto::DbCheckView {
+            path: h.path.display().to_string(),
+            bytes: h.bytes,
+            wal_bytes: h.wal_bytes,
+            quick_check: h.quick_check,
+        }));
+    }
     match handle.request(body).await? {
         Outcome::Reply(r) => Ok(r),
         Outcome::History(q) => handle

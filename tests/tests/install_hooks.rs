@@ -84,7 +84,83 @@ fn codex_and_fresh_projects_get_their_own_file() {
     let env = Env::new();
     env.maos_json(&["install-hooks", "--codex"]);
     let v = read(&env.project.join(".codex/hooks.json"));
-    assert!(v["hooks"]["PreToolUse"].is_array());
+    // Codex writes files with apply_patch, and has no subagent or session-end events.
+    assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], "apply_patch");
+    let mut events: Vec<&String> = v["hooks"].as_object().expect("hooks").keys().collect();
+    events.sort();
+    assert_eq!(
+        events,
+        [
+            "PostToolUse",
+            "PreToolUse",
+            "SessionStart",
+            "Stop",
+            "UserPromptSubmit"
+        ]
+    );
     env.maos_json(&["uninstall-hooks", "--codex"]);
     assert_eq!(read(&env.project.join(".codex/hooks.json")), json!({}));
+}
+
+/// `maos --json doctor` with `path_dirs` as PATH: (exit code, report).
+fn doctor(env: &Env, path_dirs: &[&std::path::Path]) -> (Option<i32>, Value) {
+    let mut cmd = env.maos_cmd_in(&env.project, &["--json", "doctor"]);
+    cmd.env("PATH", std::env::join_paths(path_dirs).expect("PATH"));
+    let out = cmd.output().expect("maos doctor");
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code(), v)
+}
+
+fn level<'a>(report: &'a Value, check: &str) -> Vec<&'a str> {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["check"] == check)
+        .map(|c| c["level"].as_str().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn doctor_reports_each_part_of_the_set_up() {
+    let env = Env::new();
+    let bin_dir = maos_tests::maos_bin()
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let empty = env.root().join("empty-bin");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    // Nothing set up: no hooks, no `maos` on PATH. The daemon starts and the database is fine.
+    let (code, r) = doctor(&env, &[&empty]);
+    assert_eq!(code, Some(1), "{r}");
+    assert_eq!(r["ok"], false);
+    assert_eq!(level(&r, "maos on PATH"), ["fail"]);
+    assert_eq!(level(&r, "Claude Code hooks"), ["fail"]);
+    assert_eq!(level(&r, "Codex hooks"), ["info"]);
+    assert_eq!(level(&r, "daemon"), ["ok"]);
+    assert_eq!(level(&r, "versions"), ["ok"]);
+    assert_eq!(level(&r, "database"), ["ok"]);
+    // Set up: every check passes.
+    env.maos_json(&["install-hooks"]);
+    let (code, r) = doctor(&env, &[&bin_dir]);
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(level(&r, "maos on PATH"), ["ok"]);
+    assert_eq!(level(&r, "Claude Code hooks"), ["ok"]);
+    // A hook removed by hand is named; a settings file Claude Code cannot read fails.
+    let path = env.project.join(".claude/settings.json");
+    let mut v = read(&path);
+    v["hooks"]
+        .as_object_mut()
+        .expect("hooks")
+        .remove("SubagentStop");
+    std::fs::write(&path, v.to_string()).expect("write");
+    let (code, r) = doctor(&env, &[&bin_dir]);
+    assert_eq!(code, Some(0), "a warning does not fail: {r}");
+    assert_eq!(level(&r, "Claude Code hooks"), ["warn"]);
+    assert!(r.to_string().contains("SubagentStop"));
+    std::fs::write(&path, "{ not json").expect("write");
+    let (code, r) = doctor(&env, &[&bin_dir]);
+    assert_eq!(code, Some(1), "{r}");
+    assert_eq!(level(&r, "Claude Code hooks"), ["fail"]);
 }

@@ -208,6 +208,8 @@ pub enum Request {
         #[serde(default = "default_check_mode")]
         mode: LockMode,
     },
+    /// The project's database health (`maos doctor`).
+    DbCheck,
     /// A sign of life: renews every lease of the agent.
     Heartbeat {
         agent: String,
@@ -385,6 +387,7 @@ impl Request {
                 | Request::Status { .. }
                 | Request::LockList { .. }
                 | Request::LockCheck { .. }
+                | Request::DbCheck
         )
     }
 }
@@ -418,6 +421,7 @@ pub enum Reply {
     Agents(Vec<AgentRecord>),
     Events(Vec<EventRecord>),
     Status(Box<StatusView>),
+    DbCheck(DbCheckView),
     /// `maos ps`: what the table shows, and nothing more (it runs often and must be quick).
     Ps(Vec<PsSession>),
     /// A subscription was accepted; events follow.
@@ -591,6 +595,16 @@ pub struct ProjectInfo {
     /// Sequence number of the project's last event.
     #[serde(default)]
     pub last_seq: u64,
+}
+
+/// A project database's health.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DbCheckView {
+    pub path: String,
+    pub bytes: u64,
+    pub wal_bytes: u64,
+    /// `PRAGMA quick_check`: "ok", or the problems found.
+    pub quick_check: String,
 }
 
 /// `maos daemon status`.

@@ -201,6 +201,18 @@ impl Checkpointer {
 #[derive(Clone)]
 pub struct Reader {
     pool: SqlitePool,
+    path: PathBuf,
+}
+
+/// What `maos doctor` learns about a project's database.
+#[derive(Clone, Debug)]
+pub struct Health {
+    pub path: PathBuf,
+    /// Sizes of the database file and of its write-ahead log.
+    pub bytes: u64,
+    pub wal_bytes: u64,
+    /// `PRAGMA quick_check`: "ok", or the problems found.
+    pub quick_check: String,
 }
 
 fn sqlite_sync(s: Synchronous) -> SqliteSynchronous {
@@ -258,7 +270,10 @@ impl Store {
             .connect_lazy_with(base.read_only(true));
         Ok(Store {
             write,
-            reader: Reader { pool },
+            reader: Reader {
+                pool,
+                path: path.to_path_buf(),
+            },
             checkpoint,
         })
     }
@@ -309,6 +324,30 @@ impl Store {
 }
 
 impl Reader {
+    /// `PRAGMA quick_check` on a read connection, with the file sizes.
+    pub fn health(
+        &self,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Health, StoreError>> + Send + '_>> {
+        Box::pin(async move {
+            let rows = sqlx::query("PRAGMA quick_check")
+                .fetch_all(&self.pool)
+                .await?;
+            let problems = rows
+                .iter()
+                .map(|r| r.try_get::<String, _>(0))
+                .collect::<Result<Vec<_>, _>>()?;
+            let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+            let mut wal = self.path.clone().into_os_string();
+            wal.push("-wal");
+            Ok(Health {
+                bytes: size(&self.path),
+                wal_bytes: size(Path::new(&wal)),
+                path: self.path.clone(),
+                quick_check: problems.join("; "),
+            })
+        })
+    }
+
     /// Events matching `q`, oldest first.
     ///
     /// Boxed: sqlx's query futures carry higher-ranked lifetimes that otherwise make every

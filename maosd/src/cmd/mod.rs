@@ -107,6 +107,11 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             ErrorCode::BadRequest,
             "daemon requests do not take a project",
         )),
+        // The connection runs it on the read pool.
+        Request::DbCheck => Err(ErrorBody::new(
+            ErrorCode::Internal,
+            "the database check reached the project actor",
+        )),
     }
 }
 

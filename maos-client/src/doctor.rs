@@ -1,0 +1,220 @@
+//! `maos doctor`: is this machine set up so that agents are really coordinated? It checks what
+//! a user cannot see from the outside: the hooks are installed (and complete), the `maos` that
+//! the hooks run is on PATH, the daemon answers, it is the same version as this client, and
+//! the project's database is healthy. Each check prints one line; the exit code is 1 when any
+//! check failed (warnings do not fail).
+
+use std::path::{Path, PathBuf};
+
+use maos_proto::{Reply, Request};
+use serde::Serialize;
+
+use crate::client::Client;
+use crate::install::{self, Installed};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Level {
+    Ok,
+    Info,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Serialize)]
+struct Check {
+    check: &'static str,
+    level: Level,
+    detail: String,
+}
+
+fn check(check: &'static str, level: Level, detail: impl Into<String>) -> Check {
+    Check {
+        check,
+        level,
+        detail: detail.into(),
+    }
+}
+
+/// The first executable `maos` on PATH.
+fn on_path() -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("maos"))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+fn binary() -> Check {
+    let me = std::env::current_exe().and_then(std::fs::canonicalize).ok();
+    match on_path() {
+        None => check(
+            "maos on PATH",
+            Level::Fail,
+            "not found: hooks run `maos hook` from PATH; put this binary in a PATH directory (see README: Install)",
+        ),
+        Some(p) => {
+            let same = std::fs::canonicalize(&p).ok() == me;
+            if same {
+                check("maos on PATH", Level::Ok, format!("{}", p.display()))
+            } else {
+                let me = me.map(|m| m.display().to_string()).unwrap_or_default();
+                check(
+                    "maos on PATH",
+                    Level::Warn,
+                    format!(
+                        "{} (hooks run that one; this is {me}: make sure they are the same version)",
+                        p.display()
+                    ),
+                )
+            }
+        }
+    }
+}
+
+/// Hook settings of one CLI: project, project-local and user files.
+fn hooks(root: &Path, codex: bool) -> Vec<Check> {
+    let name = if codex {
+        "Codex hooks"
+    } else {
+        "Claude Code hooks"
+    };
+    let mut files = Vec::new();
+    for user in [false, true] {
+        if let Ok(p) = install::settings_path(root, user, codex) {
+            if !codex && !user {
+                files.push(p.with_file_name("settings.local.json"));
+            }
+            files.push(p);
+        }
+    }
+    let mut found = Vec::new();
+    let mut out = Vec::new();
+    for f in &files {
+        match install::installed(f, codex) {
+            Ok(Installed::Yes) => found.push(f.display().to_string()),
+            Ok(Installed::No) => {}
+            Ok(Installed::Partly(missing)) => out.push(check(
+                name,
+                Level::Warn,
+                format!(
+                    "{}: no maos hook for {}; run `maos install-hooks{}` again",
+                    f.display(),
+                    missing.join(", "),
+                    if codex { " --codex" } else { "" }
+                ),
+            )),
+            // The CLI cannot read it either, so no hook in it runs.
+            Err(e) => out.push(check(name, Level::Fail, e)),
+        }
+    }
+    if !found.is_empty() {
+        out.insert(0, check(name, Level::Ok, found.join(", ")));
+    } else if out.is_empty() {
+        let (level, how) = if codex {
+            (Level::Info, "`maos install-hooks --codex` if you use Codex")
+        } else {
+            (
+                Level::Fail,
+                "run `maos install-hooks` (or `--user` for every project)",
+            )
+        };
+        out.push(check(name, level, format!("not installed: {how}")));
+    }
+    out
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// Daemon, versions and database, through one connection.
+fn daemon(root: &str) -> Vec<Check> {
+    let mut client = match Client::connect(true) {
+        Ok(c) => c,
+        Err(e) => return vec![check("daemon", Level::Fail, e.body().message)],
+    };
+    let mut out = Vec::new();
+    match client.request(None, Request::DaemonStatus) {
+        Ok(Reply::Daemon(d)) => {
+            out.push(check(
+                "daemon",
+                Level::Ok,
+                format!(
+                    "running, pid {}, socket {}, up {:.0} s",
+                    d.pid, d.socket, d.uptime_secs
+                ),
+            ));
+            let mine = env!("CARGO_PKG_VERSION");
+            let level = if d.version == mine && d.protocol == maos_proto::PROTOCOL_VERSION {
+                Level::Ok
+            } else {
+                Level::Warn
+            };
+            let mut detail = format!(
+                "client {mine}, daemon {} (protocol {})",
+                d.version, d.protocol
+            );
+            if level == Level::Warn {
+                detail.push_str(": run `maos daemon stop`; the next call starts the new one");
+            }
+            out.push(check("versions", level, detail));
+        }
+        Ok(_) => out.push(check("daemon", Level::Fail, "unexpected answer to status")),
+        Err(e) => out.push(check("daemon", Level::Fail, e.body().message)),
+    }
+    match client.request(Some(root), Request::DbCheck) {
+        Ok(Reply::DbCheck(c)) => {
+            let level = if c.quick_check == "ok" {
+                Level::Ok
+            } else {
+                Level::Fail
+            };
+            out.push(check(
+                "database",
+                level,
+                format!(
+                    "{} ({}, WAL {}): quick_check {}",
+                    c.path,
+                    mib(c.bytes),
+                    mib(c.wal_bytes),
+                    c.quick_check
+                ),
+            ));
+        }
+        Ok(_) => out.push(check(
+            "database",
+            Level::Fail,
+            "unexpected answer to the check",
+        )),
+        Err(e) => out.push(check("database", Level::Fail, e.body().message)),
+    }
+    out
+}
+
+/// Run every check and print the report; true when nothing failed.
+pub fn run(root: &str, json: bool) -> bool {
+    let mut checks = vec![binary()];
+    checks.extend(hooks(Path::new(root), false));
+    checks.extend(hooks(Path::new(root), true));
+    checks.extend(daemon(root));
+    let ok = checks.iter().all(|c| c.level != Level::Fail);
+    if json {
+        let v = serde_json::json!({ "project": root, "ok": ok, "checks": checks });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        println!("maos doctor: project {root}");
+        for c in &checks {
+            let tag = match c.level {
+                Level::Ok => "ok  ",
+                Level::Info => "--  ",
+                Level::Warn => "WARN",
+                Level::Fail => "FAIL",
+            };
+            println!("  {tag}  {}: {}", c.check, c.detail);
+        }
+    }
+    ok
+}
