@@ -264,6 +264,33 @@ fn a_paused_session_denies_writes_until_resumed() {
         decision(&hook(&env, &write_input(&env, "s-1", None, "a.rs"))),
         ""
     );
+    // One paused subagent: only its writes are refused, with the command that resumes it.
+    let sub = write_input(&env, "s-1", Some("sub-p"), "b.rs");
+    assert_eq!(decision(&hook(&env, &sub)), "");
+    let ps = env.maos_json(&["ps"]);
+    let id = ps[0]["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|a| a["role"] == "coder")
+        .and_then(|a| a["id"].as_str())
+        .expect("the subagent")
+        .to_string();
+    env.maos_json(&["pause", "--agent", &id]);
+    let out = hook(&env, &sub);
+    assert_eq!(decision(&out), "deny");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("maos resume --agent {id}")),
+        "{text}"
+    );
+    assert_eq!(
+        decision(&hook(&env, &write_input(&env, "s-1", None, "c.rs"))),
+        "",
+        "the orchestrator is not paused"
+    );
+    env.maos_json(&["resume", "--agent", &id]);
+    assert_eq!(decision(&hook(&env, &sub)), "");
 }
 
 #[test]

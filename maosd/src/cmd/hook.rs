@@ -339,13 +339,13 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
         .is_some_and(|s| s.state == SessionState::Paused);
     let paused_agent = st.agent(agent).is_some_and(|a| a.paused);
     if paused_session || paused_agent {
-        let what = if paused_session {
-            "this session"
+        let (what, how) = if paused_session {
+            ("this session", "`maos resume`".to_string())
         } else {
-            "this agent"
+            ("this agent", format!("`maos resume --agent {agent}`"))
         };
         let reason = format!(
-            "maos: {what} is paused, so no files may be written now. Stop and wait; a person resumes it with `maos resume`."
+            "maos: {what} is paused, so no files may be written now. Stop and wait; a person resumes it with {how}."
         );
         return deny(tx, agent, call, "paused", reason);
     }
