@@ -76,11 +76,18 @@ pub enum Cmd {
     UninstallHooks(HookTarget),
     /// Check the set-up: hooks installed, `maos` on PATH, daemon reachable, versions, database.
     Doctor,
-    /// Drive a demonstration session in a throw-away project and daemon.
+    /// Show maos at work in a throw-away project and daemon: a Claude Code session replayed
+    /// through `maos hook`, then a tour of the CLI.
     Demo {
+        /// Run one part only: `hooks` (the Claude Code replay) or `cli` (the CLI tour).
+        #[arg(value_parser = ["hooks", "cli"])]
+        part: Option<String>,
         /// Keep the demo's temporary directory (its database and logs) afterwards.
         #[arg(long)]
         keep: bool,
+        /// Show the JSON each `maos hook` call gets and answers.
+        #[arg(long, short)]
+        verbose: bool,
     },
 }
 

@@ -172,7 +172,11 @@ fn run(cli: &Cli) -> Res {
     let json = cli.json;
     let body = match &cli.cmd {
         Cmd::Daemon { cmd } => return daemon(cmd, json),
-        Cmd::Demo { keep } => return demo::run(*keep).map_err(usage),
+        Cmd::Demo {
+            part,
+            keep,
+            verbose,
+        } => return demo::run(part.as_deref(), *keep, *verbose).map_err(usage),
         Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
             let root = project_root(cli)?;
             let path = install::settings_path(std::path::Path::new(&root), t.user, t.codex)
