@@ -634,3 +634,37 @@ fn parallel_subagents_writing_one_file_take_turns() {
     }
     assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
 }
+
+#[test]
+fn an_agent_started_by_maos_is_named_by_its_environment() {
+    let env = Env::new();
+    let session = env.maos_json(&["session", "create", "--objective", "managed"]);
+    let sid = session["id"].as_str().expect("session id").to_string();
+    env.maos_json(&["session", "start"]);
+    let agent = env.maos_json(&["agent", "register", "--role", "writer", "--task", "docs"]);
+    let aid = agent["id"].as_str().expect("agent id").to_string();
+    env.maos_json(&["agent", "start", &aid]);
+    // The CLI's own ids say "main thread of claude-M"; the environment says which maos agent
+    // this process is, and wins.
+    let input = write_input(&env, "claude-M", None, "docs/a.md");
+    let vars = [
+        ("MAOS_SESSION_ID", sid.as_str()),
+        ("MAOS_AGENT_ID", aid.as_str()),
+    ];
+    let out = hook_with(&env, &input, &vars, false);
+    assert_eq!(
+        decision(&out),
+        "",
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let locks = env.maos_json(&["lock", "list"]);
+    assert_eq!(locks["locks"][0]["holder"], aid.as_str(), "{locks}");
+    assert_eq!(locks["locks"][0]["path"], "docs/a.md");
+    let ps = env.maos_json(&["ps"]);
+    assert_eq!(
+        ps[0]["agents"].as_array().map(Vec::len),
+        Some(1),
+        "no orchestrator was invented: {ps}"
+    );
+}
