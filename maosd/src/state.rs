@@ -454,6 +454,7 @@ mod tests {
             pause: None,
             resume_count: 0,
             errors: vec![],
+            notes: vec![],
             agents: vec![],
         }
     }

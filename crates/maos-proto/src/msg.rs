@@ -210,6 +210,8 @@ pub enum Request {
     },
     /// The project's database health (`maos doctor`).
     DbCheck,
+    /// A managed agent's process ended: its supervisor reports (see `AgentExit`).
+    AgentExited(Box<AgentExit>),
     /// A sign of life: renews every lease of the agent.
     Heartbeat {
         agent: String,
@@ -264,6 +266,29 @@ pub struct HookCall {
     /// Set by the daemon when `file_path` does not resolve inside the project.
     #[serde(default)]
     pub path_error: Option<String>,
+}
+
+/// How a managed agent's process ended, as its supervisor saw it. Sent to the daemon
+/// (`AgentExited`) and also written to the agent's `exit.json`, so an exit that happened while
+/// the daemon was down is applied when it starts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentExit {
+    pub agent: String,
+    /// The agent's process (its process group leader).
+    pub pid: u32,
+    /// The process's start time (clock ticks since boot on Linux), telling pid reuse apart.
+    #[serde(default)]
+    pub start_time: Option<u64>,
+    /// Exit code, when it exited.
+    #[serde(default)]
+    pub code: Option<i32>,
+    /// Signal number, when a signal ended it.
+    #[serde(default)]
+    pub signal: Option<i32>,
+    pub ended_at: Ts,
+    /// A Claude Code session id the agent printed (`--output-format json` → `session_id`).
+    #[serde(default)]
+    pub claude_session_id: Option<String>,
 }
 
 /// Size and hash of the text a write tool sent (its content, new string or patch).
@@ -486,8 +511,36 @@ pub struct SessionRecord {
     pub resume_count: u32,
     #[serde(default)]
     pub errors: Vec<ErrorRecord>,
+    /// Facts recorded for the briefing (`maos note`), oldest first.
+    #[serde(default)]
+    pub notes: Vec<Note>,
     #[serde(default)]
     pub agents: Vec<AgentRecord>,
+}
+
+/// What kind of fact a note records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteKind {
+    /// A decision, with its rationale.
+    Decision,
+    /// Work completed, with its outcome.
+    Done,
+    /// An error or blocker.
+    Error,
+    /// Work still to do.
+    Pending,
+}
+
+/// A fact recorded for the briefing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Note {
+    pub kind: NoteKind,
+    pub text: String,
+    /// The agent it is about, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentId>,
+    pub at: Ts,
 }
 
 /// An agent of a session.

@@ -39,6 +39,14 @@ struct SessionRow<'a> {
     pause: Option<String>,
     paused_phases: String,
     errors: String,
+    data: String,
+}
+
+/// The session's facts kept in its `data` column.
+#[derive(Serialize, serde::Deserialize, Default)]
+struct SessionData {
+    #[serde(default)]
+    notes: Vec<maos_proto::Note>,
 }
 
 #[derive(Serialize)]
@@ -91,17 +99,18 @@ fn json<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
 
 const UPSERT_SESSIONS: &str = "\
 INSERT INTO sessions (id, objective, state, strategy, active, created_at, updated_at, started_at,
-    ended_at, workflow_completed_at, resume_count, pause, paused_phases, errors)
+    ended_at, workflow_completed_at, resume_count, pause, paused_phases, errors, data)
 SELECT j.value->>'id', j.value->>'objective', j.value->>'state', j.value->>'strategy',
     j.value->>'active', j.value->>'created_at', j.value->>'updated_at', j.value->>'started_at',
     j.value->>'ended_at', j.value->>'workflow_completed_at', j.value->>'resume_count',
-    j.value->>'pause', j.value->>'paused_phases', j.value->>'errors'
+    j.value->>'pause', j.value->>'paused_phases', j.value->>'errors', j.value->>'data'
 FROM json_each($1) AS j WHERE true
 ON CONFLICT (id) DO UPDATE SET objective = excluded.objective, state = excluded.state,
     strategy = excluded.strategy, active = excluded.active, updated_at = excluded.updated_at,
     started_at = excluded.started_at, ended_at = excluded.ended_at,
     workflow_completed_at = excluded.workflow_completed_at, resume_count = excluded.resume_count,
-    pause = excluded.pause, paused_phases = excluded.paused_phases, errors = excluded.errors";
+    pause = excluded.pause, paused_phases = excluded.paused_phases, errors = excluded.errors,
+    data = excluded.data";
 
 const UPSERT_AGENTS: &str = "\
 INSERT INTO session_agents (id, session_id, role, instance, task, state, paused, parent_id,
@@ -384,6 +393,9 @@ fn session_row(s: &SessionRecord) -> Result<SessionRow<'_>, StoreError> {
         pause: s.pause.as_ref().map(json).transpose()?,
         paused_phases: json(&s.paused_phases)?,
         errors: json(&s.errors)?,
+        data: json(&SessionData {
+            notes: s.notes.clone(),
+        })?,
     })
 }
 
@@ -447,7 +459,13 @@ pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreErr
                 .map_err(|e| StoreError::Corrupt(format!("column pause: {e}")))?,
             resume_count: row.try_get("resume_count")?,
             errors: parse_json(&row, "errors")?,
+            notes: Vec::new(),
             agents: Vec::new(),
+        };
+        let data: SessionData = parse_json(&row, "data")?;
+        let rec = SessionRecord {
+            notes: data.notes,
+            ..rec
         };
         index.insert(rec.id.clone(), sessions.len());
         sessions.push(rec);

@@ -40,6 +40,7 @@ fn session(n: u128) -> SessionRecord {
             message: "boom".into(),
             agent_id: None,
         }],
+        notes: Vec::new(),
         agents: vec![],
     }
 }

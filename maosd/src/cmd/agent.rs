@@ -194,3 +194,26 @@ pub fn transition(
     }
     agent_reply(tx, &id)
 }
+
+/// A managed agent's process ended (its supervisor reports, or recovery finds `exit.json`).
+/// Exit code 0 completes the agent, anything else fails it. A report about a process the
+/// agent no longer runs (an earlier attempt), or for an agent that already ended, changes
+/// nothing: supervisors retry their reports, so the same exit can arrive twice.
+pub fn exited(tx: &mut Txn<'_>, exit: maos_proto::AgentExit) -> Result<Outcome, ErrorBody> {
+    let a = tx.state().resolve_agent(&exit.agent, None)?;
+    let id = a.id.clone();
+    if a.state.is_terminal() {
+        return Ok(Reply::Done.into());
+    }
+    let (op, reason) = match (exit.code, exit.signal) {
+        (Some(0), _) => (AgentOp::Complete, None),
+        (Some(c), _) => (AgentOp::Fail, Some(format!("exited with code {c}"))),
+        (None, Some(sig)) => (AgentOp::Fail, Some(format!("killed by signal {sig}"))),
+        (None, None) => (AgentOp::Fail, Some("ended without a status".to_string())),
+    };
+    if let Some(c) = &exit.claude_session_id {
+        tx.agent_mut(&id).external_session_id = Some(c.clone());
+    }
+    transition(tx, id.as_str(), op, exit.code, reason)?;
+    Ok(Reply::Done.into())
+}

@@ -107,6 +107,7 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             ErrorCode::BadRequest,
             "daemon requests do not take a project",
         )),
+        Request::AgentExited(exit) => agent::exited(tx, *exit),
         // The connection runs it on the read pool.
         Request::DbCheck => Err(ErrorBody::new(
             ErrorCode::Internal,

@@ -55,6 +55,7 @@ pub fn create(
         pause: None,
         resume_count: 0,
         errors: Vec::new(),
+        notes: Vec::new(),
         agents: Vec::new(),
     };
     let data = json!({
