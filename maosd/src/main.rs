@@ -5,9 +5,11 @@ mod config;
 mod conn;
 mod lockpath;
 mod locks;
+mod procs;
 mod project;
 mod server;
 mod state;
+mod supervise;
 
 use std::process::ExitCode;
 
@@ -55,6 +57,10 @@ fn init_logging(foreground: bool, home: &std::path::Path) -> Result<(), String> 
 }
 
 fn main() -> ExitCode {
+    // `maosd supervise ...` runs one managed agent: plain std, no runtime, no daemon set-up.
+    if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new("supervise")) {
+        return supervise::main(std::env::args_os().skip(2).collect());
+    }
     let args = Args::parse();
     let config = match config::Config::load(args.synchronous) {
         Ok(c) => c,
