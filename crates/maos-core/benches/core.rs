@@ -1,14 +1,17 @@
 //! Benchmarks for the hot domain paths: transition lookup, progress, cycle detection, the lock
-//! table (conflict check among 10,000 held locks, deadlock check among 1,000 waiting agents).
+//! table (conflict check among 10,000 held locks, deadlock check among 1,000 waiting agents),
+//! the scheduler (agents ready to start in a 1,000-agent adaptive DAG).
 
 use std::hint::black_box;
 
 use chrono::{TimeZone, Utc};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use maos_core::plan::RunPolicy;
+use maos_core::schedule::{Node, Snapshot, ready};
 use maos_core::{
     Acquired, AgentId, AgentOp, AgentState, CheckpointResult, LockError, LockMode, LockPath,
-    LockRequest, LockTable, PhaseOp, PhaseState, SessionOp, SessionState, Ts, WaitPolicy, Workflow,
-    find_cycle, progress,
+    LockRequest, LockTable, PhaseOp, PhaseState, SessionOp, SessionState, Strategy, Ts, WaitPolicy,
+    Workflow, find_cycle, progress,
 };
 
 fn transitions(c: &mut Criterion) {
@@ -200,12 +203,59 @@ fn lock_deadlock_1000(c: &mut Criterion) {
     });
 }
 
+fn schedule_ready_1000(c: &mut Criterion) {
+    // 1,000 agents of an adaptive plan: each depends on up to 3 pseudo-random earlier agents;
+    // the first half Completed, the rest Pending.
+    let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let nodes: Vec<Node> = (0..1_000u64)
+        .map(|i| {
+            let k = if i == 0 { 0 } else { next() % 4 };
+            let deps = (0..k)
+                .map(|_| usize::try_from(next() % i).unwrap_or(0))
+                .collect();
+            Node {
+                state: if i < 500 {
+                    AgentState::Completed
+                } else {
+                    AgentState::Pending
+                },
+                paused: false,
+                managed: true,
+                deps,
+                phase: None,
+                stage: None,
+            }
+        })
+        .collect();
+    let policy = RunPolicy::default();
+    let snapshot = Snapshot {
+        strategy: Strategy::Adaptive,
+        policy: &policy,
+        session: SessionState::Running,
+        phases: &[],
+        nodes: &nodes,
+    };
+    let n = ready(&snapshot).len();
+    assert!(n > 0 && n < 500, "{n} ready");
+    c.bench_function(
+        "schedule ready: 1000-agent adaptive DAG, half completed",
+        |b| b.iter(|| ready(black_box(&snapshot))),
+    );
+}
+
 criterion_group!(
     benches,
     transitions,
     progress_100,
     cycle_dag,
     lock_check_10k,
-    lock_deadlock_1000
+    lock_deadlock_1000,
+    schedule_ready_1000
 );
 criterion_main!(benches);

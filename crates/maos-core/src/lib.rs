@@ -6,7 +6,9 @@ pub mod graph;
 pub mod ids;
 pub mod lock;
 pub mod patch;
+pub mod plan;
 pub mod progress;
+pub mod schedule;
 pub mod state;
 pub mod workflow;
 
