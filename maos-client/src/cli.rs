@@ -68,6 +68,38 @@ pub enum Cmd {
         /// Session id or unique prefix (default: the active session).
         session: Option<String>,
     },
+    /// Where a session stands: objective, progress, what is done, in progress and pending,
+    /// decisions, errors, blockers, locks and the next step (what a new AI session is told).
+    Brief {
+        /// Session id or unique prefix (default: the active session).
+        session: Option<String>,
+    },
+    /// Record a fact for the briefing: a decision, work done, an error, or work still to do.
+    Note(NoteArgs),
+    /// Create a session from a plan file and start it: maos starts its agents (see README: Plans).
+    Run {
+        /// The plan (TOML).
+        plan: PathBuf,
+    },
+    /// A managed agent's output (its log file).
+    Logs {
+        /// Agent id or unique prefix.
+        agent: String,
+        /// Keep printing new output until the agent ends.
+        #[arg(long, short)]
+        follow: bool,
+    },
+    /// Reconcile managed sessions with their processes (the daemon does it when it starts).
+    Recover {
+        /// Session id or unique prefix (default: every live managed session).
+        session: Option<String>,
+    },
+    /// Report inconsistencies (running agents without a process, locks of finished agents,
+    /// a checkpoint older than the state); exit 1 if there are any.
+    Validate {
+        /// Session id or unique prefix (default: every live session).
+        session: Option<String>,
+    },
     /// Answer an agent CLI's hook call: one JSON object on stdin (see README: Hooks).
     Hook,
     /// Add maos's hooks to .claude/settings.json (or the user's, or Codex's), keeping the rest.
@@ -115,8 +147,13 @@ pub enum DaemonCmd {
 pub enum SessionCmd {
     /// Create a session; it becomes the active one when the project has none.
     Create {
-        #[arg(long)]
-        objective: String,
+        /// What the session is for (taken from the plan with --plan).
+        #[arg(long, required_unless_present = "plan", conflicts_with = "plan")]
+        objective: Option<String>,
+        /// Create it from a plan file (TOML): objective, strategy, phases and agents that maos
+        /// starts once the session starts.
+        #[arg(long, value_name = "PLAN", conflicts_with_all = ["strategy", "phases"])]
+        plan: Option<PathBuf>,
         #[arg(
             long,
             default_value = "parallel",
@@ -311,6 +348,46 @@ pub struct ResumeArgs {
     pub agent: Option<String>,
     #[arg(long, value_name = "NAME")]
     pub phase: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct NoteArgs {
+    /// What the note records.
+    #[arg(value_enum)]
+    pub kind: NoteKind,
+    /// The note (several words are joined with spaces).
+    #[arg(required = true, value_name = "TEXT")]
+    pub text: Vec<String>,
+    /// The agent it is about (default: `MAOS_AGENT_ID`, set for agents maos started).
+    #[arg(long, value_name = "ID", env = "MAOS_AGENT_ID")]
+    pub agent: Option<String>,
+    /// Session id or unique prefix (default: `MAOS_SESSION_ID`, else the active session).
+    #[arg(long, value_name = "ID", env = "MAOS_SESSION_ID")]
+    pub session: Option<String>,
+}
+
+/// `maos note` kinds.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum NoteKind {
+    /// A decision, with its rationale.
+    Decision,
+    /// Work completed, with its outcome.
+    Done,
+    /// An error or blocker.
+    Error,
+    /// Work still to do.
+    Pending,
+}
+
+impl From<NoteKind> for maos_proto::NoteKind {
+    fn from(k: NoteKind) -> Self {
+        match k {
+            NoteKind::Decision => Self::Decision,
+            NoteKind::Done => Self::Done,
+            NoteKind::Error => Self::Error,
+            NoteKind::Pending => Self::Pending,
+        }
+    }
 }
 
 #[derive(Args, Debug)]

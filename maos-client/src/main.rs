@@ -9,6 +9,7 @@ mod demo;
 mod doctor;
 mod hook;
 mod install;
+mod managed;
 mod output;
 
 use std::io::Write;
@@ -102,6 +103,12 @@ fn show(json: bool, reply: Reply) -> Res {
             Reply::Renewed { leases } => print_json(&serde_json::json!({ "leases": leases })),
             Reply::Hook(h) => print_json(&h),
             Reply::DbCheck(c) => print_json(&c),
+            Reply::Log { agent, path, state } => {
+                print_json(&serde_json::json!({ "agent": agent, "path": path, "state": state }))
+            }
+            Reply::Recovery(r) => print_json(&r),
+            Reply::Validation(p) => print_json(&p),
+            Reply::Brief(b) => print_json(&b),
             Reply::Pong | Reply::Done | Reply::Subscribed => {
                 print_json(&serde_json::json!({"ok": true}))
             }
@@ -140,9 +147,25 @@ fn show(json: bool, reply: Reply) -> Res {
         Reply::Renewed { leases } => println!("renewed {leases} lease(s)"),
         Reply::Hook(h) => println!("{:?}", h.decision),
         Reply::DbCheck(c) => println!("{}: {}", c.path, c.quick_check),
+        Reply::Log { path, .. } => println!("{path}"),
+        Reply::Recovery(r) => print(&managed::recovery(&r)),
+        Reply::Validation(p) => print(&managed::problems(&p)),
+        Reply::Brief(b) => print(&b.text),
         Reply::Pong | Reply::Done | Reply::Subscribed => println!("ok"),
     }
     Ok(())
+}
+
+/// A plan file becomes a request with its text: the daemon parses it (and names the line of
+/// a mistake), so the client stays small.
+fn plan_request(path: &std::path::Path, start: bool) -> Res<Request> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read the plan {}: {e}", path.display())))?;
+    Ok(Request::SessionFromPlan {
+        path: path.display().to_string(),
+        text,
+        start,
+    })
 }
 
 /// Parse `--since`: RFC 3339, or an age like 30s / 10m / 2h / 1d.
@@ -218,11 +241,15 @@ fn run(cli: &Cli) -> Res {
         Cmd::Events(args) if args.follow => return follow(cli, args),
         Cmd::Session { cmd } => match cmd {
             SessionCmd::Create {
+                plan: Some(plan), ..
+            } => plan_request(plan, false)?,
+            SessionCmd::Create {
                 objective,
                 strategy,
                 phases,
+                ..
             } => Request::SessionCreate {
-                objective: objective.clone(),
+                objective: objective.clone().unwrap_or_default(),
                 strategy: strategy
                     .parse::<Strategy>()
                     .map_err(|e| usage(e.to_string()))?,
@@ -288,6 +315,14 @@ fn run(cli: &Cli) -> Res {
             }
         },
         Cmd::Ps { all } => Request::Ps { all: *all },
+        Cmd::Run { plan } => plan_request(plan, true)?,
+        Cmd::Logs { agent, follow } => return managed::logs(cli, agent, *follow),
+        Cmd::Recover { session } => Request::Recover {
+            session: session.clone(),
+        },
+        Cmd::Validate { session } => Request::Validate {
+            session: session.clone(),
+        },
         Cmd::Pause(a) => Request::Pause {
             session: a.session.clone(),
             target: target(&a.agent, &a.phase),
@@ -306,13 +341,37 @@ fn run(cli: &Cli) -> Res {
         Cmd::Status { session } => Request::Status {
             session: session.clone(),
         },
+        Cmd::Brief { session } => Request::Brief {
+            session: session.clone(),
+        },
+        Cmd::Note(n) => Request::Note {
+            session: n.session.clone(),
+            agent: n.agent.clone(),
+            kind: n.kind.into(),
+            text: n.text.join(" "),
+        },
     };
     let root = project_root(cli)?;
     let mut client = Client::connect(true)?;
     let reply = client.request(Some(&root), body)?;
-    if json {
-        return show(true, reply);
+    // `validate` fails when it found something, in JSON too.
+    let problems = matches!(&reply, Reply::Validation(p) if !p.is_empty());
+    let shown = if json {
+        show(true, reply)
+    } else {
+        show_human(cli, reply)
+    };
+    shown?;
+    if problems {
+        return Err(Failure {
+            body: ErrorBody::new(ErrorCode::BadRequest, ""),
+            exit: 1,
+        });
     }
+    Ok(())
+}
+
+fn show_human(cli: &Cli, reply: Reply) -> Res {
     match (&cli.cmd, reply) {
         (Cmd::Ps { .. }, Reply::Ps(s)) => {
             print(&output::ps(&s));
@@ -332,6 +391,17 @@ fn run(cli: &Cli) -> Res {
             println!("created session {}{active}", s.id);
             Ok(())
         }
+        (Cmd::Run { plan }, Reply::Session(s)) => {
+            println!(
+                "session {} from {}: {} agent(s), {}",
+                s.id,
+                plan.display(),
+                s.agents.len(),
+                s.state
+            );
+            print(&output::session(&s));
+            Ok(())
+        }
         (
             Cmd::Agent {
                 cmd: AgentCmd::Register { .. },
@@ -339,6 +409,10 @@ fn run(cli: &Cli) -> Res {
             Reply::Agent(a),
         ) => {
             println!("registered agent {} ({} #{})", a.id, a.role, a.instance);
+            Ok(())
+        }
+        (Cmd::Note(_), Reply::Done) => {
+            println!("noted");
             Ok(())
         }
         (_, reply) => show(false, reply),

@@ -7,6 +7,7 @@ mod lockpath;
 mod locks;
 mod procs;
 mod project;
+mod run;
 mod server;
 mod state;
 mod supervise;

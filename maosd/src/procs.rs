@@ -6,9 +6,6 @@
 //!
 //! Used by the supervisor (`maosd supervise`) and by the daemon's scheduling and recovery.
 
-// The daemon's scheduler is being wired to these; until then some are used by tests only.
-#![allow(dead_code)]
-
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -64,12 +61,14 @@ pub fn start_time(pid: u32) -> Option<u64> {
     stat(pid).map(|s| s.start_time)
 }
 
+#[cfg(test)]
 /// Process state letter from `/proc/<pid>/stat` field 3 (`R`, `S`, `T` stopped, `Z` zombie,
 /// ...). None if the process is gone or the platform does not tell.
 pub fn state(pid: u32) -> Option<char> {
     stat(pid).map(|s| s.state)
 }
 
+#[cfg(test)]
 /// The process group of `pid` (`/proc/<pid>/stat` field 5; `getpgid` elsewhere).
 pub fn pgrp(pid: u32) -> Option<u32> {
     #[cfg(target_os = "linux")]
@@ -85,6 +84,7 @@ pub fn pgrp(pid: u32) -> Option<u32> {
     }
 }
 
+#[cfg(test)]
 /// The parent of `pid` (`/proc/<pid>/stat` field 4). None if unknown.
 pub fn ppid(pid: u32) -> Option<u32> {
     stat(pid).map(|s| s.ppid)
@@ -160,6 +160,7 @@ impl AgentFiles {
     }
 }
 
+#[cfg(test)]
 /// The per-project state directory (the one holding `maos.db`) of the project rooted at `root`:
 /// `$MAOS_HOME/projects/<workspace_hash>`, as `project::Projects` computes it.
 pub fn project_dir(home: &Path, root: &Path) -> PathBuf {

@@ -47,6 +47,12 @@ enum Cmd {
     Info {
         reply: oneshot::Sender<ProjectInfo>,
     },
+    /// The supervisor of a managed agent answered (the actor asked it to start the agent).
+    Started {
+        agent: maos_core::AgentId,
+        attempt: u32,
+        result: crate::run::Started,
+    },
 }
 
 /// Handle to a project actor.
@@ -103,6 +109,11 @@ struct Actor {
     parked: HashMap<maos_core::WaitId, oneshot::Sender<Reply>>,
     /// The background WAL checkpoint task (stopped with the actor).
     checkpoints: tokio::task::AbortHandle,
+    /// How agents are started; also where `checkpoint.json` files go.
+    runner: crate::run::Runner,
+    /// This actor's own queue, for the answers of the tasks it starts (weak: the actor stops
+    /// once every handle is gone).
+    me: mpsc::WeakSender<Cmd>,
 }
 
 pub fn storage_error(e: &StoreError) -> ErrorBody {
@@ -177,7 +188,31 @@ impl Actor {
                 Cmd::Info { reply } => {
                     let _ = reply.send(project_info(&self.root, &self.hash, txn.state()));
                 }
+                Cmd::Started {
+                    agent,
+                    attempt,
+                    result,
+                } => {
+                    let applied = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        cmd::managed::started(&mut txn, &agent, attempt, result)
+                    }));
+                    match applied {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            warn!(agent = %agent, error = %e.message, "recording an agent start failed")
+                        }
+                        Err(_) => error!(agent = %agent, "recording an agent start panicked"),
+                    }
+                }
             }
+        }
+        // Managed sessions this batch changed take their next steps in the same commit.
+        if std::panic::catch_unwind(AssertUnwindSafe(|| {
+            cmd::managed::schedule_touched(&mut txn)
+        }))
+        .is_err()
+        {
+            error!(project = %self.root, "the scheduler panicked; the daemon goes on");
         }
         let mut wakeups = Vec::new();
         if txn.is_dirty() {
@@ -185,12 +220,14 @@ impl Actor {
             let result = self.store.commit(&txn.batch()).await;
             match result {
                 Ok(()) => {
-                    let (events, woken) = txn.finish();
-                    wakeups = woken;
-                    for e in events {
+                    let done = txn.finish();
+                    wakeups = done.wakeups;
+                    for e in done.events {
                         // No subscribers is fine.
                         let _ = self.events.send(Arc::new(e));
                     }
+                    self.execute(done.effects);
+                    self.write_checkpoints(done.checkpoints);
                 }
                 Err(e) => {
                     warn!(project = %self.root, error = %e, "commit failed; batch rolled back");
@@ -234,6 +271,94 @@ impl Actor {
         }
     }
 
+    /// Carry out the process work of a committed batch.
+    fn execute(&self, effects: Vec<crate::run::Effect>) {
+        use crate::run::Effect;
+        for e in effects {
+            match e {
+                Effect::Launch(l) => {
+                    let runner = self.runner.clone();
+                    let me = self.me.clone();
+                    tokio::spawn(async move {
+                        let result = runner.launch(&l).await;
+                        if let Some(tx) = me.upgrade() {
+                            let _ = tx
+                                .send(Cmd::Started {
+                                    agent: l.agent,
+                                    attempt: l.attempt,
+                                    result,
+                                })
+                                .await;
+                        }
+                    });
+                }
+                Effect::Signal { pgid, sig } => crate::run::signal(pgid, sig),
+                Effect::KillAfter {
+                    pgid,
+                    start_time,
+                    after,
+                } => crate::run::kill_after(pgid, start_time, after),
+            }
+        }
+    }
+
+    /// The readable copy of each session's latest committed checkpoint:
+    /// `sessions/<id>/checkpoint.json` in the project's directory, replaced atomically.
+    fn write_checkpoints(&self, rows: Vec<maos_store::CheckpointRow>) {
+        let mut latest: HashMap<String, maos_store::CheckpointRow> = HashMap::new();
+        for r in rows {
+            latest.insert(r.session_id.to_string(), r);
+        }
+        if latest.is_empty() {
+            return;
+        }
+        let dir = self.runner.project_dir.join("sessions");
+        tokio::task::spawn_blocking(move || {
+            for (sid, row) in latest {
+                if let Err(e) = write_checkpoint_file(&dir.join(&sid), &row) {
+                    warn!(session = %sid, error = %e, "cannot write checkpoint.json");
+                }
+            }
+        });
+    }
+
+    /// At start: reconcile every managed session with its processes, then let each take its
+    /// next steps.
+    async fn recover(&mut self) {
+        let mut txn = Txn::new(&mut self.state);
+        let report = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let r = cmd::managed::recover(&mut txn, None);
+            cmd::managed::schedule_all(&mut txn);
+            r
+        }));
+        match report {
+            Ok(Ok(r)) if !r.sessions.is_empty() => {
+                info!(project = %self.root, sessions = r.sessions.len(), "recovered managed sessions");
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => warn!(project = %self.root, error = %e.message, "recovery failed"),
+            Err(_) => error!(project = %self.root, "recovery panicked"),
+        }
+        if !txn.is_dirty() {
+            return;
+        }
+        txn.prepare();
+        match self.store.commit(&txn.batch()).await {
+            Ok(()) => {
+                let done = txn.finish();
+                for e in done.events {
+                    let _ = self.events.send(Arc::new(e));
+                }
+                self.execute(done.effects);
+                self.write_checkpoints(done.checkpoints);
+            }
+            Err(e) => {
+                warn!(project = %self.root, error = %e, "cannot commit the recovery; it runs again at the next start");
+                txn.rollback();
+            }
+        }
+    }
+
     /// After a failed commit the lock table may hold grants the database never saw: rebuild it
     /// from what is committed, and end every parked wait (its place in the queue is gone).
     async fn reload_locks(&mut self, err: &ErrorBody) {
@@ -247,6 +372,34 @@ impl Actor {
             }
         }
     }
+}
+
+fn write_checkpoint_file(dir: &Path, row: &maos_store::CheckpointRow) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let state: serde_json::Value = serde_json::from_str(&row.state).unwrap_or_default();
+    let doc = serde_json::json!({
+        "session_id": row.session_id, "seq": row.seq, "at": row.ts, "reason": row.reason,
+        "checkpoint": state,
+    });
+    let tmp = dir.join("checkpoint.json.tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(
+        serde_json::to_string_pretty(&doc)
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join("checkpoint.json"))
 }
 
 fn project_info(root: &str, hash: &str, st: &State) -> ProjectInfo {
@@ -274,15 +427,17 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 /// Every open project, opened on first use.
 pub struct Projects {
     dir: PathBuf,
+    socket: PathBuf,
     opts: StoreOptions,
     open: Mutex<HashMap<String, ProjectHandle>>,
     actors: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Projects {
-    pub fn new(home: &Path, opts: StoreOptions) -> Projects {
+    pub fn new(home: &Path, socket: &Path, opts: StoreOptions) -> Projects {
         Projects {
             dir: home.join("projects"),
+            socket: socket.to_path_buf(),
             opts,
             open: Mutex::new(HashMap::new()),
             actors: std::sync::Mutex::new(Vec::new()),
@@ -306,7 +461,13 @@ impl Projects {
         let dir = self.dir.join(&hash);
         // Boxed as `Send` explicitly: sqlx's futures otherwise trip rustc's higher-ranked `Send`
         // inference for every future that awaits this one.
-        let opening = open_project(root.to_string(), hash, dir, self.opts.clone());
+        let opening = open_project(
+            root.to_string(),
+            hash,
+            dir,
+            self.socket.clone(),
+            self.opts.clone(),
+        );
         let h = opening.await.map_err(|e| {
             error!(project = root, error = %e, "cannot open project");
             e
@@ -351,6 +512,7 @@ async fn open_project(
     root: String,
     hash: String,
     dir: PathBuf,
+    socket: PathBuf,
     opts: StoreOptions,
 ) -> Result<(ProjectHandle, tokio::task::JoinHandle<()>), ErrorBody> {
     let io =
@@ -385,19 +547,35 @@ async fn open_project(
     let (tx, rx) = mpsc::channel(QUEUE);
     let (events, _) = broadcast::channel(EVENT_BUFFER);
     let reader = store.reader();
-    let actor = Actor {
+    let runner = crate::run::Runner {
+        exe: std::env::current_exe().map_err(|e| {
+            ErrorBody::new(
+                ErrorCode::Internal,
+                format!("cannot find the maosd binary: {e}"),
+            )
+        })?,
+        socket,
+        root: root.clone(),
+        project_dir: dir.clone(),
+    };
+    let mut actor = Actor {
         root,
         hash,
         state: {
             let mut st = State::new(loaded.sessions, loaded.last_seq);
             st.reset_locks(loaded.locks, loaded.next_token);
+            st.set_checkpointed(loaded.checkpointed);
+            st.runner = Some(runner.clone());
             st
         },
         store,
         events,
         parked: HashMap::new(),
         checkpoints,
+        runner,
+        me: tx.downgrade(),
     };
+    actor.recover().await;
     let task = tokio::spawn(actor.run(rx));
     Ok((ProjectHandle { tx, reader }, task))
 }

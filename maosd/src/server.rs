@@ -126,7 +126,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         max_page_count: config.max_page_count,
     };
     let daemon = Arc::new(Daemon {
-        projects: Projects::new(&config.home, opts),
+        projects: Projects::new(&config.home, &config.socket, opts),
         shutdown: CancellationToken::new(),
         started: Instant::now(),
         started_at: crate::state::now(),

@@ -36,6 +36,10 @@ pub struct State {
     pub(crate) lock_ttl_us: i64,
     /// Subagents an agent CLI asked for and has not tied to an agent id yet (hooks).
     pub(crate) spawn_intents: Vec<crate::cmd::hook::SpawnIntent>,
+    /// When each session's latest committed checkpoint was taken.
+    checkpointed: HashMap<SessionId, Ts>,
+    /// How this project starts managed agents (`None` in unit tests).
+    pub(crate) runner: Option<crate::run::Runner>,
 }
 
 impl State {
@@ -48,6 +52,16 @@ impl State {
         };
         st.reindex();
         st
+    }
+
+    /// When the session's latest checkpoint was taken.
+    pub fn last_checkpoint(&self, id: &SessionId) -> Option<Ts> {
+        self.checkpointed.get(id).copied()
+    }
+
+    /// The latest checkpoints as committed (start-up).
+    pub fn set_checkpointed(&mut self, latest: impl IntoIterator<Item = (SessionId, Ts)>) {
+        self.checkpointed = latest.into_iter().collect();
     }
 
     /// Replace the lock table with the committed locks (start-up, or after a failed commit).
@@ -147,6 +161,18 @@ fn prefix_error(kind: &str, e: maos_core::PrefixError) -> ErrorBody {
 /// The answer for a parked lock wait, delivered after the commit.
 pub type Wakeup = (maos_core::WaitId, Result<crate::cmd::Outcome, ErrorBody>);
 
+/// What a committed transaction leaves to do.
+pub struct Finished {
+    /// To publish to subscribers.
+    pub events: Vec<EventRecord>,
+    /// Answers for parked lock waits.
+    pub wakeups: Vec<Wakeup>,
+    /// Process work.
+    pub effects: Vec<crate::run::Effect>,
+    /// Checkpoints committed (their readable `checkpoint.json` is written after).
+    pub checkpoints: Vec<maos_store::CheckpointRow>,
+}
+
 /// One group commit's worth of changes, with what is needed to undo them.
 pub struct Txn<'a> {
     st: &'a mut State,
@@ -166,6 +192,8 @@ pub struct Txn<'a> {
     /// Answers for parked lock waits, delivered after the commit.
     pub(crate) wakeups: Vec<Wakeup>,
     checkpoints: Vec<maos_store::CheckpointRow>,
+    /// Process work to do once the commit succeeded.
+    effects: Vec<crate::run::Effect>,
 }
 
 impl<'a> Txn<'a> {
@@ -179,6 +207,7 @@ impl<'a> Txn<'a> {
             token_before,
             wakeups: Vec::new(),
             checkpoints: Vec::new(),
+            effects: Vec::new(),
             st,
             undo: HashMap::new(),
             dirty_sessions: HashSet::new(),
@@ -197,6 +226,24 @@ impl<'a> Txn<'a> {
 
     pub fn is_dirty(&self) -> bool {
         !self.events.is_empty() || !self.undo.is_empty() || !self.lock_holders.is_empty()
+    }
+
+    /// Process work for after the commit (nothing happens if the transaction rolls back).
+    pub fn effect(&mut self, e: crate::run::Effect) {
+        self.effects.push(e);
+    }
+
+    /// Sessions this transaction changed (their own row, phases, or agents).
+    pub fn touched_sessions(&self) -> Vec<SessionId> {
+        let mut out: Vec<SessionId> = self.dirty_sessions.iter().cloned().collect();
+        for a in &self.dirty_agents {
+            if let Some(sid) = self.st.agent_session.get(a)
+                && !out.contains(sid)
+            {
+                out.push(sid.clone());
+            }
+        }
+        out
     }
 
     /// Pending subagent requests of agent CLIs. Advisory (they only name subagents), so a
@@ -390,7 +437,7 @@ impl<'a> Txn<'a> {
 
     /// The commit succeeded: record what the database now holds, and hand back the events to
     /// publish and the answers for parked waits.
-    pub fn finish(self) -> (Vec<EventRecord>, Vec<Wakeup>) {
+    pub fn finish(self) -> Finished {
         for holder in &self.lock_holders {
             let held: Vec<(u64, Ts)> = self
                 .st
@@ -412,7 +459,15 @@ impl<'a> Txn<'a> {
                 self.st.persisted.remove(holder);
             }
         }
-        (self.events, self.wakeups)
+        for c in &self.checkpoints {
+            self.st.checkpointed.insert(c.session_id.clone(), c.ts);
+        }
+        Finished {
+            events: self.events,
+            wakeups: self.wakeups,
+            effects: self.effects,
+            checkpoints: self.checkpoints,
+        }
     }
 
     /// The commit failed: restore memory to what it was before this transaction.
@@ -455,6 +510,7 @@ mod tests {
             resume_count: 0,
             errors: vec![],
             notes: vec![],
+            policy: None,
             agents: vec![],
         }
     }

@@ -350,6 +350,16 @@ impl Env {
     /// that lost a start race is counted too).
     #[cfg(target_os = "linux")]
     pub fn daemons(&self) -> Vec<u32> {
+        self.processes()
+            .into_iter()
+            .filter(|&pid| is_maosd(pid))
+            .collect()
+    }
+
+    /// Every live process started for this test's home: daemons, and the supervisors and
+    /// agents of managed sessions (they inherit `MAOS_HOME`).
+    #[cfg(target_os = "linux")]
+    pub fn processes(&self) -> Vec<u32> {
         let mut needle = b"MAOS_HOME=".to_vec();
         needle.extend_from_slice(self.home.as_os_str().as_encoded_bytes());
         needle.push(0);
@@ -358,7 +368,7 @@ impl Env {
         };
         let mut pids: Vec<u32> = dir
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .filter(|&pid| is_maosd(pid) && alive(pid))
+            .filter(|&pid| alive(pid))
             .filter(|pid| {
                 std::fs::read(format!("/proc/{pid}/environ"))
                     .is_ok_and(|env| env.split_inclusive(|&b| b == 0).any(|v| v == &needle[..]))
@@ -366,6 +376,11 @@ impl Env {
             .collect();
         pids.sort_unstable();
         pids
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn processes(&self) -> Vec<u32> {
+        self.daemons()
     }
 
     /// Live `maosd` processes serving this test's home (the pidfile's, where `/proc` is missing).
@@ -463,6 +478,10 @@ impl Drop for Env {
             if is_maosd(pid) && alive(pid) {
                 kill9(pid);
             }
+        }
+        // Supervisors and agents of managed sessions outlive the daemon by design.
+        for pid in self.processes() {
+            kill9(pid);
         }
     }
 }

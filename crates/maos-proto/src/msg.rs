@@ -212,12 +212,49 @@ pub enum Request {
     DbCheck,
     /// A managed agent's process ended: its supervisor reports (see `AgentExit`).
     AgentExited(Box<AgentExit>),
+    /// A session from a plan file (`maos session create --plan`, `maos run`): the file's path
+    /// (for error messages) and its text; `start` also starts it.
+    SessionFromPlan {
+        path: String,
+        text: String,
+        #[serde(default)]
+        start: bool,
+    },
+    /// Where a managed agent's output goes (`maos logs`).
+    AgentLog {
+        agent: String,
+    },
+    /// Reconcile managed sessions with their processes now (`maos recover`).
+    Recover {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// What does not add up (`maos validate`).
+    Validate {
+        #[serde(default)]
+        session: Option<String>,
+    },
     /// A sign of life: renews every lease of the agent.
     Heartbeat {
         agent: String,
     },
     /// One hook call of an agent CLI (`maos hook`).
     Hook(Box<HookCall>),
+    /// Where a session stands (`maos brief`): built from live state only.
+    Brief {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// Record a fact for the briefing (`maos note`).
+    Note {
+        #[serde(default)]
+        session: Option<String>,
+        /// The agent the note is about (an agent of that session).
+        #[serde(default)]
+        agent: Option<String>,
+        kind: NoteKind,
+        text: String,
+    },
 }
 
 /// One hook call of an agent CLI, reduced to what maos needs: ids, the event, the tool and the
@@ -413,6 +450,9 @@ impl Request {
                 | Request::LockList { .. }
                 | Request::LockCheck { .. }
                 | Request::DbCheck
+                | Request::AgentLog { .. }
+                | Request::Validate { .. }
+                | Request::Brief { .. }
         )
     }
 }
@@ -447,6 +487,14 @@ pub enum Reply {
     Events(Vec<EventRecord>),
     Status(Box<StatusView>),
     DbCheck(DbCheckView),
+    /// `maos logs`: the agent's output file, and whether it still runs.
+    Log {
+        agent: AgentId,
+        path: String,
+        state: AgentState,
+    },
+    Recovery(RecoveryReport),
+    Validation(Vec<Problem>),
     /// `maos ps`: what the table shows, and nothing more (it runs often and must be quick).
     Ps(Vec<PsSession>),
     /// A subscription was accepted; events follow.
@@ -461,6 +509,8 @@ pub enum Reply {
         leases: usize,
     },
     Hook(HookAnswer),
+    /// `maos brief`.
+    Brief(Box<Briefing>),
 }
 
 /// Who paused a session, why, and what was in progress at the time.
@@ -514,6 +564,10 @@ pub struct SessionRecord {
     /// Facts recorded for the briefing (`maos note`), oldest first.
     #[serde(default)]
     pub notes: Vec<Note>,
+    /// How maos runs the session's agents, for a session made from a plan; `None` for
+    /// sessions whose agents maos does not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<maos_core::plan::RunPolicy>,
     #[serde(default)]
     pub agents: Vec<AgentRecord>,
 }
@@ -574,6 +628,26 @@ pub struct AgentRecord {
     /// The agent CLI's own subagent id (Claude Code's `agent_id`); stored, never parsed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_agent_id: Option<String>,
+    /// How maos runs this agent (from a plan); `None` for agents maos does not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<Box<maos_core::plan::AgentSpec>>,
+    /// The process of its current attempt, while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessInfo>,
+    /// Processes started for it so far (retries and resumes included).
+    #[serde(default)]
+    pub attempts: u32,
+}
+
+/// A managed agent's running process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    /// The process, which leads its own process group.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot on Linux): tells pid reuse apart.
+    #[serde(default)]
+    pub start_time: Option<u64>,
+    pub started_at: Ts,
 }
 
 /// A session as `maos ps` shows it.
@@ -638,6 +712,169 @@ pub struct StatusView {
     pub progress: Progress,
 }
 
+/// `maos brief`: where a session stands, what is done, in progress and pending, what was
+/// decided, what went wrong, what blocks it and what to do next. The daemon builds it from live
+/// state only; `text` is the same briefing as text of at most 10,000 bytes (what SessionStart
+/// hands a new AI session as context, and what `maos brief` prints).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Briefing {
+    pub session_id: SessionId,
+    pub objective: String,
+    pub state: SessionState,
+    pub strategy: Strategy,
+    pub active: bool,
+    /// When the briefing was made: running times and the ETA count from here.
+    pub at: Ts,
+    pub created_at: Ts,
+    #[serde(default)]
+    pub started_at: Option<Ts>,
+    #[serde(default)]
+    pub ended_at: Option<Ts>,
+    /// Set while the session is paused: who, why, what was running.
+    #[serde(default)]
+    pub pause: Option<PauseInfo>,
+    #[serde(default)]
+    pub resume_count: u32,
+    /// Percent done, phase k/n, phase timing and ETA: the figures of `maos status`.
+    pub progress: Progress,
+    /// Every phase, in order.
+    pub phases: Vec<BriefPhase>,
+    /// Completed agents (with outcome) and `done` notes.
+    pub done: BriefWork,
+    /// Running and interrupted (resumable) agents, with the locks they hold.
+    pub in_progress: Vec<BriefAgent>,
+    /// Pending agents (with the unfinished agents they wait for) and `pending` notes.
+    pub pending: BriefWork,
+    /// Failed and cancelled agents, with what is known of why.
+    pub failed: Vec<BriefAgent>,
+    /// `decision` notes, oldest first.
+    pub decisions: Vec<BriefFact>,
+    /// Errors the daemon recorded (agent failures, failed checkpoints) and `error` notes,
+    /// oldest first.
+    pub errors: Vec<BriefFact>,
+    /// What stops work from going on by itself.
+    pub blockers: Vec<Blocker>,
+    /// Locks held by the session's agents (as `maos lock list` shows them).
+    pub locks: Vec<LockView>,
+    /// One sentence: what to do next.
+    pub next_step: String,
+    /// The briefing as text (starts with "maos: ", at most 10,000 bytes; long lists end with
+    /// "… and N more").
+    pub text: String,
+}
+
+/// Agents and notes of one part of a briefing.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BriefWork {
+    pub agents: Vec<BriefAgent>,
+    pub notes: Vec<BriefFact>,
+}
+
+/// A phase in a briefing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BriefPhase {
+    /// 1-based, as `maos phase start N` takes it.
+    pub number: usize,
+    pub name: String,
+    pub state: maos_core::PhaseState,
+    pub attempts: u32,
+    #[serde(default)]
+    pub started_at: Option<Ts>,
+    #[serde(default)]
+    pub ended_at: Option<Ts>,
+    /// How long the latest attempt ran (so far, for the running phase).
+    #[serde(default)]
+    pub secs: Option<f64>,
+    #[serde(default)]
+    pub result: Option<maos_core::CheckpointResult>,
+    /// The current phase (the first not completed or skipped).
+    pub current: bool,
+    pub paused: bool,
+}
+
+/// An agent in a briefing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BriefAgent {
+    pub id: AgentId,
+    pub role: String,
+    pub instance: u32,
+    pub task: String,
+    pub state: AgentState,
+    pub paused: bool,
+    #[serde(default)]
+    pub started_at: Option<Ts>,
+    #[serde(default)]
+    pub ended_at: Option<Ts>,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// How it ended, in words ("completed, exit code 0", the recorded failure); None while it
+    /// is not finished.
+    #[serde(default)]
+    pub outcome: Option<String>,
+    /// Locks it holds.
+    #[serde(default)]
+    pub locks: Vec<PsLock>,
+    /// The unfinished agents it depends on.
+    #[serde(default)]
+    pub waiting_for: Vec<BriefDep>,
+}
+
+/// A dependency an agent waits for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BriefDep {
+    pub id: AgentId,
+    pub role: String,
+    pub state: AgentState,
+}
+
+/// Where a fact of a briefing comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FactSource {
+    /// `maos note`.
+    Note,
+    /// Recorded by the daemon (an agent failure, a failed checkpoint).
+    Recorded,
+}
+
+/// A note or recorded error in a briefing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BriefFact {
+    pub text: String,
+    pub at: Ts,
+    /// The agent it is about, and that agent's role.
+    #[serde(default)]
+    pub agent: Option<AgentId>,
+    #[serde(default)]
+    pub role: Option<String>,
+    pub source: FactSource,
+}
+
+/// What kind of thing blocks a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockerKind {
+    SessionPaused,
+    PhasePaused,
+    AgentPaused,
+    /// The current phase failed its checkpoint and waits for a retry.
+    PhaseFailed,
+    /// A pending agent depends on an agent that failed or was cancelled.
+    DependencyFailed,
+}
+
+/// Something that stops work from going on by itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Blocker {
+    pub kind: BlockerKind,
+    /// In words, with the command that clears it where there is one.
+    pub text: String,
+    #[serde(default)]
+    pub agent: Option<AgentId>,
+    #[serde(default)]
+    pub phase: Option<String>,
+}
+
 /// One project the daemon has open.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProjectInfo {
@@ -648,6 +885,46 @@ pub struct ProjectInfo {
     /// Sequence number of the project's last event.
     #[serde(default)]
     pub last_seq: u64,
+}
+
+/// What `maos recover` (and the daemon at start) did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryReport {
+    pub sessions: Vec<SessionRecovery>,
+}
+
+/// The recovery of one session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecovery {
+    pub session: SessionId,
+    /// `continue`, `resume_agents`, `resume_session`, `restart_phase` or `mark_failed`.
+    pub plan: String,
+    pub next_step: String,
+    /// Agents whose process still runs: watched again.
+    #[serde(default)]
+    pub readopted: Vec<AgentId>,
+    /// Agents that ended while the daemon was down, with the exit their supervisor recorded.
+    #[serde(default)]
+    pub exits_applied: Vec<AgentId>,
+    /// Agents whose process is gone, that can be resumed (`maos resume`).
+    #[serde(default)]
+    pub resumable: Vec<AgentId>,
+    /// Agents whose process is gone, that cannot be resumed.
+    #[serde(default)]
+    pub failed: Vec<AgentId>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// An inconsistency found by `maos validate`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Problem {
+    pub session: SessionId,
+    #[serde(default)]
+    pub agent: Option<AgentId>,
+    /// `running_without_process`, `process_gone`, `lock_of_finished_agent`, `stale_checkpoint`.
+    pub kind: String,
+    pub message: String,
 }
 
 /// A project database's health.
@@ -720,5 +997,20 @@ mod tests {
     fn writes_are_classified() {
         assert!(Request::DaemonStop.is_write());
         assert!(!Request::Ps { all: true }.is_write());
+    }
+
+    #[test]
+    fn brief_is_a_read_and_note_a_write() {
+        assert!(!Request::Brief { session: None }.is_write());
+        let note: Request = serde_json::from_value(serde_json::json!(
+            {"request": "note", "kind": "decision", "text": "use SQLite"}
+        ))
+        .unwrap();
+        assert!(note.is_write());
+        assert!(matches!(
+            note,
+            Request::Note { session: None, agent: None, kind: NoteKind::Decision, ref text }
+                if text == "use SQLite"
+        ));
     }
 }

@@ -110,6 +110,8 @@ pub struct Loaded {
     pub locks: Vec<(HeldLock, i64)>,
     /// The next fencing token.
     pub next_token: u64,
+    /// When each session's latest checkpoint was taken.
+    pub checkpointed: Vec<(maos_core::SessionId, maos_core::Ts)>,
 }
 
 /// A held lock as stored: the lock, its holder's session and its lease length.

@@ -47,6 +47,8 @@ struct SessionRow<'a> {
 struct SessionData {
     #[serde(default)]
     notes: Vec<maos_proto::Note>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<maos_core::plan::RunPolicy>,
 }
 
 #[derive(Serialize)]
@@ -67,6 +69,29 @@ struct AgentRow<'a> {
     exit_code: Option<i32>,
     external_session_id: Option<&'a str>,
     external_agent_id: Option<&'a str>,
+    pid: Option<u32>,
+    data: String,
+}
+
+/// A managed agent's facts kept in its `data` column.
+#[derive(serde::Deserialize, Default)]
+struct AgentData {
+    #[serde(default)]
+    spec: Option<Box<maos_core::plan::AgentSpec>>,
+    #[serde(default)]
+    process: Option<maos_proto::ProcessInfo>,
+    #[serde(default)]
+    attempts: u32,
+}
+
+/// [`AgentData`] as written, borrowed from the record.
+#[derive(Serialize)]
+struct AgentDataOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spec: Option<&'a maos_core::plan::AgentSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    process: Option<&'a maos_proto::ProcessInfo>,
+    attempts: u32,
 }
 
 #[derive(Serialize)]
@@ -115,18 +140,19 @@ ON CONFLICT (id) DO UPDATE SET objective = excluded.objective, state = excluded.
 const UPSERT_AGENTS: &str = "\
 INSERT INTO session_agents (id, session_id, role, instance, task, state, paused, parent_id,
     depends_on, created_at, updated_at, started_at, ended_at, exit_code, external_session_id,
-    external_agent_id)
+    external_agent_id, pid, data)
 SELECT j.value->>'id', j.value->>'session_id', j.value->>'role', j.value->>'instance',
     j.value->>'task', j.value->>'state', j.value->>'paused', j.value->>'parent_id',
     j.value->>'depends_on', j.value->>'created_at', j.value->>'updated_at',
     j.value->>'started_at', j.value->>'ended_at', j.value->>'exit_code',
-    j.value->>'external_session_id', j.value->>'external_agent_id'
+    j.value->>'external_session_id', j.value->>'external_agent_id', j.value->>'pid',
+    j.value->>'data'
 FROM json_each($3) AS j WHERE true
 ON CONFLICT (id) DO UPDATE SET task = excluded.task, state = excluded.state,
     paused = excluded.paused, depends_on = excluded.depends_on, updated_at = excluded.updated_at,
     started_at = excluded.started_at, ended_at = excluded.ended_at, exit_code = excluded.exit_code,
     external_session_id = excluded.external_session_id,
-    external_agent_id = excluded.external_agent_id";
+    external_agent_id = excluded.external_agent_id, pid = excluded.pid, data = excluded.data";
 
 const UPSERT_PHASES: &str = "\
 INSERT INTO phases (session_id, idx, name, state, attempts, started_at, ended_at, result,
@@ -267,6 +293,12 @@ pub(crate) async fn write_batch(
                     exit_code: a.exit_code,
                     external_session_id: a.external_session_id.as_deref(),
                     external_agent_id: a.external_agent_id.as_deref(),
+                    pid: a.process.as_ref().map(|p| p.pid),
+                    data: json(&AgentDataOut {
+                        spec: a.spec.as_deref(),
+                        process: a.process.as_ref(),
+                        attempts: a.attempts,
+                    })?,
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
@@ -395,6 +427,7 @@ fn session_row(s: &SessionRecord) -> Result<SessionRow<'_>, StoreError> {
         errors: json(&s.errors)?,
         data: json(&SessionData {
             notes: s.notes.clone(),
+            policy: s.policy.clone(),
         })?,
     })
 }
@@ -460,11 +493,13 @@ pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreErr
             resume_count: row.try_get("resume_count")?,
             errors: parse_json(&row, "errors")?,
             notes: Vec::new(),
+            policy: None,
             agents: Vec::new(),
         };
         let data: SessionData = parse_json(&row, "data")?;
         let rec = SessionRecord {
             notes: data.notes,
+            policy: data.policy,
             ..rec
         };
         index.insert(rec.id.clone(), sessions.len());
@@ -518,17 +553,34 @@ pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreErr
             exit_code: row.try_get("exit_code")?,
             external_session_id: row.try_get("external_session_id")?,
             external_agent_id: row.try_get("external_agent_id")?,
+            spec: None,
+            process: None,
+            attempts: 0,
         });
+        let data: AgentData = parse_json(&row, "data")?;
+        if let Some(a) = sessions[i].agents.last_mut() {
+            a.spec = data.spec;
+            a.process = data.process;
+            a.attempts = data.attempts;
+        }
     }
     let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM session_events")
         .fetch_one(&mut *conn)
         .await?;
     let (locks, next_token) = load_locks(conn).await?;
+    let mut checkpointed = Vec::new();
+    for row in sqlx::query("SELECT session_id, max(ts) AS ts FROM checkpoints GROUP BY session_id")
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        checkpointed.push((id(&row, "session_id", SessionId::parse)?, ts(&row, "ts")?));
+    }
     Ok(Loaded {
         sessions,
         last_seq: last.unwrap_or(0).max(0) as u64,
         locks,
         next_token,
+        checkpointed,
     })
 }
 

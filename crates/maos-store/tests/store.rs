@@ -41,6 +41,7 @@ fn session(n: u128) -> SessionRecord {
             agent_id: None,
         }],
         notes: Vec::new(),
+        policy: Some(maos_core::plan::RunPolicy::default()),
         agents: vec![],
     }
 }
@@ -64,6 +65,26 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
         exit_code: Some(3),
         external_session_id: Some("7d3c1f0e-5b2a-4c8e-9f61-2a9b8c7d6e5f".into()),
         external_agent_id: parent.map(|_| "a7f3c2e1".into()),
+        // A managed agent's plan entry and process survive the round trip.
+        spec: Some(Box::new(maos_core::plan::AgentSpec {
+            name: format!("agent-{n}"),
+            role: "backend".into(),
+            task: "do it".into(),
+            command: vec!["sh".into(), "-c".into(), "exit 0".into()],
+            resume_command: Some(vec!["true".into()]),
+            depends_on: vec![],
+            phase: Some(0),
+            stage: None,
+            env: [("K".to_string(), "V".to_string())].into(),
+            workdir: Some("sub".into()),
+            retries: Some(2),
+        })),
+        process: Some(maos_proto::ProcessInfo {
+            pid: 4242,
+            start_time: Some(99),
+            started_at: t,
+        }),
+        attempts: 2,
     }
 }
 

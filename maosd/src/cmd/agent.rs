@@ -92,6 +92,9 @@ pub fn register(
         exit_code: None,
         external_session_id: None,
         external_agent_id: None,
+        spec: None,
+        process: None,
+        attempts: 0,
     };
     let data = json!({
         "role": rec.role, "instance": rec.instance, "task": rec.task,
@@ -149,6 +152,16 @@ pub fn transition(
             .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "agent without session"))?;
         super::require_running(s, &format!("{op} agent {id}"))?;
     }
+    // Ended (or interrupted) by decision while its process runs: the process goes too. An
+    // exit report clears `process` first, so a process that ended by itself is not signalled.
+    if matches!(
+        op,
+        AgentOp::Complete | AgentOp::Fail | AgentOp::Cancel | AgentOp::Interrupt
+    ) && tx.state().agent(&id).is_some_and(|a| a.process.is_some())
+    {
+        super::managed::stop_process(tx, &id);
+        tx.agent_mut(&id).process = None;
+    }
     let now = tx.now;
     let a = tx.agent_mut(&id);
     a.state = next;
@@ -193,27 +206,4 @@ pub fn transition(
         }
     }
     agent_reply(tx, &id)
-}
-
-/// A managed agent's process ended (its supervisor reports, or recovery finds `exit.json`).
-/// Exit code 0 completes the agent, anything else fails it. A report about a process the
-/// agent no longer runs (an earlier attempt), or for an agent that already ended, changes
-/// nothing: supervisors retry their reports, so the same exit can arrive twice.
-pub fn exited(tx: &mut Txn<'_>, exit: maos_proto::AgentExit) -> Result<Outcome, ErrorBody> {
-    let a = tx.state().resolve_agent(&exit.agent, None)?;
-    let id = a.id.clone();
-    if a.state.is_terminal() {
-        return Ok(Reply::Done.into());
-    }
-    let (op, reason) = match (exit.code, exit.signal) {
-        (Some(0), _) => (AgentOp::Complete, None),
-        (Some(c), _) => (AgentOp::Fail, Some(format!("exited with code {c}"))),
-        (None, Some(sig)) => (AgentOp::Fail, Some(format!("killed by signal {sig}"))),
-        (None, None) => (AgentOp::Fail, Some("ended without a status".to_string())),
-    };
-    if let Some(c) = &exit.claude_session_id {
-        tx.agent_mut(&id).external_session_id = Some(c.clone());
-    }
-    transition(tx, id.as_str(), op, exit.code, reason)?;
-    Ok(Reply::Done.into())
 }

@@ -391,12 +391,18 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
     let sid = session(tx, &call)?;
     match call.event.as_str() {
         "SessionStart" => {
-            let pre_existing = tx
+            // History: agents or notes recorded before this call. A resumed, compacted or
+            // cleared CLI session has lost its context: it gets the briefing in any case.
+            let history = tx
                 .state()
                 .session(&sid)
-                .is_some_and(|s| !s.agents.is_empty());
+                .is_some_and(|s| !s.agents.is_empty() || !s.notes.is_empty());
+            let again = matches!(call.source.as_deref(), Some("resume" | "compact" | "clear"));
             orchestrator(tx, &sid, &call)?;
-            let context = pre_existing.then(|| briefing(tx, &sid));
+            let context = (history || again)
+                .then(|| super::brief::brief(tx.state(), Some(sid.as_str()), tx.now).ok())
+                .flatten()
+                .map(|b| b.text);
             Ok(answer(HookDecision::None, None, context))
         }
         "UserPromptSubmit" => {
@@ -492,44 +498,4 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
         }
         _ => Ok(answer(HookDecision::None, None, None)),
     }
-}
-
-/// A short account of where the work stands, for a new or resumed AI session.
-fn briefing(tx: &Txn<'_>, sid: &SessionId) -> String {
-    let st = tx.state();
-    let Some(s) = st.session(sid) else {
-        return String::new();
-    };
-    let live: Vec<String> = s
-        .agents
-        .iter()
-        .filter(|a| !a.state.is_terminal())
-        .map(|a| format!("{} ({}): {}", a.role, a.state, a.task))
-        .collect();
-    let done = s
-        .agents
-        .iter()
-        .filter(|a| a.state == AgentState::Completed)
-        .count();
-    let locks: Vec<String> = st
-        .locks
-        .held()
-        .map(|l| format!("{} ({})", l.path, who(st, &l.holder)))
-        .collect();
-    let (k, n) = s.workflow.position();
-    let mut out = format!(
-        "maos: this project's session \"{}\" is {}",
-        s.objective, s.state
-    );
-    if n > 0 {
-        out.push_str(&format!(", phase {k}/{n}"));
-    }
-    out.push_str(&format!(". {done} agent(s) done."));
-    if !live.is_empty() {
-        out.push_str(&format!(" Unfinished: {}.", live.join("; ")));
-    }
-    if !locks.is_empty() {
-        out.push_str(&format!(" Files being written: {}.", locks.join(", ")));
-    }
-    out
 }

@@ -2,8 +2,10 @@
 //! changes it through the transaction, so a refused request changes nothing.
 
 mod agent;
+mod brief;
 pub mod hook;
 mod lock;
+pub mod managed;
 mod phase;
 mod query;
 mod session;
@@ -103,11 +105,25 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
         } => lock::check(tx.state(), agent.as_deref(), &path, mode),
         Request::Heartbeat { agent } => lock::heartbeat(tx, &agent),
         Request::Hook(call) => hook::hook(tx, *call),
+        Request::Brief { session } => brief::brief(tx.state(), session.as_deref(), tx.now)
+            .map(|b| Reply::Brief(Box::new(b)).into()),
+        Request::Note {
+            session,
+            agent,
+            kind,
+            text,
+        } => brief::note(tx, session.as_deref(), agent.as_deref(), kind, text),
         Request::Ping | Request::DaemonStatus | Request::DaemonStop => Err(ErrorBody::new(
             ErrorCode::BadRequest,
             "daemon requests do not take a project",
         )),
-        Request::AgentExited(exit) => agent::exited(tx, *exit),
+        Request::AgentExited(exit) => managed::exited(tx, *exit),
+        Request::SessionFromPlan { path, text, start } => {
+            managed::from_plan(tx, &path, &text, start)
+        }
+        Request::AgentLog { agent } => managed::log(tx, &agent),
+        Request::Recover { session } => managed::recover_request(tx, session.as_deref()),
+        Request::Validate { session } => managed::validate(tx, session.as_deref()),
         // The connection runs it on the read pool.
         Request::DbCheck => Err(ErrorBody::new(
             ErrorCode::Internal,

@@ -1,7 +1,8 @@
 //! Session lifecycle: create, activate, transitions, pause and resume at every level.
 
 use maos_core::{
-    AgentOp, AgentState, SessionId, SessionOp, SessionState, Strategy, Workflow, agent_set_paused,
+    AgentId, AgentOp, AgentState, SessionId, SessionOp, SessionState, Strategy, Workflow,
+    agent_set_paused,
 };
 use maos_proto::{ErrorBody, ErrorCode, PauseInfo, Reply, SessionRecord, Target};
 use serde_json::json;
@@ -56,6 +57,7 @@ pub fn create(
         resume_count: 0,
         errors: Vec::new(),
         notes: Vec::new(),
+        policy: None,
         agents: Vec::new(),
     };
     let data = json!({
@@ -210,8 +212,10 @@ fn end_live_agents(tx: &mut Txn<'_>, id: &SessionId) {
         })
         .unwrap_or_default();
     for aid in live {
+        super::managed::stop_process(tx, &aid);
         let now = tx.now;
         let a = tx.agent_mut(&aid);
+        a.process = None;
         if let Ok(next) = a.state.apply(AgentOp::Cancel) {
             a.state = next;
             a.paused = false;
@@ -263,22 +267,55 @@ fn set_paused(
             } else {
                 SessionOp::Resume
             };
+            // Managed agents interrupted by a crash are resumed with the session (their resume
+            // command runs), also when the session itself kept running.
+            let interrupted: Vec<AgentId> = s
+                .agents
+                .iter()
+                .filter(|a| a.spec.is_some() && a.state == AgentState::Resumable)
+                .map(|a| a.id.clone())
+                .collect();
+            let running: Vec<AgentId> = s
+                .agents
+                .iter()
+                .filter(|a| a.state == AgentState::Running && !a.paused)
+                .map(|a| a.id.clone())
+                .collect();
+            if !pause && s.state == SessionState::Running && !interrupted.is_empty() {
+                for id in &interrupted {
+                    super::managed::resume_agent(tx, id)?;
+                }
+                return session_reply(tx, &sid);
+            }
             let next = s
                 .state
                 .apply(op)
                 .map_err(|e| invalid(format!("session {sid}: {e}")))?;
             apply_session(tx, &sid, op, next, reason, by);
+            // Their processes really stop (SIGSTOP to the group) and continue.
+            super::managed::signal_agents(tx, &running, pause);
+            if !pause {
+                for id in &interrupted {
+                    super::managed::resume_agent(tx, id)?;
+                }
+            }
         }
         Target::Agent(agent) => {
             let a = tx.state().resolve_agent(&agent, Some(&sid))?;
             let aid = a.id.clone();
             if !pause && a.state == AgentState::Resumable {
+                if a.spec.is_some() {
+                    // A managed agent resumes by running its resume command.
+                    super::managed::resume_agent(tx, &aid)?;
+                    return super::agent::agent_reply(tx, &aid);
+                }
                 // Resuming an interrupted agent is the same as restarting it.
                 return super::agent::transition(tx, aid.as_str(), AgentOp::Resume, None, None);
             }
             agent_set_paused(a.state, a.paused, pause)
                 .map_err(|e| invalid(format!("agent {aid}: {e}")))?;
             tx.agent_mut(&aid).paused = pause;
+            super::managed::signal_agents(tx, std::slice::from_ref(&aid), pause);
             tx.renew(&aid);
             let kind = if pause {
                 "agent_paused"
@@ -316,12 +353,23 @@ fn set_paused(
                 };
                 return Err(invalid(format!("phase {pname} is {now}")));
             }
+            let in_phase: Vec<AgentId> = s
+                .agents
+                .iter()
+                .filter(|a| {
+                    a.state == AgentState::Running
+                        && !a.paused
+                        && a.spec.as_ref().and_then(|x| x.phase) == Some(idx as u32)
+                })
+                .map(|a| a.id.clone())
+                .collect();
             let sm = tx.session_mut(&sid);
             if pause {
                 sm.paused_phases.push(pname.clone());
             } else {
                 sm.paused_phases.retain(|p| p != &pname);
             }
+            super::managed::signal_agents(tx, &in_phase, pause);
             let kind = if pause {
                 "phase_paused"
             } else {

@@ -1,0 +1,125 @@
+//! The client side of managed sessions: `maos logs`, and how recovery and validation reports
+//! read.
+
+use std::fmt::Write as _;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::time::Duration;
+
+use maos_proto::{Problem, RecoveryReport, Reply, Request};
+
+use crate::cli::Cli;
+use crate::client::Client;
+use crate::{Failure, Res, project_root, usage};
+
+/// How often `maos logs --follow` looks for new output.
+const POLL: Duration = Duration::from_millis(200);
+
+fn ids(list: &[maos_core::AgentId]) -> String {
+    list.iter()
+        .map(|a| crate::output::short(a.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn recovery(r: &RecoveryReport) -> String {
+    if r.sessions.is_empty() {
+        return "no managed session to recover\n".to_string();
+    }
+    let mut out = String::new();
+    for s in &r.sessions {
+        let _ = writeln!(out, "session {}: {}", s.session, s.plan);
+        for (what, list) in [
+            ("re-adopted (still running)", &s.readopted),
+            ("exit applied (ended while maos was down)", &s.exits_applied),
+            ("resumable", &s.resumable),
+            ("failed (process gone, no exit recorded)", &s.failed),
+        ] {
+            if !list.is_empty() {
+                let _ = writeln!(out, "  {what}: {}", ids(list));
+            }
+        }
+        for n in &s.notes {
+            let _ = writeln!(out, "  note: {n}");
+        }
+        let _ = writeln!(out, "  next: {}", s.next_step);
+    }
+    out
+}
+
+pub fn problems(p: &[Problem]) -> String {
+    if p.is_empty() {
+        return "no problems found\n".to_string();
+    }
+    let mut out = String::new();
+    for x in p {
+        let _ = writeln!(out, "{} {}: {}", x.session, x.kind, x.message);
+    }
+    out
+}
+
+/// `maos logs AGENT [--follow]`: print the agent's output file; with `--follow`, keep
+/// printing what it writes until the agent has ended and nothing more comes.
+pub fn logs(cli: &Cli, agent: &str, follow: bool) -> Res {
+    let root = project_root(cli)?;
+    let mut client = Client::connect(true)?;
+    let ask = |client: &mut Client| -> Res<(String, maos_core::AgentState)> {
+        match client.request(
+            Some(&root),
+            Request::AgentLog {
+                agent: agent.to_string(),
+            },
+        )? {
+            Reply::Log { path, state, .. } => Ok((path, state)),
+            _ => Err(usage("the daemon gave an unexpected answer")),
+        }
+    };
+    let (path, mut state) = ask(&mut client)?;
+    if cli.json && !follow {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let v = serde_json::json!({ "path": path, "state": state, "output": text });
+        println!("{v}");
+        return Ok(());
+    }
+    let mut pos = 0u64;
+    let mut out = std::io::stdout().lock();
+    loop {
+        let grew = match std::fs::File::open(&path) {
+            Ok(mut f) => {
+                let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+                if len < pos {
+                    pos = 0; // replaced: start over
+                }
+                let mut buf = Vec::new();
+                f.seek(SeekFrom::Start(pos))
+                    .and_then(|_| f.read_to_end(&mut buf))
+                    .map_err(|e| io_failure(&path, &e))?;
+                pos += buf.len() as u64;
+                out.write_all(&buf).map_err(|e| io_failure("stdout", &e))?;
+                out.flush().map_err(|e| io_failure("stdout", &e))?;
+                !buf.is_empty()
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !follow {
+                    eprintln!("maos: no output yet ({path})");
+                    return Ok(());
+                }
+                false
+            }
+            Err(e) => return Err(io_failure(&path, &e)),
+        };
+        if !follow || (state.is_terminal() && !grew) {
+            return Ok(());
+        }
+        if !grew {
+            std::thread::sleep(POLL);
+            state = ask(&mut client)?.1;
+        }
+    }
+}
+
+fn io_failure(what: &str, e: &std::io::Error) -> Failure {
+    Failure {
+        body: maos_proto::ErrorBody::new(maos_proto::ErrorCode::Storage, format!("{what}: {e}")),
+        exit: 1,
+    }
+}

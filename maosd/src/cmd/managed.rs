@@ -1,0 +1,807 @@
+//! Managed sessions: sessions made from a plan, whose agents maos starts, watches and restarts.
+//!
+//! The decisions are the pure scheduler's (`maos_core::schedule`); this module turns them into
+//! state changes and process effects ([`crate::run::Effect`]), which the actor carries out
+//! after the commit. Process exits come back as [`AgentExit`] reports from the supervisors,
+//! also after a daemon restart (recovery applies the `exit.json` they leave behind).
+
+use std::path::Path;
+
+use maos_core::plan::{self, Plan};
+use maos_core::schedule::{self, Action, Node};
+use maos_core::{AgentId, AgentOp, AgentState, PhaseOp, SessionId, SessionOp, SessionState};
+use maos_proto::{
+    AgentExit, AgentRecord, ErrorBody, ErrorCode, Problem, ProcessInfo, RecoveryReport, Reply,
+    SessionRecovery,
+};
+use serde_json::json;
+
+use super::{Outcome, bad};
+use crate::run::{Effect, Launch, Runner, Started};
+use crate::state::Txn;
+
+/// Most scheduler rounds per session and commit (a plan has at most this many steps to take
+/// at once; the guard only stops a bug from spinning the actor).
+const MAX_ROUNDS: usize = 10_000;
+
+fn reply_id<T>(
+    o: Result<Outcome, ErrorBody>,
+    parse: fn(&str) -> Result<T, maos_core::IdError>,
+) -> Result<T, ErrorBody> {
+    let id = match o? {
+        Outcome::Reply(Reply::Session(s)) => s.id.to_string(),
+        Outcome::Reply(Reply::Agent(a)) => a.id.to_string(),
+        _ => return Err(ErrorBody::new(ErrorCode::Internal, "unexpected reply")),
+    };
+    parse(&id).map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))
+}
+
+/// `maos run PLAN` / `maos session create --plan PLAN`: the plan's session with its phases and
+/// agents, in one commit. A wrong plan is refused with the file, line and reason, and nothing
+/// is created.
+pub fn from_plan(
+    tx: &mut Txn<'_>,
+    path: &str,
+    text: &str,
+    start: bool,
+) -> Result<Outcome, ErrorBody> {
+    let plan = plan::parse(text)
+        .map_err(|e| bad(format!("{path}:{}:{}: {}", e.line, e.column, e.message)))?;
+    create(tx, path, plan, start)
+}
+
+fn create(tx: &mut Txn<'_>, path: &str, plan: Plan, start: bool) -> Result<Outcome, ErrorBody> {
+    plan.validate().map_err(|e| bad(format!("{path}: {e}")))?;
+    let sid = reply_id(
+        super::session::create(
+            tx,
+            plan.objective.clone(),
+            plan.strategy,
+            plan.phases.clone(),
+        ),
+        SessionId::parse,
+    )?;
+    tx.session_mut(&sid).policy = Some(plan.policy.clone());
+    let mut ids: Vec<(String, AgentId)> = Vec::with_capacity(plan.agents.len());
+    for spec in &plan.agents {
+        let deps: Vec<String> = spec
+            .depends_on
+            .iter()
+            .filter_map(|d| ids.iter().find(|(n, _)| n == d))
+            .map(|(_, id)| id.to_string())
+            .collect();
+        // Dependencies may name agents later in the file (adaptive plans): those edges are
+        // added once every agent exists.
+        let id = reply_id(
+            super::agent::register(
+                tx,
+                Some(sid.as_str()),
+                spec.role.clone(),
+                spec.task.clone(),
+                deps,
+                None,
+            ),
+            AgentId::parse,
+        )?;
+        let uses_claude = plan::uses(&spec.command, "claude_session_id")
+            || spec
+                .resume_command
+                .as_deref()
+                .is_some_and(|r| plan::uses(r, "claude_session_id"));
+        let a = tx.agent_mut(&id);
+        a.spec = Some(Box::new(spec.clone()));
+        if uses_claude {
+            // Given to the agent (`--session-id {claude_session_id}`) and kept for resume.
+            a.external_session_id = Some(uuid::Uuid::new_v4().to_string());
+        }
+        ids.push((spec.name.clone(), id));
+    }
+    for (spec, (_, id)) in plan.agents.iter().zip(&ids) {
+        let all: Vec<AgentId> = spec
+            .depends_on
+            .iter()
+            .filter_map(|d| ids.iter().find(|(n, _)| n == d).map(|(_, i)| i.clone()))
+            .collect();
+        if all.len() != tx.state().agent(id).map_or(0, |a| a.depends_on.len()) {
+            tx.agent_mut(id).depends_on = all;
+        }
+    }
+    tx.event(
+        Some(&sid),
+        None,
+        "plan_loaded",
+        json!({ "path": path, "agents": ids.len(), "phases": plan.phases.len(),
+                "strategy": plan.strategy, "policy": plan.policy }),
+    );
+    tx.checkpoint(&sid, "plan loaded");
+    if start {
+        super::session::transition(tx, Some(sid.as_str()), SessionOp::Start, None, None)?;
+        // The first agents start in this commit, so the answer shows them running.
+        let runner = runner(tx)?;
+        schedule(tx, &sid, &runner);
+    }
+    let s = tx
+        .state()
+        .session(&sid)
+        .cloned()
+        .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "session vanished"))?;
+    Ok(Reply::Session(Box::new(s)).into())
+}
+
+/// How this project starts agents.
+fn runner(tx: &Txn<'_>) -> Result<Runner, ErrorBody> {
+    tx.state().runner.clone().ok_or_else(|| {
+        ErrorBody::new(
+            ErrorCode::Internal,
+            "this daemon cannot start agents (no runner)",
+        )
+    })
+}
+
+/// Whether maos schedules this session (it was made from a plan).
+fn managed(tx: &Txn<'_>, sid: &SessionId) -> bool {
+    tx.state()
+        .session(sid)
+        .is_some_and(|s| s.policy.is_some() && !s.state.is_terminal())
+}
+
+/// Run the scheduler for every managed session this transaction touched, applying its actions
+/// until it has nothing more to do.
+pub fn schedule_touched(tx: &mut Txn<'_>) {
+    let Ok(runner) = runner(tx) else {
+        return;
+    };
+    for sid in tx.touched_sessions() {
+        if managed(tx, &sid) {
+            schedule(tx, &sid, &runner);
+        }
+    }
+}
+
+/// Run the scheduler for every live managed session (after recovery at start).
+pub fn schedule_all(tx: &mut Txn<'_>) {
+    let Ok(runner) = runner(tx) else {
+        return;
+    };
+    let live: Vec<SessionId> = tx
+        .state()
+        .sessions()
+        .iter()
+        .filter(|s| s.policy.is_some() && !s.state.is_terminal())
+        .map(|s| s.id.clone())
+        .collect();
+    for sid in live {
+        schedule(tx, &sid, &runner);
+    }
+}
+
+fn nodes(s: &maos_proto::SessionRecord) -> Vec<Node> {
+    let phase_paused = |p: Option<u32>| {
+        p.and_then(|i| s.workflow.phases.get(i as usize))
+            .is_some_and(|ph| s.paused_phases.contains(&ph.name))
+    };
+    s.agents
+        .iter()
+        .map(|a| Node {
+            state: a.state,
+            paused: a.paused || phase_paused(a.spec.as_ref().and_then(|x| x.phase)),
+            managed: a.spec.is_some(),
+            deps: a
+                .depends_on
+                .iter()
+                .filter_map(|d| s.agents.iter().position(|x| &x.id == d))
+                .collect(),
+            phase: a.spec.as_ref().and_then(|p| p.phase),
+            stage: a.spec.as_ref().and_then(|p| p.stage),
+        })
+        .collect()
+}
+
+pub fn schedule(tx: &mut Txn<'_>, sid: &SessionId, runner: &Runner) {
+    for _ in 0..MAX_ROUNDS {
+        let Some(s) = tx.state().session(sid) else {
+            return;
+        };
+        let Some(policy) = s.policy.clone() else {
+            return;
+        };
+        let ns = nodes(s);
+        let phases: Vec<_> = s.workflow.phases.iter().map(|p| p.state).collect();
+        let ids: Vec<AgentId> = s.agents.iter().map(|a| a.id.clone()).collect();
+        let actions = schedule::step(&schedule::Snapshot {
+            strategy: s.strategy,
+            policy: &policy,
+            session: s.state,
+            phases: &phases,
+            nodes: &ns,
+        });
+        if actions.is_empty() {
+            return;
+        }
+        for action in actions {
+            if let Err(e) = apply(tx, sid, &ids, action, runner) {
+                // A refused step would be refused again: record it and stop this session's
+                // scheduling for this commit instead of spinning.
+                tracing::warn!(session = %sid, error = %e.message, "scheduler step refused");
+                tx.event(
+                    Some(sid),
+                    None,
+                    "schedule_error",
+                    json!({ "error": e.message }),
+                );
+                return;
+            }
+        }
+    }
+    tracing::error!(session = %sid, "scheduler did not settle; stopped");
+}
+
+fn apply(
+    tx: &mut Txn<'_>,
+    sid: &SessionId,
+    ids: &[AgentId],
+    action: Action,
+    runner: &Runner,
+) -> Result<(), ErrorBody> {
+    let agent = |i: usize| {
+        ids.get(i)
+            .cloned()
+            .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "scheduler index out of range"))
+    };
+    match action {
+        Action::Start(i) => {
+            let id = agent(i)?;
+            super::agent::transition(tx, id.as_str(), AgentOp::Start, None, None)?;
+            launch(tx, &id, runner, false)?;
+        }
+        Action::Cancel(i, reason) => {
+            let id = agent(i)?;
+            super::agent::transition(tx, id.as_str(), AgentOp::Cancel, None, Some(reason))?;
+        }
+        Action::StartPhase(idx) => {
+            let p = (idx + 1).to_string();
+            super::phase::transition(
+                tx,
+                Some(sid.as_str()),
+                Some(&p),
+                PhaseOp::Start,
+                serde_json::Value::Null,
+            )?;
+        }
+        Action::CompletePhase(idx) => {
+            let p = (idx + 1).to_string();
+            let done: Vec<String> = tx
+                .state()
+                .session(sid)
+                .map(|s| {
+                    s.agents
+                        .iter()
+                        .filter(|a| a.spec.as_ref().and_then(|x| x.phase) == Some(idx as u32))
+                        .map(|a| a.role.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            super::phase::transition(
+                tx,
+                Some(sid.as_str()),
+                Some(&p),
+                PhaseOp::Complete,
+                json!({ "agents": done }),
+            )?;
+            tx.checkpoint(sid, &format!("phase {} completed", idx + 1));
+            // Completing the last phase completes the session.
+            if tx
+                .state()
+                .session(sid)
+                .is_some_and(|s| s.state == SessionState::Completed)
+            {
+                tx.checkpoint(sid, "session completed");
+            }
+        }
+        Action::CompleteSession => {
+            super::session::transition(
+                tx,
+                Some(sid.as_str()),
+                SessionOp::Complete,
+                Some("every agent completed".into()),
+                None,
+            )?;
+            tx.checkpoint(sid, "session completed");
+        }
+        Action::FailSession(reason) => {
+            super::session::transition(
+                tx,
+                Some(sid.as_str()),
+                SessionOp::Fail,
+                Some(reason),
+                None,
+            )?;
+            tx.checkpoint(sid, "session failed");
+        }
+    }
+    Ok(())
+}
+
+/// Start one attempt of a managed agent (its command, or its resume command).
+fn launch(tx: &mut Txn<'_>, id: &AgentId, runner: &Runner, resume: bool) -> Result<(), ErrorBody> {
+    let a = tx
+        .state()
+        .agent(id)
+        .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "agent vanished"))?;
+    let spec = a
+        .spec
+        .clone()
+        .ok_or_else(|| bad(format!("agent {id} has no command: maos does not start it")))?;
+    let attempt = a.attempts + 1;
+    let template = match (resume, &spec.resume_command) {
+        (true, Some(r)) => r.clone(),
+        _ => spec.command.clone(),
+    };
+    let root = Path::new(&runner.root);
+    let cwd = crate::run::workdir(root, spec.workdir.as_deref());
+    let (sid, task, role, claude) = (
+        a.session_id.clone(),
+        a.task.clone(),
+        a.role.clone(),
+        a.external_session_id.clone(),
+    );
+    let cwd_text = cwd.display().to_string();
+    let argv = plan::expand(&template, |k| match k {
+        "task" => Some(task.clone()),
+        "agent_id" => Some(id.to_string()),
+        "session_id" => Some(sid.to_string()),
+        "claude_session_id" => claude.clone(),
+        "workdir" => Some(cwd_text.clone()),
+        "name" => Some(spec.name.clone()),
+        "role" => Some(role.clone()),
+        "attempt" => Some(attempt.to_string()),
+        _ => None,
+    })
+    .map_err(|e| bad(format!("agent {}: {e}", spec.name)))?;
+    let mut env: Vec<(String, String)> = spec.env.clone().into_iter().collect();
+    env.push(("MAOS_SESSION_ID".into(), sid.to_string()));
+    env.push(("MAOS_AGENT_ID".into(), id.to_string()));
+    env.push(("MAOS_SOCKET".into(), runner.socket.display().to_string()));
+    env.push(("MAOS_PROJECT".into(), runner.root.clone()));
+    let a = tx.agent_mut(id);
+    a.attempts = attempt;
+    a.process = None;
+    tx.event(
+        Some(&sid),
+        Some(id),
+        "agent_launching",
+        json!({ "attempt": attempt, "argv": argv, "resume": resume,
+                "cwd": cwd_text }),
+    );
+    tx.effect(Effect::Launch(Launch {
+        agent: id.clone(),
+        attempt,
+        argv,
+        env,
+        cwd,
+        dir: runner.agent_dir(id),
+    }));
+    Ok(())
+}
+
+/// The supervisor answered (after the commit that asked for the start).
+pub fn started(
+    tx: &mut Txn<'_>,
+    id: &AgentId,
+    attempt: u32,
+    result: Started,
+) -> Result<(), ErrorBody> {
+    let runner = &runner(tx)?;
+    let Some(a) = tx.state().agent(id) else {
+        return Ok(());
+    };
+    if a.attempts != attempt {
+        return Ok(());
+    }
+    let (state, paused, sid) = (a.state, a.paused, a.session_id.clone());
+    match result {
+        Started::Running { pid, start_time } => {
+            tx.event(
+                Some(&sid),
+                Some(id),
+                "agent_process_started",
+                json!({ "pid": pid, "attempt": attempt }),
+            );
+            if state.is_terminal() {
+                // It ended before this answer came (an exit reported first, or a cancel while
+                // it was starting): never record the process; make sure it is gone.
+                let grace = grace_of(tx, &sid);
+                terminate(tx, pid, start_time, grace);
+                return Ok(());
+            }
+            let now = tx.now;
+            tx.agent_mut(id).process = Some(ProcessInfo {
+                pid,
+                start_time,
+                started_at: now,
+            });
+            let session_paused = tx
+                .state()
+                .session(&sid)
+                .is_some_and(|s| s.state == SessionState::Paused);
+            if paused || session_paused {
+                tx.effect(Effect::Signal {
+                    pgid: pid,
+                    sig: libc::SIGSTOP,
+                });
+            }
+        }
+        Started::Failed(message) => {
+            let exit = AgentExit {
+                agent: id.to_string(),
+                pid: 0,
+                start_time: None,
+                code: Some(127),
+                signal: None,
+                ended_at: tx.now,
+                claude_session_id: None,
+            };
+            tx.event(
+                Some(&sid),
+                Some(id),
+                "agent_start_failed",
+                json!({ "attempt": attempt, "error": message }),
+            );
+            ended(tx, id, exit, runner)?;
+        }
+    }
+    Ok(())
+}
+
+/// A managed agent's process ended: retry it if its policy allows, else complete or fail it.
+/// Reports about an earlier attempt, or an agent that already ended, change nothing.
+pub fn exited(tx: &mut Txn<'_>, exit: AgentExit) -> Result<Outcome, ErrorBody> {
+    let runner = &runner(tx)?;
+    let a = tx.state().resolve_agent(&exit.agent, None)?;
+    let id = a.id.clone();
+    let current = a.process.as_ref().map(|p| p.pid);
+    if a.state.is_terminal() || (exit.pid != 0 && current.is_some_and(|p| p != exit.pid)) {
+        return Ok(Reply::Done.into());
+    }
+    ended(tx, &id, exit, runner)?;
+    Ok(Reply::Done.into())
+}
+
+fn ended(
+    tx: &mut Txn<'_>,
+    id: &AgentId,
+    exit: AgentExit,
+    runner: &Runner,
+) -> Result<(), ErrorBody> {
+    let Some(a) = tx.state().agent(id) else {
+        return Ok(());
+    };
+    let sid = a.session_id.clone();
+    let retries = match (
+        &a.spec,
+        tx.state().session(&sid).and_then(|s| s.policy.as_ref()),
+    ) {
+        (Some(spec), Some(policy)) => spec.retries(policy),
+        _ => 0,
+    };
+    let attempts = a.attempts;
+    let a = tx.agent_mut(id);
+    a.process = None;
+    if let Some(c) = &exit.claude_session_id {
+        a.external_session_id = Some(c.clone());
+    }
+    tx.event(
+        Some(&sid),
+        Some(id),
+        "agent_process_exited",
+        json!({ "pid": exit.pid, "code": exit.code, "signal": exit.signal,
+                "attempt": attempts, "claude_session_id": exit.claude_session_id }),
+    );
+    let failed = exit.code != Some(0);
+    // Only maos's own attempts are retried (an agent started by hand has none).
+    let retry = tx
+        .state()
+        .agent(id)
+        .is_some_and(|a| a.state == AgentState::Running && a.spec.is_some())
+        && attempts >= 1
+        && schedule::should_retry(attempts, retries);
+    if failed && retry {
+        tx.event(
+            Some(&sid),
+            Some(id),
+            "agent_retry",
+            json!({ "attempt": attempts + 1, "of": retries + 1 }),
+        );
+        return launch(tx, id, runner, false);
+    }
+    let (op, reason) = match (exit.code, exit.signal) {
+        (Some(0), _) => (AgentOp::Complete, None),
+        (Some(c), _) => (AgentOp::Fail, Some(format!("exited with code {c}"))),
+        (None, Some(sig)) => (AgentOp::Fail, Some(format!("killed by signal {sig}"))),
+        (None, None) => (AgentOp::Fail, Some("ended without a status".into())),
+    };
+    super::agent::transition(tx, id.as_str(), op, exit.code, reason)?;
+    let name = tx
+        .state()
+        .agent(id)
+        .and_then(|a| a.spec.as_ref())
+        .map_or_else(|| id.to_string(), |s| s.name.clone());
+    let outcome = if failed { "failed" } else { "completed" };
+    tx.checkpoint(&sid, &format!("agent {name} {outcome}"));
+    Ok(())
+}
+
+/// An agent whose process still runs ended by decision (cancelled, failed by hand, its session
+/// ended): terminate its process group, then kill it after the grace period.
+pub fn stop_process(tx: &mut Txn<'_>, id: &AgentId) {
+    let Some(a) = tx.state().agent(id) else {
+        return;
+    };
+    let Some(p) = a.process.clone() else {
+        return;
+    };
+    let grace = grace_of(tx, &a.session_id.clone());
+    terminate(tx, p.pid, p.start_time, grace);
+}
+
+fn grace_of(tx: &Txn<'_>, sid: &SessionId) -> u64 {
+    tx.state()
+        .session(sid)
+        .and_then(|s| s.policy.as_ref())
+        .map_or(plan::DEFAULT_GRACE_MS, |p| p.grace_ms)
+}
+
+/// SIGTERM to the group, then SIGKILL after the grace period.
+fn terminate(tx: &mut Txn<'_>, pid: u32, start_time: Option<u64>, grace_ms: u64) {
+    tx.effect(Effect::Signal {
+        pgid: pid,
+        sig: libc::SIGTERM,
+    });
+    // A stopped (paused) process only acts on SIGTERM once continued.
+    tx.effect(Effect::Signal {
+        pgid: pid,
+        sig: libc::SIGCONT,
+    });
+    tx.effect(Effect::KillAfter {
+        pgid: pid,
+        start_time,
+        after: std::time::Duration::from_millis(grace_ms),
+    });
+}
+
+/// Pause or continue the processes of these agents (those that have one).
+pub fn signal_agents(tx: &mut Txn<'_>, agents: &[AgentId], pause: bool) {
+    let sig = if pause { libc::SIGSTOP } else { libc::SIGCONT };
+    for id in agents {
+        if let Some(p) = tx.state().agent(id).and_then(|a| a.process.clone()) {
+            tx.effect(Effect::Signal { pgid: p.pid, sig });
+        }
+    }
+}
+
+/// `maos resume` of an interrupted managed agent: run its resume command (or its command).
+pub fn resume_agent(tx: &mut Txn<'_>, id: &AgentId) -> Result<(), ErrorBody> {
+    let runner = runner(tx)?;
+    super::agent::transition(tx, id.as_str(), AgentOp::Resume, None, None)?;
+    launch(tx, id, &runner, true)
+}
+
+fn live_process(a: &AgentRecord) -> bool {
+    a.process
+        .as_ref()
+        .is_some_and(|p| crate::procs::alive(p.pid, p.start_time))
+}
+
+/// Reconcile managed sessions with their processes: at daemon start for every live session,
+/// and on `maos recover [SESSION]`. Agents whose process lives are re-adopted (their
+/// supervisor reports to this daemon); ended ones get the exit their supervisor recorded;
+/// dead ones without a record become resumable when they can be resumed (a resume command and
+/// a Claude session id), else failed.
+pub fn recover(tx: &mut Txn<'_>, session: Option<&str>) -> Result<RecoveryReport, ErrorBody> {
+    let runner = &runner(tx)?;
+    let targets: Vec<SessionId> = match session {
+        Some(name) => vec![tx.state().resolve_session(Some(name))?.id.clone()],
+        None => tx
+            .state()
+            .sessions()
+            .iter()
+            .filter(|s| s.policy.is_some() && !s.state.is_terminal())
+            .map(|s| s.id.clone())
+            .collect(),
+    };
+    let mut report = RecoveryReport::default();
+    for sid in targets {
+        report.sessions.push(recover_session(tx, &sid, runner)?);
+    }
+    Ok(report)
+}
+
+fn recover_session(
+    tx: &mut Txn<'_>,
+    sid: &SessionId,
+    runner: &Runner,
+) -> Result<SessionRecovery, ErrorBody> {
+    tx.checkpoint(sid, "before recovery");
+    let mut r = SessionRecovery {
+        session: sid.clone(),
+        plan: String::new(),
+        next_step: String::new(),
+        readopted: Vec::new(),
+        exits_applied: Vec::new(),
+        resumable: Vec::new(),
+        failed: Vec::new(),
+        notes: Vec::new(),
+    };
+    let agents: Vec<AgentRecord> = tx
+        .state()
+        .session(sid)
+        .map(|s| {
+            s.agents
+                .iter()
+                .filter(|a| a.spec.is_some() && a.state == AgentState::Running)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    for a in agents {
+        let files = crate::procs::agent_files(&runner.project_dir, a.id.as_str());
+        match crate::procs::read_exit(&files.exit) {
+            Ok(Some(exit)) if a.process.as_ref().is_none_or(|p| p.pid == exit.pid) => {
+                ended(tx, &a.id, exit, runner)?;
+                let _ = std::fs::remove_file(&files.exit);
+                r.exits_applied.push(a.id.clone());
+                continue;
+            }
+            Ok(_) => {}
+            Err(e) => r.notes.push(format!("agent {}: {e}", a.id)),
+        }
+        if live_process(&a) {
+            r.readopted.push(a.id.clone());
+            continue;
+        }
+        let resumable = a.spec.as_ref().is_some_and(|s| s.resume_command.is_some())
+            && a.external_session_id.is_some();
+        tx.agent_mut(&a.id).process = None;
+        if resumable {
+            super::agent::transition(
+                tx,
+                a.id.as_str(),
+                AgentOp::Interrupt,
+                None,
+                Some("its process ended while maos was down".into()),
+            )?;
+            r.resumable.push(a.id.clone());
+        } else {
+            super::agent::transition(
+                tx,
+                a.id.as_str(),
+                AgentOp::Fail,
+                None,
+                Some("its process ended while maos was down, with no exit recorded".into()),
+            )?;
+            r.failed.push(a.id.clone());
+        }
+    }
+    let s = tx.state().session(sid);
+    r.plan = match s {
+        Some(s) if s.state.is_terminal() => "mark_failed",
+        _ if !r.resumable.is_empty() => "resume_agents",
+        Some(s) if s.state == SessionState::Paused => "resume_session",
+        Some(s)
+            if s.workflow
+                .phases
+                .iter()
+                .any(|p| p.state == maos_core::PhaseState::Failed) =>
+        {
+            "restart_phase"
+        }
+        _ => "continue",
+    }
+    .to_string();
+    r.next_step = match r.plan.as_str() {
+        "resume_agents" => "run `maos resume` to resume the interrupted agents".to_string(),
+        "resume_session" => "run `maos resume` to resume the session".to_string(),
+        "restart_phase" => "run `maos phase start` to retry the failed phase".to_string(),
+        "mark_failed" => "the session failed; see `maos brief`".to_string(),
+        _ => "nothing: the session goes on by itself".to_string(),
+    };
+    tx.event(
+        Some(sid),
+        None,
+        "session_recovered",
+        serde_json::to_value(&r).unwrap_or_default(),
+    );
+    Ok(r)
+}
+
+/// `maos recover [SESSION]`.
+pub fn recover_request(tx: &mut Txn<'_>, session: Option<&str>) -> Result<Outcome, ErrorBody> {
+    let report = recover(tx, session)?;
+    Ok(Reply::Recovery(report).into())
+}
+
+/// `maos validate [SESSION]`: what does not add up.
+pub fn validate(tx: &Txn<'_>, session: Option<&str>) -> Result<Outcome, ErrorBody> {
+    let st = tx.state();
+    let sessions: Vec<&maos_proto::SessionRecord> = match session {
+        Some(name) => vec![st.resolve_session(Some(name))?],
+        None => st
+            .sessions()
+            .iter()
+            .filter(|s| !s.state.is_terminal())
+            .collect(),
+    };
+    let mut problems = Vec::new();
+    let problem = |s: &SessionId, a: Option<&AgentId>, kind: &str, message: String| Problem {
+        session: s.clone(),
+        agent: a.cloned(),
+        kind: kind.to_string(),
+        message,
+    };
+    for s in sessions {
+        for a in &s.agents {
+            if a.spec.is_some() && a.state == AgentState::Running && !a.paused {
+                match &a.process {
+                    None => problems.push(problem(
+                        &s.id,
+                        Some(&a.id),
+                        "running_without_process",
+                        format!("agent {} ({}) is running but has no process", a.id, a.role),
+                    )),
+                    Some(p) if !crate::procs::alive(p.pid, p.start_time) => {
+                        problems.push(problem(
+                            &s.id,
+                            Some(&a.id),
+                            "process_gone",
+                            format!(
+                                "agent {} ({}) is running but its process {} is gone; run `maos recover`",
+                                a.id, a.role, p.pid
+                            ),
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+            if a.state.is_terminal() {
+                for l in st.locks.held_by(&a.id) {
+                    problems.push(problem(
+                        &s.id,
+                        Some(&a.id),
+                        "lock_of_finished_agent",
+                        format!("{} holds {} but is {}", a.id, l.path, a.state),
+                    ));
+                }
+            }
+        }
+        if let Some(at) = st.last_checkpoint(&s.id) {
+            let later = s
+                .agents
+                .iter()
+                .filter_map(|a| a.ended_at)
+                .chain(s.workflow.phases.iter().filter_map(|p| p.ended_at))
+                .any(|t| t > at);
+            if later && s.policy.is_some() {
+                problems.push(problem(
+                    &s.id,
+                    None,
+                    "stale_checkpoint",
+                    format!("the last checkpoint ({at}) is older than the session's state"),
+                ));
+            }
+        }
+    }
+    Ok(Reply::Validation(problems).into())
+}
+
+/// Where a managed agent's output goes.
+pub fn log(tx: &Txn<'_>, agent: &str) -> Result<Outcome, ErrorBody> {
+    let runner = runner(tx)?;
+    let a = tx.state().resolve_agent(agent, None)?;
+    let files = crate::procs::agent_files(&runner.project_dir, a.id.as_str());
+    Ok(Reply::Log {
+        agent: a.id.clone(),
+        path: files.log.display().to_string(),
+        state: a.state,
+    }
+    .into())
+}

@@ -1,0 +1,457 @@
+//! Managed sessions end to end: plans run by the real daemon, whose agents are small shell
+//! scripts started through real supervisors. Start order is read from the event sequence;
+//! pause, resume and cancel are checked on the processes themselves; the daemon is killed
+//! while agents run and when "the machine reboots".
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use maos_tests::{Env, alive, kill9, wait_until};
+use serde_json::Value;
+
+/// Long enough for a slow CI machine to run a few shell scripts in turn.
+const SLOW: Duration = Duration::from_secs(30);
+
+fn plan(env: &Env, name: &str, text: &str) -> PathBuf {
+    let path = env.project.join(name);
+    std::fs::write(&path, text).expect("write plan");
+    path
+}
+
+/// `maos run PLAN`: the session id.
+fn run(env: &Env, plan: &Path) -> String {
+    let v = env.maos_json(&["run", plan.to_str().expect("utf-8 path")]);
+    v["id"].as_str().expect("session id").to_string()
+}
+
+fn session(env: &Env, sid: &str) -> Value {
+    env.maos_json(&["session", "show", sid])
+}
+
+fn wait_state(env: &Env, sid: &str, state: &str) -> Value {
+    wait_until(SLOW, &format!("session {sid} is {state}"), || {
+        session(env, sid)["state"] == state
+    });
+    session(env, sid)
+}
+
+fn agent<'a>(s: &'a Value, name: &str) -> &'a Value {
+    s["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|a| a["spec"]["name"] == name)
+        .unwrap_or_else(|| panic!("no agent {name} in {s}"))
+}
+
+/// Agent names in the order of their events of type `kind`.
+fn order(env: &Env, sid: &str, kind: &str) -> Vec<String> {
+    let s = session(env, sid);
+    env.events(&[sid, "--type", kind])
+        .iter()
+        .map(|e| {
+            s["agents"]
+                .as_array()
+                .expect("agents")
+                .iter()
+                .find(|a| a["id"] == e["agent_id"])
+                .map(|a| a["spec"]["name"].as_str().unwrap_or_default().to_string())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Sequence number of the first event of `kind` for agent `name`.
+fn seq(env: &Env, sid: &str, kind: &str, name: &str) -> u64 {
+    let s = session(env, sid);
+    let id = agent(&s, name)["id"].clone();
+    env.events(&[sid, "--type", kind])
+        .iter()
+        .find(|e| e["agent_id"] == id)
+        .and_then(|e| e["seq"].as_u64())
+        .unwrap_or_else(|| panic!("no {kind} for {name}"))
+}
+
+fn agent_entry(name: &str, extra: &str, script: &str) -> String {
+    format!(
+        "[[agent]]\nname = \"{name}\"\ntask = \"task of {name}\"\ncommand = [\"sh\", \"-c\", {script:?}]\n{extra}\n"
+    )
+}
+
+#[test]
+fn sequential_runs_one_agent_at_a_time_in_plan_order() {
+    let env = Env::new();
+    let mut text = "objective = \"seq\"\nstrategy = \"sequential\"\n".to_string();
+    for n in ["a", "b", "c"] {
+        text += &agent_entry(n, "", "exit 0");
+    }
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    wait_state(&env, &sid, "completed");
+    assert_eq!(order(&env, &sid, "agent_started"), ["a", "b", "c"]);
+    // Each starts only after the one before it completed.
+    assert!(seq(&env, &sid, "agent_completed", "a") < seq(&env, &sid, "agent_started", "b"));
+    assert!(seq(&env, &sid, "agent_completed", "b") < seq(&env, &sid, "agent_started", "c"));
+}
+
+#[test]
+fn adaptive_starts_an_agent_once_its_dependencies_completed() {
+    let env = Env::new();
+    let mut text = "objective = \"dag\"\nstrategy = \"adaptive\"\n".to_string();
+    text += &agent_entry("a", "", "exit 0");
+    text += &agent_entry("b", "depends_on = [\"a\"]", "exit 0");
+    text += &agent_entry("c", "depends_on = [\"a\"]", "exit 0");
+    text += &agent_entry("d", "depends_on = [\"b\", \"c\"]", "exit 0");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    wait_state(&env, &sid, "completed");
+    let started = order(&env, &sid, "agent_started");
+    assert_eq!(started.first().map(String::as_str), Some("a"));
+    assert_eq!(started.last().map(String::as_str), Some("d"));
+    for dep in ["b", "c"] {
+        assert!(seq(&env, &sid, "agent_completed", "a") < seq(&env, &sid, "agent_started", dep));
+        assert!(seq(&env, &sid, "agent_completed", dep) < seq(&env, &sid, "agent_started", "d"));
+    }
+}
+
+#[test]
+fn parallel_starts_every_agent_at_once_and_pipeline_goes_stage_by_stage() {
+    let env = Env::new();
+    let mut text = "objective = \"par\"\nstrategy = \"parallel\"\n".to_string();
+    for n in ["a", "b", "c"] {
+        text += &agent_entry(n, "", "exit 0");
+    }
+    let sid = run(&env, &plan(&env, "par.toml", &text));
+    wait_state(&env, &sid, "completed");
+    let last_start = ["a", "b", "c"]
+        .iter()
+        .map(|n| seq(&env, &sid, "agent_started", n))
+        .max();
+    let first_end = ["a", "b", "c"]
+        .iter()
+        .map(|n| seq(&env, &sid, "agent_completed", n))
+        .min();
+    assert!(last_start < first_end, "all started before any ended");
+
+    let mut text = "objective = \"pipe\"\nstrategy = \"pipeline\"\n".to_string();
+    text += &agent_entry("a", "stage = 1", "exit 0");
+    text += &agent_entry("b", "stage = 1", "exit 0");
+    text += &agent_entry("c", "stage = 2", "exit 0");
+    let sid = run(&env, &plan(&env, "pipe.toml", &text));
+    wait_state(&env, &sid, "completed");
+    for first in ["a", "b"] {
+        assert!(seq(&env, &sid, "agent_completed", first) < seq(&env, &sid, "agent_started", "c"));
+    }
+}
+
+#[test]
+fn phases_run_in_order_and_the_last_one_completes_the_session() {
+    let env = Env::new();
+    let mut text =
+        "objective = \"phased\"\nstrategy = \"adaptive\"\nphases = [\"design\", \"build\"]\n"
+            .to_string();
+    // Phases named by number (1 is the first) and by name.
+    text += &agent_entry("architect", "phase = 1", "exit 0");
+    text += &agent_entry("coder", "phase = \"build\"", "exit 0");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let s = wait_state(&env, &sid, "completed");
+    assert!(s["workflow"]["completed_at"].is_string(), "{s}");
+    let phase_done: Vec<u64> = env
+        .events(&[&sid, "--type", "phase_completed"])
+        .iter()
+        .filter_map(|e| e["seq"].as_u64())
+        .collect();
+    assert_eq!(phase_done.len(), 2);
+    assert!(seq(&env, &sid, "agent_completed", "architect") < phase_done[0]);
+    assert!(phase_done[0] < seq(&env, &sid, "agent_started", "coder"));
+    // A readable checkpoint of the finished session.
+    let cp = env
+        .home
+        .join("projects")
+        .read_dir()
+        .expect("projects")
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("sessions").join(&sid).join("checkpoint.json"))
+        .find(|p| p.is_file())
+        .expect("checkpoint.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(cp).expect("read")).expect("json");
+    assert_eq!(v["session_id"], sid.as_str());
+    assert_eq!(v["reason"], "session completed");
+}
+
+#[test]
+fn failure_policies_fail_the_session_continue_or_retry() {
+    let env = Env::new();
+    // fail (the default): the failure ends the session and cancels what still waits.
+    let mut text = "objective = \"fail\"\nstrategy = \"adaptive\"\n".to_string();
+    text += &agent_entry("bad", "", "exit 3");
+    text += &agent_entry("after", "depends_on = [\"bad\"]", "exit 0");
+    let sid = run(&env, &plan(&env, "fail.toml", &text));
+    let s = wait_state(&env, &sid, "failed");
+    assert_eq!(agent(&s, "bad")["state"], "failed");
+    assert_eq!(agent(&s, "bad")["exit_code"], 3);
+    assert_eq!(agent(&s, "after")["state"], "cancelled");
+
+    // continue: the failed agent's dependents are cancelled, the rest runs; the session
+    // fails at the end.
+    let mut text =
+        "objective = \"cont\"\nstrategy = \"adaptive\"\n[failure]\npolicy = \"continue\"\n"
+            .to_string();
+    text += &agent_entry("bad", "", "exit 1");
+    text += &agent_entry("dependent", "depends_on = [\"bad\"]", "exit 0");
+    text += &agent_entry("other", "", "exit 0");
+    let sid = run(&env, &plan(&env, "cont.toml", &text));
+    let s = wait_state(&env, &sid, "failed");
+    assert_eq!(agent(&s, "dependent")["state"], "cancelled");
+    assert_eq!(agent(&s, "other")["state"], "completed");
+
+    // retry: the first attempt fails, the second succeeds.
+    let mut text =
+        "objective = \"retry\"\nstrategy = \"adaptive\"\n[failure]\nretries = 2\n".to_string();
+    text += &agent_entry("flaky", "", "test {attempt} -ge 2");
+    let sid = run(&env, &plan(&env, "retry.toml", &text));
+    let s = wait_state(&env, &sid, "completed");
+    assert_eq!(agent(&s, "flaky")["attempts"], 2);
+    assert_eq!(env.events(&[&sid, "--type", "agent_retry"]).len(), 1);
+}
+
+/// The pid of a managed agent's running process, once it has one.
+fn pid_of(env: &Env, sid: &str, name: &str) -> u32 {
+    let mut pid = 0;
+    wait_until(SLOW, &format!("{name} has a process"), || {
+        pid = agent(&session(env, sid), name)["process"]["pid"]
+            .as_u64()
+            .unwrap_or(0) as u32;
+        pid != 0
+    });
+    pid
+}
+
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn pause_stops_the_process_resume_continues_it_cancel_ends_it() {
+    let env = Env::new();
+    let text = "objective = \"pause\"\n[failure]\ngrace_ms = 2000\n".to_string()
+        + &agent_entry("worker", "", "while true; do sleep 0.05; done");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let pid = pid_of(&env, &sid, "worker");
+    wait_until(SLOW, "the agent runs", || {
+        proc_state(pid).is_some_and(|s| s != 'T')
+    });
+    env.maos_json(&["pause", &sid, "--reason", "lunch"]);
+    wait_stopped(&env, &sid, pid);
+    env.maos_json(&["resume", &sid]);
+    wait_until(SLOW, "the resumed agent's process runs again", || {
+        proc_state(pid).is_some_and(|s| s != 'T')
+    });
+    // One agent on its own, too.
+    let id = agent(&session(&env, &sid), "worker")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    env.maos_json(&["pause", "--agent", &id]);
+    wait_stopped(&env, &sid, pid);
+    env.maos_json(&["agent", "cancel", &id]);
+    wait_until(SLOW, "the cancelled agent's process ends", || !alive(pid));
+    let s = session(&env, &sid);
+    assert_eq!(agent(&s, "worker")["state"], "cancelled");
+}
+
+/// Wait until the process is stopped; on failure show what the daemon logged (a pause that
+/// did not reach the process is a race worth seeing in full).
+fn wait_stopped(env: &Env, sid: &str, pid: u32) {
+    let deadline = std::time::Instant::now() + SLOW;
+    while proc_state(pid) != Some('T') {
+        if std::time::Instant::now() > deadline {
+            let log = std::fs::read_to_string(env.home.join("logs/maosd.log")).unwrap_or_default();
+            panic!(
+                "the paused agent's process {pid} is {:?}, not stopped\nsession: {}\nlog:\n{log}",
+                proc_state(pid),
+                session(env, sid)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The supervisor of an agent: its parent process.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn agents_that_end_while_the_daemon_is_down_are_recorded_after_a_kill_9() {
+    let env = Env::new();
+    let wait = "while [ ! -e go ]; do sleep 0.02; done; exit $CODE";
+    let mut text =
+        "objective = \"crash\"\nstrategy = \"adaptive\"\n[failure]\npolicy = \"continue\"\n"
+            .to_string();
+    text += &agent_entry("ok", "env = { CODE = \"0\" }", wait);
+    text += &agent_entry("bad", "env = { CODE = \"4\" }", wait);
+    text += &agent_entry("after", "depends_on = [\"ok\"]", "exit 0");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let (ok, bad) = (pid_of(&env, &sid, "ok"), pid_of(&env, &sid, "bad"));
+    env.kill9();
+    std::fs::write(env.project.join("go"), "").expect("go");
+    wait_until(SLOW, "both agents ended", || !alive(ok) && !alive(bad));
+    // Any command starts the daemon again; it recovers the session on start.
+    let s = wait_state(&env, &sid, "failed");
+    assert_eq!(agent(&s, "ok")["state"], "completed");
+    assert_eq!(agent(&s, "bad")["state"], "failed");
+    assert_eq!(agent(&s, "bad")["exit_code"], 4);
+    assert_eq!(agent(&s, "after")["state"], "completed", "{s}");
+    assert_eq!(env.integrity_check(), "ok");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn after_a_reboot_agents_are_resumable_and_resume_runs_the_resume_command() {
+    let env = Env::new();
+    let fake_claude = env.project.join("claude");
+    std::fs::write(
+        &fake_claude,
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$MAOS_ARGV_FILE\"\n",
+    )
+    .expect("fake claude");
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&fake_claude, mode).expect("chmod");
+    let text = format!(
+        "objective = \"reboot\"\n[[agent]]\nname = \"writer\"\ntask = \"write\"\n\
+         command = [\"sh\", \"-c\", \"while true; do sleep 0.05; done\", \"--\", \"{{claude_session_id}}\"]\n\
+         resume_command = [{claude:?}, \"-p\", \"continue\", \"--resume\", \"{{claude_session_id}}\"]\n\
+         env = {{ MAOS_ARGV_FILE = {argv:?} }}\n",
+        claude = fake_claude.display().to_string(),
+        argv = env.project.join("argv.txt").display().to_string(),
+    );
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let pid = pid_of(&env, &sid, "writer");
+    let claude_id = agent(&session(&env, &sid), "writer")["external_session_id"]
+        .as_str()
+        .expect("a Claude session id was given to the agent")
+        .to_string();
+    // The machine goes down: daemon, supervisor and agent are all gone.
+    let supervisor = parent_of(pid).expect("supervisor");
+    env.kill9();
+    kill9(supervisor);
+    kill9(pid);
+    wait_until(SLOW, "everything is gone", || {
+        !alive(pid) && !alive(supervisor)
+    });
+    let report = env.maos_json(&["recover", &sid]);
+    let s = session(&env, &sid);
+    assert_eq!(agent(&s, "writer")["state"], "resumable", "{report}");
+    // `maos resume` runs the resume command with the recorded Claude session id.
+    env.maos_json(&["resume", &sid]);
+    let argv = env.project.join("argv.txt");
+    wait_until(SLOW, "the resume command ran", || argv.is_file());
+    let args = std::fs::read_to_string(&argv).expect("argv");
+    assert_eq!(
+        args.lines().collect::<Vec<_>>(),
+        ["-p", "continue", "--resume", claude_id.as_str()]
+    );
+    let s = wait_state(&env, &sid, "completed");
+    assert_eq!(agent(&s, "writer")["attempts"], 2);
+    let recovered = env.events(&[&sid, "--type", "session_recovered"]);
+    assert!(!recovered.is_empty());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn validate_finds_a_lost_process_and_recover_settles_it() {
+    let env = Env::new();
+    let text = "objective = \"lost\"\n".to_string()
+        + &agent_entry("worker", "", "while true; do sleep 0.05; done");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let pid = pid_of(&env, &sid, "worker");
+    let supervisor = parent_of(pid).expect("supervisor");
+    assert_eq!(env.maos(&["validate"]).status.code(), Some(0));
+    // Supervisor and agent vanish without a word (the daemon keeps running).
+    kill9(supervisor);
+    kill9(pid);
+    wait_until(SLOW, "both are gone", || !alive(pid) && !alive(supervisor));
+    let out = env.maos(&["--json", "validate"]);
+    assert_eq!(out.status.code(), Some(1));
+    let problems: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(problems[0]["kind"], "process_gone", "{problems}");
+    let report = env.maos_json(&["recover"]);
+    assert_eq!(
+        report["sessions"][0]["failed"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(env.maos(&["validate"]).status.code(), Some(0));
+    wait_state(&env, &sid, "failed");
+}
+
+#[test]
+fn logs_show_what_an_agent_printed() {
+    let env = Env::new();
+    let text = "objective = \"logs\"\n".to_string()
+        + &agent_entry("talker", "", "echo first line; echo second line >&2");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    wait_state(&env, &sid, "completed");
+    let id = agent(&session(&env, &sid), "talker")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let out = env.maos(&["logs", &id, "--follow"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("first line") && text.contains("second line"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_wrong_plan_is_refused_with_file_line_and_reason_and_creates_nothing() {
+    let env = Env::new();
+    let cases = [
+        (
+            "syntax.toml",
+            "objective = \"x\"\n[[agent]\n",
+            "syntax.toml:2",
+        ),
+        (
+            "unknown-dep.toml",
+            "objective = \"x\"\nstrategy = \"adaptive\"\n[[agent]]\nname = \"a\"\ntask = \"t\"\ncommand = [\"true\"]\ndepends_on = [\"ghost\"]\n",
+            "ghost",
+        ),
+        (
+            "cycle.toml",
+            "objective = \"x\"\nstrategy = \"adaptive\"\n[[agent]]\nname = \"a\"\ntask = \"t\"\ncommand = [\"true\"]\ndepends_on = [\"b\"]\n[[agent]]\nname = \"b\"\ntask = \"t\"\ncommand = [\"true\"]\ndepends_on = [\"a\"]\n",
+            "cycle",
+        ),
+        (
+            "typo.toml",
+            "objective = \"x\"\n[[agent]]\nname = \"a\"\ntask = \"t\"\ncomand = [\"true\"]\n",
+            "comand",
+        ),
+        ("empty.toml", "", "objective"),
+    ];
+    for (name, text, needle) in cases {
+        let f = env.maos_fail(&["run", plan(&env, name, text).to_str().expect("path")]);
+        assert_eq!(f.exit, 1, "{name}: {f:?}");
+        assert!(
+            f.message.contains(name) && f.message.contains(needle),
+            "{name}: {}",
+            f.message
+        );
+        assert_eq!(f.message.lines().count(), 1, "{name}: one line");
+    }
+    let missing = env.maos_fail(&["run", "no-such-plan.toml"]);
+    assert_eq!(missing.exit, 2);
+    assert_eq!(
+        env.maos_json(&["session", "list", "--all"]),
+        serde_json::json!([])
+    );
+}
