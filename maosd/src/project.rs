@@ -479,6 +479,29 @@ impl Projects {
         Ok(h.0)
     }
 
+    /// Open every project that has run managed agents (it has an `agents/` directory), so
+    /// that opening recovers its sessions.
+    pub async fn open_managed(&self) {
+        let roots: Vec<String> = match std::fs::read_dir(&self.dir) {
+            Ok(dir) => dir
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.join("agents").is_dir())
+                .filter_map(|p| {
+                    let text = std::fs::read_to_string(p.join("project.json")).ok()?;
+                    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+                    v["root"].as_str().map(str::to_string)
+                })
+                .collect(),
+            Err(_) => return,
+        };
+        for root in roots {
+            if let Err(e) = self.get(&root).await {
+                warn!(project = %root, error = %e.message, "cannot open the project to recover it");
+            }
+        }
+    }
+
     /// Facts about every open project.
     pub async fn infos(&self) -> Vec<ProjectInfo> {
         let handles: Vec<_> = self.open.lock().await.values().cloned().collect();

@@ -140,6 +140,13 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         "maosd ready"
     );
     tokio::spawn(signals(daemon.shutdown.clone()));
+    // Sessions that were running when the daemon last stopped are recovered now, not when
+    // someone next touches their project: their agents' exits are applied and what became
+    // ready starts. Requests are served meanwhile.
+    {
+        let d = daemon.clone();
+        tokio::spawn(async move { d.projects.open_managed().await });
+    }
     let tracker = TaskTracker::new();
     let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let me = maos_proto::paths::uid();

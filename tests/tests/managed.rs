@@ -298,13 +298,18 @@ fn agents_that_end_while_the_daemon_is_down_are_recorded_after_a_kill_9() {
             .to_string();
     text += &agent_entry("ok", "env = { CODE = \"0\" }", wait);
     text += &agent_entry("bad", "env = { CODE = \"4\" }", wait);
-    text += &agent_entry("after", "depends_on = [\"ok\"]", "exit 0");
+    text += &agent_entry("after", "depends_on = [\"ok\"]", "touch after.done");
     let sid = run(&env, &plan(&env, "plan.toml", &text));
     let (ok, bad) = (pid_of(&env, &sid, "ok"), pid_of(&env, &sid, "bad"));
     env.kill9();
     std::fs::write(env.project.join("go"), "").expect("go");
     wait_until(SLOW, "both agents ended", || !alive(ok) && !alive(bad));
-    // Any command starts the daemon again; it recovers the session on start.
+    // The daemon recovers the session when it starts, before anyone asks about the project:
+    // the exits are applied and the agent that became ready runs.
+    assert!(env.maos(&["daemon", "start"]).status.success());
+    wait_until(SLOW, "the next agent ran after the restart", || {
+        env.project.join("after.done").is_file()
+    });
     let s = wait_state(&env, &sid, "failed");
     assert_eq!(agent(&s, "ok")["state"], "completed");
     assert_eq!(agent(&s, "bad")["state"], "failed");
