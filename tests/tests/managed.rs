@@ -460,3 +460,45 @@ fn a_wrong_plan_is_refused_with_file_line_and_reason_and_creates_nothing() {
         serde_json::json!([])
     );
 }
+
+#[test]
+fn a_claude_session_id_the_agent_prints_is_kept_for_resume() {
+    let env = Env::new();
+    let text = "objective = \"claude\"\n".to_string()
+        + &agent_entry(
+            "claude",
+            "",
+            // Braces are doubled in a plan: `{` starts a placeholder.
+            r#"echo '{{"type":"result","subtype":"success","session_id":"0b7e2c4d-91aa-4f3e-8d2b-5c6f7a8b9c0d"}}'"#,
+        );
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let s = wait_state(&env, &sid, "completed");
+    assert_eq!(
+        agent(&s, "claude")["external_session_id"],
+        "0b7e2c4d-91aa-4f3e-8d2b-5c6f7a8b9c0d"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn pausing_a_phase_stops_its_agents_and_holds_back_the_next_ones() {
+    let env = Env::new();
+    let mut text =
+        "objective = \"phase pause\"\nstrategy = \"adaptive\"\nphases = [\"build\"]\n".to_string();
+    text += &agent_entry(
+        "worker",
+        "phase = 1",
+        "while [ ! -e go ]; do sleep 0.02; done",
+    );
+    text += &agent_entry("next", "phase = 1\ndepends_on = [\"worker\"]", "exit 0");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let pid = pid_of(&env, &sid, "worker");
+    env.maos_json(&["pause", &sid, "--phase", "build"]);
+    wait_stopped(&env, &sid, pid);
+    // The worker ends (it is continued first so it can see the file); `next` must wait for
+    // the phase to be resumed.
+    std::fs::write(env.project.join("go"), "").expect("go");
+    env.maos_json(&["resume", &sid, "--phase", "build"]);
+    let s = wait_state(&env, &sid, "completed");
+    assert_eq!(agent(&s, "next")["state"], "completed");
+}
