@@ -502,3 +502,31 @@ fn pausing_a_phase_stops_its_agents_and_holds_back_the_next_ones() {
     let s = wait_state(&env, &sid, "completed");
     assert_eq!(agent(&s, "next")["state"], "completed");
 }
+
+#[test]
+fn starting_a_managed_agent_by_hand_starts_its_process() {
+    let env = Env::new();
+    let mut text = "objective = \"by hand\"\nstrategy = \"sequential\"\n".to_string();
+    text += &agent_entry("first", "", "while [ ! -e go ]; do sleep 0.02; done");
+    text += &agent_entry("second", "", "touch second.done");
+    let path = plan(&env, "plan.toml", &text);
+    let created = env.maos_json(&["session", "create", "--plan", path.to_str().expect("path")]);
+    let sid = created["id"].as_str().expect("id").to_string();
+    assert_eq!(
+        created["state"], "created",
+        "nothing runs before the session starts"
+    );
+    env.maos_json(&["session", "start", &sid]);
+    pid_of(&env, &sid, "first");
+    // Sequential would hold `second` back; starting it by hand runs its command now.
+    let second = agent(&session(&env, &sid), "second")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    env.maos_json(&["agent", "start", &second]);
+    wait_until(SLOW, "the second agent ran", || {
+        env.project.join("second.done").is_file()
+    });
+    std::fs::write(env.project.join("go"), "").expect("go");
+    wait_state(&env, &sid, "completed");
+}

@@ -579,6 +579,31 @@ pub fn signal_agents(tx: &mut Txn<'_>, agents: &[AgentId], pause: bool) {
     }
 }
 
+/// `maos agent start|complete|...` by hand. Starting (or resuming) an agent that maos runs
+/// also starts its process; anything else is the plain transition (which stops a running
+/// process when the agent ends).
+pub fn agent_op(
+    tx: &mut Txn<'_>,
+    name: &str,
+    op: AgentOp,
+    exit_code: Option<i32>,
+    reason: Option<String>,
+) -> Result<Outcome, ErrorBody> {
+    let a = tx.state().resolve_agent(name, None)?;
+    let (id, managed, state) = (a.id.clone(), a.spec.is_some(), a.state);
+    if managed && matches!(op, AgentOp::Start | AgentOp::Resume) {
+        if state == AgentState::Resumable {
+            resume_agent(tx, &id)?;
+        } else {
+            let runner = runner(tx)?;
+            super::agent::transition(tx, id.as_str(), op, exit_code, reason)?;
+            launch(tx, &id, &runner, false)?;
+        }
+        return super::agent::agent_reply(tx, &id);
+    }
+    super::agent::transition(tx, name, op, exit_code, reason)
+}
+
 /// `maos resume` of an interrupted managed agent: run its resume command (or its command).
 pub fn resume_agent(tx: &mut Txn<'_>, id: &AgentId) -> Result<(), ErrorBody> {
     let runner = runner(tx)?;
@@ -652,7 +677,11 @@ fn recover_session(
                 r.exits_applied.push(a.id.clone());
                 continue;
             }
-            Ok(_) => {}
+            // From an earlier attempt: that exit was applied when it happened.
+            Ok(Some(_)) => {
+                let _ = std::fs::remove_file(&files.exit);
+            }
+            Ok(None) => {}
             Err(e) => r.notes.push(format!("agent {}: {e}", a.id)),
         }
         if live_process(&a) {

@@ -61,7 +61,7 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             op,
             exit_code,
             reason,
-        } => agent::transition(tx, &agent, op, exit_code, reason),
+        } => managed::agent_op(tx, &agent, op, exit_code, reason),
         Request::AgentList { session } => query::agent_list(tx.state(), session.as_deref()),
         Request::PhaseTransition {
             session,
