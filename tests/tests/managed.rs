@@ -530,3 +530,27 @@ fn starting_a_managed_agent_by_hand_starts_its_process() {
     std::fs::write(env.project.join("go"), "").expect("go");
     wait_state(&env, &sid, "completed");
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_agent_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    let env = Env::new();
+    let text = "objective = \"stubborn\"\n[failure]\ngrace_ms = 300\n".to_string()
+        + &agent_entry(
+            "stubborn",
+            "",
+            "trap '' TERM; while true; do sleep 0.05; done",
+        );
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let pid = pid_of(&env, &sid, "stubborn");
+    let id = agent(&session(&env, &sid), "stubborn")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    env.maos_json(&["agent", "cancel", &id]);
+    wait_until(SLOW, "the stubborn agent is killed", || !alive(pid));
+    assert_eq!(
+        agent(&session(&env, &sid), "stubborn")["state"],
+        "cancelled"
+    );
+}
