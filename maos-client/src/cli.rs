@@ -109,10 +109,12 @@ pub enum Cmd {
     /// Check the set-up: hooks installed, `maos` on PATH, daemon reachable, versions, database.
     Doctor,
     /// Show maos at work in a throw-away project and daemon: a Claude Code session replayed
-    /// through `maos hook`, then a tour of the CLI.
+    /// through `maos hook`, a managed session that survives a kill -9 of its daemon, then a
+    /// tour of the CLI.
     Demo {
-        /// Run one part only: `hooks` (the Claude Code replay) or `cli` (the CLI tour).
-        #[arg(value_parser = ["hooks", "cli"])]
+        /// Run one part only: `hooks` (the Claude Code replay), `managed` (a plan run by maos,
+        /// its daemon killed half-way) or `cli` (the CLI tour).
+        #[arg(value_parser = ["hooks", "managed", "cli"])]
         part: Option<String>,
         /// Keep the demo's temporary directory (its database and logs) afterwards.
         #[arg(long)]

@@ -1,30 +1,31 @@
 //! `maos demo`, run as a user runs it: the Claude Code session replayed through real
-//! `maos hook` processes (`maos demo hooks`), and the whole demo. The demo makes its own
-//! throw-away project and daemon under `TMPDIR`, which here is inside the test's temporary
-//! directory; the checks look for facts (the denial names the file and its holder, the spawn
-//! tree, the event types), not for the narration's wording.
+//! `maos hook` processes (`maos demo hooks`), the managed session whose daemon is killed
+//! half-way (`maos demo managed`), and the whole demo. The demo makes its own throw-away
+//! projects and daemons under `TMPDIR`, which here is inside the test's temporary directory;
+//! the checks look for facts (the denial names the file and its holder, the spawn tree, the
+//! event types, the session's state), not for the narration's wording. Nothing the demo starts
+//! may outlive it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use maos_tests::{DEADLINE, Env, describe, maos_bin, run_with_timeout, wait_until};
+use maos_tests::{DEADLINE, Env, describe, maos_bin, run_with_timeout};
 
 /// The whole demo runs dozens of processes; a hang is a bug, a slow machine is not.
 const DEMO_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// Live `maosd` processes whose `MAOS_HOME` lies under `tmp` (the demo's own daemons).
+/// Live processes started with a `MAOS_HOME` under `tmp`: the demo's daemons, and the
+/// supervisors and agents of its managed session.
 #[cfg(target_os = "linux")]
-fn demo_daemons(tmp: &Path) -> Vec<u32> {
+fn demo_processes(tmp: &Path) -> Vec<u32> {
     let mut needle = b"MAOS_HOME=".to_vec();
     needle.extend_from_slice(tmp.as_os_str().as_encoded_bytes());
+    needle.push(b'/');
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "maosd")
-        })
-        .filter(|&pid| maos_tests::alive(pid))
+        .filter(|&pid| pid != std::process::id() && maos_tests::alive(pid))
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/environ"))
                 .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v.starts_with(&needle[..])))
@@ -33,16 +34,23 @@ fn demo_daemons(tmp: &Path) -> Vec<u32> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn demo_daemons(_tmp: &Path) -> Vec<u32> {
+fn demo_processes(_tmp: &Path) -> Vec<u32> {
     Vec::new()
 }
 
-/// Kills any daemon the demo left behind, also when the test failed half-way.
+/// What is left of a process, for a failure message.
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// Kills any process the demo left behind, also when the test failed half-way.
 struct Leftovers(PathBuf);
 
 impl Drop for Leftovers {
     fn drop(&mut self) {
-        for pid in demo_daemons(&self.0) {
+        for pid in demo_processes(&self.0) {
             maos_tests::kill9(pid);
         }
     }
@@ -76,9 +84,21 @@ fn demo(env: &Env, args: &[&str]) -> (String, PathBuf) {
         "maos demo {args:?} failed: {}",
         describe(&out)
     );
-    wait_until(DEADLINE, "the demo's daemons have exited", || {
-        demo_daemons(&tmp).is_empty()
-    });
+    // The demo waits for its agents and supervisors and stops its daemons: nothing it started
+    // outlives it.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let left = loop {
+        let left = demo_processes(&tmp);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(
+        left.is_empty(),
+        "processes the demo started are still running: {:?}",
+        left.iter().map(|&p| (p, cmdline(p))).collect::<Vec<_>>()
+    );
     let stdout = String::from_utf8(out.stdout).expect("UTF-8 output");
     (stdout, tmp)
 }
@@ -199,15 +219,134 @@ fn the_full_demo_replays_hooks_first_then_tours_the_cli_and_cleans_up() {
     let env = Env::new();
     let (out, tmp) = demo(&env, &[]);
     check_replay(&out);
+    check_managed(&out);
     let replay = out.find("PreToolUse").expect("the hook replay ran");
+    let managed = out
+        .find("$ maos run plan.toml")
+        .expect("the managed part ran");
     let tour = out
         .find("$ maos session create")
         .unwrap_or_else(|| panic!("the CLI tour should run:\n{out}"));
-    assert!(replay < tour, "the hook replay comes first:\n{out}");
+    assert!(
+        replay < managed && managed < tour,
+        "the hook replay comes first, then the managed session, then the CLI tour:\n{out}"
+    );
     assert!(
         demo_dirs(&tmp).is_empty(),
         "without --keep the demo removes its directories: {:?}",
         demo_dirs(&tmp)
+    );
+}
+
+/// The managed part's checks: the daemon killed with SIGKILL while agents ran, the restarted
+/// daemon's recovery applying the exits recorded while it was down (and failing nothing), and
+/// the session completed afterwards.
+fn check_managed(out: &str) {
+    // The part: from its `maos run` to the CLI tour, if that follows.
+    let start = out
+        .find("$ maos run plan.toml")
+        .unwrap_or_else(|| panic!("no `maos run plan.toml`:\n{out}"));
+    let out = &out[start..];
+    let out = &out[..out.find("$ maos session create").unwrap_or(out.len())];
+    assert!(
+        out.lines().any(|l| {
+            l.strip_prefix("$ kill -9 ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .is_some_and(|pid| pid.parse::<u32>().is_ok())
+        }),
+        "no `$ kill -9 PID` of the daemon after the plan started:\n{out}"
+    );
+
+    let timeline = block(
+        out,
+        "$ maos events --type agent_process_exited --type session_recovered --type session_completed",
+    );
+    let at = |kind: &str| {
+        timeline
+            .iter()
+            .position(|l| l.split_whitespace().nth(3) == Some(kind))
+            .unwrap_or_else(|| panic!("no {kind} in the timeline:\n{}", timeline.join("\n")))
+    };
+    let (recovered, completed) = (at("session_recovered"), at("session_completed"));
+    let report = timeline[recovered];
+    assert!(
+        report.contains("exits_applied=[\"agt_")
+            && report.contains("failed=[]")
+            && report.contains("resumable=[]"),
+        "the recovery should apply the recorded exits and fail nothing: {report}"
+    );
+    assert!(
+        recovered < completed,
+        "the session completes after the recovery:\n{}",
+        timeline.join("\n")
+    );
+    let exits = timeline
+        .iter()
+        .filter(|l| l.split_whitespace().nth(3) == Some("agent_process_exited"))
+        .count();
+    assert_eq!(
+        exits,
+        4,
+        "every agent's exit is recorded once:\n{}",
+        timeline.join("\n")
+    );
+
+    let ps = block(out, "$ maos ps --all");
+    let session = ps
+        .iter()
+        .find(|l| l.starts_with("sess_"))
+        .unwrap_or_else(|| panic!("no session in `maos ps --all`:\n{}", ps.join("\n")));
+    assert!(
+        session
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|s| s.starts_with("completed")),
+        "the session should have completed: {session}"
+    );
+    let agents: Vec<&&str> = ps.iter().filter(|l| l.contains('└')).collect();
+    assert_eq!(agents.len(), 4, "four agents:\n{}", ps.join("\n"));
+    assert!(
+        agents.iter().all(|l| l.contains(" completed ")),
+        "every agent completed:\n{}",
+        ps.join("\n")
+    );
+}
+
+#[test]
+fn the_managed_demo_kills_the_daemon_mid_run_and_the_restarted_daemon_completes_the_session() {
+    let env = Env::new();
+    let (out, tmp) = demo(&env, &["managed", "--keep"]);
+    check_managed(&out);
+    assert!(
+        !out.contains("PreToolUse") && !out.contains("$ maos session create"),
+        "`demo managed` runs neither the hook replay nor the CLI tour:\n{out}"
+    );
+
+    // What the agents wrote is on disk, the reviewer's approval last; the supervisors' exit
+    // records were consumed by the recovery.
+    let dirs = demo_dirs(&tmp);
+    assert_eq!(dirs.len(), 1, "one kept demo directory: {dirs:?}");
+    let project = dirs[0].join("project");
+    for file in [
+        "docs/limiter.md",
+        "src/auth/limit.rs",
+        "tests/limit_test.rs",
+        "docs/review.md",
+    ] {
+        assert!(project.join(file).is_file(), "{file} should be on disk");
+    }
+    let leftover: Vec<PathBuf> = std::fs::read_dir(dirs[0].join("home/projects"))
+        .expect("projects")
+        .filter_map(Result::ok)
+        .filter_map(|p| std::fs::read_dir(p.path().join("agents")).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|a| a.path().join("exit.json"))
+        .filter(|f| f.exists())
+        .collect();
+    assert!(
+        leftover.is_empty(),
+        "every recorded exit was applied: {leftover:?}"
     );
 }
 
