@@ -48,7 +48,12 @@ pub enum Effect {
 /// How an attempt to start an agent went.
 #[derive(Clone, Debug)]
 pub enum Started {
-    Running { pid: u32, start_time: Option<u64> },
+    Running {
+        pid: u32,
+        start_time: Option<u64>,
+        /// The supervisor's pid: while it lives, the agent's exit is still to be reported.
+        supervisor: Option<u32>,
+    },
     Failed(String),
 }
 
@@ -93,6 +98,7 @@ impl Runner {
             Ok(c) => c,
             Err(e) => return Started::Failed(format!("cannot start the supervisor: {e}")),
         };
+        let supervisor = child.id();
         let Some(stdout) = child.stdout.take() else {
             return Started::Failed("the supervisor has no output pipe".into());
         };
@@ -103,7 +109,16 @@ impl Runner {
         let mut line = String::new();
         let mut reader = tokio::io::BufReader::new(stdout);
         match tokio::time::timeout(START_TIMEOUT, reader.read_line(&mut line)).await {
-            Ok(Ok(_)) => parse_started(&line),
+            Ok(Ok(_)) => match parse_started(&line) {
+                Started::Running {
+                    pid, start_time, ..
+                } => Started::Running {
+                    pid,
+                    start_time,
+                    supervisor,
+                },
+                failed => failed,
+            },
             Ok(Err(e)) => Started::Failed(format!("reading the supervisor: {e}")),
             Err(_) => Started::Failed(format!(
                 "the supervisor did not report within {START_TIMEOUT:?}"
@@ -122,7 +137,11 @@ fn parse_started(line: &str) -> Started {
     match (parts.next(), parts.next().map(str::parse::<u32>)) {
         (Some("started"), Some(Ok(pid))) => {
             let start_time = parts.next().and_then(|s| s.parse().ok()).filter(|&t| t > 0);
-            Started::Running { pid, start_time }
+            Started::Running {
+                pid,
+                start_time,
+                supervisor: None,
+            }
         }
         _ if line.is_empty() => Started::Failed("the supervisor ended without a word".into()),
         _ => Started::Failed(format!("the supervisor said {line:?}")),
@@ -175,14 +194,16 @@ mod tests {
             parse_started("started 42 1234\n"),
             Started::Running {
                 pid: 42,
-                start_time: Some(1234)
+                start_time: Some(1234),
+                ..
             }
         ));
         assert!(matches!(
             parse_started("started 42 0"),
             Started::Running {
                 pid: 42,
-                start_time: None
+                start_time: None,
+                ..
             }
         ));
         assert!(

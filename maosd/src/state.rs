@@ -40,6 +40,8 @@ pub struct State {
     checkpointed: HashMap<SessionId, Ts>,
     /// How this project starts managed agents (`None` in unit tests).
     pub(crate) runner: Option<crate::run::Runner>,
+    /// Agents whose launch this daemon committed and whose supervisor has not answered yet.
+    launching: HashSet<AgentId>,
 }
 
 impl State {
@@ -52,6 +54,11 @@ impl State {
         };
         st.reindex();
         st
+    }
+
+    /// Whether this daemon is starting the agent's process right now.
+    pub fn is_launching(&self, id: &AgentId) -> bool {
+        self.launching.contains(id)
     }
 
     /// When the session's latest checkpoint was taken.
@@ -226,6 +233,16 @@ impl<'a> Txn<'a> {
 
     pub fn is_dirty(&self) -> bool {
         !self.events.is_empty() || !self.undo.is_empty() || !self.lock_holders.is_empty()
+    }
+
+    /// A launch is under way (advisory, not undone by a rollback: the answer clears it).
+    pub fn launching(&mut self, id: &AgentId) {
+        self.st.launching.insert(id.clone());
+    }
+
+    /// The supervisor answered a launch.
+    pub fn launched(&mut self, id: &AgentId) {
+        self.st.launching.remove(id);
     }
 
     /// Process work for after the commit (nothing happens if the transaction rolls back).

@@ -554,3 +554,29 @@ fn an_agent_that_ignores_sigterm_is_killed_after_the_grace_period() {
         "cancelled"
     );
 }
+
+#[test]
+fn recover_while_agents_are_starting_leaves_them_alone() {
+    let env = Env::new();
+    let mut text = "objective = \"busy\"\nstrategy = \"sequential\"\n".to_string();
+    for i in 0..25 {
+        text += &agent_entry(&format!("a{i}"), "", "exit 0");
+    }
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    // Recovery by hand, again and again, while agents start one after another: an agent
+    // whose launch is under way is starting, not lost.
+    let mut rounds = 0;
+    while session(&env, &sid)["state"] == "running" && rounds < 500 {
+        env.maos_json(&["recover", &sid]);
+        rounds += 1;
+    }
+    let s = wait_state(&env, &sid, "completed");
+    assert!(
+        s["agents"]
+            .as_array()
+            .expect("agents")
+            .iter()
+            .all(|a| a["state"] == "completed"),
+        "{s}"
+    );
+}

@@ -648,6 +648,9 @@ pub struct ProcessInfo {
     #[serde(default)]
     pub start_time: Option<u64>,
     pub started_at: Ts,
+    /// The supervisor watching it (`maosd supervise`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<u32>,
 }
 
 /// A session as `maos ps` shows it.

@@ -83,6 +83,7 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
             pid: 4242,
             start_time: Some(99),
             started_at: t,
+            supervisor: Some(4240),
         }),
         attempts: 2,
     }

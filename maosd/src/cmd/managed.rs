@@ -366,6 +366,7 @@ fn launch(tx: &mut Txn<'_>, id: &AgentId, runner: &Runner, resume: bool) -> Resu
     let a = tx.agent_mut(id);
     a.attempts = attempt;
     a.process = None;
+    tx.launching(id);
     tx.event(
         Some(&sid),
         Some(id),
@@ -400,7 +401,12 @@ pub fn started(
     }
     let (state, paused, sid) = (a.state, a.paused, a.session_id.clone());
     match result {
-        Started::Running { pid, start_time } => {
+        Started::Running {
+            pid,
+            start_time,
+            supervisor,
+        } => {
+            tx.launched(id);
             tx.event(
                 Some(&sid),
                 Some(id),
@@ -419,6 +425,7 @@ pub fn started(
                 pid,
                 start_time,
                 started_at: now,
+                supervisor,
             });
             let session_paused = tx
                 .state()
@@ -432,6 +439,7 @@ pub fn started(
             }
         }
         Started::Failed(message) => {
+            tx.launched(id);
             let exit = AgentExit {
                 agent: id.to_string(),
                 pid: 0,
@@ -611,10 +619,13 @@ pub fn resume_agent(tx: &mut Txn<'_>, id: &AgentId) -> Result<(), ErrorBody> {
     launch(tx, id, &runner, true)
 }
 
+/// The agent's process runs, or its supervisor does (the exit is then still to be reported:
+/// the supervisor reaps the agent before it writes `exit.json`).
 fn live_process(a: &AgentRecord) -> bool {
-    a.process
-        .as_ref()
-        .is_some_and(|p| crate::procs::alive(p.pid, p.start_time))
+    a.process.as_ref().is_some_and(|p| {
+        crate::procs::alive(p.pid, p.start_time)
+            || p.supervisor.is_some_and(|s| crate::procs::alive(s, None))
+    })
 }
 
 /// Reconcile managed sessions with their processes: at daemon start for every live session,
@@ -684,7 +695,8 @@ fn recover_session(
             Ok(None) => {}
             Err(e) => r.notes.push(format!("agent {}: {e}", a.id)),
         }
-        if live_process(&a) {
+        // Launched by this daemon and not answered yet: it is starting, not lost.
+        if live_process(&a) || tx.state().is_launching(&a.id) {
             r.readopted.push(a.id.clone());
             continue;
         }
@@ -769,7 +781,11 @@ pub fn validate(tx: &Txn<'_>, session: Option<&str>) -> Result<Outcome, ErrorBod
     };
     for s in sessions {
         for a in &s.agents {
-            if a.spec.is_some() && a.state == AgentState::Running && !a.paused {
+            if a.spec.is_some()
+                && a.state == AgentState::Running
+                && !a.paused
+                && !st.is_launching(&a.id)
+            {
                 match &a.process {
                     None => problems.push(problem(
                         &s.id,
@@ -777,7 +793,7 @@ pub fn validate(tx: &Txn<'_>, session: Option<&str>) -> Result<Outcome, ErrorBod
                         "running_without_process",
                         format!("agent {} ({}) is running but has no process", a.id, a.role),
                     )),
-                    Some(p) if !crate::procs::alive(p.pid, p.start_time) => {
+                    Some(p) if !live_process(a) => {
                         problems.push(problem(
                             &s.id,
                             Some(&a.id),
