@@ -202,6 +202,10 @@ fn failure_policies_fail_the_session_continue_or_retry() {
     let s = wait_state(&env, &sid, "failed");
     assert_eq!(agent(&s, "dependent")["state"], "cancelled");
     assert_eq!(agent(&s, "other")["state"], "completed");
+    // Reasons name agents, not indices.
+    let cancelled = env.events(&[&sid, "--type", "agent_cancelled"]);
+    let why = cancelled[0]["data"]["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("bad") && !why.contains('#'), "{why}");
 
     // retry: the first attempt fails, the second succeeds.
     let mut text =

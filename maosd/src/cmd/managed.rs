@@ -248,6 +248,17 @@ fn apply(
             .cloned()
             .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "scheduler index out of range"))
     };
+    // The scheduler names agents by index (`#2`); people read names.
+    let named = |tx: &Txn<'_>, reason: &str| {
+        schedule::name_agents(reason, |i| {
+            let a = tx.state().agent(ids.get(i)?)?;
+            Some(
+                a.spec
+                    .as_ref()
+                    .map_or_else(|| a.role.clone(), |s| s.name.clone()),
+            )
+        })
+    };
     match action {
         Action::Start(i) => {
             let id = agent(i)?;
@@ -256,6 +267,7 @@ fn apply(
         }
         Action::Cancel(i, reason) => {
             let id = agent(i)?;
+            let reason = named(tx, &reason);
             super::agent::transition(tx, id.as_str(), AgentOp::Cancel, None, Some(reason))?;
         }
         Action::StartPhase(idx) => {
@@ -309,6 +321,7 @@ fn apply(
             tx.checkpoint(sid, "session completed");
         }
         Action::FailSession(reason) => {
+            let reason = named(tx, &reason);
             super::session::transition(
                 tx,
                 Some(sid.as_str()),
