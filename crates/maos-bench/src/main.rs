@@ -18,7 +18,7 @@ use std::process::{Child, Command, ExitCode, Output, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use maos_core::{AgentOp, LockMode, SessionOp};
+use maos_core::{AgentOp, AgentState, LockMode, SessionOp};
 use maos_proto::{
     ClientMsg, ErrorBody, ErrorCode, LockWait, PROTOCOL_VERSION, Reply, Request, ServerMsg, Target,
     frame, read_frame,
@@ -47,11 +47,20 @@ scenarios:
               (PreToolUse Write on its own files, every 4th call a PostToolUse): paced (one
               call per agent every --pace-ms) and saturated (back-to-back); spawn-to-exit
               p50/p99, calls/s; then checks every agent holds its locks
+  agent-start a plan of --agents agents (default 200), each `true`, strategy sequential, run by
+              the daemon: start decided -> pid committed (spawn of `maosd supervise`, its
+              fork/exec of the agent, the answer recorded) p50/p99/max from the timeline; agents/s
+  startup     100 managed sessions x 20 live agents (each waits on a FIFO) and up to 10,000
+              events per session on disk (pause/resume; the fill stops after 90 s, see --events);
+              maosd killed -9 and a quarter of the agents killed with their supervisors; spawn of
+              maosd to the first answer of a project request (recovery committed), 5 restarts
+              (killed -9 each); then the agents are released
   all         every scenario above (latency, throughput, locks for normal and full), one table
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
-  --clients N           concurrent clients (throughput: 32, rss: 20, contention: 20)
+  --clients N           concurrent clients (throughput: 32, rss: 20, contention: 20,
+                        startup's fill: 20)
   --requests N          timed requests (update 5000, create 2000, register 2000), process
                         pairs (ps 200, hook 200), acquire+release pairs (lock 5000) or hook
                         calls per agent (hook-concurrent: 50 paced; the saturated run makes
@@ -61,9 +70,13 @@ options:
   --wait-ms N           contention: how long an acquire may wait (default 50; 0 = no wait)
   --synchronous MODE    normal|full (default: normal; `all` runs both where relevant)
   --agents-per-session N  agents per session (register: 20, throughput: 32, ps: 5)
-  --agents N            hook-concurrent: subagents, one process at a time each (default 20)
+  --agents N            hook-concurrent: subagents, one process at a time each (default 20);
+                        agent-start: agents in the plan (default 200)
   --pace-ms N           hook-concurrent: one call per agent every N ms in the paced run
                         (default 50, i.e. 400 calls/s for 20 agents)
+  --events N            startup: pause/resume events per session (rounded up to an even
+                        number per agent), filled in full (default: 10,000, but the fill
+                        stops after 90 s and the total reached is reported)
   --markdown            also print a markdown table (one row per metric, target, PASS/MISS)
 ";
 
@@ -82,6 +95,7 @@ struct Opts {
     wait_ms: Option<u64>,
     agents: Option<usize>,
     pace_ms: Option<u64>,
+    events: Option<usize>,
     markdown: bool,
 }
 
@@ -104,6 +118,7 @@ fn parse_args() -> Res<Opts> {
             "--wait-ms" => o.wait_ms = Some(num(&a, args.next())?),
             "--agents" => o.agents = Some(num(&a, args.next())?),
             "--pace-ms" => o.pace_ms = Some(num(&a, args.next())?),
+            "--events" => o.events = Some(num(&a, args.next())?),
             "--synchronous" => {
                 let v = args.next().ok_or("--synchronous needs normal|full")?;
                 if v != "normal" && v != "full" {
@@ -126,10 +141,11 @@ fn parse_args() -> Res<Opts> {
         || o.paths == Some(0)
         || o.agents == Some(0)
         || o.pace_ms == Some(0)
+        || o.events == Some(0)
     {
         return Err(
-            "--clients, --requests, --agents-per-session, --paths, --agents and \
-             --pace-ms must be at least 1"
+            "--clients, --requests, --agents-per-session, --paths, --agents, --pace-ms and \
+             --events must be at least 1"
                 .into(),
         );
     }
@@ -405,8 +421,6 @@ impl Daemon {
         let root = maos_proto::paths::project_root(&project_dir)
             .to_string_lossy()
             .into_owned();
-        let stderr = fs::File::create(dir.join("maosd.stderr"))
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut d = Daemon {
             child: None,
             dir,
@@ -417,6 +431,20 @@ impl Daemon {
             pid: 0,
             bin_dir,
         };
+        d.spawn(synchronous)?;
+        d.wait_ready()?;
+        Ok(d)
+    }
+
+    /// Start `maosd` on this daemon's home and socket (again, after [`Daemon::kill9`]), without
+    /// waiting for it to answer. Its stderr is appended to `maosd.stderr`.
+    fn spawn(&mut self, synchronous: &str) -> Res {
+        let bin = self.bin_dir.join("maosd");
+        let stderr = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("maosd.stderr"))
+            .map_err(|e| format!("{}: {e}", self.dir.display()))?;
         let mut cmd = Command::new(&bin);
         {
             use std::os::unix::process::CommandExt;
@@ -432,8 +460,8 @@ impl Daemon {
         let child = cmd
             .arg("--synchronous")
             .arg(synchronous)
-            .env("MAOS_HOME", &d.home)
-            .env("MAOS_SOCKET", &d.socket)
+            .env("MAOS_HOME", &self.home)
+            .env("MAOS_SOCKET", &self.socket)
             .env_remove("MAOS_SYNCHRONOUS")
             .env_remove("MAOS_PROJECT")
             .stdin(Stdio::null())
@@ -441,10 +469,23 @@ impl Daemon {
             .stderr(stderr)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-        d.pid = child.id();
-        d.child = Some(child);
-        d.wait_ready()?;
-        Ok(d)
+        self.pid = child.id();
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILL the daemon (a crash: nothing is flushed or closed) and reap it.
+    fn kill9(&mut self) -> Res {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        child
+            .kill()
+            .map_err(|e| format!("cannot kill maosd {}: {e}", self.pid))?;
+        child
+            .wait()
+            .map_err(|e| format!("cannot reap maosd {}: {e}", self.pid))?;
+        Ok(())
     }
 
     fn wait_ready(&mut self) -> Res {
@@ -521,15 +562,19 @@ impl Daemon {
     }
 
     fn db_bytes(&self) -> u64 {
+        ["maos.db", "maos.db-wal"]
+            .iter()
+            .map(|f| self.project_file_bytes(f))
+            .sum()
+    }
+
+    /// Size of a file in the project's directory under the daemon's home (0 if absent).
+    fn project_file_bytes(&self, name: &str) -> u64 {
         let dir = self
             .home
             .join("projects")
             .join(maos_proto::paths::workspace_hash(Path::new(&self.root)));
-        ["maos.db", "maos.db-wal"]
-            .iter()
-            .filter_map(|f| fs::metadata(dir.join(f)).ok())
-            .map(|m| m.len())
-            .sum()
+        fs::metadata(dir.join(name)).map_or(0, |m| m.len())
     }
 }
 
@@ -2128,6 +2173,882 @@ fn scen_serve(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     Ok(Vec::new())
 }
 
+// ---------------------------------------------------------------------------------------------
+// Managed agents: daemon start-up with recovery, and one agent's start
+
+/// (state, parent pid, start time in clock ticks since boot) of a process, from
+/// `/proc/<pid>/stat`.
+fn proc_stat(pid: u32) -> Option<(char, u32, u64)> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = text.get(text.rfind(')')? + 2..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let state = f.first()?.chars().next()?;
+    Some((state, f.get(1)?.parse().ok()?, f.get(19)?.parse().ok()?))
+}
+
+/// A process the bench keeps track of; the start time tells a reused pid apart.
+#[derive(Clone, Copy, Debug)]
+struct Proc {
+    pid: u32,
+    start: u64,
+}
+
+impl Proc {
+    fn of(pid: u32) -> Option<Proc> {
+        proc_stat(pid).map(|(_, _, start)| Proc { pid, start })
+    }
+
+    /// Still running: the same process, and not a zombie (what the daemon's check says too).
+    fn alive(&self) -> bool {
+        proc_stat(self.pid)
+            .is_some_and(|(st, _, start)| start == self.start && !matches!(st, 'Z' | 'X' | 'x'))
+    }
+
+    /// SIGKILL to the process (`group`: to the process group it leads), if it still runs.
+    fn kill(&self, group: bool) {
+        if self.pid > 1 && self.alive() {
+            let pid = self.pid as libc::pid_t;
+            // SAFETY: kill has no memory preconditions; the target was checked to be ours.
+            unsafe { libc::kill(if group { -pid } else { pid }, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Wait until none of `procs` runs any more.
+fn wait_gone<'a>(procs: impl Iterator<Item = &'a Proc> + Clone, within: Duration) -> Res {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = procs.clone().filter(|p| p.alive()).count();
+        if left == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{left} processes still run {within:?} after SIGKILL"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The agents of the `startup` scenario: the FIFO they wait on (opening it for reading blocks
+/// until someone opens it for writing: no polling, no CPU while they wait) and their processes.
+/// Dropped, also on an error path: they are released, and whatever still runs is killed.
+struct Fleet {
+    go: PathBuf,
+    /// Held open read + write once released: every agent's open of the FIFO returns at once.
+    released: Option<fs::File>,
+    /// (agent, its supervisor)
+    procs: Vec<(Proc, Proc)>,
+}
+
+impl Fleet {
+    fn new(go: PathBuf) -> Res<Fleet> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(go.as_os_str().as_bytes())
+            .map_err(|_| format!("{}: a NUL byte in the path", go.display()))?;
+        // SAFETY: a valid NUL-terminated path.
+        if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(format!("mkfifo {}: {e}", go.display()));
+        }
+        Ok(Fleet {
+            go,
+            released: None,
+            procs: Vec::new(),
+        })
+    }
+
+    /// Let every agent go: each ends with exit code 0.
+    fn release(&mut self) -> Res {
+        if self.released.is_none() {
+            use std::os::unix::fs::OpenOptionsExt;
+            let f = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&self.go)
+                .map_err(|e| format!("{}: {e}", self.go.display()))?;
+            self.released = Some(f);
+        }
+        Ok(())
+    }
+
+    /// Agents and supervisors that still run.
+    fn alive(&self) -> usize {
+        self.procs
+            .iter()
+            .map(|(a, s)| usize::from(a.alive()) + usize::from(s.alive()))
+            .sum()
+    }
+
+    /// SIGKILL what still runs (agents' groups, then supervisors); how many there were.
+    fn sweep(&self) -> usize {
+        let mut left = 0;
+        for (a, s) in &self.procs {
+            for (p, group) in [(a, true), (s, false)] {
+                if p.alive() {
+                    left += 1;
+                    p.kill(group);
+                }
+            }
+        }
+        left
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        let _ = self.release();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while self.alive() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.sweep();
+    }
+}
+
+fn show_session(c: &mut Client, session: &str) -> Res<maos_proto::SessionRecord> {
+    match c.call(Request::SessionShow {
+        session: Some(session.to_string()),
+    })? {
+        Reply::Session(s) => Ok(*s),
+        _ => Err("session_show answered something else than a session".into()),
+    }
+}
+
+/// Wait until every agent of `session` has its process recorded (its supervisor answered);
+/// the session's record then.
+fn wait_processes(
+    c: &mut Client,
+    session: &str,
+    n: usize,
+    within: Duration,
+) -> Res<maos_proto::SessionRecord> {
+    let deadline = Instant::now() + within;
+    loop {
+        let rec = show_session(c, session)?;
+        if let Some(a) = rec.agents.iter().find(|a| a.state.is_terminal()) {
+            return Err(format!(
+                "agent {} of session {session} is {} before the bench released it",
+                a.id, a.state
+            ));
+        }
+        let started = rec.agents.iter().filter(|a| a.process.is_some()).count();
+        if started == n && rec.agents.len() == n {
+            return Ok(rec);
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "session {session}: {started} of {n} agents have a process after {within:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A TOML basic string (JSON's escapes are TOML's).
+fn toml_str(s: &str) -> Res<String> {
+    serde_json::to_string(s).map_err(|e| e.to_string())
+}
+
+/// Session `s` of the `startup` scenario: `agents` agents started at once, each waiting on the
+/// FIFO `go`; the first `resumable` have a resume command (and, like all, a Claude session id),
+/// so that recovery makes them resumable rather than failed when their process is gone. A
+/// failed agent does not end the session (`continue`): the others stay for the next restarts.
+fn startup_plan(s: usize, agents: usize, resumable: usize, go: &Path) -> Res<String> {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "objective = {}\nstrategy = \"parallel\"\n\n[failure]\npolicy = \"continue\"",
+        toml_str(&format!("bench: startup session {s}"))?
+    );
+    // Supervisors whose daemon is gone give up reporting after 30 s, not 10 minutes.
+    let env = format!(
+        "env = {{ GO = {}, MAOS_SUPERVISE_REPORT_SECS = \"30\" }}",
+        toml_str(&go.to_string_lossy())?
+    );
+    for a in 0..agents {
+        let name = format!("a{a:02}");
+        // `timeout`: should the bench die without releasing them, they end within the hour.
+        let argv = serde_json::to_string(&[
+            "timeout",
+            "3600",
+            "sh",
+            "-c",
+            ": < \"$GO\"",
+            name.as_str(),
+            "{claude_session_id}",
+        ])
+        .map_err(|e| e.to_string())?;
+        let _ = writeln!(
+            t,
+            "\n[[agent]]\nname = \"{name}\"\ntask = \"wait until the bench releases it\"\n\
+             command = {argv}\n{env}"
+        );
+        if a < resumable {
+            let _ = writeln!(t, "resume_command = {argv}");
+        }
+    }
+    Ok(t)
+}
+
+/// Unix time in µs of a log line's leading RFC 3339 UTC timestamp
+/// (`2025-01-02T03:04:05.678901Z ...`).
+fn log_line_us(line: &str) -> Option<i64> {
+    let ts = line.split_whitespace().next()?.strip_suffix('Z')?;
+    let (date, time) = ts.split_once('T')?;
+    let mut d = date.splitn(3, '-').map(|v| v.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let mut t = hms.splitn(3, ':').map(|v| v.parse::<i64>().ok());
+    let (hh, mm, ss) = (t.next()??, t.next()??, t.next()??);
+    let frac_us = format!("{frac:0<6}").get(..6)?.parse::<i64>().ok()?;
+    // Days from 1970-01-01 to the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000) + frac_us)
+}
+
+/// From the daemon's log: ms from `since` (Unix µs) to the first line at or after it that
+/// contains each of `marks` (None where there is no such line).
+fn log_marks(d: &Daemon, since_us: i64, marks: &[&str]) -> Vec<Option<f64>> {
+    let text = fs::read_to_string(d.home.join("logs").join("maosd.log")).unwrap_or_default();
+    marks
+        .iter()
+        .map(|m| {
+            text.lines()
+                .filter(|l| l.contains(m))
+                .filter_map(log_line_us)
+                .find(|&us| us >= since_us)
+                .map(|us| (us - since_us) as f64 / 1000.0)
+        })
+        .collect()
+}
+
+fn unix_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// One timed restart.
+struct Restart {
+    /// Spawn to the socket accepting a connection.
+    accept: Duration,
+    /// Spawn to the first answer of a project request.
+    answer: Duration,
+    /// When it was spawned (Unix µs), for the daemon's log.
+    spawned_us: i64,
+}
+
+/// Spawn `maosd` (its predecessor was killed) and time it: connect until the socket accepts,
+/// then a `ps` of the project, which the daemon answers once the project is open and its
+/// recovery committed.
+fn restart_timed(d: &mut Daemon, sync: &str) -> Res<Restart> {
+    let spawned_us = unix_us();
+    let t0 = Instant::now();
+    d.spawn(sync)?;
+    let deadline = t0 + Duration::from_secs(60);
+    let mut c = loop {
+        match d.client() {
+            Ok(c) => break c,
+            Err(e) => {
+                if let Some(child) = d.child.as_mut()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    d.child = None;
+                    return Err(format!("maosd exited at start ({status})"));
+                }
+                if Instant::now() > deadline {
+                    return Err(format!("maosd accepted no connection within 60 s: {e}"));
+                }
+                std::thread::sleep(Duration::from_micros(500));
+            }
+        }
+    };
+    let accept = t0.elapsed();
+    loop {
+        let (_, result) = c.timed_try(Request::Ps { all: false })?;
+        match result {
+            Ok(()) => break,
+            Err(e)
+                if matches!(e.code, ErrorCode::ShuttingDown | ErrorCode::Unavailable)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(format!("the first ps after the restart: {}", remote(&e))),
+        }
+    }
+    Ok(Restart {
+        accept,
+        answer: t0.elapsed(),
+        spawned_us,
+    })
+}
+
+/// (running, resumable, failed, other) agents of the project's live sessions.
+fn agent_counts(c: &mut Client) -> Res<[usize; 4]> {
+    let Reply::Ps(list) = c.call(Request::Ps { all: false })? else {
+        return Err("ps answered something else".into());
+    };
+    let mut n = [0; 4];
+    for a in list.iter().flat_map(|s| &s.agents) {
+        n[match a.state {
+            AgentState::Running => 0,
+            AgentState::Resumable => 1,
+            AgentState::Failed => 2,
+            _ => 3,
+        }] += 1;
+    }
+    Ok(n)
+}
+
+/// How long the `startup` scenario's default fill may take.
+const FILL_BUDGET: Duration = Duration::from_secs(90);
+
+/// Toggle every agent of every toggler twice per round, `rounds` rounds, all togglers at once;
+/// with a `budget`, a toggler starts no new round once it is spent, so every agent is still
+/// toggled an even number of times. (toggle events acknowledged, seconds.)
+fn fill_even(togglers: Vec<Toggler>, rounds: usize, budget: Option<Duration>) -> Res<(u64, f64)> {
+    let barrier = Arc::new(Barrier::new(togglers.len() + 1));
+    let handles: Vec<_> = togglers
+        .into_iter()
+        .map(|mut t| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || -> Res<u64> {
+                barrier.wait();
+                let t0 = Instant::now();
+                let per_round = 2 * t.agents.len();
+                let mut n = 0;
+                for _ in 0..rounds {
+                    if budget.is_some_and(|b| t0.elapsed() >= b) {
+                        break;
+                    }
+                    for _ in 0..per_round {
+                        t.step()?;
+                    }
+                    n += per_round as u64;
+                }
+                Ok(n)
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t0 = Instant::now();
+    let mut total = 0;
+    let mut err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(n)) => total += n,
+            Ok(Err(e)) => err = err.or(Some(e)),
+            Err(_) => err = err.or(Some("a client thread panicked".into())),
+        }
+    }
+    match err {
+        Some(e) => Err(e),
+        None => Ok((total, t0.elapsed().as_secs_f64())),
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn scen_startup(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    const SESSIONS: usize = 100;
+    const AGENTS: usize = 20;
+    let events_per_session = o.events.unwrap_or(10_000);
+    // Killed with their supervisors while the daemon is down: a quarter of each session's
+    // agents, the first RESUMABLE of which can be resumed.
+    const KILLED: usize = AGENTS / 4;
+    const RESUMABLE: usize = 2;
+    const RUNS: usize = 5;
+    let clients = o.clients.unwrap_or(20);
+    if !(SESSIONS * AGENTS).is_multiple_of(clients) {
+        return Err(format!(
+            "--clients {clients} does not divide {} agents evenly",
+            SESSIONS * AGENTS
+        ));
+    }
+    let mut d = Daemon::start(sync)?;
+    // Declared after the daemon, so dropped before it: the agents are released first.
+    let mut fleet = Fleet::new(d.dir.join("go"))?;
+    let mut c = d.client()?;
+
+    // Set-up, not timed. One session at a time: 2,000 supervisors spawned at once would not
+    // all answer within the daemon's start timeout on a small machine.
+    let t = Instant::now();
+    let mut pairs = Vec::with_capacity(SESSIONS * AGENTS);
+    let mut doomed = Vec::new();
+    for s in 0..SESSIONS {
+        let reply = c.call(Request::SessionFromPlan {
+            path: format!("bench-startup-{s:03}.toml"),
+            text: startup_plan(s, AGENTS, RESUMABLE, &fleet.go)?,
+            start: true,
+        })?;
+        let Reply::Session(rec) = reply else {
+            return Err("session_from_plan answered something else than a session".into());
+        };
+        let sid = rec.id.to_string();
+        let rec = wait_processes(&mut c, &sid, AGENTS, Duration::from_secs(60))?;
+        for (k, a) in rec.agents.iter().enumerate() {
+            let pid = a.process.as_ref().map_or(0, |p| p.pid);
+            // The supervisor is the agent's parent.
+            let (agent, sup) = proc_stat(pid)
+                .and_then(|(_, ppid, start)| Some((Proc { pid, start }, Proc::of(ppid)?)))
+                .ok_or_else(|| format!("agent {} (pid {pid}) is not running", a.id))?;
+            fleet.procs.push((agent, sup));
+            if k < KILLED {
+                doomed.push((agent, sup));
+            }
+            pairs.push((sid.clone(), a.id.to_string(), false));
+        }
+    }
+    let launch_secs = t.elapsed().as_secs_f64();
+
+    // The events: every agent paused and resumed, the same number of times each (an even
+    // number: they all end running), by `clients` clients at once. By default the fill stops
+    // after FILL_BUDGET (between two rounds, so the count stays even) and the total reached is
+    // reported; an explicit --events is filled in full.
+    let per_agent = (events_per_session / AGENTS).next_multiple_of(2);
+    let budget = o.events.is_none().then_some(FILL_BUDGET);
+    let mut owned: Vec<Vec<_>> = (0..clients).map(|_| Vec::new()).collect();
+    for (k, p) in pairs.into_iter().enumerate() {
+        owned[k % clients].push(p);
+    }
+    let togglers = owned
+        .into_iter()
+        .map(|agents| {
+            Ok(Toggler {
+                client: d.client()?,
+                agents,
+                next: 0,
+            })
+        })
+        .collect::<Res<Vec<_>>>()?;
+    let (toggles, fill_secs) = fill_even(togglers, per_agent / 2, budget)?;
+    let cut = toggles < (SESSIONS * AGENTS * per_agent) as u64;
+    let Reply::Daemon(status) = c.call_daemon(Request::DaemonStatus)? else {
+        return Err("daemon_status answered something else".into());
+    };
+    let events = status
+        .projects
+        .iter()
+        .find(|p| p.root == d.root)
+        .map_or(0, |p| p.last_seq);
+    drop(c);
+    // Let the background WAL checkpoint run once, as it would on a daemon up for a while.
+    std::thread::sleep(Duration::from_millis(1500));
+    let db = d.db_bytes();
+    let wal = d.project_file_bytes("maos.db-wal");
+
+    // The crash: the daemon, then a quarter of the agents with their supervisors (first, so
+    // that no exit is recorded or reported).
+    d.kill9()?;
+    for (_, sup) in &doomed {
+        sup.kill(false);
+    }
+    wait_gone(doomed.iter().map(|p| &p.1), Duration::from_secs(10))?;
+    for (agent, _) in &doomed {
+        agent.kill(true);
+    }
+    wait_gone(doomed.iter().map(|p| &p.0), Duration::from_secs(10))?;
+
+    let mut runs = Vec::with_capacity(RUNS);
+    let mut counts = [0; 4];
+    let mut marks = Vec::new();
+    let mut warm_ps = f64::NAN;
+    for run in 0..RUNS {
+        if run > 0 {
+            // The previous daemon settles (its background checkpoint, checkpoint.json files),
+            // then crashes again: it recovers the same sessions, with nothing more to apply.
+            std::thread::sleep(Duration::from_millis(1500));
+            d.kill9()?;
+        }
+        let r = restart_timed(&mut d, sync)?;
+        if run == 0 {
+            let mut c = d.client()?;
+            counts = agent_counts(&mut c)?;
+            // What the request itself costs once the project is open (not decoded).
+            let mut warm = (0..5)
+                .map(|_| {
+                    c.timed(Request::Ps { all: false })
+                        .map(|ns| ns as f64 / 1e6)
+                })
+                .collect::<Res<Vec<f64>>>()?;
+            warm_ps = median(&mut warm);
+            marks = log_marks(
+                &d,
+                r.spawned_us,
+                &[
+                    "maosd ready",
+                    "project opened",
+                    "recovered managed sessions",
+                ],
+            );
+        }
+        runs.push(r);
+    }
+
+    // Release the agents; each ends with 0, its supervisor reports it, the daemon completes it.
+    fleet.release()?;
+    let mut c = d.client()?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let [running, ..] = agent_counts(&mut c)?;
+        if running == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{running} agents still run 60 s after they were released"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(c);
+    // Supervisors end once the daemon acknowledged their report.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fleet.alive() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = fleet.sweep();
+    d.stop()?;
+
+    let expected = [
+        SESSIONS * (AGENTS - KILLED),
+        SESSIONS * RESUMABLE,
+        SESSIONS * (KILLED - RESUMABLE),
+        0,
+    ];
+    let cut_note = if cut {
+        format!(
+            " (fill cut at {} s; {} aimed)",
+            FILL_BUDGET.as_secs(),
+            group_thousands((SESSIONS * events_per_session) as i64)
+        )
+    } else {
+        String::new()
+    };
+    let name = label(
+        &format!(
+            "startup, {SESSIONS} sessions × {AGENTS} agents, {} events{cut_note}",
+            group_thousands(events as i64)
+        ),
+        sync,
+    );
+    let mut answers: Vec<f64> = runs.iter().map(|r| ms(r.answer)).collect();
+    let first = &runs[0];
+    let mut rows = vec![
+        Metric::new(
+            &name,
+            "restart 1 (full recovery): spawn to first answer",
+            ms(first.answer),
+            "ms",
+        )
+        .goal(Goal::AtMost(200.0)),
+        Metric::new(
+            &name,
+            "restart 1: spawn to socket accepting",
+            ms(first.accept),
+            "ms",
+        ),
+    ];
+    for (what, v) in [
+        "restart 1: spawn to `maosd ready` (log)",
+        "restart 1: spawn to project loaded (log)",
+        "restart 1: spawn to recovery computed (log)",
+    ]
+    .into_iter()
+    .zip(&marks)
+    {
+        if let Some(v) = v {
+            rows.push(Metric::new(&name, what, *v, "ms"));
+        }
+    }
+    let max = answers.iter().copied().fold(0.0, f64::max);
+    rows.extend([
+        Metric::new(
+            &name,
+            &format!("all {RUNS} restarts: spawn to first answer, median"),
+            median(&mut answers),
+            "ms",
+        ),
+        Metric::new(&name, &format!("all {RUNS} restarts: max"), max, "ms"),
+        Metric::new(
+            &name,
+            "`ps` of the open project, warm (in the first answer)",
+            warm_ps,
+            "ms",
+        ),
+        Metric::new(
+            &name,
+            "restart 1: agents re-adopted (running)",
+            counts[0] as f64,
+            "",
+        ),
+        Metric::new(
+            &name,
+            "restart 1: agents made resumable",
+            counts[1] as f64,
+            "",
+        ),
+        Metric::new(&name, "restart 1: agents failed", counts[2] as f64, ""),
+        Metric::new(&name, "events on disk at the crash", events as f64, ""),
+        Metric::new(
+            &name,
+            "database + WAL at the crash",
+            db as f64 / 1048576.0,
+            "MiB",
+        ),
+        Metric::new(&name, "… of which WAL", wal as f64 / 1048576.0, "MiB"),
+        Metric::new(
+            &name,
+            "set-up: fill rate (pause/resume of managed agents)",
+            toggles as f64 / fill_secs,
+            "events/s",
+        ),
+    ]);
+    print_human(
+        &format!(
+            "startup: {SESSIONS} managed sessions × {AGENTS} live agents and {} events on \
+             disk (agents started in {launch_secs:.1} s, {} toggle events in {:.1} s); maosd \
+             killed -9 and {} agents killed with their supervisors; spawn of maosd to the first \
+             answer of a project `ps` (the project's recovery committed), {RUNS} restarts \
+             (killed -9 each), synchronous={sync}",
+            group_thousands(events as i64),
+            group_thousands(toggles as i64),
+            fill_secs,
+            doomed.len()
+        ),
+        &rows,
+    );
+    let spans: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{:.1}/{:.1}", ms(r.accept), ms(r.answer)))
+        .collect();
+    println!(
+        "\n  each restart, socket accepting / first answer (ms): {}",
+        spans.join(", ")
+    );
+    if counts == expected {
+        println!(
+            "  checked: restart 1 re-adopted every live agent, and made each killed one \
+             resumable or failed as its plan allows"
+        );
+    } else {
+        println!(
+            "  WARNING: after restart 1 the daemon shows {counts:?} agents (running, resumable, \
+             failed, other); expected {expected:?}"
+        );
+    }
+    if left > 0 {
+        println!("  WARNING: {left} agents or supervisors still ran after the release; killed");
+    } else {
+        println!("  checked: every agent and supervisor ended after the release");
+    }
+    Ok(rows)
+}
+
+/// `--agents` agents (default 200), each `true`, run one after the other by the daemon: from
+/// the decision to start one (`agent_started`) to its pid committed (`agent_process_started`),
+/// which spans the commit, spawning `maosd supervise`, its fork/exec of the agent and its
+/// answer, read from the timeline.
+fn scen_agent_start(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let n = o.agents.unwrap_or(200);
+    let mut d = Daemon::start(sync)?;
+    let mut c = d.client()?;
+    let mut text = String::from("objective = \"bench: agent start\"\nstrategy = \"sequential\"\n");
+    for a in 0..n {
+        let _ = writeln!(
+            text,
+            "\n[[agent]]\nname = \"a{a:04}\"\ntask = \"start and exit at once\"\n\
+             command = [\"true\"]"
+        );
+    }
+    let cpu0 = d.cpu_secs();
+    let t = Instant::now();
+    let reply = c.call(Request::SessionFromPlan {
+        path: "bench-agent-start.toml".into(),
+        text,
+        start: true,
+    })?;
+    let Reply::Session(rec) = reply else {
+        return Err("session_from_plan answered something else than a session".into());
+    };
+    let sid = rec.id.to_string();
+    let within = Duration::from_secs(30) + Duration::from_millis(100) * n as u32;
+    // Polled with a small read of the timeline: the session's record (every agent with its
+    // plan) is too big to ask for every few milliseconds without loading the daemon.
+    let ended = ["session_completed", "session_failed", "session_cancelled"];
+    loop {
+        let Reply::Events(end) = c.call(Request::Events {
+            filter: maos_proto::EventFilter {
+                session: Some(sid.clone()),
+                types: ended.iter().map(|k| k.to_string()).collect(),
+                ..Default::default()
+            },
+            limit: Some(1),
+        })?
+        else {
+            return Err("events answered something else".into());
+        };
+        if !end.is_empty() {
+            break;
+        }
+        if t.elapsed() > within {
+            let rec = show_session(&mut c, &sid)?;
+            let done = rec
+                .agents
+                .iter()
+                .filter(|a| a.state == AgentState::Completed)
+                .count();
+            return Err(format!(
+                "{done} of {n} agents completed in {within:?}; the session is {}",
+                rec.state
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let wall = t.elapsed().as_secs_f64();
+    let cpu = d.cpu_secs() - cpu0;
+    let rec = show_session(&mut c, &sid)?;
+    if rec.state != maos_core::SessionState::Completed {
+        let why: Vec<String> = rec.errors.iter().map(|e| format!("{e:?}")).collect();
+        return Err(format!(
+            "the session ended {}: {}",
+            rec.state,
+            why.join("; ")
+        ));
+    }
+    let kinds = [
+        "agent_started",
+        "agent_process_started",
+        "agent_process_exited",
+    ];
+    let Reply::Events(events) = c.call(Request::Events {
+        filter: maos_proto::EventFilter {
+            session: Some(sid.clone()),
+            types: kinds.iter().map(|k| k.to_string()).collect(),
+            ..Default::default()
+        },
+        limit: None,
+    })?
+    else {
+        return Err("events answered something else".into());
+    };
+    drop(c);
+    d.stop()?;
+    // Per agent, the first of each kind (µs since the epoch).
+    let mut at: std::collections::HashMap<String, [Option<i64>; 3]> =
+        std::collections::HashMap::new();
+    for e in &events {
+        let (Some(a), Some(k)) = (&e.agent_id, kinds.iter().position(|k| *k == e.kind)) else {
+            continue;
+        };
+        at.entry(a.to_string()).or_default()[k].get_or_insert(e.ts.timestamp_micros());
+    }
+    let ns = |from: Option<i64>, to: Option<i64>| -> Option<u64> {
+        Some((to? - from?).max(0) as u64 * 1000)
+    };
+    // The supervisor's own line in the agent's output log, written just before it spawns the
+    // agent, splits the span: daemon commit + supervisor exec | spawn + answer + commit.
+    let agents_dir = d
+        .home
+        .join("projects")
+        .join(maos_proto::paths::workspace_hash(Path::new(&d.root)))
+        .join("agents");
+    let spawning = |agent: &str| -> Option<i64> {
+        let log = fs::read_to_string(agents_dir.join(agent).join("output.log")).ok()?;
+        log.lines()
+            .find_map(|l| l.strip_prefix("--- maos: start "))
+            .and_then(log_line_us)
+    };
+    let mut sup_up = Vec::new();
+    let mut sup_answer = Vec::new();
+    for (a, v) in &at {
+        let s = spawning(a);
+        sup_up.extend(ns(v[0], s));
+        sup_answer.extend(ns(s, v[1]));
+    }
+    sup_up.sort_unstable();
+    sup_answer.sort_unstable();
+    let mut start: Vec<u64> = at.values().filter_map(|v| ns(v[0], v[1])).collect();
+    let mut life: Vec<u64> = at.values().filter_map(|v| ns(v[1], v[2])).collect();
+    if start.len() != n || life.len() != n {
+        return Err(format!(
+            "the timeline has start and pid of {} and pid and exit of {} of {n} agents",
+            start.len(),
+            life.len()
+        ));
+    }
+    start.sort_unstable();
+    life.sort_unstable();
+    let span = match (rec.started_at, rec.ended_at) {
+        (Some(a), Some(b)) => (b.timestamp_micros() - a.timestamp_micros()) as f64 / 1e6,
+        _ => wall,
+    };
+    let name = label(&format!("agent start, {n} agents `true` in sequence"), sync);
+    let p = |v: &[u64], q: f64| pct(v, q) / 1000.0;
+    let rows = vec![
+        Metric::new(
+            &name,
+            "start decided → pid committed, p50",
+            p(&start, 50.0),
+            "ms",
+        )
+        .goal(Goal::AtMost(10.0)),
+        Metric::new(
+            &name,
+            "start decided → pid committed, p99",
+            p(&start, 99.0),
+            "ms",
+        ),
+        Metric::new(
+            &name,
+            "start decided → pid committed, max",
+            p(&start, 100.0),
+            "ms",
+        ),
+        Metric::new(
+            &name,
+            "… decided → supervisor about to fork the agent (its log), p50",
+            p(&sup_up, 50.0),
+            "ms",
+        ),
+        Metric::new(
+            &name,
+            "… supervisor about to fork → pid committed, p50",
+            p(&sup_answer, 50.0),
+            "ms",
+        ),
+        Metric::new(
+            &name,
+            "pid committed → exit applied, p50 (exit.json + report)",
+            p(&life, 50.0),
+            "ms",
+        ),
+        Metric::new(&name, "agents/s, whole session", n as f64 / span, ""),
+        Metric::new(&name, "daemon CPU per agent", cpu / n as f64 * 1e3, "ms"),
+    ];
+    print_human(
+        &format!(
+            "agent-start: a plan of {n} agents (`true`), strategy sequential, run by the daemon \
+             through `maosd supervise`; session done in {span:.2} s ({wall:.2} s seen by the \
+             bench); spans from the timeline, synchronous={sync}"
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
+
 fn machine() -> String {
     let cpu = fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -2158,6 +3079,8 @@ fn run(o: &Opts) -> Res {
         "hook-concurrent" => one(scen_hook_concurrent)?,
         "lock" => one(scen_lock)?,
         "contention" => one(scen_contention)?,
+        "startup" => one(scen_startup)?,
+        "agent-start" => one(scen_agent_start)?,
         "serve" => one(scen_serve)?,
         "all" => {
             let syncs: Vec<&str> = match o.synchronous.as_deref() {
@@ -2178,6 +3101,8 @@ fn run(o: &Opts) -> Res {
             m.extend(scen_ps(o, syncs[0])?);
             m.extend(scen_hook(o, syncs[0])?);
             m.extend(scen_hook_concurrent(o, syncs[0])?);
+            m.extend(scen_agent_start(o, syncs[0])?);
+            m.extend(scen_startup(o, syncs[0])?);
             m
         }
         other => return Err(format!("unknown scenario {other:?}")),
