@@ -398,7 +398,8 @@ fn write_checkpoint_file(dir: &Path, row: &maos_store::CheckpointRow) -> std::io
             .unwrap_or_default()
             .as_bytes(),
     )?;
-    f.sync_all()?;
+    // No fsync: the durable checkpoint is the database row; this file is its readable copy,
+    // and the rename alone keeps it whole.
     std::fs::rename(&tmp, dir.join("checkpoint.json"))
 }
 

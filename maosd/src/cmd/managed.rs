@@ -670,7 +670,6 @@ fn recover_session(
     sid: &SessionId,
     runner: &Runner,
 ) -> Result<SessionRecovery, ErrorBody> {
-    tx.checkpoint(sid, "before recovery");
     let mut r = SessionRecovery {
         session: sid.clone(),
         plan: String::new(),
@@ -692,10 +691,19 @@ fn recover_session(
                 .collect()
         })
         .unwrap_or_default();
+    let mut checkpointed = false;
     for a in agents {
+        // The state as it was, before recovery changes anything (only when it does).
+        let mut before = |tx: &mut Txn<'_>| {
+            if !checkpointed {
+                tx.checkpoint(sid, "before recovery");
+                checkpointed = true;
+            }
+        };
         let files = crate::procs::agent_files(&runner.project_dir, a.id.as_str());
         match crate::procs::read_exit(&files.exit) {
             Ok(Some(exit)) if a.process.as_ref().is_none_or(|p| p.pid == exit.pid) => {
+                before(tx);
                 ended(tx, &a.id, exit, runner)?;
                 let _ = std::fs::remove_file(&files.exit);
                 r.exits_applied.push(a.id.clone());
@@ -715,6 +723,7 @@ fn recover_session(
         }
         let resumable = a.spec.as_ref().is_some_and(|s| s.resume_command.is_some())
             && a.external_session_id.is_some();
+        before(tx);
         tx.agent_mut(&a.id).process = None;
         if resumable {
             super::agent::transition(
