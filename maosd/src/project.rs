@@ -567,7 +567,6 @@ async fn open_project(
         .map_err(|e| storage_error(&e))?;
     let loaded = store.load().await.map_err(|e| storage_error(&e))?;
     info!(project = %root, sessions = loaded.sessions.len(), last_seq = loaded.last_seq, "project opened");
-    let checkpoints = spawn_checkpoints(&store, root.clone()).await?;
     let (tx, rx) = mpsc::channel(QUEUE);
     let (events, _) = broadcast::channel(EVENT_BUFFER);
     let reader = store.reader();
@@ -595,11 +594,14 @@ async fn open_project(
         store,
         events,
         parked: HashMap::new(),
-        checkpoints,
+        // Started after recovery (below): copying a large WAL back must not slow it down.
+        checkpoints: tokio::spawn(std::future::pending::<()>()).abort_handle(),
         runner,
         me: tx.downgrade(),
     };
     actor.recover().await;
+    let checkpoints = spawn_checkpoints(&actor.store, actor.root.clone()).await?;
+    std::mem::replace(&mut actor.checkpoints, checkpoints).abort();
     let task = tokio::spawn(actor.run(rx));
     Ok((ProjectHandle { tx, reader }, task))
 }

@@ -700,6 +700,15 @@ fn recover_session(
                 checkpointed = true;
             }
         };
+        // Still running: nothing to read (its exit is still to come).
+        if a
+            .process
+            .as_ref()
+            .is_some_and(|p| crate::procs::alive(p.pid, p.start_time))
+        {
+            r.readopted.push(a.id.clone());
+            continue;
+        }
         let files = crate::procs::agent_files(&runner.project_dir, a.id.as_str());
         match crate::procs::read_exit(&files.exit) {
             Ok(Some(exit)) if a.process.as_ref().is_none_or(|p| p.pid == exit.pid) => {
