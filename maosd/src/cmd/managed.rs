@@ -701,8 +701,7 @@ fn recover_session(
             }
         };
         // Still running: nothing to read (its exit is still to come).
-        if a
-            .process
+        if a.process
             .as_ref()
             .is_some_and(|p| crate::procs::alive(p.pid, p.start_time))
         {
