@@ -6,7 +6,7 @@
 use maos_core::{
     AgentId, AgentOp, AgentState, LockMode, SessionId, SessionOp, SessionState, Strategy,
 };
-use maos_proto::{ErrorBody, ErrorCode, HookAnswer, HookCall, HookDecision, Reply};
+use maos_proto::{ErrorBody, HookAnswer, HookCall, HookDecision, Reply};
 use serde_json::json;
 
 use super::Outcome;
@@ -47,14 +47,6 @@ fn answer(decision: HookDecision, reason: Option<String>, context: Option<String
     }))
 }
 
-fn reply_id(o: Result<Outcome, ErrorBody>) -> Result<String, ErrorBody> {
-    match o? {
-        Outcome::Reply(Reply::Session(s)) => Ok(s.id.to_string()),
-        Outcome::Reply(Reply::Agent(a)) => Ok(a.id.to_string()),
-        _ => Err(ErrorBody::new(ErrorCode::Internal, "unexpected reply")),
-    }
-}
-
 /// The session this call belongs to: the one named by `MAOS_SESSION_ID`, else the active
 /// live session, else a new running one.
 fn session(tx: &mut Txn<'_>, call: &HookCall) -> Result<SessionId, ErrorBody> {
@@ -65,14 +57,12 @@ fn session(tx: &mut Txn<'_>, call: &HookCall) -> Result<SessionId, ErrorBody> {
         return Ok(a.id.clone());
     }
     let short = call.session_id.get(..8).unwrap_or(&call.session_id);
-    let id = reply_id(super::session::create(
+    let id = super::session_of(super::session::create(
         tx,
         format!("{PLACEHOLDER} {short}"),
         Strategy::Parallel,
         Vec::new(),
     ))?;
-    let id =
-        SessionId::parse(&id).map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
     super::session::apply_session(tx, &id, SessionOp::Start, SessionState::Running, None, None);
     Ok(id)
 }
@@ -86,7 +76,7 @@ fn register(
     parent: Option<&AgentId>,
     external: (&str, Option<&str>),
 ) -> Result<AgentId, ErrorBody> {
-    let id = reply_id(super::agent::register(
+    let id = super::agent_of(super::agent::register(
         tx,
         Some(sid.as_str()),
         role.to_string(),
@@ -94,7 +84,6 @@ fn register(
         Vec::new(),
         parent.map(|p| p.to_string()),
     ))?;
-    let id = AgentId::parse(&id).map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
     let a = tx.agent_mut(&id);
     a.external_session_id = Some(external.0.to_string());
     a.external_agent_id = external.1.map(str::to_string);

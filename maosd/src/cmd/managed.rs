@@ -24,18 +24,6 @@ use crate::state::Txn;
 /// at once; the guard only stops a bug from spinning the actor).
 const MAX_ROUNDS: usize = 10_000;
 
-fn reply_id<T>(
-    o: Result<Outcome, ErrorBody>,
-    parse: fn(&str) -> Result<T, maos_core::IdError>,
-) -> Result<T, ErrorBody> {
-    let id = match o? {
-        Outcome::Reply(Reply::Session(s)) => s.id.to_string(),
-        Outcome::Reply(Reply::Agent(a)) => a.id.to_string(),
-        _ => return Err(ErrorBody::new(ErrorCode::Internal, "unexpected reply")),
-    };
-    parse(&id).map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))
-}
-
 /// `maos run PLAN` / `maos session create --plan PLAN`: the plan's session with its phases and
 /// agents, in one commit. A wrong plan is refused with the file, line and reason, and nothing
 /// is created.
@@ -52,15 +40,12 @@ pub fn from_plan(
 
 fn create(tx: &mut Txn<'_>, path: &str, plan: Plan, start: bool) -> Result<Outcome, ErrorBody> {
     plan.validate().map_err(|e| bad(format!("{path}: {e}")))?;
-    let sid = reply_id(
-        super::session::create(
-            tx,
-            plan.objective.clone(),
-            plan.strategy,
-            plan.phases.clone(),
-        ),
-        SessionId::parse,
-    )?;
+    let sid = super::session_of(super::session::create(
+        tx,
+        plan.objective.clone(),
+        plan.strategy,
+        plan.phases.clone(),
+    ))?;
     tx.session_mut(&sid).policy = Some(plan.policy.clone());
     let mut ids: Vec<(String, AgentId)> = Vec::with_capacity(plan.agents.len());
     for spec in &plan.agents {
@@ -72,17 +57,14 @@ fn create(tx: &mut Txn<'_>, path: &str, plan: Plan, start: bool) -> Result<Outco
             .collect();
         // Dependencies may name agents later in the file (adaptive plans): those edges are
         // added once every agent exists.
-        let id = reply_id(
-            super::agent::register(
-                tx,
-                Some(sid.as_str()),
-                spec.role.clone(),
-                spec.task.clone(),
-                deps,
-                None,
-            ),
-            AgentId::parse,
-        )?;
+        let id = super::agent_of(super::agent::register(
+            tx,
+            Some(sid.as_str()),
+            spec.role.clone(),
+            spec.task.clone(),
+            deps,
+            None,
+        ))?;
         let uses_claude = plan::uses(&spec.command, "claude_session_id")
             || spec
                 .resume_command
@@ -120,12 +102,7 @@ fn create(tx: &mut Txn<'_>, path: &str, plan: Plan, start: bool) -> Result<Outco
         let runner = runner(tx)?;
         schedule(tx, &sid, &runner);
     }
-    let s = tx
-        .state()
-        .session(&sid)
-        .cloned()
-        .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "session vanished"))?;
-    Ok(Reply::Session(Box::new(s)).into())
+    super::session::session_reply(tx, &sid)
 }
 
 /// How this project starts agents.

@@ -151,6 +151,22 @@ pub(crate) fn invalid(e: impl std::fmt::Display) -> ErrorBody {
     ErrorBody::new(ErrorCode::InvalidTransition, e.to_string())
 }
 
+/// The id of the session a handler answered with (for handlers that build on others).
+pub(crate) fn session_of(o: Result<Outcome, ErrorBody>) -> Result<maos_core::SessionId, ErrorBody> {
+    match o? {
+        Outcome::Reply(Reply::Session(s)) => Ok(s.id),
+        _ => Err(ErrorBody::new(ErrorCode::Internal, "expected a session")),
+    }
+}
+
+/// The id of the agent a handler answered with.
+pub(crate) fn agent_of(o: Result<Outcome, ErrorBody>) -> Result<maos_core::AgentId, ErrorBody> {
+    match o? {
+        Outcome::Reply(Reply::Agent(a)) => Ok(a.id),
+        _ => Err(ErrorBody::new(ErrorCode::Internal, "expected an agent")),
+    }
+}
+
 pub(crate) fn bad(msg: impl Into<String>) -> ErrorBody {
     ErrorBody::new(ErrorCode::BadRequest, msg)
 }

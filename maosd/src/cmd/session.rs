@@ -101,7 +101,7 @@ pub fn activate(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {
     session_reply(tx, &id)
 }
 
-fn session_reply(tx: &Txn<'_>, id: &SessionId) -> Result<Outcome, ErrorBody> {
+pub(super) fn session_reply(tx: &Txn<'_>, id: &SessionId) -> Result<Outcome, ErrorBody> {
     Ok(Reply::Session(Box::new(tx.state().session(id).cloned().ok_or_else(gone)?)).into())
 }
 
