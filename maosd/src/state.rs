@@ -123,6 +123,10 @@ impl State {
                 )
             }),
             Some(name) => {
+                // A full id is a map lookup; only a prefix needs the scan.
+                if let Some(s) = SessionId::parse(name).ok().and_then(|id| self.session(&id)) {
+                    return Ok(s);
+                }
                 let id = resolve_prefix(name, self.sessions.iter().map(|s| s.id.as_str()))
                     .map_err(|e| prefix_error("session", e))?;
                 let id = SessionId::parse(id)
@@ -139,6 +143,14 @@ impl State {
         name: &str,
         within: Option<&SessionId>,
     ) -> Result<&AgentRecord, ErrorBody> {
+        // A full id is a map lookup; only a prefix needs the scan.
+        if let Some(a) = AgentId::parse(name)
+            .ok()
+            .and_then(|id| self.agent(&id))
+            .filter(|a| within.is_none_or(|w| *w == a.session_id))
+        {
+            return Ok(a);
+        }
         let candidates = self
             .agent_session
             .iter()
@@ -393,7 +405,20 @@ impl<'a> Txn<'a> {
             .iter()
             .flat_map(|a| self.st.locks.held_by(&a.id))
             .collect();
-        let state = serde_json::json!({ "version": 1, "session": s, "locks": locks }).to_string();
+        // Serialized straight from the records: no intermediate JSON tree (recovery takes a
+        // checkpoint of every session it changes, before the daemon serves).
+        #[derive(serde::Serialize)]
+        struct Snapshot<'a> {
+            version: u32,
+            session: &'a SessionRecord,
+            locks: Vec<&'a HeldLock>,
+        }
+        let state = serde_json::to_string(&Snapshot {
+            version: 1,
+            session: s,
+            locks,
+        })
+        .unwrap_or_default();
         self.event(
             Some(sid),
             None,

@@ -611,11 +611,16 @@ pub fn resume_agent(tx: &mut Txn<'_>, id: &AgentId) -> Result<(), ErrorBody> {
 
 /// The agent's process runs, or its supervisor does (the exit is then still to be reported:
 /// the supervisor reaps the agent before it writes `exit.json`).
-fn live_process(a: &AgentRecord) -> bool {
-    a.process.as_ref().is_some_and(|p| {
+fn live_process(process: Option<&ProcessInfo>) -> bool {
+    process.is_some_and(|p| {
         crate::procs::alive(p.pid, p.start_time)
             || p.supervisor.is_some_and(|s| crate::procs::alive(s, None))
     })
+}
+
+/// Can it be resumed after its process was lost: a resume command and a Claude session id.
+fn resumable(a: &AgentRecord) -> bool {
+    a.spec.as_ref().is_some_and(|s| s.resume_command.is_some()) && a.external_session_id.is_some()
 }
 
 /// Reconcile managed sessions with their processes: at daemon start for every live session,
@@ -657,19 +662,20 @@ fn recover_session(
         failed: Vec::new(),
         notes: Vec::new(),
     };
-    let agents: Vec<AgentRecord> = tx
+    // What recovery needs of each running managed agent (not the whole record).
+    let agents: Vec<(AgentId, Option<ProcessInfo>, bool)> = tx
         .state()
         .session(sid)
         .map(|s| {
             s.agents
                 .iter()
                 .filter(|a| a.spec.is_some() && a.state == AgentState::Running)
-                .cloned()
+                .map(|a| (a.id.clone(), a.process.clone(), resumable(a)))
                 .collect()
         })
         .unwrap_or_default();
     let mut checkpointed = false;
-    for a in agents {
+    for (id, process, can_resume) in agents {
         // The state as it was, before recovery changes anything (only when it does).
         let mut before = |tx: &mut Txn<'_>| {
             if !checkpointed {
@@ -678,20 +684,20 @@ fn recover_session(
             }
         };
         // Still running: nothing to read (its exit is still to come).
-        if a.process
+        if process
             .as_ref()
             .is_some_and(|p| crate::procs::alive(p.pid, p.start_time))
         {
-            r.readopted.push(a.id.clone());
+            r.readopted.push(id);
             continue;
         }
-        let files = crate::procs::agent_files(&runner.project_dir, a.id.as_str());
+        let files = crate::procs::agent_files(&runner.project_dir, id.as_str());
         match crate::procs::read_exit(&files.exit) {
-            Ok(Some(exit)) if a.process.as_ref().is_none_or(|p| p.pid == exit.pid) => {
+            Ok(Some(exit)) if process.as_ref().is_none_or(|p| p.pid == exit.pid) => {
                 before(tx);
-                ended(tx, &a.id, exit, runner)?;
+                ended(tx, &id, exit, runner)?;
                 let _ = std::fs::remove_file(&files.exit);
-                r.exits_applied.push(a.id.clone());
+                r.exits_applied.push(id);
                 continue;
             }
             // From an earlier attempt: that exit was applied when it happened.
@@ -699,35 +705,33 @@ fn recover_session(
                 let _ = std::fs::remove_file(&files.exit);
             }
             Ok(None) => {}
-            Err(e) => r.notes.push(format!("agent {}: {e}", a.id)),
+            Err(e) => r.notes.push(format!("agent {id}: {e}")),
         }
         // Launched by this daemon and not answered yet: it is starting, not lost.
-        if live_process(&a) || tx.state().is_launching(&a.id) {
-            r.readopted.push(a.id.clone());
+        if live_process(process.as_ref()) || tx.state().is_launching(&id) {
+            r.readopted.push(id);
             continue;
         }
-        let resumable = a.spec.as_ref().is_some_and(|s| s.resume_command.is_some())
-            && a.external_session_id.is_some();
         before(tx);
-        tx.agent_mut(&a.id).process = None;
-        if resumable {
+        tx.agent_mut(&id).process = None;
+        if can_resume {
             super::agent::transition(
                 tx,
-                a.id.as_str(),
+                id.as_str(),
                 AgentOp::Interrupt,
                 None,
                 Some("its process ended while maos was down".into()),
             )?;
-            r.resumable.push(a.id.clone());
+            r.resumable.push(id.clone());
         } else {
             super::agent::transition(
                 tx,
-                a.id.as_str(),
+                id.as_str(),
                 AgentOp::Fail,
                 None,
                 Some("its process ended while maos was down, with no exit recorded".into()),
             )?;
-            r.failed.push(a.id.clone());
+            r.failed.push(id.clone());
         }
     }
     let s = tx.state().session(sid);
@@ -800,7 +804,7 @@ pub fn validate(tx: &Txn<'_>, session: Option<&str>) -> Result<Outcome, ErrorBod
                         "running_without_process",
                         format!("agent {} ({}) is running but has no process", a.id, a.role),
                     )),
-                    Some(p) if !live_process(a) => {
+                    Some(p) if !live_process(Some(p)) => {
                         problems.push(problem(
                             &s.id,
                             Some(&a.id),
