@@ -29,7 +29,8 @@
 //! 6. the current phase is paused → `maos resume --phase NAME`;
 //! 7. an agent was interrupted (resumable) → `maos resume --agent ID`;
 //! 8. every running agent is paused → `maos resume --agent ID`;
-//! 9. pending agents whose dependencies all completed → `maos agent start ID`;
+//! 9. pending agents whose dependencies all completed → `maos agent start ID` (not for a
+//!    plan's agents: maos starts those itself when the strategy lets it);
 //! 10. agents are running → continue the work in progress (and what waits for it);
 //! 11. the workflow has phases left: none running → `maos phase start` (the current one);
 //!     one running with no agent left → `maos phase complete`;
@@ -548,6 +549,8 @@ fn next_step(s: &SessionRecord) -> String {
         .agents
         .iter()
         .filter(|a| a.state == AgentState::Pending)
+        // maos starts a plan's agents itself, when the strategy lets it.
+        .filter(|a| a.spec.is_none())
         .filter(|a| {
             a.depends_on
                 .iter()
