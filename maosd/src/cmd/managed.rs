@@ -123,23 +123,19 @@ fn managed(tx: &Txn<'_>, sid: &SessionId) -> bool {
 }
 
 /// Run the scheduler for every managed session this transaction touched, applying its actions
-/// until it has nothing more to do.
+/// until it has nothing more to do. Most batches (hook calls, locks) touch no managed session
+/// and cost only the check.
 pub fn schedule_touched(tx: &mut Txn<'_>) {
-    let Ok(runner) = runner(tx) else {
-        return;
-    };
-    for sid in tx.touched_sessions() {
-        if managed(tx, &sid) {
-            schedule(tx, &sid, &runner);
-        }
-    }
+    let sids: Vec<SessionId> = tx
+        .touched_sessions()
+        .into_iter()
+        .filter(|sid| managed(tx, sid))
+        .collect();
+    schedule_each(tx, sids);
 }
 
 /// Run the scheduler for every live managed session (after recovery at start).
 pub fn schedule_all(tx: &mut Txn<'_>) {
-    let Ok(runner) = runner(tx) else {
-        return;
-    };
     let live: Vec<SessionId> = tx
         .state()
         .sessions()
@@ -147,7 +143,17 @@ pub fn schedule_all(tx: &mut Txn<'_>) {
         .filter(|s| s.policy.is_some() && !s.state.is_terminal())
         .map(|s| s.id.clone())
         .collect();
-    for sid in live {
+    schedule_each(tx, live);
+}
+
+fn schedule_each(tx: &mut Txn<'_>, sids: Vec<SessionId>) {
+    if sids.is_empty() {
+        return;
+    }
+    let Ok(runner) = runner(tx) else {
+        return;
+    };
+    for sid in sids {
         schedule(tx, &sid, &runner);
     }
 }
