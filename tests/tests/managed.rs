@@ -584,3 +584,34 @@ fn recover_while_agents_are_starting_leaves_them_alone() {
         "{s}"
     );
 }
+
+#[test]
+fn a_failed_phase_checkpoint_waits_for_its_retry_then_the_plan_goes_on() {
+    let env = Env::new();
+    let mut text =
+        "objective = \"retry phase\"\nstrategy = \"adaptive\"\nphases = [\"build\", \"ship\"]\n"
+            .to_string();
+    text += &agent_entry(
+        "builder",
+        "phase = 1",
+        "while [ ! -e go ]; do sleep 0.02; done",
+    );
+    text += &agent_entry("shipper", "phase = 2", "exit 0");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    pid_of(&env, &sid, "builder");
+    // A person fails the running phase's checkpoint: nothing moves on until it is retried.
+    env.maos_json(&["phase", "complete", "--failed", "--session", &sid]);
+    std::fs::write(env.project.join("go"), "").expect("go");
+    wait_until(SLOW, "the builder ended", || {
+        agent(&session(&env, &sid), "builder")["state"] == "completed"
+    });
+    let s = session(&env, &sid);
+    assert_eq!(s["workflow"]["phases"][0]["state"], "failed");
+    assert_eq!(agent(&s, "shipper")["state"], "pending");
+    // The retry: the phase runs again, its agents are done, so it completes and the next
+    // phase (the last one) completes the session.
+    env.maos_json(&["phase", "start", "1", "--session", &sid]);
+    let s = wait_state(&env, &sid, "completed");
+    assert_eq!(s["workflow"]["phases"][0]["attempts"], 2);
+    assert_eq!(agent(&s, "shipper")["state"], "completed");
+}
