@@ -27,6 +27,13 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 /// WAL pages after which a commit checkpoints by itself (the bound on the WAL's size).
 pub const WAL_AUTOCHECKPOINT_PAGES: u32 = 4000;
 
+/// The write connection's page cache, in KiB (SQLite's default is 2,000 KiB). A recovery
+/// commit after a crash touches more pages than the default holds, and SQLite then spills
+/// dirty pages into the WAL in the middle of the transaction. The cache grows only with the
+/// distinct pages the connection reads or writes, up to this bound (README, Performance:
+/// daemon memory).
+const WRITE_CACHE_KIB: u32 = 16 * 1024;
+
 /// How hard a commit tries to reach the disk (SQLite's `synchronous` pragma, in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Synchronous {
@@ -245,26 +252,33 @@ impl Store {
         if let Some(pages) = opts.max_page_count {
             base = base.pragma("max_page_count", pages.to_string());
         }
-        // Migrate through a one-connection pool: `Migrator::run` on a bare connection makes
-        // every future awaiting it fail rustc's higher-ranked `Send` check.
-        let migrate = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(base.clone().create_if_missing(true))
-            .await
-            .map_err(open_err)?;
-        MIGRATOR.run(&migrate).await?;
-        migrate.close().await;
         // Checkpoints happen mostly off the commit path: the daemon runs `Checkpointer` every
         // second. Under sustained writes a passive checkpoint never catches up completely, and
         // only a complete one lets the WAL wrap, so the writer keeps its own checkpoint as a
         // bound on the WAL (~16 MiB). With most frames already copied in the background it is
         // rare and cheap; at SQLite's default (1,000 pages) it fsynced inside ~1% of commits.
+        //
+        // Opened before the migration's connection, and kept: when the last connection to a
+        // database closes, SQLite copies the whole WAL back and deletes it. Closing the
+        // migration's connection first would do that on every start, and after a crash the
+        // WAL can hold megabytes (tens of milliseconds before the daemon could serve).
         let write = base
             .clone()
+            .create_if_missing(true)
             .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES.to_string())
+            .pragma("cache_size", format!("-{WRITE_CACHE_KIB}"))
             .connect()
             .await
             .map_err(open_err)?;
+        // Migrate through a one-connection pool: `Migrator::run` on a bare connection makes
+        // every future awaiting it fail rustc's higher-ranked `Send` check.
+        let migrate = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(base.clone())
+            .await
+            .map_err(open_err)?;
+        MIGRATOR.run(&migrate).await?;
+        migrate.close().await;
         let checkpoint = base.clone();
         let pool = SqlitePoolOptions::new()
             .max_connections(2)
@@ -278,6 +292,18 @@ impl Store {
             },
             checkpoint,
         })
+    }
+
+    /// Turn the write connection's own WAL checkpoint (the bound on the WAL) off or back on.
+    /// After a crash the WAL can be near that bound, and the first commit would then copy it
+    /// all back, inside the commit: a daemon turns it off until its recovery is committed and
+    /// its background [`Checkpointer`] runs.
+    pub async fn set_autocheckpoint(&mut self, on: bool) -> Result<(), StoreError> {
+        let pages = if on { WAL_AUTOCHECKPOINT_PAGES } else { 0 };
+        sqlx::query(&format!("PRAGMA wal_autocheckpoint = {pages}"))
+            .execute(&mut self.write)
+            .await?;
+        Ok(())
     }
 
     /// A connection of its own for background checkpoints.

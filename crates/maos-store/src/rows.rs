@@ -180,10 +180,15 @@ const SET_NEXT_TOKEN: &str = "\
 INSERT INTO meta (key, value) SELECT 'next_lock_token', $7 WHERE $7 IS NOT NULL
 ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 
+/// The snapshots are not in `$8`'s JSON: they are large (a session with its agents), and
+/// escaping them into a JSON string, then having SQLite parse and unescape it, cost more than
+/// the rest of a recovery's commit. `$9` is their UTF-8 bytes back to back, and each row of
+/// `$8` says where its own is (`off`, 1-based, and `len`, in bytes: `substr` of a blob counts
+/// bytes).
 const INSERT_CHECKPOINTS: &str = "\
 INSERT INTO checkpoints (session_id, seq, ts, reason, state)
 SELECT j.value->>'session_id', j.value->>'seq', j.value->>'ts', j.value->>'reason',
-    j.value->>'state'
+    CAST(substr($9, j.value->>'off', j.value->>'len') AS TEXT)
 FROM json_each($8) AS j";
 
 /// The whole batch as one multi-statement query: sqlx runs it in a single hand-off to its
@@ -215,7 +220,9 @@ struct CheckpointRowOut<'a> {
     seq: u64,
     ts: i64,
     reason: &'a str,
-    state: &'a str,
+    /// Where the snapshot is in the batch's `$9`: 1-based byte offset and length.
+    off: usize,
+    len: usize,
 }
 
 #[derive(Serialize)]
@@ -343,16 +350,23 @@ pub(crate) async fn write_batch(
         locks = json(&rows)?;
     }
     let mut checkpoints = empty();
+    let mut states = Vec::new();
     if !b.checkpoints.is_empty() {
+        states.reserve(b.checkpoints.iter().map(|c| c.state.len()).sum());
         let rows: Vec<_> = b
             .checkpoints
             .iter()
-            .map(|c| CheckpointRowOut {
-                session_id: c.session_id.as_str(),
-                seq: c.seq,
-                ts: to_us(&c.ts),
-                reason: &c.reason,
-                state: &c.state,
+            .map(|c| {
+                let off = states.len() + 1;
+                states.extend_from_slice(c.state.as_bytes());
+                CheckpointRowOut {
+                    session_id: c.session_id.as_str(),
+                    seq: c.seq,
+                    ts: to_us(&c.ts),
+                    reason: &c.reason,
+                    off,
+                    len: c.state.len(),
+                }
             })
             .collect();
         checkpoints = json(&rows)?;
@@ -366,6 +380,7 @@ pub(crate) async fn write_batch(
         .bind(locks)
         .bind(b.next_token.map(|t| t as i64))
         .bind(checkpoints)
+        .bind(states)
         .execute(&mut *conn)
         .await;
     if let Err(e) = result {

@@ -329,3 +329,126 @@ async fn locks_next_token_and_unlocks_round_trip_with_everything_else() {
     assert_eq!(locks, vec![(l2, 600_000_000)]);
     assert_eq!(next, 3, "the counter survives with nothing moving it");
 }
+
+#[tokio::test]
+async fn checkpoint_snapshots_round_trip_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("maos.db");
+    let s1 = session(1);
+    let s2 = session(2);
+    let t = Utc::now().trunc_subsecs(6);
+    // Multi-byte UTF-8, quotes, backslashes and an empty snapshot: each is cut out of the
+    // batch's concatenated bytes by its own offset and length.
+    let states = [
+        r#"{"text":"quote \" backslash \\ é ✓ 🙂"}"#,
+        "",
+        r#"{"agents":[1,2,3],"note":"日本語"}"#,
+    ];
+    let rows: Vec<maos_store::CheckpointRow> = states
+        .iter()
+        .enumerate()
+        .map(|(i, state)| maos_store::CheckpointRow {
+            session_id: if i == 1 { s2.id.clone() } else { s1.id.clone() },
+            seq: i as u64 + 1,
+            ts: t,
+            reason: format!("reason {i} é"),
+            state: state.to_string(),
+        })
+        .collect();
+    {
+        let mut store = Store::open(path.clone(), StoreOptions::default())
+            .await
+            .unwrap();
+        store
+            .commit(&Batch {
+                checkpoints: &rows,
+                ..Batch::default()
+            })
+            .await
+            .unwrap();
+        store.close().await;
+    }
+    let of = |sid: &SessionId| {
+        let path = path.clone();
+        let sid = sid.to_string();
+        async move { maos_store::checkpoints(&path, &sid).await.unwrap() }
+    };
+    let got1 = of(&s1.id).await;
+    let got2 = of(&s2.id).await;
+    let pick = |got: &[maos_store::CheckpointRow]| {
+        got.iter()
+            .map(|c| (c.seq, c.reason.clone(), c.state.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        pick(&got1),
+        vec![
+            (1, "reason 0 é".to_string(), states[0].to_string()),
+            (3, "reason 2 é".to_string(), states[2].to_string()),
+        ]
+    );
+    assert_eq!(
+        pick(&got2),
+        vec![(2, "reason 1 é".to_string(), String::new())]
+    );
+    // The latest checkpoint time per session is loaded with the rest.
+    let mut store = Store::open(path.clone(), StoreOptions::default())
+        .await
+        .unwrap();
+    let mut checkpointed = store.load().await.unwrap().checkpointed;
+    checkpointed.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+    assert_eq!(checkpointed, vec![(s1.id.clone(), t), (s2.id.clone(), t)]);
+}
+
+/// After a crash the WAL holds committed transactions that the database file does not have
+/// yet. Opening the store must read them without copying the whole WAL back first (that is
+/// the background checkpointer's job, after the daemon serves): a copy of a live database
+/// and its WAL is such a crash image.
+#[tokio::test]
+async fn opening_after_a_crash_keeps_the_wal_for_the_background_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live");
+    let crashed = dir.path().join("crashed");
+    std::fs::create_dir_all(&live).unwrap();
+    std::fs::create_dir_all(&crashed).unwrap();
+    let s1 = session(1);
+    let events: Vec<_> = (1..=300).map(|i| event(i, &s1, "x")).collect();
+    let mut store = Store::open(live.join("maos.db"), StoreOptions::default())
+        .await
+        .unwrap();
+    store
+        .commit(&Batch {
+            sessions: vec![&s1],
+            phases_of: vec![&s1],
+            events: &events,
+            ..Batch::default()
+        })
+        .await
+        .unwrap();
+    for f in ["maos.db", "maos.db-wal"] {
+        std::fs::copy(live.join(f), crashed.join(f)).unwrap();
+    }
+    store.close().await;
+    let wal = crashed.join("maos.db-wal");
+    let wal_bytes = std::fs::metadata(&wal).unwrap().len();
+    assert!(wal_bytes > 0, "the crash image has a WAL");
+
+    let mut store = Store::open(crashed.join("maos.db"), StoreOptions::default())
+        .await
+        .unwrap();
+    let loaded = store.load().await.unwrap();
+    assert_eq!(loaded.last_seq, 300, "every committed event is read");
+    assert_eq!(loaded.sessions, vec![s1.clone()]);
+    assert_eq!(
+        std::fs::metadata(&wal).unwrap().len(),
+        wal_bytes,
+        "opening did not copy the WAL back and truncate it"
+    );
+    let mut cp = store.checkpointer().await.unwrap();
+    let (frames, copied) = cp.run().await.unwrap();
+    assert!(
+        frames > 0 && copied == frames,
+        "the checkpointer copies it: {frames} {copied}"
+    );
+    assert_eq!(store.integrity_check().await.unwrap(), "ok");
+}
