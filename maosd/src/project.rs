@@ -325,6 +325,7 @@ impl Actor {
     /// At start: reconcile every managed session with its processes, then let each take its
     /// next steps.
     async fn recover(&mut self) {
+        let t0 = std::time::Instant::now();
         let mut txn = Txn::new(&mut self.state);
         let report = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let r = cmd::managed::recover(&mut txn, None);
@@ -333,7 +334,7 @@ impl Actor {
         }));
         match report {
             Ok(Ok(r)) if !r.sessions.is_empty() => {
-                info!(project = %self.root, sessions = r.sessions.len(), "recovered managed sessions");
+                info!(project = %self.root, sessions = r.sessions.len(), ms = t0.elapsed().as_secs_f64() * 1e3, "recovered managed sessions");
             }
             Ok(Ok(_)) => {}
             Ok(Err(e)) => warn!(project = %self.root, error = %e.message, "recovery failed"),
@@ -343,8 +344,10 @@ impl Actor {
             return;
         }
         txn.prepare();
+        let t1 = std::time::Instant::now();
         match self.store.commit(&txn.batch()).await {
             Ok(()) => {
+                debug!(project = %self.root, ms = t1.elapsed().as_secs_f64() * 1e3, "recovery committed");
                 let done = txn.finish();
                 for e in done.events {
                     let _ = self.events.send(Arc::new(e));
@@ -562,11 +565,19 @@ async fn open_project(
             std::fs::write(&meta, text).map_err(io)?;
         }
     }
+    let t0 = std::time::Instant::now();
     let mut store = Store::open(dir.join("maos.db"), opts)
         .await
         .map_err(|e| storage_error(&e))?;
+    debug!(project = %root, ms = t0.elapsed().as_secs_f64() * 1e3, "database opened");
+    // Until the background checkpoints run (below): a crash can leave a WAL that recovery's
+    // commit would otherwise copy back before the daemon serves.
+    store
+        .set_autocheckpoint(false)
+        .await
+        .map_err(|e| storage_error(&e))?;
     let loaded = store.load().await.map_err(|e| storage_error(&e))?;
-    info!(project = %root, sessions = loaded.sessions.len(), last_seq = loaded.last_seq, "project opened");
+    info!(project = %root, sessions = loaded.sessions.len(), last_seq = loaded.last_seq, ms = t0.elapsed().as_secs_f64() * 1e3, "project opened");
     let (tx, rx) = mpsc::channel(QUEUE);
     let (events, _) = broadcast::channel(EVENT_BUFFER);
     let reader = store.reader();
@@ -602,6 +613,11 @@ async fn open_project(
     actor.recover().await;
     let checkpoints = spawn_checkpoints(&actor.store, actor.root.clone()).await?;
     std::mem::replace(&mut actor.checkpoints, checkpoints).abort();
+    actor
+        .store
+        .set_autocheckpoint(true)
+        .await
+        .map_err(|e| storage_error(&e))?;
     let task = tokio::spawn(actor.run(rx));
     Ok((ProjectHandle { tx, reader }, task))
 }
@@ -609,8 +625,8 @@ async fn open_project(
 /// How often committed WAL frames are copied back into the database file.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Checkpoint the project's WAL in the background, on its own connection, so that no commit
-/// ever pays for it (SQLite's automatic checkpoint is off on the write connection).
+/// Checkpoint the project's WAL in the background, on its own connection, so that commits
+/// rarely pay for it (the write connection's own checkpoint is only a bound on the WAL's size).
 async fn spawn_checkpoints(
     store: &Store,
     root: String,
