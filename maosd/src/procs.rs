@@ -45,9 +45,20 @@ fn as_pid(pid: u32) -> Option<libc::pid_t> {
 
 #[cfg(target_os = "linux")]
 fn stat(pid: u32) -> Option<Stat> {
+    use std::io::Read;
     as_pid(pid)?;
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&text)
+    // One read into a stack buffer: recovery checks thousands of processes, and
+    // `read_to_string` would add a `statx` and a heap buffer to each. The line is a few
+    // hundred bytes (the comm is at most 16); a longer one is read whole below.
+    let mut f = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut buf = [0u8; 1024];
+    let n = f.read(&mut buf).ok()?;
+    if n < buf.len() {
+        return parse_stat(std::str::from_utf8(&buf[..n]).ok()?);
+    }
+    let mut text = buf.to_vec();
+    f.read_to_end(&mut text).ok()?;
+    parse_stat(std::str::from_utf8(&text).ok()?)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -114,6 +125,42 @@ pub fn alive(pid: u32, start_time: Option<u64>) -> bool {
         }
         io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
     }
+}
+
+/// `f` over every item, on several threads: recovery at start-up looks at thousands of
+/// processes and their files, each a few system calls whose time is mostly spent waiting
+/// (`/proc`, a cold directory on disk). Results keep the items' order.
+pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    const PER_THREAD_MIN: usize = 128;
+    const THREADS_MAX: usize = 8;
+    let threads = items.len().div_ceil(PER_THREAD_MIN).clamp(1, THREADS_MAX);
+    if threads == 1 {
+        return items.iter().map(&f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| {
+                (
+                    part,
+                    std::thread::Builder::new()
+                        .name("maosd-probe".into())
+                        .spawn_scoped(scope, move || part.iter().map(f).collect::<Vec<_>>()),
+                )
+            })
+            .collect();
+        parts
+            .into_iter()
+            // A thread that could not be started or failed: its part is done here.
+            .flat_map(|(part, h)| {
+                h.ok()
+                    .and_then(|h| h.join().ok())
+                    .unwrap_or_else(|| part.iter().map(f).collect())
+            })
+            .collect()
+    })
 }
 
 /// Send `sig` to the process group `pgid` (`kill(-pgid, sig)`). Ok(false) if the group is gone
@@ -192,6 +239,32 @@ mod tests {
     use std::os::unix::process::CommandExt;
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn par_map_keeps_the_order_across_threads() {
+        for n in [0, 1, 127, 128, 129, 1000, 5000] {
+            let items: Vec<u64> = (0..n).collect();
+            let threads = std::sync::Mutex::new(std::collections::HashSet::new());
+            let got = par_map(&items, |x| {
+                if let Ok(mut t) = threads.lock() {
+                    t.insert(std::thread::current().id());
+                }
+                x * 3
+            });
+            assert_eq!(
+                got,
+                items.iter().map(|x| x * 3).collect::<Vec<_>>(),
+                "n = {n}"
+            );
+            let used = threads.lock().map(|t| t.len()).unwrap_or(0);
+            assert_eq!(used > 1, n > 128, "n = {n}: {used} threads");
+        }
+        // The real use: this process is alive, pid 0 and an unused pid are not.
+        let me = (std::process::id(), start_time(std::process::id()));
+        let procs = [me, (0, None), (u32::MAX, None)].repeat(200);
+        let alive = par_map(&procs, |&(p, t)| alive(p, t));
+        assert_eq!(alive, [true, false, false].repeat(200));
+    }
 
     fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -646,16 +646,95 @@ pub fn recover(tx: &mut Txn<'_>, session: Option<&str>) -> Result<RecoveryReport
             .map(|s| s.id.clone())
             .collect(),
     };
+    // What recovery needs of each running managed agent (not the whole record).
+    let mut agents: Vec<Vec<Found>> = targets
+        .iter()
+        .map(|sid| {
+            tx.state()
+                .session(sid)
+                .map(|s| {
+                    s.agents
+                        .iter()
+                        .filter(|a| a.spec.is_some() && a.state == AgentState::Running)
+                        .map(|a| Found {
+                            id: a.id.clone(),
+                            process: a.process.clone(),
+                            can_resume: resumable(a),
+                            seen: Seen::Running,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    // Every process and file looked at up front, in parallel: at start-up there can be
+    // thousands, and each look is a few system calls spent mostly waiting.
+    let t0 = std::time::Instant::now();
+    let found: Vec<&Found> = agents.iter().flatten().collect();
+    let seen = crate::procs::par_map(&found, |f| look(f, &runner.project_dir));
+    let checked = seen.len();
+    for (f, seen) in agents.iter_mut().flatten().zip(seen) {
+        f.seen = seen;
+    }
+    tracing::debug!(
+        agents = checked,
+        ms = t0.elapsed().as_secs_f64() * 1e3,
+        "recovery looked at the processes"
+    );
     let mut report = RecoveryReport::default();
-    for sid in targets {
-        report.sessions.push(recover_session(tx, &sid, runner)?);
+    for (sid, agents) in targets.iter().zip(agents) {
+        report
+            .sessions
+            .push(recover_session(tx, sid, agents, runner)?);
     }
     Ok(report)
+}
+
+/// A running managed agent as recovery found it.
+struct Found {
+    id: AgentId,
+    process: Option<ProcessInfo>,
+    can_resume: bool,
+    seen: Seen,
+}
+
+/// What became of a running managed agent's process.
+enum Seen {
+    /// It runs: its exit is still to come.
+    Running,
+    /// It is gone. Its supervisor may still run (it then has the exit to report), and may have
+    /// recorded the exit (`exit.json`: None if there is none).
+    Gone {
+        supervised: bool,
+        exit: Result<Option<maos_proto::AgentExit>, String>,
+    },
+}
+
+/// Look at an agent's process, then its supervisor, then its exit file: in this order, so
+/// that an exit the supervisor records meanwhile is seen (it writes the file, then ends).
+fn look(f: &Found, project_dir: &std::path::Path) -> Seen {
+    if f.process
+        .as_ref()
+        .is_some_and(|p| crate::procs::alive(p.pid, p.start_time))
+    {
+        return Seen::Running;
+    }
+    let supervised = f
+        .process
+        .as_ref()
+        .and_then(|p| p.supervisor)
+        .is_some_and(|s| crate::procs::alive(s, None));
+    let files = crate::procs::agent_files(project_dir, f.id.as_str());
+    Seen::Gone {
+        supervised,
+        exit: crate::procs::read_exit(&files.exit),
+    }
 }
 
 fn recover_session(
     tx: &mut Txn<'_>,
     sid: &SessionId,
+    agents: Vec<Found>,
     runner: &Runner,
 ) -> Result<SessionRecovery, ErrorBody> {
     let mut r = SessionRecovery {
@@ -668,20 +747,14 @@ fn recover_session(
         failed: Vec::new(),
         notes: Vec::new(),
     };
-    // What recovery needs of each running managed agent (not the whole record).
-    let agents: Vec<(AgentId, Option<ProcessInfo>, bool)> = tx
-        .state()
-        .session(sid)
-        .map(|s| {
-            s.agents
-                .iter()
-                .filter(|a| a.spec.is_some() && a.state == AgentState::Running)
-                .map(|a| (a.id.clone(), a.process.clone(), resumable(a)))
-                .collect()
-        })
-        .unwrap_or_default();
     let mut checkpointed = false;
-    for (id, process, can_resume) in agents {
+    for Found {
+        id,
+        process,
+        can_resume,
+        seen,
+    } in agents
+    {
         // The state as it was, before recovery changes anything (only when it does).
         let mut before = |tx: &mut Txn<'_>| {
             if !checkpointed {
@@ -689,16 +762,15 @@ fn recover_session(
                 checkpointed = true;
             }
         };
-        // Still running: nothing to read (its exit is still to come).
-        if process
-            .as_ref()
-            .is_some_and(|p| crate::procs::alive(p.pid, p.start_time))
-        {
-            r.readopted.push(id);
-            continue;
-        }
+        let (supervised, exit) = match seen {
+            Seen::Running => {
+                r.readopted.push(id);
+                continue;
+            }
+            Seen::Gone { supervised, exit } => (supervised, exit),
+        };
         let files = crate::procs::agent_files(&runner.project_dir, id.as_str());
-        match crate::procs::read_exit(&files.exit) {
+        match exit {
             Ok(Some(exit)) if process.as_ref().is_none_or(|p| p.pid == exit.pid) => {
                 before(tx);
                 ended(tx, &id, exit, runner)?;
@@ -713,8 +785,9 @@ fn recover_session(
             Ok(None) => {}
             Err(e) => r.notes.push(format!("agent {id}: {e}")),
         }
-        // Launched by this daemon and not answered yet: it is starting, not lost.
-        if live_process(process.as_ref()) || tx.state().is_launching(&id) {
+        // Its supervisor still has the exit to report, or this daemon launched it and has no
+        // answer yet: it is not lost.
+        if supervised || tx.state().is_launching(&id) {
             r.readopted.push(id);
             continue;
         }
