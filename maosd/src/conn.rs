@@ -103,6 +103,17 @@ async fn next(conn: &mut Conn, daemon: &Daemon) -> Next {
     }
 }
 
+/// Answer a connection from another user with one error frame, then close it: its client
+/// then says why instead of "connection closed". Nothing it sends is read.
+pub async fn refuse(stream: UnixStream, message: String) {
+    let mut conn = Framed::new(stream, codec());
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        send_error(&mut conn, ErrorCode::PermissionDenied, message),
+    )
+    .await;
+}
+
 pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
     let mut conn = Framed::new(stream, codec());
     let hello = tokio::time::timeout(HELLO_TIMEOUT, next(&mut conn, &daemon)).await;

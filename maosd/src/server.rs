@@ -175,6 +175,12 @@ pub async fn run(config: Config) -> Result<(), StartError> {
                     peer_uid = cred.uid(),
                     "refused a connection from another user"
                 );
+                let message = format!(
+                    "this maosd belongs to uid {me} and serves no other user (you are uid {}); \
+                     point MAOS_SOCKET at your own daemon's socket",
+                    cred.uid()
+                );
+                tracker.spawn(crate::conn::refuse(stream, message));
                 continue;
             }
             Err(e) => {

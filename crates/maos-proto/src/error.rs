@@ -39,6 +39,8 @@ pub enum ErrorCode {
     Unavailable,
     /// A bug: the daemon caught it and kept running.
     Internal,
+    /// The connection comes from another user than the daemon's.
+    PermissionDenied,
     /// A code this client does not know (sent by a newer daemon).
     #[serde(other)]
     Unknown,
@@ -64,6 +66,7 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
+            ErrorCode::PermissionDenied => "permission_denied",
             ErrorCode::Unknown => "unknown",
         }
     }

@@ -1,0 +1,74 @@
+//! Who may talk to the daemon: only its own user. The client is run as another user for real
+//! (this needs root, as CI has; elsewhere the test says it was skipped).
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::Duration;
+
+use maos_tests::{Env, describe, maos_bin, run_with_timeout};
+
+/// `nobody` on Debian and most Linux systems; any uid other than ours would do.
+const OTHER_UID: u32 = 65534;
+
+#[test]
+fn a_client_of_another_user_is_refused_with_the_reason_and_changes_nothing() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: running the client as another user needs root");
+        return;
+    }
+    let env = Env::new();
+    let sid = env.session("mine", &[]);
+    let pid = env.daemon_pid();
+
+    // Let the other user reach the socket, which the daemon's own checks never allow: the
+    // directories on the way open to others, the socket writable by everyone. Only the
+    // daemon's check of the peer's uid is left to refuse it.
+    let chmod = |p: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+            .unwrap_or_else(|e| panic!("chmod {}: {e}", p.display()))
+    };
+    chmod(&env.root(), 0o711);
+    chmod(env.socket.parent().expect("socket dir"), 0o711);
+    chmod(&env.socket, 0o666);
+    let other = env.root().join("other");
+    std::fs::create_dir_all(&other).expect("other user's dir");
+    std::os::unix::fs::chown(&other, Some(OTHER_UID), Some(OTHER_UID)).expect("chown");
+    chmod(&other, 0o700);
+
+    let mut cmd = Command::new(maos_bin());
+    cmd.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &other)
+        .env("MAOS_HOME", other.join("maos"))
+        .env("MAOS_SOCKET", &env.socket)
+        .env("MAOS_NO_AUTOSTART", "1")
+        .current_dir(&other)
+        .args(["session", "create", "--objective", "not yours"])
+        .uid(OTHER_UID)
+        .gid(OTHER_UID);
+    let out = run_with_timeout(cmd, Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "another user was served: {}",
+        describe(&out)
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains("serves no other user") && stderr.contains(&format!("uid {OTHER_UID}")),
+        "the reason names the refusal and the uid: {stderr}"
+    );
+
+    // Nothing changed, the daemon still serves its own user, and the refusal is logged.
+    let sessions = env.maos_json(&["session", "list", "--all"]);
+    let ids = maos_tests::ids(&sessions);
+    assert_eq!(ids, vec![sid], "only the owner's session exists");
+    assert_eq!(env.daemon_pid(), pid, "the same daemon");
+    let log = std::fs::read_to_string(env.home.join("logs").join("maosd.log")).expect("log");
+    assert!(
+        log.contains("refused a connection from another user") && log.contains("65534"),
+        "the refusal is in the daemon's log"
+    );
+}
