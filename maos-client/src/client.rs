@@ -2,7 +2,6 @@
 //! handshake, one request at a time, or a subscription stream. No async runtime: this runs on
 //! every hook call, so its start-up cost is the product's latency.
 
-use std::fs::File;
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -228,8 +227,8 @@ fn start_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
         .ok_or_else(|| fail(format!("bad socket path {}", socket.display())))?;
     paths::ensure_private_dir(dir).map_err(|e| fail(e.to_string()))?;
     let lock_path = dir.join("maosd.start.lock");
-    let lock =
-        File::create(&lock_path).map_err(|e| fail(format!("{}: {e}", lock_path.display())))?;
+    let lock = paths::private_file(&lock_path)
+        .map_err(|e| fail(format!("{}: {e}", lock_path.display())))?;
     lock.lock()
         .map_err(|e| fail(format!("{}: {e}", lock_path.display())))?;
     if UnixStream::connect(socket).is_ok() {
@@ -238,9 +237,10 @@ fn start_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
     let home = paths::home_dir().map_err(|e| fail(e.to_string()))?;
     paths::ensure_private_dir(&home).map_err(|e| fail(e.to_string()))?;
     let logs = home.join("logs");
-    std::fs::create_dir_all(&logs).map_err(|e| fail(format!("{}: {e}", logs.display())))?;
+    paths::private_dir_all(&logs).map_err(|e| fail(format!("{}: {e}", logs.display())))?;
     let out_path = logs.join("maosd.stderr");
-    let out = File::create(&out_path).map_err(|e| fail(format!("{}: {e}", out_path.display())))?;
+    let out =
+        paths::private_file(&out_path).map_err(|e| fail(format!("{}: {e}", out_path.display())))?;
     let err = out
         .try_clone()
         .map_err(|e| fail(format!("{}: {e}", out_path.display())))?;

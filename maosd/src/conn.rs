@@ -104,13 +104,16 @@ async fn next(conn: &mut Conn, daemon: &Daemon) -> Next {
 }
 
 /// Answer a connection from another user with one error frame, then close it: its client
-/// then says why instead of "connection closed". Nothing it sends is read.
+/// then says why instead of "connection closed". What it sends is read only to be discarded:
+/// closing a socket with unread data resets it, and the client would see the reset instead
+/// of the reason. One second at most.
 pub async fn refuse(stream: UnixStream, message: String) {
     let mut conn = Framed::new(stream, codec());
-    let _ = tokio::time::timeout(
-        Duration::from_secs(1),
-        send_error(&mut conn, ErrorCode::PermissionDenied, message),
-    )
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = conn.next().await;
+        send_error(&mut conn, ErrorCode::PermissionDenied, message).await;
+        while let Some(Ok(_)) = conn.next().await {}
+    })
     .await;
 }
 

@@ -39,7 +39,7 @@ fn init_logging(foreground: bool, home: &std::path::Path) -> Result<(), String> 
         return Ok(());
     }
     let dir = home.join("logs");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    maos_proto::paths::private_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join("maosd.log");
     let file = {
         use std::os::unix::fs::OpenOptionsExt;

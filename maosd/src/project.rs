@@ -544,7 +544,7 @@ async fn open_project(
 ) -> Result<(ProjectHandle, tokio::task::JoinHandle<()>), ErrorBody> {
     let io =
         |e: std::io::Error| ErrorBody::new(ErrorCode::Storage, format!("{}: {e}", dir.display()));
-    std::fs::create_dir_all(&dir).map_err(io)?;
+    maos_proto::paths::private_dir_all(&dir).map_err(io)?;
     let meta = dir.join("project.json");
     match std::fs::read_to_string(&meta) {
         Ok(text) => {
@@ -562,7 +562,11 @@ async fn open_project(
         }
         Err(_) => {
             let text = serde_json::json!({ "root": root, "hash": hash }).to_string();
-            std::fs::write(&meta, text).map_err(io)?;
+            std::io::Write::write_all(
+                &mut maos_proto::paths::private_file(&meta).map_err(io)?,
+                text.as_bytes(),
+            )
+            .map_err(io)?;
         }
     }
     let t0 = std::time::Instant::now();

@@ -75,12 +75,14 @@ fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StartErr
 /// Hold the pidfile lock for the daemon's lifetime: a second daemon for the same home refuses.
 fn lock_pidfile(home: &Path) -> Result<std::fs::File, StartError> {
     use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
     let path = home.join("maosd.pid");
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(&path)
         .map_err(io_err("cannot open pidfile", &path))?;
     if f.try_lock().is_err() {

@@ -72,3 +72,46 @@ fn a_client_of_another_user_is_refused_with_the_reason_and_changes_nothing() {
         "the refusal is in the daemon's log"
     );
 }
+
+/// Everything the daemon and its supervisors write under `MAOS_HOME` (databases, WAL, logs,
+/// agent output, exit records, checkpoints, project metadata) is the user's alone: no file
+/// or directory is open to group or others, whatever the umask.
+#[test]
+fn every_file_maos_writes_is_private_to_the_user() {
+    let env = Env::new();
+    let plan = env.project.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "objective = \"private files\"\nstrategy = \"sequential\"\n\n[[agent]]\nname = \"a\"\n\
+         task = \"print\"\ncommand = [\"sh\", \"-c\", \"echo secret output\"]\n",
+    )
+    .expect("plan");
+    let sid = env.maos_json(&["run", plan.to_str().expect("utf-8")])["id"]
+        .as_str()
+        .expect("session id")
+        .to_string();
+    maos_tests::wait_until(Duration::from_secs(30), "the session completes", || {
+        env.maos_json(&["session", "show", &sid])["state"] == "completed"
+    });
+    env.maos(&["note", "decision", "keep it private"]);
+
+    let mut open = Vec::new();
+    let mut seen = 0;
+    let mut stack = vec![env.home.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read_dir") {
+            let entry = entry.expect("entry");
+            let meta = std::fs::symlink_metadata(entry.path()).expect("metadata");
+            let mode = meta.permissions().mode() & 0o777;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+            seen += 1;
+            if mode & 0o077 != 0 {
+                open.push(format!("{} {mode:o}", entry.path().display()));
+            }
+        }
+    }
+    assert!(seen > 10, "the walk saw the daemon's files ({seen})");
+    assert!(open.is_empty(), "open to group or others: {open:#?}");
+}

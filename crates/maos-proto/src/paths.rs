@@ -65,6 +65,33 @@ pub fn home_dir() -> Result<PathBuf, PathError> {
         .ok_or(PathError::NoHome)
 }
 
+/// Create `dir` and any missing parents with mode 0700 (whatever the umask), and close an
+/// existing `dir` to group and others. For maos's own directories under `MAOS_HOME`.
+pub fn private_dir_all(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mode = fs::metadata(dir)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(mode & 0o700))?;
+    }
+    Ok(())
+}
+
+/// Create (or truncate) `path` for writing with mode 0600, whatever the umask. For maos's own
+/// files under `MAOS_HOME`.
+pub fn private_file(path: &Path) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// Create `dir` (and its parents) if needed, mode 0700, and refuse it when it is a symlink,
 /// owned by another user, or open to group or others.
 pub fn ensure_private_dir(dir: &Path) -> Result<(), PathError> {
