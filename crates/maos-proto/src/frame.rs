@@ -13,10 +13,26 @@ pub enum FrameError {
     Closed,
     #[error("frame of {len} bytes is over the {max}-byte cap")]
     TooLarge { len: usize, max: usize },
-    #[error("malformed message: {0}")]
+    /// serde_json quotes names from the input (an unknown variant or field) verbatim, so the
+    /// message is made one line.
+    #[error("malformed message: {}", one_line(&.0.to_string()))]
     Json(#[from] serde_json::Error),
     #[error("socket I/O failed: {0}")]
     Io(#[from] io::Error),
+}
+
+/// `text` on one line: control characters (a newline in a request name that an error message
+/// quotes) are written as escapes (`\n`, `\u{1b}`), everything else is left as it is.
+pub fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Serialize `msg` as one frame (length prefix included).
@@ -103,7 +119,29 @@ mod tests {
         assert!(matches!(r, Err(FrameError::TooLarge { .. })));
     }
 
+    #[test]
+    fn json_errors_are_one_line() {
+        let body = br#"{"kind":"request","id":1,"body":{"request":"tele\nport\u001b[2J"}}"#;
+        let mut f = (body.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(body);
+        let e = read_frame::<_, crate::ClientMsg>(&mut &f[..])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(r"unknown variant `tele\nport\u{1b}[2J`"), "{e}");
+        assert!(!e.chars().any(char::is_control), "{e:?}");
+        assert_eq!(one_line("a\tb\r\nc é ✓"), r"a\tb\r\nc é ✓");
+    }
+
     proptest! {
+        #[test]
+        fn one_line_has_no_control_characters(s in "(?s).*") {
+            let l = one_line(&s);
+            prop_assert!(!l.chars().any(char::is_control));
+            if !s.chars().any(char::is_control) {
+                prop_assert_eq!(l, s);
+            }
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = read_frame::<_, crate::ClientMsg>(&mut &bytes[..]);
