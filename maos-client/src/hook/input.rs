@@ -1,0 +1,179 @@
+//! The pure half of `maos hook`: one hook input (JSON from the agent CLI) read and reduced to a
+//! [`HookCall`]. No socket, no output: the unit and property tests and the fuzz target
+//! (`fuzz/fuzz_targets/hook_input.rs`, which includes this file by path) drive it directly, so
+//! it may only use `maos_core`, `maos_proto`, `serde`, `serde_json` and `sha2`.
+
+use std::fmt::Write as _;
+use std::io::Read;
+
+use maos_proto::{HookCall, SubagentResult, Written};
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Largest hook input read (a Write's content can be large; we read past it, never keep it).
+pub const MAX_INPUT: u64 = 32 * 1024 * 1024;
+
+/// Deepest nesting of arrays and objects serde_json accepts (its default recursion limit).
+const MAX_DEPTH: usize = 128;
+
+/// A reader that remembers how many bytes went through it.
+struct Counted<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+/// Read one JSON value from `r`, at most `limit` bytes of it, without waiting for EOF after it
+/// (some CLI versions keep stdin open). The error is one line saying what is wrong with the
+/// input: too large, nested too deeply, or not JSON (with serde_json's line and column).
+pub fn read_value<R: Read>(r: R, limit: u64) -> Result<Value, String> {
+    let mut counted = Counted {
+        inner: r.take(limit),
+        read: 0,
+    };
+    let mut de = serde_json::Deserializer::from_reader(&mut counted);
+    let result = Value::deserialize(&mut de);
+    drop(de);
+    match result {
+        Ok(v) => Ok(v),
+        // The value was cut off by the cap, not by the writer.
+        Err(e) if e.is_eof() && counted.read >= limit => Err(format!(
+            "the input is over the {limit}-byte cap for one hook call"
+        )),
+        Err(e) if e.to_string().starts_with("recursion limit exceeded") => Err(format!(
+            "the input nests arrays or objects more than {MAX_DEPTH} levels deep ({e})"
+        )),
+        Err(e) => Err(format!(
+            "the input is not one JSON object ({})",
+            maos_proto::frame::one_line(&e.to_string())
+        )),
+    }
+}
+
+pub fn text(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+pub fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn first_line(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(line.chars().take(200).collect())
+}
+
+/// The patch envelope of a Codex `apply_patch` call (`command`, or `input`/`patch`).
+fn patch_of(input: &Value) -> Option<&str> {
+    ["command", "input", "patch"]
+        .iter()
+        .find_map(|k| input.get(*k).and_then(Value::as_str))
+        .filter(|t| maos_core::patch::is_patch(t))
+}
+
+/// Size and SHA-256 of the text a write sends: Write's content, Edit's new string,
+/// MultiEdit's new strings, NotebookEdit's new source, a patch. Only these two numbers leave
+/// this process; the text itself never does.
+fn written(tool: &str, input: &Value) -> Option<Written> {
+    let parts: Vec<&str> = match tool {
+        "Write" => vec![input.get("content")?.as_str()?],
+        "Edit" => vec![input.get("new_string")?.as_str()?],
+        "NotebookEdit" => vec![input.get("new_source")?.as_str()?],
+        "MultiEdit" => input
+            .get("edits")?
+            .as_array()?
+            .iter()
+            .filter_map(|e| e.get("new_string").and_then(Value::as_str))
+            .collect(),
+        "apply_patch" => vec![patch_of(input)?],
+        _ => return None,
+    };
+    let mut hash = Sha256::new();
+    let mut bytes = 0u64;
+    for p in parts {
+        hash.update(p.as_bytes());
+        bytes += p.len() as u64;
+    }
+    let sha256 = hash
+        .finalize()
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        });
+    Some(Written { bytes, sha256 })
+}
+
+/// PostToolUse of the subagent tool: `tool_response.agentId` and the usage figures.
+fn subagent_of(response: &Value) -> Option<SubagentResult> {
+    let num = |k: &str| response.get(k).and_then(Value::as_u64);
+    Some(SubagentResult {
+        agent_id: text(response, "agentId")?,
+        status: text(response, "status"),
+        total_tokens: num("totalTokens"),
+        total_duration_ms: num("totalDurationMs"),
+        total_tool_use_count: num("totalToolUseCount"),
+    })
+}
+
+/// The call from one hook input object (lenient: unknown fields ignored, most optional).
+pub fn call_of(v: &Value) -> Result<HookCall, String> {
+    if !v.is_object() {
+        return Err("the input is JSON but not an object".into());
+    }
+    let event = text(v, "hook_event_name").ok_or("hook input has no hook_event_name")?;
+    let session_id = text(v, "session_id").ok_or("hook input has no session_id")?;
+    let tool_name = text(v, "tool_name");
+    let tool = tool_name.as_deref().unwrap_or("");
+    let input = v.get("tool_input").unwrap_or(&Value::Null);
+    let post = event == "PostToolUse";
+    let spawn = matches!(tool, "Agent" | "Task");
+    let summary = match event.as_str() {
+        "UserPromptSubmit" => text(v, "prompt").and_then(|p| first_line(&p)),
+        _ => text(input, "description"),
+    };
+    let paths = match (tool, patch_of(input)) {
+        ("apply_patch", Some(patch)) => maos_core::patch::patch_paths(patch),
+        _ => text(input, "file_path")
+            .or_else(|| text(input, "notebook_path"))
+            .into_iter()
+            .collect(),
+    };
+    Ok(HookCall {
+        agent_id: text(v, "agent_id"),
+        agent_type: text(v, "agent_type").or_else(|| text(input, "subagent_type")),
+        tool_use_id: text(v, "tool_use_id"),
+        paths,
+        cwd: text(v, "cwd"),
+        source: text(v, "source")
+            .or_else(|| text(v, "reason"))
+            .or_else(|| text(v, "trigger")),
+        summary,
+        prompt_line: spawn
+            .then(|| text(input, "prompt").and_then(|p| first_line(&p)))
+            .flatten(),
+        written: post.then(|| written(tool, input)).flatten(),
+        subagent: (post && spawn)
+            .then(|| v.get("tool_response").and_then(subagent_of))
+            .flatten(),
+        maos_session: env("MAOS_SESSION_ID"),
+        maos_agent: env("MAOS_AGENT_ID"),
+        path_error: None,
+        event,
+        session_id,
+        tool_name,
+    })
+}
+
+/// The whole parse of one hook input: [`read_value`], then [`call_of`].
+pub fn parse<R: Read>(r: R, limit: u64) -> Result<HookCall, String> {
+    call_of(&read_value(r, limit)?)
+}
