@@ -122,7 +122,11 @@ fn deeply_nested_json_is_refused_in_one_line_and_changes_nothing() {
 
     assert!(alive(pid));
     assert_eq!(env.daemon_pid(), pid);
-    assert_eq!(snapshot(&env), before, "a refused request changed something");
+    assert_eq!(
+        snapshot(&env),
+        before,
+        "a refused request changed something"
+    );
     assert_eq!(env.maos_json(&["ps"])[0]["id"], session.as_str());
     assert_eq!(env.daemons(), vec![pid]);
 }
@@ -152,7 +156,10 @@ fn a_frame_over_the_cap_is_refused_and_changes_nothing() {
     conn.hello();
     conn.send_bytes(&frame(&at_cap)).unwrap();
     match conn.recv() {
-        Ok(ServerMsg::Response { id: 3, result: Ok(r) }) => {
+        Ok(ServerMsg::Response {
+            id: 3,
+            result: Ok(r),
+        }) => {
             assert!(matches!(r, maos_proto::Reply::Pong), "{r:?}")
         }
         other => panic!("expected pong, got {other:?}"),
@@ -296,7 +303,11 @@ fn maos_hook_refuses_nested_and_oversized_input_in_one_line() {
 
     assert!(alive(pid));
     assert_eq!(env.daemon_pid(), pid);
-    assert_eq!(snapshot(&env), before, "a refused hook input changed something");
+    assert_eq!(
+        snapshot(&env),
+        before,
+        "a refused hook input changed something"
+    );
 }
 
 #[test]
@@ -306,6 +317,10 @@ fn maos_hook_refuses_nested_and_oversized_input_in_one_line() {
 fn maos_hook_through_clap_refuses_in_one_line_too() {
     let env = Env::new();
     let project = env.project.to_string_lossy().into_owned();
-    let out = hook_with(&env, &["--project", &project, "hook"], nested(10_000).into_bytes());
+    let out = hook_with(
+        &env,
+        &["--project", &project, "hook"],
+        nested(10_000).into_bytes(),
+    );
     assert_refused(&out, "128 levels deep");
 }
