@@ -206,9 +206,6 @@ fn a_frame_over_the_cap_is_refused_and_changes_nothing() {
 }
 
 #[test]
-#[ignore = "maosd/src/conn.rs sends serde_json's message as is, and serde_json quotes an unknown \
-            request name verbatim: a name with a newline gives a two-line bad_request message. \
-            Fix: format the error with maos_proto::frame::one_line in conn.rs `next`"]
 fn a_request_name_with_control_characters_gets_a_one_line_error() {
     let env = Env::new();
     env.maos_json(&["ps"]);
