@@ -646,43 +646,39 @@ pub fn recover(tx: &mut Txn<'_>, session: Option<&str>) -> Result<RecoveryReport
             .map(|s| s.id.clone())
             .collect(),
     };
-    // What recovery needs of each running managed agent (not the whole record).
-    let mut agents: Vec<Vec<Found>> = targets
-        .iter()
-        .map(|sid| {
-            tx.state()
-                .session(sid)
-                .map(|s| {
-                    s.agents
-                        .iter()
-                        .filter(|a| a.spec.is_some() && a.state == AgentState::Running)
-                        .map(|a| Found {
-                            id: a.id.clone(),
-                            process: a.process.clone(),
-                            can_resume: resumable(a),
-                            seen: Seen::Running,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        })
-        .collect();
+    // What recovery needs of each running managed agent (not the whole record), all sessions
+    // in one list, and how many of them each session has.
+    let mut found = Vec::new();
+    let mut counts = Vec::with_capacity(targets.len());
+    for sid in &targets {
+        let before = found.len();
+        if let Some(s) = tx.state().session(sid) {
+            found.extend(
+                s.agents
+                    .iter()
+                    .filter(|a| a.spec.is_some() && a.state == AgentState::Running)
+                    .map(|a| Found {
+                        id: a.id.clone(),
+                        process: a.process.clone(),
+                        can_resume: resumable(a),
+                    }),
+            );
+        }
+        counts.push(found.len() - before);
+    }
     // Every process and file looked at up front, in parallel: at start-up there can be
     // thousands, and each look is a few system calls spent mostly waiting.
     let t0 = std::time::Instant::now();
-    let found: Vec<&Found> = agents.iter().flatten().collect();
     let seen = crate::procs::par_map(&found, |f| look(f, &runner.project_dir));
-    let checked = seen.len();
-    for (f, seen) in agents.iter_mut().flatten().zip(seen) {
-        f.seen = seen;
-    }
     tracing::debug!(
-        agents = checked,
+        agents = seen.len(),
         ms = t0.elapsed().as_secs_f64() * 1e3,
         "recovery looked at the processes"
     );
+    let mut looked = found.into_iter().zip(seen);
     let mut report = RecoveryReport::default();
-    for (sid, agents) in targets.iter().zip(agents) {
+    for (sid, n) in targets.iter().zip(counts) {
+        let agents = looked.by_ref().take(n).collect();
         report
             .sessions
             .push(recover_session(tx, sid, agents, runner)?);
@@ -690,12 +686,11 @@ pub fn recover(tx: &mut Txn<'_>, session: Option<&str>) -> Result<RecoveryReport
     Ok(report)
 }
 
-/// A running managed agent as recovery found it.
+/// A running managed agent as recovery found it in the state.
 struct Found {
     id: AgentId,
     process: Option<ProcessInfo>,
     can_resume: bool,
-    seen: Seen,
 }
 
 /// What became of a running managed agent's process.
@@ -734,7 +729,7 @@ fn look(f: &Found, project_dir: &std::path::Path) -> Seen {
 fn recover_session(
     tx: &mut Txn<'_>,
     sid: &SessionId,
-    agents: Vec<Found>,
+    agents: Vec<(Found, Seen)>,
     runner: &Runner,
 ) -> Result<SessionRecovery, ErrorBody> {
     let mut r = SessionRecovery {
@@ -748,12 +743,14 @@ fn recover_session(
         notes: Vec::new(),
     };
     let mut checkpointed = false;
-    for Found {
-        id,
-        process,
-        can_resume,
+    for (
+        Found {
+            id,
+            process,
+            can_resume,
+        },
         seen,
-    } in agents
+    ) in agents
     {
         // The state as it was, before recovery changes anything (only when it does).
         let mut before = |tx: &mut Txn<'_>| {
