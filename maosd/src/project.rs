@@ -575,11 +575,10 @@ async fn open_project(
         .map_err(|e| storage_error(&e))?;
     debug!(project = %root, ms = t0.elapsed().as_secs_f64() * 1e3, "database opened");
     // Until the background checkpoints run (below): a crash can leave a WAL that recovery's
-    // commit would otherwise copy back before the daemon serves.
-    store
-        .set_autocheckpoint(false)
-        .await
-        .map_err(|e| storage_error(&e))?;
+    // commit would otherwise copy back before the daemon serves. Only speed depends on it.
+    if let Err(e) = store.set_autocheckpoint(false).await {
+        warn!(project = %root, error = %e, "cannot hold the WAL checkpoint during recovery");
+    }
     let loaded = store.load().await.map_err(|e| storage_error(&e))?;
     info!(project = %root, sessions = loaded.sessions.len(), last_seq = loaded.last_seq, ms = t0.elapsed().as_secs_f64() * 1e3, "project opened");
     let (tx, rx) = mpsc::channel(QUEUE);
@@ -617,11 +616,9 @@ async fn open_project(
     actor.recover().await;
     let checkpoints = spawn_checkpoints(&actor.store, actor.root.clone()).await?;
     std::mem::replace(&mut actor.checkpoints, checkpoints).abort();
-    actor
-        .store
-        .set_autocheckpoint(true)
-        .await
-        .map_err(|e| storage_error(&e))?;
+    if let Err(e) = actor.store.set_autocheckpoint(true).await {
+        warn!(project = %actor.root, error = %e, "cannot restore the bound on the WAL");
+    }
     let task = tokio::spawn(actor.run(rx));
     Ok((ProjectHandle { tx, reader }, task))
 }
