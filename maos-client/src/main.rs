@@ -232,8 +232,9 @@ fn run(cli: &Cli) -> Res {
         Cmd::Hook => {
             return match hook::run(cli.project.clone()) {
                 ExitCode::SUCCESS => Ok(()),
+                // The hook printed its one-line reason already.
                 _ => Err(Failure {
-                    body: ErrorBody::new(ErrorCode::BadRequest, "bad hook input"),
+                    body: ErrorBody::new(ErrorCode::BadRequest, ""),
                     exit: 1,
                 }),
             };

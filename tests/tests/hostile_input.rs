@@ -308,9 +308,6 @@ fn maos_hook_refuses_nested_and_oversized_input_in_one_line() {
 }
 
 #[test]
-#[ignore = "with any other argument (`maos --project P hook`) the hook leaves the fast path and \
-            maos-client/src/main.rs (Cmd::Hook) adds a second stderr line, `maos: bad hook \
-            input`, that says nothing more; the hook already printed why"]
 fn maos_hook_through_clap_refuses_in_one_line_too() {
     let env = Env::new();
     let project = env.project.to_string_lossy().into_owned();
