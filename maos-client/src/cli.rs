@@ -47,6 +47,12 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: PhaseCmd,
     },
+    /// Finished sessions, newest first, archived ones included.
+    History {
+        /// At most this many (default 20).
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
     /// Sessions with their agents (live ones; --all for finished ones too).
     Ps {
         #[arg(long)]
@@ -183,6 +189,9 @@ pub enum SessionCmd {
     Fail(SessionTarget),
     /// Abandon a session.
     Cancel(SessionTarget),
+    /// Take a finished session out of `ps` and `session list`; the database keeps it, with
+    /// its events and checkpoints, and `maos history` lists it.
+    Archive { session: String },
 }
 
 #[derive(Args, Debug)]

@@ -103,6 +103,7 @@ fn show(json: bool, reply: Reply) -> Res {
             Reply::Renewed { leases } => print_json(&serde_json::json!({ "leases": leases })),
             Reply::Hook(h) => print_json(&h),
             Reply::DbCheck(c) => print_json(&c),
+            Reply::History(h) => print_json(&h),
             Reply::Log { agent, path, state } => {
                 print_json(&serde_json::json!({ "agent": agent, "path": path, "state": state }))
             }
@@ -147,6 +148,7 @@ fn show(json: bool, reply: Reply) -> Res {
         Reply::Renewed { leases } => println!("renewed {leases} lease(s)"),
         Reply::Hook(h) => println!("{:?}", h.decision),
         Reply::DbCheck(c) => println!("{}: {}", c.path, c.quick_check),
+        Reply::History(h) => print(&output::history(&h)),
         Reply::Log { path, .. } => println!("{path}"),
         Reply::Recovery(r) => print(&managed::recovery(&r)),
         Reply::Validation(p) => print(&managed::problems(&p)),
@@ -263,6 +265,9 @@ fn run(cli: &Cli) -> Res {
             SessionCmd::Activate { session } => Request::SessionActivate {
                 session: session.clone(),
             },
+            SessionCmd::Archive { session } => Request::SessionArchive {
+                session: session.clone(),
+            },
             SessionCmd::Start(t) => session_op(t, SessionOp::Start),
             SessionCmd::Complete(t) => session_op(t, SessionOp::Complete),
             SessionCmd::Fail(t) => session_op(t, SessionOp::Fail),
@@ -316,6 +321,9 @@ fn run(cli: &Cli) -> Res {
             }
         },
         Cmd::Ps { all } => Request::Ps { all: *all },
+        Cmd::History { limit } => Request::History {
+            limit: Some(*limit),
+        },
         Cmd::Run { plan } => plan_request(plan, true)?,
         Cmd::Logs { agent, follow } => return managed::logs(cli, agent, *follow),
         Cmd::Recover { session } => Request::Recover {
@@ -374,6 +382,18 @@ fn run(cli: &Cli) -> Res {
 
 fn show_human(cli: &Cli, reply: Reply) -> Res {
     match (&cli.cmd, reply) {
+        (
+            Cmd::Session {
+                cmd: SessionCmd::Archive { .. },
+            },
+            Reply::Session(s),
+        ) => {
+            println!(
+                "archived session {} ({}); `maos history` lists it",
+                s.id, s.state
+            );
+            Ok(())
+        }
         (Cmd::Ps { .. }, Reply::Ps(s)) => {
             print(&output::ps(&s));
             Ok(())

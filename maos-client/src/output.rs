@@ -169,6 +169,32 @@ pub fn session_list(sessions: &[SessionRecord]) -> String {
     out
 }
 
+/// `maos history`: finished sessions, newest first.
+pub fn history(list: &[maos_proto::HistoryEntry]) -> String {
+    if list.is_empty() {
+        return "no finished sessions\n".into();
+    }
+    let mut out = format!(
+        "{:<14} {:<10} {:<10} {:<6} {:<8} {:<6} {:<8} OBJECTIVE\n",
+        "SESSION", "STATE", "STRATEGY", "AGENTS", "RAN", "ENDED", "ARCHIVED"
+    );
+    for h in list {
+        let _ = writeln!(
+            out,
+            "{:<14} {:<10} {:<10} {:<6} {:<8} {:<6} {:<8} {}",
+            short(h.id.as_str()),
+            h.state.as_str(),
+            h.strategy.as_str(),
+            h.agents,
+            span(h.started_at, h.ended_at),
+            h.ended_at.as_ref().map_or_else(|| "-".to_string(), age),
+            if h.archived { "yes" } else { "no" },
+            clip(&h.objective, 60)
+        );
+    }
+    out
+}
+
 pub fn agents(list: &[AgentRecord]) -> String {
     if list.is_empty() {
         return "no agents\n".into();

@@ -239,6 +239,14 @@ async fn request(
             quick_check: h.quick_check,
         }));
     }
+    if let Request::History { limit } = body {
+        return handle
+            .reader()
+            .history(limit)
+            .await
+            .map(Reply::History)
+            .map_err(|e| storage_error(&e));
+    }
     match handle.request(body).await? {
         Outcome::Reply(r) => Ok(r),
         Outcome::History(q) => handle

@@ -213,6 +213,8 @@ pub struct Txn<'a> {
     checkpoints: Vec<maos_store::CheckpointRow>,
     /// Process work to do once the commit succeeded.
     effects: Vec<crate::run::Effect>,
+    /// Sessions taken out of memory in this transaction (`archived = 1` in the database).
+    archived: Vec<SessionId>,
 }
 
 impl<'a> Txn<'a> {
@@ -227,6 +229,7 @@ impl<'a> Txn<'a> {
             wakeups: Vec::new(),
             checkpoints: Vec::new(),
             effects: Vec::new(),
+            archived: Vec::new(),
             st,
             undo: HashMap::new(),
             dirty_sessions: HashSet::new(),
@@ -365,6 +368,23 @@ impl<'a> Txn<'a> {
         self.st.sessions.push(s);
     }
 
+    /// Take a session (and its agents) out of memory; the database keeps it, marked archived.
+    /// A rollback puts it back.
+    pub fn archive_session(&mut self, id: &SessionId) {
+        self.save(id);
+        self.dirty_sessions.remove(id);
+        self.dirty_phases.remove(id);
+        if let Some(s) = self.st.session(id) {
+            for a in &s.agents {
+                self.dirty_agents.remove(&a.id);
+            }
+        }
+        self.st.sessions.retain(|s| &s.id != id);
+        self.st.checkpointed.remove(id);
+        self.st.reindex();
+        self.archived.push(id.clone());
+    }
+
     pub fn insert_agent(&mut self, a: AgentRecord) {
         let sid = a.session_id.clone();
         self.save(&sid);
@@ -469,6 +489,7 @@ impl<'a> Txn<'a> {
             unlocks: self.lock_deletes.clone(),
             next_token: (st.locks.next_token() != self.token_before).then(|| st.locks.next_token()),
             checkpoints: &self.checkpoints,
+            archived: self.archived.iter().collect(),
         }
     }
 
@@ -515,14 +536,18 @@ impl<'a> Txn<'a> {
     /// The commit failed: restore memory to what it was before this transaction.
     pub fn rollback(self) {
         let st = self.st;
+        let unarchive = !self.archived.is_empty();
         for (id, prev) in self.undo {
-            match prev {
-                Some(prev) => {
-                    let i = st.by_id[&id];
-                    st.sessions[i] = prev;
-                }
-                None => st.sessions.retain(|s| s.id != id),
+            match (prev, st.by_id.get(&id)) {
+                (Some(prev), Some(&i)) => st.sessions[i] = prev,
+                // Archived in this transaction: back in its place (creation order).
+                (Some(prev), None) => st.sessions.push(prev),
+                (None, _) => st.sessions.retain(|s| s.id != id),
             }
+        }
+        if unarchive {
+            st.sessions
+                .sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         }
         st.next_seq = self.first_seq;
         st.reindex();
@@ -570,5 +595,29 @@ mod tests {
         assert_eq!(st.sessions().len(), 1);
         assert_eq!(st.sessions()[0].objective, "o");
         assert_eq!(st.last_seq(), 41);
+    }
+
+    #[test]
+    fn an_archived_session_leaves_memory_and_a_rollback_puts_it_back_in_place() {
+        let mut st = State::new(vec![session(1), session(2), session(3)], 0);
+        let ids: Vec<SessionId> = st.sessions().iter().map(|s| s.id.clone()).collect();
+        let mut tx = Txn::new(&mut st);
+        tx.session_mut(&ids[1]).objective = "changed, then archived".into();
+        tx.archive_session(&ids[1]);
+        assert!(tx.state().session(&ids[1]).is_none());
+        let b = tx.batch();
+        assert_eq!(b.archived, vec![&ids[1]]);
+        assert!(
+            b.sessions.is_empty(),
+            "an archived session's row is not rewritten"
+        );
+        tx.rollback();
+        let after: Vec<&SessionId> = st.sessions().iter().map(|s| &s.id).collect();
+        assert_eq!(
+            after,
+            ids.iter().collect::<Vec<_>>(),
+            "back, in creation order"
+        );
+        assert_eq!(st.session(&ids[1]).map(|s| s.objective.as_str()), Some("o"));
     }
 }

@@ -210,6 +210,16 @@ pub enum Request {
     },
     /// The project's database health (`maos doctor`).
     DbCheck,
+    /// Finished sessions, newest first, archived ones included (`maos history`).
+    History {
+        #[serde(default)]
+        limit: Option<u32>,
+    },
+    /// Take a finished session out of the daemon's memory and `ps`; it stays in the database
+    /// (its events too) and in `maos history` (`maos session archive`).
+    SessionArchive {
+        session: String,
+    },
     /// A managed agent's process ended: its supervisor reports (see `AgentExit`).
     AgentExited(Box<AgentExit>),
     /// A session from a plan file (`maos session create --plan`, `maos run`): the file's path
@@ -450,6 +460,7 @@ impl Request {
                 | Request::LockList { .. }
                 | Request::LockCheck { .. }
                 | Request::DbCheck
+                | Request::History { .. }
                 | Request::AgentLog { .. }
                 | Request::Validate { .. }
                 | Request::Brief { .. }
@@ -487,6 +498,8 @@ pub enum Reply {
     Events(Vec<EventRecord>),
     Status(Box<StatusView>),
     DbCheck(DbCheckView),
+    /// `maos history`: finished sessions, newest first.
+    History(Vec<HistoryEntry>),
     /// `maos logs`: the agent's output file, and whether it still runs.
     Log {
         agent: AgentId,
@@ -928,6 +941,21 @@ pub struct Problem {
     /// `running_without_process`, `process_gone`, `lock_of_finished_agent`, `stale_checkpoint`.
     pub kind: String,
     pub message: String,
+}
+
+/// A finished session as `maos history` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub id: SessionId,
+    pub objective: String,
+    pub state: SessionState,
+    pub strategy: Strategy,
+    pub created_at: Ts,
+    pub started_at: Option<Ts>,
+    pub ended_at: Option<Ts>,
+    pub agents: u32,
+    /// Archived: out of the daemon's memory and `ps`, kept in the database.
+    pub archived: bool,
 }
 
 /// A project database's health.

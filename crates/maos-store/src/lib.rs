@@ -145,6 +145,8 @@ pub struct Batch<'a> {
     /// The next fencing token, when it moved.
     pub next_token: Option<u64>,
     pub checkpoints: &'a [CheckpointRow],
+    /// Sessions archived: out of memory, kept in the database.
+    pub archived: Vec<&'a maos_core::SessionId>,
 }
 
 /// A checkpoint: a readable snapshot of one session as of the event `seq`.
@@ -168,6 +170,7 @@ impl Batch<'_> {
             && self.unlocks.is_empty()
             && self.next_token.is_none()
             && self.checkpoints.is_empty()
+            && self.archived.is_empty()
     }
 }
 
@@ -374,6 +377,16 @@ impl Reader {
                 quick_check: problems.join("; "),
             })
         })
+    }
+
+    /// Finished sessions, newest first (by end, then creation), archived ones included.
+    pub fn history(
+        &self,
+        limit: Option<u32>,
+    ) -> std::pin::Pin<
+        Box<dyn Future<Output = Result<Vec<maos_proto::HistoryEntry>, StoreError>> + Send + '_>,
+    > {
+        Box::pin(rows::history(&self.pool, limit))
     }
 
     /// Events matching `q`, oldest first.

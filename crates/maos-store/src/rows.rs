@@ -191,6 +191,9 @@ SELECT j.value->>'session_id', j.value->>'seq', j.value->>'ts', j.value->>'reaso
     CAST(substr($9, j.value->>'off', j.value->>'len') AS TEXT)
 FROM json_each($8) AS j";
 
+const ARCHIVE_SESSIONS: &str = "\
+UPDATE sessions SET archived = 1 WHERE id IN (SELECT j.value FROM json_each($10) AS j)";
+
 /// The whole batch as one multi-statement query: sqlx runs it in a single hand-off to its
 /// worker thread (instead of one per statement, each costing far more than SQLite itself), and
 /// binds `$N` against the same argument list in every statement. `$N`, not `?N`: SQLite gives a
@@ -209,6 +212,7 @@ static BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         UPSERT_LOCKS,
         SET_NEXT_TOKEN,
         INSERT_CHECKPOINTS,
+        ARCHIVE_SESSIONS,
         "COMMIT",
     ]
     .join(";\n")
@@ -381,6 +385,7 @@ pub(crate) async fn write_batch(
         .bind(b.next_token.map(|t| t as i64))
         .bind(checkpoints)
         .bind(states)
+        .bind(json(&b.archived)?)
         .execute(&mut *conn)
         .await;
     if let Err(e) = result {
@@ -617,6 +622,37 @@ pub(crate) async fn checkpoints(
                 ts: ts(row, "ts")?,
                 reason: row.try_get("reason")?,
                 state: row.try_get("state")?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn history(
+    pool: &SqlitePool,
+    limit: Option<u32>,
+) -> Result<Vec<maos_proto::HistoryEntry>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT s.id, s.objective, s.state, s.strategy, s.created_at, s.started_at, s.ended_at,
+            s.archived, (SELECT count(*) FROM session_agents a WHERE a.session_id = s.id) AS agents
+         FROM sessions s WHERE s.state IN ('completed', 'failed', 'cancelled')
+         ORDER BY coalesce(s.ended_at, s.updated_at) DESC, s.created_at DESC, s.id
+         LIMIT $1",
+    )
+    .bind(limit.map_or(-1, i64::from))
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(maos_proto::HistoryEntry {
+                id: id(row, "id", SessionId::parse)?,
+                objective: row.try_get("objective")?,
+                state: parse(row, "state")?,
+                strategy: parse(row, "strategy")?,
+                created_at: ts(row, "created_at")?,
+                started_at: ts_opt(row, "started_at")?,
+                ended_at: ts_opt(row, "ended_at")?,
+                agents: u32::try_from(row.try_get::<i64, _>("agents")?).unwrap_or(u32::MAX),
+                archived: row.try_get("archived")?,
             })
         })
         .collect()

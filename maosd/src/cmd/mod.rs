@@ -124,10 +124,11 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
         Request::AgentLog { agent } => managed::log(tx, &agent),
         Request::Recover { session } => managed::recover_request(tx, session.as_deref()),
         Request::Validate { session } => managed::validate(tx, session.as_deref()),
-        // The connection runs it on the read pool.
-        Request::DbCheck => Err(ErrorBody::new(
+        Request::SessionArchive { session } => session::archive(tx, &session),
+        // The connection runs them on the read pool.
+        Request::DbCheck | Request::History { .. } => Err(ErrorBody::new(
             ErrorCode::Internal,
-            "the database check reached the project actor",
+            "a read of the database reached the project actor",
         )),
     }
 }

@@ -101,6 +101,41 @@ pub fn activate(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {
     session_reply(tx, &id)
 }
 
+/// `maos session archive`: a finished session leaves memory (and `ps`, `session list`); the
+/// database keeps it, its events and checkpoints, and `maos history` lists it.
+pub fn archive(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {
+    let s = tx.state().resolve_session(Some(name))?;
+    if !s.state.is_terminal() {
+        return Err(ErrorBody::new(
+            ErrorCode::InvalidTransition,
+            format!(
+                "session {} is {}: only a finished session can be archived (complete, fail or \
+                 cancel it first)",
+                s.id, s.state
+            ),
+        ));
+    }
+    let held: usize = s
+        .agents
+        .iter()
+        .map(|a| tx.state().locks.held_by(&a.id).len())
+        .sum();
+    if held > 0 {
+        return Err(ErrorBody::new(
+            ErrorCode::InvalidTransition,
+            format!(
+                "session {}'s agents still hold {held} lock(s); release them first (`maos lock \
+                 release-all --agent ID`)",
+                s.id
+            ),
+        ));
+    }
+    let record = s.clone();
+    tx.event(Some(&record.id), None, "session_archived", json!({}));
+    tx.archive_session(&record.id);
+    Ok(Reply::Session(Box::new(record)).into())
+}
+
 pub(super) fn session_reply(tx: &Txn<'_>, id: &SessionId) -> Result<Outcome, ErrorBody> {
     Ok(Reply::Session(Box::new(tx.state().session(id).cloned().ok_or_else(gone)?)).into())
 }
