@@ -47,6 +47,16 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: PhaseCmd,
     },
+    /// Write a session with its timeline and checkpoints as JSON (archived sessions too).
+    Export {
+        /// Session id or unique prefix.
+        session: String,
+        /// Write to this file (replaced whole, mode 0600) instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Bring in a session file: a `maos export`, or an orchestrator's session JSON.
+    Import { file: PathBuf },
     /// Finished sessions, newest first, archived ones included.
     History {
         /// At most this many (default 20).

@@ -11,6 +11,7 @@ mod hook;
 mod install;
 mod managed;
 mod output;
+mod transfer;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -104,6 +105,7 @@ fn show(json: bool, reply: Reply) -> Res {
             Reply::Hook(h) => print_json(&h),
             Reply::DbCheck(c) => print_json(&c),
             Reply::History(h) => print_json(&h),
+            Reply::Export(e) => print_json(&e),
             Reply::Log { agent, path, state } => {
                 print_json(&serde_json::json!({ "agent": agent, "path": path, "state": state }))
             }
@@ -149,6 +151,7 @@ fn show(json: bool, reply: Reply) -> Res {
         Reply::Hook(h) => println!("{:?}", h.decision),
         Reply::DbCheck(c) => println!("{}: {}", c.path, c.quick_check),
         Reply::History(h) => print(&output::history(&h)),
+        Reply::Export(e) => print_json(&e)?,
         Reply::Log { path, .. } => println!("{path}"),
         Reply::Recovery(r) => print(&managed::recovery(&r)),
         Reply::Validation(p) => print(&managed::problems(&p)),
@@ -325,6 +328,10 @@ fn run(cli: &Cli) -> Res {
             limit: Some(*limit),
         },
         Cmd::Run { plan } => plan_request(plan, true)?,
+        Cmd::Export { session, output } => {
+            return transfer::export(cli, session, output.as_deref());
+        }
+        Cmd::Import { file } => transfer::import_request(file)?,
         Cmd::Logs { agent, follow } => return managed::logs(cli, agent, *follow),
         Cmd::Recover { session } => Request::Recover {
             session: session.clone(),
@@ -396,6 +403,16 @@ fn show_human(cli: &Cli, reply: Reply) -> Res {
         }
         (Cmd::Ps { .. }, Reply::Ps(s)) => {
             print(&output::ps(&s));
+            Ok(())
+        }
+        (Cmd::Import { file }, Reply::Session(s)) => {
+            println!(
+                "imported session {} ({}, {} agents) from {}",
+                s.id,
+                s.state,
+                s.agents.len(),
+                file.display()
+            );
             Ok(())
         }
         (

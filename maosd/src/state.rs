@@ -169,7 +169,7 @@ impl State {
     }
 }
 
-fn prefix_error(kind: &str, e: maos_core::PrefixError) -> ErrorBody {
+pub(crate) fn prefix_error(kind: &str, e: maos_core::PrefixError) -> ErrorBody {
     let code = match e {
         maos_core::PrefixError::Ambiguous { .. } => ErrorCode::Ambiguous,
         _ => ErrorCode::NotFound,
@@ -414,6 +414,21 @@ impl<'a> Txn<'a> {
         });
     }
 
+    /// An event from another timeline (`maos import`): it keeps its time, type and data and
+    /// gets this project's next sequence number, which it returns.
+    pub fn import_event(&mut self, mut e: EventRecord) -> u64 {
+        e.seq = self.st.next_seq;
+        self.st.next_seq += 1;
+        let seq = e.seq;
+        self.events.push(e);
+        seq
+    }
+
+    /// A checkpoint from another project (`maos import`), its `seq` already in this timeline.
+    pub fn import_checkpoint(&mut self, row: maos_store::CheckpointRow) {
+        self.checkpoints.push(row);
+    }
+
     /// A checkpoint of the session as it stands now: the session with its phases and agents
     /// and the locks its agents hold, committed with a `checkpoint_saved` event.
     pub fn checkpoint(&mut self, sid: &SessionId, reason: &str) {
@@ -454,6 +469,24 @@ impl<'a> Txn<'a> {
         });
     }
 
+    /// The changed agents in the order of their sessions and of the agents in each: new rows
+    /// are inserted in that order, and a load (`ORDER BY created_at, rowid`) then gives back
+    /// the same order for agents created in one commit.
+    fn dirty_agents_in_order(&self) -> Vec<&AgentRecord> {
+        let st = &*self.st;
+        let mut agents: Vec<(usize, usize, &AgentRecord)> = self
+            .dirty_agents
+            .iter()
+            .filter_map(|id| {
+                let si = *st.by_id.get(st.agent_session.get(id)?)?;
+                let ai = st.sessions[si].agents.iter().position(|a| &a.id == id)?;
+                Some((si, ai, &st.sessions[si].agents[ai]))
+            })
+            .collect();
+        agents.sort_unstable_by_key(|&(si, ai, _)| (si, ai));
+        agents.into_iter().map(|(_, _, a)| a).collect()
+    }
+
     /// The rows to write, borrowed from the state.
     pub fn batch(&self) -> Batch<'_> {
         let st = &*self.st;
@@ -468,11 +501,7 @@ impl<'a> Txn<'a> {
                 .iter()
                 .filter_map(|id| st.session(id))
                 .collect(),
-            agents: self
-                .dirty_agents
-                .iter()
-                .filter_map(|id| st.agent(id))
-                .collect(),
+            agents: self.dirty_agents_in_order(),
             events: &self.events,
             locks: self
                 .lock_rows
@@ -595,6 +624,45 @@ mod tests {
         assert_eq!(st.sessions().len(), 1);
         assert_eq!(st.sessions()[0].objective, "o");
         assert_eq!(st.last_seq(), 41);
+    }
+
+    #[test]
+    fn a_batch_writes_new_agents_in_their_session_order() {
+        let mut st = State::new(vec![session(1), session(2)], 0);
+        let sids: Vec<SessionId> = st.sessions().iter().map(|s| s.id.clone()).collect();
+        let mut tx = Txn::new(&mut st);
+        let mut want = Vec::new();
+        // Interleaved between two sessions: the batch groups them by session, each in order.
+        for n in 0..60u128 {
+            let sid = &sids[(n % 2) as usize];
+            let t = tx.now;
+            let a = AgentRecord {
+                id: AgentId::from_uuid(uuid::Uuid::from_u128(1000 + n)),
+                session_id: sid.clone(),
+                role: format!("r{n}"),
+                instance: 1,
+                task: String::new(),
+                state: maos_core::AgentState::Pending,
+                paused: false,
+                parent: None,
+                depends_on: vec![],
+                created_at: t,
+                updated_at: t,
+                started_at: None,
+                ended_at: None,
+                exit_code: None,
+                external_session_id: None,
+                external_agent_id: None,
+                spec: None,
+                process: None,
+                attempts: 0,
+            };
+            want.push((n % 2, a.id.clone()));
+            tx.insert_agent(a);
+        }
+        want.sort_by_key(|(s, _)| *s);
+        let got: Vec<AgentId> = tx.batch().agents.iter().map(|a| a.id.clone()).collect();
+        assert_eq!(got, want.into_iter().map(|(_, id)| id).collect::<Vec<_>>());
     }
 
     #[test]

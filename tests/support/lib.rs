@@ -427,7 +427,17 @@ impl Env {
         what: &str,
         read: impl FnOnce(PathBuf) -> F,
     ) -> T {
-        let path = self.db_path();
+        self.read_db_of(&self.project, what, read)
+    }
+
+    /// Run a read of `project`'s database (which must exist) to completion.
+    fn read_db_of<T, F: std::future::Future<Output = Result<T, maos_store::StoreError>>>(
+        &self,
+        project: &Path,
+        what: &str,
+        read: impl FnOnce(PathBuf) -> F,
+    ) -> T {
+        let path = self.db_path_of(project);
         assert!(path.is_file(), "{} does not exist", path.display());
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -446,8 +456,13 @@ impl Env {
 
     /// The checkpoints of a session, oldest first: (reason, snapshot).
     pub fn checkpoints(&self, session: &str) -> Vec<(String, Value)> {
+        self.checkpoints_in(&self.project, session)
+    }
+
+    /// A session's checkpoints in `project`'s database: (reason, snapshot), oldest first.
+    pub fn checkpoints_in(&self, project: &Path, session: &str) -> Vec<(String, Value)> {
         let session = session.to_string();
-        let rows = self.read_db("checkpoints", |p| async move {
+        let rows = self.read_db_of(project, "checkpoints", |p| async move {
             maos_store::checkpoints(&p, &session).await
         });
         rows.into_iter()

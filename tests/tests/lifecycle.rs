@@ -117,3 +117,229 @@ fn history_refuses_a_bad_limit_in_one_line() {
         assert_eq!(f.stderr.trim().lines().count(), 1, "{bad}: {}", f.stderr);
     }
 }
+
+/// What a session looks like once its ids and times of arrival are set aside.
+fn shape(s: &Value) -> Value {
+    let agents: Vec<Value> = s["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .map(|a| serde_json::json!([a["id"], a["role"], a["task"], a["state"], a["exit_code"]]))
+        .collect();
+    serde_json::json!({
+        "id": s["id"], "objective": s["objective"], "state": s["state"],
+        "strategy": s["strategy"], "phases": s["workflow"]["phases"], "notes": s["notes"],
+        "errors": s["errors"], "agents": agents,
+    })
+}
+
+fn timeline(env: &Env, project: &std::path::Path, sid: &str) -> Vec<(Value, Value, Value)> {
+    env.events_in(project, &[sid])
+        .iter()
+        .map(|e| (e["type"].clone(), e["ts"].clone(), e["data"].clone()))
+        .collect()
+}
+
+#[test]
+fn export_then_import_into_another_project_keeps_the_session_and_its_timeline() {
+    let env = Env::new();
+    // A managed session: its plan, agents and checkpoints come along too.
+    let plan = env.project.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "objective = \"round trip\"\nstrategy = \"sequential\"\n\n[[agent]]\nname = \"api\"\n\
+         task = \"the API\"\ncommand = [\"sh\", \"-c\", \"exit 0\"]\n\n[[agent]]\n\
+         name = \"tests\"\ntask = \"the tests\"\ncommand = [\"true\"]\ndepends_on = [\"api\"]\n",
+    )
+    .expect("plan");
+    let sid = env.maos_json(&["run", plan.to_str().expect("utf-8")])["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    env.maos(&["note", "decision", "JWT, not sessions — «stateless»"]);
+    maos_tests::wait_until(
+        std::time::Duration::from_secs(30),
+        "the session completes",
+        || env.maos_json(&["session", "show", &sid])["state"] == "completed",
+    );
+    let original = env.maos_json(&["session", "show", &sid]);
+    assert_eq!(original["state"], "completed");
+    let file = env.root().join("export.json");
+    let done = env.maos_json(&["export", &sid[..12], "-o", file.to_str().expect("utf-8")]);
+    let events = timeline(&env, &env.project, &sid);
+    assert_eq!(
+        done["events"],
+        events.len(),
+        "every event of the session is in the file"
+    );
+    assert!(done["checkpoints"].as_u64().unwrap_or(0) >= 1, "{done}");
+    let mode = std::fs::metadata(&file).expect("file").permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+
+    // Into another project: the same session, its events in order with their times, then
+    // the import itself.
+    let other = env.make_project("other");
+    let imported = env.maos_json_in(&other, &["import", file.to_str().expect("utf-8")]);
+    assert_eq!(shape(&imported), shape(&original));
+    let after = timeline(&env, &other, &sid);
+    assert_eq!(
+        after[..events.len()],
+        events[..],
+        "the timeline, event for event"
+    );
+    assert_eq!(after.len(), events.len() + 1);
+    assert_eq!(after[events.len()].0, "session_imported");
+    // Its checkpoints came along and point into the new timeline.
+    let cps = env.checkpoints_in(&other, &sid);
+    assert_eq!(cps.len() as u64, done["checkpoints"].as_u64().unwrap_or(0));
+
+    // Twice, or back into the project it came from: refused, nothing changes.
+    for project in [&other, &env.project] {
+        let before = env.events_in(project, &[]).len();
+        let f = env.maos_fail_in(project, &["import", file.to_str().expect("utf-8")]);
+        assert_eq!(
+            (f.exit, f.code.as_str()),
+            (1, "bad_request"),
+            "{}",
+            f.message
+        );
+        assert!(
+            f.message.contains("already in this project"),
+            "{}",
+            f.message
+        );
+        assert_eq!(env.events_in(project, &[]).len(), before);
+    }
+
+    // An archived session exports the same way.
+    env.maos(&["session", "archive", &sid]);
+    let again = env.root().join("again.json");
+    env.maos_json(&["export", &sid, "-o", again.to_str().expect("utf-8")]);
+    let v: Value = serde_json::from_slice(&std::fs::read(&again).expect("read")).expect("json");
+    assert_eq!(v["format"], "maos-session");
+    assert_eq!(shape(&v["session"]), shape(&original));
+}
+
+#[test]
+fn a_live_session_comes_in_paused_and_an_orchestrator_file_becomes_a_session() {
+    let env = Env::new();
+    let live = env.session("still going", &[]);
+    env.maos(&["session", "start", &live]);
+    let file = env.root().join("live.json");
+    env.maos(&["export", &live, "-o", file.to_str().expect("utf-8")]);
+    let other = env.make_project("other");
+    let s = env.maos_json_in(&other, &["import", file.to_str().expect("utf-8")]);
+    assert_eq!(
+        s["state"], "paused",
+        "nothing runs by itself after an import"
+    );
+    assert!(
+        s["pause"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("maos resume")
+    );
+
+    let orch = env.root().join("orchestrator.json");
+    std::fs::write(
+        &orch,
+        r#"{"schema_version": "1.0", "session_id": "orch-7", "goal": "Ship auth",
+            "status": "in_progress",
+            "agents": [{"id": "a1", "role": "backend", "status": "completed", "task": "API"}],
+            "completed_work": [{"description": "API endpoints", "outcome": "merged"}],
+            "pending_tasks": ["docs"], "decisions_made": [{"decision": "JWT"}],
+            "errors": ["flaky test"]}"#,
+    )
+    .expect("write");
+    let s = env.maos_json_in(&other, &["import", orch.to_str().expect("utf-8")]);
+    assert_eq!(
+        (s["objective"].as_str(), s["state"].as_str()),
+        (Some("Ship auth"), Some("paused"))
+    );
+    assert_eq!(s["agents"][0]["role"], "backend");
+    assert_eq!(s["agents"][0]["state"], "completed");
+    let sid = s["id"].as_str().expect("id").to_string();
+    let brief = env.maos_json_in(&other, &["brief", &sid]).to_string();
+    for fact in [
+        "API endpoints (outcome: merged)",
+        "docs",
+        "JWT",
+        "flaky test",
+    ] {
+        assert!(brief.contains(fact), "the briefing has {fact:?}: {brief}");
+    }
+}
+
+#[test]
+fn a_corrupt_or_unknown_file_is_refused_with_the_reason_and_imports_nothing() {
+    let env = Env::new();
+    let sid = env.session("source", &[]);
+    env.maos(&["session", "cancel", &sid]);
+    let good = env.root().join("good.json");
+    env.maos(&["export", &sid, "-o", good.to_str().expect("utf-8")]);
+    let text = std::fs::read_to_string(&good).expect("read");
+    let other = env.make_project("other");
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("empty", String::new(), "not valid JSON"),
+        (
+            "truncated",
+            text[..text.len() / 2].to_string(),
+            "not valid JSON",
+        ),
+        (
+            "not a session",
+            r#"{"hello": "world"}"#.into(),
+            "not a session file",
+        ),
+        ("a list", "[]".into(), "not a session file"),
+        (
+            "newer",
+            text.replacen("\"version\": 1", "\"version\": 7", 1),
+            "version 7 is newer",
+        ),
+        (
+            "bad state",
+            text.replacen("\"state\": \"cancelled\"", "\"state\": \"exploded\"", 1),
+            "invalid maos-session file",
+        ),
+    ];
+    for (what, body, want) in cases {
+        let path = env.root().join(format!("{what}.json"));
+        std::fs::write(&path, body).expect("write");
+        let before = (
+            env.events_in(&other, &[]).len(),
+            env.maos_json_in(&other, &["session", "list", "--all"]),
+        );
+        let f = env.maos_fail_in(&other, &["import", path.to_str().expect("utf-8")]);
+        assert_eq!(
+            (f.exit, f.code.as_str()),
+            (1, "bad_request"),
+            "{what}: {}",
+            f.message
+        );
+        assert!(f.message.contains(want), "{what}: {}", f.message);
+        assert!(
+            f.message.contains(path.to_str().unwrap_or("?")),
+            "{what} names the file: {}",
+            f.message
+        );
+        assert_eq!(f.stderr.trim().lines().count(), 1, "{what}: {}", f.stderr);
+        let after = (
+            env.events_in(&other, &[]).len(),
+            env.maos_json_in(&other, &["session", "list", "--all"]),
+        );
+        assert_eq!(after, before, "{what} changed nothing");
+    }
+    let f = env.maos_fail_in(&other, &["import", "/nonexistent/file.json"]);
+    assert_eq!(f.exit, 2, "{}", f.stderr);
+    assert!(
+        f.stderr.contains("cannot read /nonexistent/file.json"),
+        "{}",
+        f.stderr
+    );
+    let f = env.maos_fail(&["export", "sess_ffffffff"]);
+    assert_eq!((f.exit, f.code.as_str()), (1, "not_found"), "{}", f.message);
+}

@@ -9,6 +9,7 @@
 //! Architecture invariant: nothing here depends on tokio; the client is plain blocking std I/O.
 
 pub mod error;
+pub mod export;
 pub mod frame;
 pub mod msg;
 pub mod paths;

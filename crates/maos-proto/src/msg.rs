@@ -215,6 +215,16 @@ pub enum Request {
         #[serde(default)]
         limit: Option<u32>,
     },
+    /// One session with its timeline and checkpoints, archived or not (`maos export`).
+    Export {
+        session: String,
+    },
+    /// A session file, maos's own or an orchestrator's (`maos import`): its path (for
+    /// messages) and text.
+    Import {
+        path: String,
+        text: String,
+    },
     /// Take a finished session out of the daemon's memory and `ps`; it stays in the database
     /// (its events too) and in `maos history` (`maos session archive`).
     SessionArchive {
@@ -461,6 +471,7 @@ impl Request {
                 | Request::LockCheck { .. }
                 | Request::DbCheck
                 | Request::History { .. }
+                | Request::Export { .. }
                 | Request::AgentLog { .. }
                 | Request::Validate { .. }
                 | Request::Brief { .. }
@@ -500,6 +511,8 @@ pub enum Reply {
     DbCheck(DbCheckView),
     /// `maos history`: finished sessions, newest first.
     History(Vec<HistoryEntry>),
+    /// `maos export`.
+    Export(Box<crate::export::SessionExport>),
     /// `maos logs`: the agent's output file, and whether it still runs.
     Log {
         agent: AgentId,

@@ -379,6 +379,36 @@ impl Reader {
         })
     }
 
+    /// Every session id in the database, archived ones included.
+    pub fn session_ids(
+        &self,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<String>, StoreError>> + Send + '_>> {
+        Box::pin(rows::session_ids(&self.pool))
+    }
+
+    /// Which of a session id and agent ids the database already has (archived included).
+    pub fn existing<'a>(
+        &'a self,
+        session: &'a str,
+        agents: &'a [String],
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<String>, StoreError>> + Send + 'a>> {
+        Box::pin(rows::existing(&self.pool, session, agents))
+    }
+
+    /// One session (by full id) with its timeline and checkpoints, for `maos export`.
+    pub fn export<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> std::pin::Pin<
+        Box<
+            dyn Future<Output = Result<Option<maos_proto::export::SessionExport>, StoreError>>
+                + Send
+                + 'a,
+        >,
+    > {
+        Box::pin(rows::export(&self.pool, session))
+    }
+
     /// Finished sessions, newest first (by end, then creation), archived ones included.
     pub fn history(
         &self,

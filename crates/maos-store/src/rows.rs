@@ -413,7 +413,7 @@ pub(crate) async fn load_locks(
             path: maos_core::LockPath::new(&path)
                 .map_err(|e| StoreError::Corrupt(format!("lock path: {e}")))?,
             mode: parse(&row, "mode")?,
-            holder: id(&row, "holder_id", AgentId::parse)?,
+            holder: id_of(&row, "holder_id", AgentId::parse)?,
             token,
             acquired_at: ts(&row, "acquired_at")?,
             expires_at: ts(&row, "expires_at")?,
@@ -474,7 +474,7 @@ fn ts(row: &SqliteRow, col: &str) -> Result<Ts, StoreError> {
     Ok(from_us(row.try_get::<i64, _>(col)?))
 }
 
-fn id<T>(
+fn id_of<T>(
     row: &SqliteRow,
     col: &str,
     f: fn(&str) -> Result<T, maos_core::IdError>,
@@ -483,107 +483,143 @@ fn id<T>(
     f(&s).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreError> {
+/// Which sessions to read whole (row, phases, agents).
+#[derive(Clone, Copy)]
+enum Which<'a> {
+    /// Every session not archived: what the daemon keeps in memory.
+    Live,
+    /// One session by full id, archived or not.
+    One(&'a str),
+}
+
+async fn read_sessions(
+    conn: &mut SqliteConnection,
+    which: Which<'_>,
+) -> Result<Vec<SessionRecord>, StoreError> {
+    let (sessions_sql, phases_sql, agents_sql, id) = match which {
+        Which::Live => (
+            "SELECT * FROM sessions WHERE archived = 0 ORDER BY created_at, id",
+            "SELECT * FROM phases ORDER BY session_id, idx",
+            "SELECT * FROM session_agents ORDER BY created_at, rowid",
+            "",
+        ),
+        Which::One(id) => (
+            "SELECT * FROM sessions WHERE id = $1",
+            "SELECT * FROM phases WHERE session_id = $1 ORDER BY idx",
+            "SELECT * FROM session_agents WHERE session_id = $1 ORDER BY created_at, rowid",
+            id,
+        ),
+    };
     let mut sessions = Vec::new();
     let mut index = HashMap::new();
-    for row in sqlx::query("SELECT * FROM sessions WHERE archived = 0 ORDER BY created_at, id")
+    for row in sqlx::query(sessions_sql)
+        .bind(id)
         .fetch_all(&mut *conn)
         .await?
     {
-        let pause: Option<String> = row.try_get("pause")?;
-        let rec = SessionRecord {
-            id: id(&row, "id", SessionId::parse)?,
-            objective: row.try_get("objective")?,
-            state: parse(&row, "state")?,
-            strategy: parse(&row, "strategy")?,
-            active: row.try_get("active")?,
-            created_at: ts(&row, "created_at")?,
-            updated_at: ts(&row, "updated_at")?,
-            started_at: ts_opt(&row, "started_at")?,
-            ended_at: ts_opt(&row, "ended_at")?,
-            workflow: Workflow {
-                phases: Vec::new(),
-                completed_at: ts_opt(&row, "workflow_completed_at")?,
-            },
-            paused_phases: parse_json(&row, "paused_phases")?,
-            pause: pause
-                .map(|p| serde_json::from_str(&p))
-                .transpose()
-                .map_err(|e| StoreError::Corrupt(format!("column pause: {e}")))?,
-            resume_count: row.try_get("resume_count")?,
-            errors: parse_json(&row, "errors")?,
-            notes: Vec::new(),
-            policy: None,
-            agents: Vec::new(),
-        };
-        let data: SessionData = parse_json(&row, "data")?;
-        let rec = SessionRecord {
-            notes: data.notes,
-            policy: data.policy,
-            ..rec
-        };
+        let rec = session_from_row(&row)?;
         index.insert(rec.id.clone(), sessions.len());
         sessions.push(rec);
     }
-    for row in sqlx::query("SELECT * FROM phases ORDER BY session_id, idx")
+    for row in sqlx::query(phases_sql)
+        .bind(id)
         .fetch_all(&mut *conn)
         .await?
     {
-        let sid = id(&row, "session_id", SessionId::parse)?;
+        let sid = id_of(&row, "session_id", SessionId::parse)?;
         let Some(&i) = index.get(&sid) else { continue };
-        let result: Option<String> = row.try_get("result")?;
-        sessions[i].workflow.phases.push(Phase {
-            name: row.try_get("name")?,
-            state: parse(&row, "state")?,
-            attempts: row.try_get("attempts")?,
-            started_at: ts_opt(&row, "started_at")?,
-            ended_at: ts_opt(&row, "ended_at")?,
-            result: result
-                .map(|r| serde_json::from_value(serde_json::Value::String(r)))
-                .transpose()
-                .map_err(|e| StoreError::Corrupt(format!("column result: {e}")))?,
-            artifacts: parse_json(&row, "artifacts")?,
-            handoff: parse_json(&row, "handoff")?,
-        });
+        sessions[i].workflow.phases.push(phase_from_row(&row)?);
     }
-    for row in sqlx::query("SELECT * FROM session_agents ORDER BY created_at, rowid")
+    for row in sqlx::query(agents_sql)
+        .bind(id)
         .fetch_all(&mut *conn)
         .await?
     {
-        let sid = id(&row, "session_id", SessionId::parse)?;
+        let sid = id_of(&row, "session_id", SessionId::parse)?;
         let Some(&i) = index.get(&sid) else { continue };
-        let parent: Option<String> = row.try_get("parent_id")?;
-        sessions[i].agents.push(AgentRecord {
-            id: id(&row, "id", AgentId::parse)?,
-            session_id: sid,
-            role: row.try_get("role")?,
-            instance: row.try_get("instance")?,
-            task: row.try_get("task")?,
-            state: parse(&row, "state")?,
-            paused: row.try_get("paused")?,
-            parent: parent
-                .map(|p| AgentId::parse(&p))
-                .transpose()
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            depends_on: parse_json(&row, "depends_on")?,
-            created_at: ts(&row, "created_at")?,
-            updated_at: ts(&row, "updated_at")?,
-            started_at: ts_opt(&row, "started_at")?,
-            ended_at: ts_opt(&row, "ended_at")?,
-            exit_code: row.try_get("exit_code")?,
-            external_session_id: row.try_get("external_session_id")?,
-            external_agent_id: row.try_get("external_agent_id")?,
-            spec: None,
-            process: None,
-            attempts: 0,
-        });
-        let data: AgentData = parse_json(&row, "data")?;
-        if let Some(a) = sessions[i].agents.last_mut() {
-            a.spec = data.spec;
-            a.process = data.process;
-            a.attempts = data.attempts;
-        }
+        sessions[i].agents.push(agent_from_row(&row, sid)?);
     }
+    Ok(sessions)
+}
+
+fn session_from_row(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
+    let pause: Option<String> = row.try_get("pause")?;
+    let data: SessionData = parse_json(row, "data")?;
+    Ok(SessionRecord {
+        id: id_of(row, "id", SessionId::parse)?,
+        objective: row.try_get("objective")?,
+        state: parse(row, "state")?,
+        strategy: parse(row, "strategy")?,
+        active: row.try_get("active")?,
+        created_at: ts(row, "created_at")?,
+        updated_at: ts(row, "updated_at")?,
+        started_at: ts_opt(row, "started_at")?,
+        ended_at: ts_opt(row, "ended_at")?,
+        workflow: Workflow {
+            phases: Vec::new(),
+            completed_at: ts_opt(row, "workflow_completed_at")?,
+        },
+        paused_phases: parse_json(row, "paused_phases")?,
+        pause: pause
+            .map(|p| serde_json::from_str(&p))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(format!("column pause: {e}")))?,
+        resume_count: row.try_get("resume_count")?,
+        errors: parse_json(row, "errors")?,
+        notes: data.notes,
+        policy: data.policy,
+        agents: Vec::new(),
+    })
+}
+
+fn phase_from_row(row: &SqliteRow) -> Result<Phase, StoreError> {
+    let result: Option<String> = row.try_get("result")?;
+    Ok(Phase {
+        name: row.try_get("name")?,
+        state: parse(row, "state")?,
+        attempts: row.try_get("attempts")?,
+        started_at: ts_opt(row, "started_at")?,
+        ended_at: ts_opt(row, "ended_at")?,
+        result: result
+            .map(|r| serde_json::from_value(serde_json::Value::String(r)))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(format!("column result: {e}")))?,
+        artifacts: parse_json(row, "artifacts")?,
+        handoff: parse_json(row, "handoff")?,
+    })
+}
+
+fn agent_from_row(row: &SqliteRow, session_id: SessionId) -> Result<AgentRecord, StoreError> {
+    let parent: Option<String> = row.try_get("parent_id")?;
+    let data: AgentData = parse_json(row, "data")?;
+    Ok(AgentRecord {
+        id: id_of(row, "id", AgentId::parse)?,
+        session_id,
+        role: row.try_get("role")?,
+        instance: row.try_get("instance")?,
+        task: row.try_get("task")?,
+        state: parse(row, "state")?,
+        paused: row.try_get("paused")?,
+        parent: parent
+            .map(|p| AgentId::parse(&p))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        depends_on: parse_json(row, "depends_on")?,
+        created_at: ts(row, "created_at")?,
+        updated_at: ts(row, "updated_at")?,
+        started_at: ts_opt(row, "started_at")?,
+        ended_at: ts_opt(row, "ended_at")?,
+        exit_code: row.try_get("exit_code")?,
+        external_session_id: row.try_get("external_session_id")?,
+        external_agent_id: row.try_get("external_agent_id")?,
+        spec: data.spec,
+        process: data.process,
+        attempts: data.attempts,
+    })
+}
+
+pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreError> {
+    let sessions = read_sessions(conn, Which::Live).await?;
     let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM session_events")
         .fetch_one(&mut *conn)
         .await?;
@@ -593,7 +629,10 @@ pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreErr
         .fetch_all(&mut *conn)
         .await?
     {
-        checkpointed.push((id(&row, "session_id", SessionId::parse)?, ts(&row, "ts")?));
+        checkpointed.push((
+            id_of(&row, "session_id", SessionId::parse)?,
+            ts(&row, "ts")?,
+        ));
     }
     Ok(Loaded {
         sessions,
@@ -617,7 +656,7 @@ pub(crate) async fn checkpoints(
     rows.iter()
         .map(|row| {
             Ok(crate::CheckpointRow {
-                session_id: id(row, "session_id", SessionId::parse)?,
+                session_id: id_of(row, "session_id", SessionId::parse)?,
                 seq: row.try_get::<i64, _>("seq")? as u64,
                 ts: ts(row, "ts")?,
                 reason: row.try_get("reason")?,
@@ -625,6 +664,69 @@ pub(crate) async fn checkpoints(
             })
         })
         .collect()
+}
+
+/// Every session id in the database, archived ones included (to resolve a prefix).
+pub(crate) async fn session_ids(pool: &SqlitePool) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar("SELECT id FROM sessions")
+        .fetch_all(pool)
+        .await?)
+}
+
+/// Which of these ids the database already has (sessions and agents, archived included).
+pub(crate) async fn existing(
+    pool: &SqlitePool,
+    session: &str,
+    agents: &[String],
+) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM sessions WHERE id = $1
+         UNION ALL SELECT id FROM session_agents WHERE id IN (SELECT value FROM json_each($2))",
+    )
+    .bind(session)
+    .bind(json(agents)?)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// One session with its timeline and checkpoints, archived or not; None if there is none.
+pub(crate) async fn export(
+    pool: &SqlitePool,
+    session: &str,
+) -> Result<Option<maos_proto::export::SessionExport>, StoreError> {
+    let mut conn = pool.acquire().await?;
+    let Some(rec) = read_sessions(&mut conn, Which::One(session)).await?.pop() else {
+        return Ok(None);
+    };
+    let events = events(
+        pool,
+        &crate::EventQuery {
+            session_id: Some(session.to_string()),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let checkpoints = checkpoints(&mut conn, session)
+        .await?
+        .into_iter()
+        .map(|c| {
+            Ok(maos_proto::export::ExportedCheckpoint {
+                seq: c.seq,
+                ts: c.ts,
+                reason: c.reason,
+                state: serde_json::from_str(&c.state)
+                    .map_err(|e| StoreError::Corrupt(format!("checkpoint state: {e}")))?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(Some(maos_proto::export::SessionExport {
+        format: maos_proto::export::FORMAT.into(),
+        version: maos_proto::export::VERSION,
+        exported_at: chrono::Utc::now(),
+        session: rec,
+        events,
+        checkpoints,
+    }))
 }
 
 pub(crate) async fn history(
@@ -644,7 +746,7 @@ pub(crate) async fn history(
     rows.iter()
         .map(|row| {
             Ok(maos_proto::HistoryEntry {
-                id: id(row, "id", SessionId::parse)?,
+                id: id_of(row, "id", SessionId::parse)?,
                 objective: row.try_get("objective")?,
                 state: parse(row, "state")?,
                 strategy: parse(row, "strategy")?,

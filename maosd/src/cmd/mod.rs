@@ -125,8 +125,9 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
         Request::Recover { session } => managed::recover_request(tx, session.as_deref()),
         Request::Validate { session } => managed::validate(tx, session.as_deref()),
         Request::SessionArchive { session } => session::archive(tx, &session),
+        Request::Import { path, text } => session::import(tx, &path, &text),
         // The connection runs them on the read pool.
-        Request::DbCheck | Request::History { .. } => Err(ErrorBody::new(
+        Request::DbCheck | Request::History { .. } | Request::Export { .. } => Err(ErrorBody::new(
             ErrorCode::Internal,
             "a read of the database reached the project actor",
         )),

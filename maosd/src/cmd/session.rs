@@ -101,6 +101,83 @@ pub fn activate(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {
     session_reply(tx, &id)
 }
 
+/// `maos import`: a session file (maos's own export, or an orchestrator's session JSON)
+/// becomes a session of this project. Its events join this timeline after the project's own,
+/// in their order and with their times. Nothing runs by itself: a live session comes in
+/// paused, and a managed agent that was running is reconciled like after a crash (resumable
+/// or failed). The connection has checked that the database has none of its ids.
+pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<Outcome, ErrorBody> {
+    let file = maos_proto::export::parse(
+        text,
+        tx.now,
+        SessionId::from_uuid(uuid::Uuid::new_v4()),
+        || AgentId::from_uuid(uuid::Uuid::new_v4()),
+    )
+    .map_err(|e| bad(format!("{path}: {e}")))?;
+    let mut rec = file.session;
+    if tx.state().session(&rec.id).is_some()
+        || rec.agents.iter().any(|a| tx.state().agent(&a.id).is_some())
+    {
+        return Err(bad(format!(
+            "{path}: session {} (or one of its agents) is already in this project",
+            rec.id
+        )));
+    }
+    let sid = rec.id.clone();
+    let agents = std::mem::take(&mut rec.agents);
+    rec.active = false;
+    if matches!(rec.state, SessionState::Running) {
+        rec.state = SessionState::Paused;
+        rec.pause = Some(PauseInfo {
+            at: tx.now,
+            by: Some("maos import".into()),
+            reason: Some(format!("imported from {path}: run `maos resume` to go on")),
+            in_progress: Vec::new(),
+        });
+    }
+    tx.insert_session(rec);
+    for mut a in agents {
+        // A process of another machine or boot is not this daemon's to watch.
+        a.process = None;
+        tx.insert_agent(a);
+    }
+    // Old sequence numbers map to new ones; a checkpoint keeps the last event it included.
+    let mut seqs = std::collections::BTreeMap::new();
+    let imported = file.events.len();
+    for e in file.events {
+        let old = e.seq;
+        let new = tx.import_event(maos_proto::EventRecord {
+            session_id: Some(sid.clone()),
+            ..e
+        });
+        seqs.insert(old, new);
+    }
+    for c in file.checkpoints {
+        let seq = seqs.range(..=c.seq).next_back().map_or(0, |(_, new)| *new);
+        tx.import_checkpoint(maos_store::CheckpointRow {
+            session_id: sid.clone(),
+            seq,
+            ts: c.ts,
+            reason: c.reason,
+            state: c.state.to_string(),
+        });
+    }
+    tx.event(
+        Some(&sid),
+        None,
+        "session_imported",
+        json!({ "path": path, "events": imported, "format_version": file.version }),
+    );
+    if tx
+        .state()
+        .session(&sid)
+        .is_some_and(|s| s.policy.is_some() && !s.state.is_terminal())
+    {
+        super::managed::recover(tx, Some(sid.as_str()))?;
+    }
+    session_reply(tx, &sid)
+}
+
 /// `maos session archive`: a finished session leaves memory (and `ps`, `session list`); the
 /// database keeps it, its events and checkpoints, and `maos history` lists it.
 pub fn archive(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {

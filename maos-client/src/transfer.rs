@@ -1,0 +1,81 @@
+//! `maos export` and `maos import`: a session as a file, and a file as a session.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use maos_proto::{MAX_FRAME_LEN, Reply, Request};
+
+use crate::cli::Cli;
+use crate::client::Client;
+use crate::{Res, project_root, usage};
+
+/// Write the session (archived ones too) as maos-session JSON: to `output`, replaced whole,
+/// mode 0600, or to stdout.
+pub fn export(cli: &Cli, session: &str, output: Option<&Path>) -> Res {
+    let root = project_root(cli)?;
+    let mut client = Client::connect(true)?;
+    let reply = client.request(
+        Some(&root),
+        Request::Export {
+            session: session.to_string(),
+        },
+    )?;
+    let Reply::Export(file) = reply else {
+        return Err(usage("the daemon gave an unexpected answer"));
+    };
+    let Some(path) = output else {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut out, &file).map_err(|e| usage(e.to_string()))?;
+        let _ = writeln!(out);
+        return Ok(());
+    };
+    let fail = |e: std::io::Error| usage(format!("cannot write {}: {e}", path.display()));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    {
+        let f = maos_proto::paths::private_file(&tmp).map_err(fail)?;
+        let mut w = std::io::BufWriter::new(f);
+        serde_json::to_writer_pretty(&mut w, &file).map_err(|e| usage(e.to_string()))?;
+        w.flush().map_err(fail)?;
+    }
+    std::fs::rename(&tmp, path).map_err(fail)?;
+    let (events, checkpoints) = (file.events.len(), file.checkpoints.len());
+    if cli.json {
+        let v = serde_json::json!({
+            "path": path, "session": file.session.id, "events": events, "checkpoints": checkpoints,
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "exported session {} ({events} events, {checkpoints} checkpoints) to {}",
+            file.session.id,
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// The request for `maos import FILE`: the daemon reads the file's text (and names what is
+/// wrong with it); a file that cannot fit in one protocol frame is refused here.
+pub fn import_request(file: &Path) -> Res<Request> {
+    let too_big = |len: u64| {
+        usage(format!(
+            "{} is {:.1} MiB; an import is limited to {} MiB (one protocol frame)",
+            file.display(),
+            len as f64 / 1_048_576.0,
+            MAX_FRAME_LEN / 1_048_576 - 1
+        ))
+    };
+    let cannot = |e: std::io::Error| usage(format!("cannot read {}: {e}", file.display()));
+    let len = std::fs::metadata(file).map_err(cannot)?.len();
+    // Room for the request around the text (its escaping can grow it too).
+    if len > (MAX_FRAME_LEN as u64) - 1_048_576 {
+        return Err(too_big(len));
+    }
+    let text = std::fs::read_to_string(file).map_err(cannot)?;
+    Ok(Request::Import {
+        path: file.display().to_string(),
+        text,
+    })
+}
