@@ -55,6 +55,8 @@ scenarios:
               maosd killed -9 and a quarter of the agents killed with their supervisors; spawn of
               maosd to the first answer of a project request (recovery committed), 5 restarts
               (killed -9 each); then the agents are released
+  transfer    `maos export -o FILE` of a session with 10,000 events and `maos import FILE`
+              into a fresh project, whole processes, median of --requests runs (default 5)
   all         every scenario above (latency, throughput, locks for normal and full), one table
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
@@ -1160,6 +1162,126 @@ fn scen_rss(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         &format!(
             "rss: {acks} toggle events over {SESSIONS} sessions × {AGENTS} agents by {clients} \
              clients in {elapsed:.1} s, synchronous={sync}"
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
+
+/// `maos export` of a session with 10,000 events to a file, and `maos import` of that file
+/// into a fresh project, each as a whole process (what a person runs), median of --requests
+/// runs (default 5). Checks that every import has every event.
+fn scen_transfer(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    const AGENTS: usize = 20;
+    const EVENTS: usize = 10_000;
+    let runs = o.requests.unwrap_or(5);
+    let d = Daemon::start(sync)?;
+    let mut c = d.client()?;
+    let sid = create_session(&mut c, "bench: export and import", true)?;
+    let mut agents = Vec::new();
+    for a in 0..AGENTS {
+        agents.push((
+            sid.clone(),
+            running_agent(&mut c, &sid, &format!("agent{a}"))?,
+            false,
+        ));
+    }
+    let mut t = Toggler {
+        client: d.client()?,
+        agents,
+        next: 0,
+    };
+    let fill = EVENTS.saturating_sub(1 + 2 * AGENTS);
+    for _ in 0..fill.next_multiple_of(2) {
+        t.step()?;
+    }
+    let session_events = |c: &mut Client| -> Res<usize> {
+        match c.call(Request::Events {
+            filter: maos_proto::EventFilter {
+                session: Some(sid.clone()),
+                ..maos_proto::EventFilter::default()
+            },
+            limit: None,
+        })? {
+            Reply::Events(e) => Ok(e.len()),
+            _ => Err("events answered something else".into()),
+        }
+    };
+    let events = session_events(&mut c)?;
+    let maos = client_bin(&d);
+    let cmd = |project: &Path, args: &[&str]| {
+        let mut c = Command::new(&maos);
+        c.arg("--project")
+            .arg(project)
+            .args(args)
+            .env("MAOS_HOME", &d.home)
+            .env("MAOS_SOCKET", &d.socket)
+            .env_remove("MAOS_PROJECT")
+            .env("MAOS_NO_AUTOSTART", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    };
+    let file = d.dir.join("export.json");
+    let file_s = file.to_string_lossy().to_string();
+    let (mut export_ms, mut import_ms) = (Vec::new(), Vec::new());
+    for i in 0..runs {
+        export_ms
+            .push(1e3 * spawn_timed(&mut cmd(&d.project_dir, &["export", &sid, "-o", &file_s]))?);
+        let target = d.dir.join(format!("import-{i}"));
+        fs::create_dir_all(target.join(".git"))
+            .map_err(|e| format!("{}: {e}", target.display()))?;
+        import_ms.push(1e3 * spawn_timed(&mut cmd(&target, &["import", &file_s]))?);
+        let root = fs::canonicalize(&target)
+            .map_err(|e| format!("{}: {e}", target.display()))?
+            .to_string_lossy()
+            .to_string();
+        // Every event, then the import's own.
+        let got = session_events(&mut Client::connect(&d.socket, &root)?)?;
+        if got != events + 1 {
+            return Err(format!("import {i}: {got} events, expected {}", events + 1));
+        }
+    }
+    let bytes = fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    drop(c);
+    drop(t);
+    let mut d = d;
+    d.stop()?;
+    let name = label(&format!("transfer, 1 session × {events} events"), sync);
+    let rows = vec![
+        Metric::new(
+            &name,
+            "maos export -o FILE, whole process, median",
+            median(&mut export_ms),
+            "ms",
+        )
+        .goal(Goal::AtMost(500.0)),
+        Metric::new(
+            &name,
+            "maos import FILE (fresh project), whole process, median",
+            median(&mut import_ms),
+            "ms",
+        )
+        .goal(Goal::AtMost(500.0)),
+        Metric::new(
+            &name,
+            "export: max",
+            export_ms.iter().copied().fold(0.0, f64::max),
+            "ms",
+        ),
+        Metric::new(
+            &name,
+            "import: max",
+            import_ms.iter().copied().fold(0.0, f64::max),
+            "ms",
+        ),
+        Metric::new(&name, "file size", bytes as f64 / 1048576.0, "MiB"),
+    ];
+    print_human(
+        &format!(
+            "transfer: a session with {AGENTS} agents and {events} events, exported to a file and \
+             imported into a fresh project, {runs} times each as whole `maos` processes; every \
+             import checked to hold every event, synchronous={sync}"
         ),
         &rows,
     );
@@ -3080,6 +3202,7 @@ fn run(o: &Opts) -> Res {
         "lock" => one(scen_lock)?,
         "contention" => one(scen_contention)?,
         "startup" => one(scen_startup)?,
+        "transfer" => one(scen_transfer)?,
         "agent-start" => one(scen_agent_start)?,
         "serve" => one(scen_serve)?,
         "all" => {
@@ -3102,6 +3225,7 @@ fn run(o: &Opts) -> Res {
             m.extend(scen_hook(o, syncs[0])?);
             m.extend(scen_hook_concurrent(o, syncs[0])?);
             m.extend(scen_agent_start(o, syncs[0])?);
+            m.extend(scen_transfer(o, syncs[0])?);
             m.extend(scen_startup(o, syncs[0])?);
             m
         }
