@@ -47,6 +47,12 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: PhaseCmd,
     },
+    /// A consistent copy of this project's database, taken while the daemon serves.
+    Backup {
+        /// Where to write it (must not exist; default `maos-backup-DATE-TIME.db` here).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Write a session with its timeline and checkpoints as JSON (archived sessions too).
     Export {
         /// Session id or unique prefix.

@@ -106,6 +106,7 @@ fn show(json: bool, reply: Reply) -> Res {
             Reply::DbCheck(c) => print_json(&c),
             Reply::History(h) => print_json(&h),
             Reply::Export(e) => print_json(&e),
+            Reply::Backup(b) => print_json(&b),
             Reply::Log { agent, path, state } => {
                 print_json(&serde_json::json!({ "agent": agent, "path": path, "state": state }))
             }
@@ -152,6 +153,12 @@ fn show(json: bool, reply: Reply) -> Res {
         Reply::DbCheck(c) => println!("{}: {}", c.path, c.quick_check),
         Reply::History(h) => print(&output::history(&h)),
         Reply::Export(e) => print_json(&e)?,
+        Reply::Backup(b) => println!(
+            "backed up to {} ({:.1} MiB, integrity {})",
+            b.path,
+            b.bytes as f64 / 1_048_576.0,
+            b.quick_check
+        ),
         Reply::Log { path, .. } => println!("{path}"),
         Reply::Recovery(r) => print(&managed::recovery(&r)),
         Reply::Validation(p) => print(&managed::problems(&p)),
@@ -332,6 +339,7 @@ fn run(cli: &Cli) -> Res {
             return transfer::export(cli, session, output.as_deref());
         }
         Cmd::Import { file } => transfer::import_request(file)?,
+        Cmd::Backup { output } => transfer::backup_request(output.as_deref())?,
         Cmd::Logs { agent, follow } => return managed::logs(cli, agent, *follow),
         Cmd::Recover { session } => Request::Recover {
             session: session.clone(),

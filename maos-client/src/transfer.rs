@@ -56,6 +56,37 @@ pub fn export(cli: &Cli, session: &str, output: Option<&Path>) -> Res {
     Ok(())
 }
 
+/// The request for `maos backup [-o FILE]`: an absolute path that does not exist yet (the
+/// daemon writes it).
+pub fn backup_request(output: Option<&Path>) -> Res<Request> {
+    let file = match output {
+        Some(p) => p.to_path_buf(),
+        None => PathBuf::from(format!(
+            "maos-backup-{}.db",
+            chrono::Utc::now().format("%Y%m%d-%H%M%S")
+        )),
+    };
+    let name = file
+        .file_name()
+        .ok_or_else(|| usage(format!("{} is not a file name", file.display())))?;
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = std::fs::canonicalize(&dir)
+        .map_err(|e| usage(format!("cannot write into {}: {e}", dir.display())))?;
+    let path = dir.join(name);
+    if path.exists() {
+        return Err(usage(format!(
+            "{} exists; name a new file with -o",
+            path.display()
+        )));
+    }
+    Ok(Request::Backup {
+        path: path.display().to_string(),
+    })
+}
+
 /// The request for `maos import FILE`: the daemon reads the file's text (and names what is
 /// wrong with it); a file that cannot fit in one protocol frame is refused here.
 pub fn import_request(file: &Path) -> Res<Request> {

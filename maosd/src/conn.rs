@@ -239,6 +239,19 @@ async fn request(
             quick_check: h.quick_check,
         }));
     }
+    if let Request::Backup { path } = &body {
+        let h = handle
+            .reader()
+            .backup(std::path::Path::new(path))
+            .await
+            .map_err(|e| storage_error(&e))?;
+        return Ok(Reply::Backup(maos_proto::DbCheckView {
+            path: h.path.display().to_string(),
+            bytes: h.bytes,
+            wal_bytes: h.wal_bytes,
+            quick_check: h.quick_check,
+        }));
+    }
     if let Request::Export { session } = &body {
         let ids = handle
             .reader()

@@ -343,3 +343,98 @@ fn a_corrupt_or_unknown_file_is_refused_with_the_reason_and_imports_nothing() {
     let f = env.maos_fail(&["export", "sess_ffffffff"]);
     assert_eq!((f.exit, f.code.as_str()), (1, "not_found"), "{}", f.message);
 }
+
+#[test]
+fn backup_is_a_consistent_copy_taken_while_writes_go_on() {
+    let env = Env::new();
+    let sid = env.session("backed up", &[]);
+    env.maos(&["session", "start", &sid]);
+    // A writer adds numbered notes while the backup runs; each acknowledged one is recorded.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let writer = {
+        let (stop, acked) = (stop.clone(), acked.clone());
+        let mut cmd_for = {
+            let env_home = env.home.clone();
+            let env_socket = env.socket.clone();
+            let project = env.project.clone();
+            move |n: usize| {
+                let mut c = std::process::Command::new(maos_tests::maos_bin());
+                c.env("MAOS_HOME", &env_home)
+                    .env("MAOS_SOCKET", &env_socket)
+                    .arg("--project")
+                    .arg(&project)
+                    .args(["note", "done", &format!("note {n}")]);
+                c
+            }
+        };
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || n < 20 {
+                let out = cmd_for(n).output().expect("maos note");
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                acked.lock().expect("lock").push(n);
+                n += 1;
+            }
+        })
+    };
+    maos_tests::wait_until(
+        std::time::Duration::from_secs(30),
+        "some notes are in",
+        || acked.lock().map(|a| a.len() >= 5).unwrap_or(false),
+    );
+    let before = acked.lock().expect("lock").len();
+    let file = env.root().join("backup.db");
+    let b = env.maos_json(&["backup", "-o", file.to_str().expect("utf-8")]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().expect("writer");
+    assert_eq!(b["quick_check"], "ok", "{b}");
+    let mode = std::fs::metadata(&file).expect("backup").permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+
+    // The copy holds a prefix of the acknowledged notes, with every note acknowledged before
+    // the backup started, and no gap: one moment of the database.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    assert_eq!(
+        rt.block_on(maos_store::integrity_check(&file))
+            .expect("check"),
+        "ok"
+    );
+    let loaded = rt.block_on(async {
+        let mut s = maos_store::Store::open(file.clone(), maos_store::StoreOptions::default())
+            .await
+            .expect("open the copy");
+        s.load().await.expect("load the copy")
+    });
+    let session = loaded
+        .sessions
+        .iter()
+        .find(|s| s.id.as_str() == sid)
+        .expect("the session is in the copy");
+    let notes: Vec<String> = session.notes.iter().map(|n| n.text.clone()).collect();
+    assert!(
+        notes.len() >= before,
+        "{} notes, {before} acknowledged before",
+        notes.len()
+    );
+    let want: Vec<String> = (0..notes.len()).map(|n| format!("note {n}")).collect();
+    assert_eq!(notes, want, "a prefix of the writes, without gaps");
+
+    // An existing file or a missing directory is refused in one line, and nothing is written.
+    for bad in [file.clone(), env.root().join("no/such/dir/b.db")] {
+        let f = env.maos_fail(&["backup", "-o", bad.to_str().expect("utf-8")]);
+        assert_eq!(f.exit, 2, "{}", f.stderr);
+        assert_eq!(f.stderr.trim().lines().count(), 1, "{}", f.stderr);
+    }
+    assert!(!env.root().join("no").exists());
+}

@@ -215,6 +215,11 @@ pub enum Request {
         #[serde(default)]
         limit: Option<u32>,
     },
+    /// A consistent copy of the project's database, taken while the daemon serves, written to
+    /// `path` (absolute, must not exist) (`maos backup`).
+    Backup {
+        path: String,
+    },
     /// One session with its timeline and checkpoints, archived or not (`maos export`).
     Export {
         session: String,
@@ -472,6 +477,7 @@ impl Request {
                 | Request::DbCheck
                 | Request::History { .. }
                 | Request::Export { .. }
+                | Request::Backup { .. }
                 | Request::AgentLog { .. }
                 | Request::Validate { .. }
                 | Request::Brief { .. }
@@ -513,6 +519,8 @@ pub enum Reply {
     History(Vec<HistoryEntry>),
     /// `maos export`.
     Export(Box<crate::export::SessionExport>),
+    /// `maos backup`: where the copy is, its size, and its `PRAGMA integrity_check`.
+    Backup(DbCheckView),
     /// `maos logs`: the agent's output file, and whether it still runs.
     Log {
         agent: AgentId,

@@ -379,6 +379,48 @@ impl Reader {
         })
     }
 
+    /// A consistent copy of the database at `to` (`VACUUM INTO`: one read transaction, so the
+    /// writer is never blocked), mode 0600, then checked with `PRAGMA integrity_check`.
+    /// `to` must not exist.
+    pub fn backup<'a>(
+        &'a self,
+        to: &'a Path,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Health, StoreError>> + Send + 'a>> {
+        Box::pin(async move {
+            let text = to.to_str().ok_or_else(|| StoreError::Open {
+                path: to.display().to_string(),
+                source: sqlx::Error::Protocol("the path is not UTF-8".into()),
+            })?;
+            use std::os::unix::fs::OpenOptionsExt;
+            // Created empty first with mode 0600: VACUUM INTO writes into an empty file, and
+            // so never makes the copy readable by others.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(to)
+                .map_err(|e| StoreError::Open {
+                    path: to.display().to_string(),
+                    source: sqlx::Error::Io(e),
+                })?;
+            if let Err(e) = sqlx::query("VACUUM INTO $1")
+                .bind(text)
+                .execute(&self.pool)
+                .await
+            {
+                let _ = std::fs::remove_file(to);
+                return Err(e.into());
+            }
+            let quick_check = integrity_check(to).await?;
+            Ok(Health {
+                path: to.to_path_buf(),
+                bytes: std::fs::metadata(to).map(|m| m.len()).unwrap_or(0),
+                wal_bytes: 0,
+                quick_check,
+            })
+        })
+    }
+
     /// Every session id in the database, archived ones included.
     pub fn session_ids(
         &self,

@@ -127,7 +127,10 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
         Request::SessionArchive { session } => session::archive(tx, &session),
         Request::Import { path, text } => session::import(tx, &path, &text),
         // The connection runs them on the read pool.
-        Request::DbCheck | Request::History { .. } | Request::Export { .. } => Err(ErrorBody::new(
+        Request::DbCheck
+        | Request::History { .. }
+        | Request::Export { .. }
+        | Request::Backup { .. } => Err(ErrorBody::new(
             ErrorCode::Internal,
             "a read of the database reached the project actor",
         )),
