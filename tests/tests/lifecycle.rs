@@ -354,7 +354,7 @@ fn backup_is_a_consistent_copy_taken_while_writes_go_on() {
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let writer = {
         let (stop, acked) = (stop.clone(), acked.clone());
-        let mut cmd_for = {
+        let cmd_for = {
             let env_home = env.home.clone();
             let env_socket = env.socket.clone();
             let project = env.project.clone();
