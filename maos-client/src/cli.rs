@@ -47,6 +47,16 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: PhaseCmd,
     },
+    /// Delete finished sessions that ended long ago, each exported first (to the project's
+    /// `exports/` directory under MAOS_HOME).
+    Gc {
+        /// How long ago a session must have ended (500ms, 30s, 5m, 1h, 30d).
+        #[arg(long, default_value = "30d", value_name = "DURATION")]
+        older_than: String,
+        /// Only list what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// A consistent copy of this project's database, taken while the daemon serves.
     Backup {
         /// Where to write it (must not exist; default `maos-backup-DATE-TIME.db` here).

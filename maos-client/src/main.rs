@@ -107,6 +107,7 @@ fn show(json: bool, reply: Reply) -> Res {
             Reply::History(h) => print_json(&h),
             Reply::Export(e) => print_json(&e),
             Reply::Backup(b) => print_json(&b),
+            Reply::Gc(g) => print_json(&g),
             Reply::Log { agent, path, state } => {
                 print_json(&serde_json::json!({ "agent": agent, "path": path, "state": state }))
             }
@@ -153,6 +154,7 @@ fn show(json: bool, reply: Reply) -> Res {
         Reply::DbCheck(c) => println!("{}: {}", c.path, c.quick_check),
         Reply::History(h) => print(&output::history(&h)),
         Reply::Export(e) => print_json(&e)?,
+        Reply::Gc(g) => print(&output::gc(&g)),
         Reply::Backup(b) => println!(
             "backed up to {} ({:.1} MiB, integrity {})",
             b.path,
@@ -340,6 +342,13 @@ fn run(cli: &Cli) -> Res {
         }
         Cmd::Import { file } => transfer::import_request(file)?,
         Cmd::Backup { output } => transfer::backup_request(output.as_deref())?,
+        Cmd::Gc {
+            older_than,
+            dry_run,
+        } => Request::Gc {
+            older_than_secs: parse_duration("--older-than", older_than)?.as_secs(),
+            dry_run: *dry_run,
+        },
         Cmd::Logs { agent, follow } => return managed::logs(cli, agent, *follow),
         Cmd::Recover { session } => Request::Recover {
             session: session.clone(),
@@ -467,23 +476,7 @@ fn show_human(cli: &Cli, reply: Reply) -> Res {
 
 /// "500ms", "30s", "5m", "1h", "1d", or plain seconds.
 fn parse_duration(flag: &str, s: &str) -> Res<std::time::Duration> {
-    let bad = || {
-        usage(format!(
-            "{flag} {s:?}: expected a duration such as 500ms, 30s, 5m, 1h"
-        ))
-    };
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n.parse().map_err(|_| bad())?;
-    let ms = match unit {
-        "ms" => n,
-        "" | "s" => n.saturating_mul(1000),
-        "m" => n.saturating_mul(60_000),
-        "h" => n.saturating_mul(3_600_000),
-        "d" => n.saturating_mul(86_400_000),
-        _ => return Err(bad()),
-    };
-    Ok(std::time::Duration::from_millis(ms))
+    maos_core::duration::parse(s).map_err(|e| usage(format!("{flag} {e}")))
 }
 
 fn lock_mode(s: &str) -> Res<maos_core::LockMode> {

@@ -169,6 +169,23 @@ pub fn session_list(sessions: &[SessionRecord]) -> String {
     out
 }
 
+/// `maos gc`: what was deleted, and where each export is.
+pub fn gc(g: &maos_proto::GcReport) -> String {
+    let cutoff = g.cutoff.format("%F %T");
+    let verb = if g.dry_run { "would delete" } else { "deleted" };
+    let mut out = format!(
+        "{verb} {} finished session(s) that ended before {cutoff}\n",
+        g.sessions.len()
+    );
+    for s in &g.sessions {
+        let _ = match &s.exported_to {
+            Some(p) => writeln!(out, "  {}  exported to {p}", s.id),
+            None => writeln!(out, "  {}", s.id),
+        };
+    }
+    out
+}
+
 /// `maos history`: finished sessions, newest first.
 pub fn history(list: &[maos_proto::HistoryEntry]) -> String {
     if list.is_empty() {

@@ -13,6 +13,10 @@ pub struct Config {
     pub synchronous: Synchronous,
     /// Cap on each project database, in SQLite pages (testing full disks).
     pub max_page_count: Option<u64>,
+    /// Retention: finished sessions that ended longer ago are exported, then deleted, in
+    /// every open project, every `gc_every`. None: no scheduled collection.
+    pub gc_older_than: Option<std::time::Duration>,
+    pub gc_every: std::time::Duration,
 }
 
 /// `config.toml`: every key optional.
@@ -21,6 +25,8 @@ pub struct Config {
 struct File {
     synchronous: Option<String>,
     max_page_count: Option<u64>,
+    gc_older_than: Option<String>,
+    gc_every: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,11 +68,34 @@ impl Config {
             Some(s) => s.parse().map_err(ConfigError::Value)?,
             None => Synchronous::Normal,
         };
+        let duration = |key: &str, v: &str| {
+            maos_core::duration::parse(v).map_err(|e| ConfigError::File {
+                path: path.clone(),
+                message: format!("{key}: {e}"),
+            })
+        };
+        let gc_older_than = file
+            .gc_older_than
+            .as_deref()
+            .map(|v| duration("gc_older_than", v))
+            .transpose()?;
+        let gc_every = match file.gc_every.as_deref() {
+            Some(v) => duration("gc_every", v)?,
+            None => std::time::Duration::from_secs(3600),
+        };
+        if gc_every.is_zero() {
+            return Err(ConfigError::File {
+                path,
+                message: "gc_every: must be longer than zero".into(),
+            });
+        }
         Ok(Config {
             home,
             socket,
             synchronous,
             max_page_count: file.max_page_count,
+            gc_older_than,
+            gc_every,
         })
     }
 }

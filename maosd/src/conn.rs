@@ -218,6 +218,25 @@ async fn request(
     })?;
     let body = resolve_paths(&root, body)?;
 
+    if let Request::Gc {
+        older_than_secs,
+        dry_run,
+    } = body
+    {
+        let handle = daemon.projects.get(&root).await?;
+        let older_than = Duration::from_secs(older_than_secs);
+        let sync = daemon.config.synchronous == maos_store::Synchronous::Full;
+        return crate::gc::run(
+            &daemon.config.home,
+            &root,
+            &handle,
+            older_than,
+            dry_run,
+            sync,
+        )
+        .await
+        .map(Reply::Gc);
+    }
     let handle = match cache {
         Some((r, h)) if *r == root => h,
         _ => {

@@ -3,6 +3,7 @@
 mod cmd;
 mod config;
 mod conn;
+mod gc;
 mod lockpath;
 mod locks;
 mod procs;

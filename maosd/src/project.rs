@@ -506,6 +506,12 @@ impl Projects {
         }
     }
 
+    /// Every open project's root and handle.
+    pub async fn handles(&self) -> Vec<(String, ProjectHandle)> {
+        let open = self.open.lock().await;
+        open.iter().map(|(r, h)| (r.clone(), h.clone())).collect()
+    }
+
     /// Facts about every open project.
     pub async fn infos(&self) -> Vec<ProjectInfo> {
         let handles: Vec<_> = self.open.lock().await.values().cloned().collect();

@@ -119,6 +119,31 @@ fn bind(socket: &Path) -> Result<UnixListener, StartError> {
     Ok(listener)
 }
 
+/// Retention on a schedule (`gc_older_than`, `gc_every` in `config.toml`): every open project,
+/// one after the other, the first time one interval after the start.
+async fn scheduled_gc(daemon: Arc<Daemon>, older_than: Duration) {
+    let every = daemon.config.gc_every;
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = daemon.shutdown.cancelled() => return,
+        }
+        for (root, handle) in daemon.projects.handles().await {
+            let sync = daemon.config.synchronous == maos_store::Synchronous::Full;
+            match crate::gc::run(&daemon.config.home, &root, &handle, older_than, false, sync).await
+            {
+                Ok(r) if !r.sessions.is_empty() => {
+                    info!(project = %root, deleted = r.sessions.len(), "scheduled gc: finished sessions exported and deleted");
+                }
+                Ok(_) => {}
+                Err(e) => warn!(project = %root, error = %e.message, "scheduled gc failed"),
+            }
+        }
+    }
+}
+
 pub async fn run(config: Config) -> Result<(), StartError> {
     maos_proto::paths::ensure_private_dir(&config.home)?;
     let pidfile = lock_pidfile(&config.home)?;
@@ -142,6 +167,9 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         "maosd ready"
     );
     tokio::spawn(signals(daemon.shutdown.clone()));
+    if let Some(older_than) = daemon.config.gc_older_than {
+        tokio::spawn(scheduled_gc(daemon.clone(), older_than));
+    }
     // Sessions that were running when the daemon last stopped are recovered now, not when
     // someone next touches their project: their agents' exits are applied and what became
     // ready starts. Requests are served meanwhile.

@@ -215,6 +215,8 @@ pub struct Txn<'a> {
     effects: Vec<crate::run::Effect>,
     /// Sessions taken out of memory in this transaction (`archived = 1` in the database).
     archived: Vec<SessionId>,
+    /// Sessions deleted in this transaction.
+    purged: Vec<SessionId>,
 }
 
 impl<'a> Txn<'a> {
@@ -230,6 +232,7 @@ impl<'a> Txn<'a> {
             checkpoints: Vec::new(),
             effects: Vec::new(),
             archived: Vec::new(),
+            purged: Vec::new(),
             st,
             undo: HashMap::new(),
             dirty_sessions: HashSet::new(),
@@ -247,7 +250,10 @@ impl<'a> Txn<'a> {
     }
 
     pub fn is_dirty(&self) -> bool {
-        !self.events.is_empty() || !self.undo.is_empty() || !self.lock_holders.is_empty()
+        !self.events.is_empty()
+            || !self.undo.is_empty()
+            || !self.lock_holders.is_empty()
+            || !self.purged.is_empty()
     }
 
     /// A launch is under way (advisory, not undone by a rollback: the answer clears it).
@@ -371,6 +377,21 @@ impl<'a> Txn<'a> {
     /// Take a session (and its agents) out of memory; the database keeps it, marked archived.
     /// A rollback puts it back.
     pub fn archive_session(&mut self, id: &SessionId) {
+        self.forget_session(id);
+        self.archived.push(id.clone());
+    }
+
+    /// Delete a session with everything it recorded (events, checkpoints, phases, agents), in
+    /// memory (if it is there) and in the database. A rollback puts it back in memory.
+    pub fn purge_session(&mut self, id: &SessionId) {
+        if self.st.session(id).is_some() {
+            self.forget_session(id);
+        }
+        self.purged.push(id.clone());
+    }
+
+    /// Out of memory, with nothing of it left to write; undone by a rollback.
+    fn forget_session(&mut self, id: &SessionId) {
         self.save(id);
         self.dirty_sessions.remove(id);
         self.dirty_phases.remove(id);
@@ -382,7 +403,6 @@ impl<'a> Txn<'a> {
         self.st.sessions.retain(|s| &s.id != id);
         self.st.checkpointed.remove(id);
         self.st.reindex();
-        self.archived.push(id.clone());
     }
 
     pub fn insert_agent(&mut self, a: AgentRecord) {
@@ -519,6 +539,7 @@ impl<'a> Txn<'a> {
             next_token: (st.locks.next_token() != self.token_before).then(|| st.locks.next_token()),
             checkpoints: &self.checkpoints,
             archived: self.archived.iter().collect(),
+            purged: self.purged.iter().collect(),
         }
     }
 
@@ -565,7 +586,7 @@ impl<'a> Txn<'a> {
     /// The commit failed: restore memory to what it was before this transaction.
     pub fn rollback(self) {
         let st = self.st;
-        let unarchive = !self.archived.is_empty();
+        let unarchive = !self.archived.is_empty() || !self.purged.is_empty();
         for (id, prev) in self.undo {
             match (prev, st.by_id.get(&id)) {
                 (Some(prev), Some(&i)) => st.sessions[i] = prev,

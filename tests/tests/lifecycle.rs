@@ -438,3 +438,125 @@ fn backup_is_a_consistent_copy_taken_while_writes_go_on() {
     }
     assert!(!env.root().join("no").exists());
 }
+
+#[test]
+fn gc_exports_then_deletes_finished_sessions_and_nothing_else() {
+    let env = Env::new();
+    let done = env.session("done", &[]);
+    env.maos(&["session", "start", &done]);
+    let a = env.agent(Some(&done), "dev", "work");
+    env.maos(&["agent", "start", &a]);
+    env.maos(&["note", "decision", "keep the export"]);
+    env.maos(&["session", "complete", &done]);
+    let archived = env.session("archived", &[]);
+    env.maos(&["session", "cancel", &archived]);
+    env.maos(&["session", "archive", &archived]);
+    let live = env.session("live", &[]);
+    env.maos(&["session", "start", &live]);
+    let ids_of = |h: &[Value]| -> Vec<String> {
+        let mut v: Vec<String> = h
+            .iter()
+            .map(|x| x["id"].as_str().unwrap_or("").to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let mut finished = vec![done.clone(), archived.clone()];
+    finished.sort();
+
+    // Nothing has ended an hour ago; a dry run lists without deleting.
+    assert_eq!(
+        env.maos_json(&["gc", "--older-than", "1h"])["sessions"],
+        serde_json::json!([])
+    );
+    let dry = env.maos_json(&["gc", "--older-than", "0s", "--dry-run"]);
+    assert_eq!(ids_of(dry["sessions"].as_array().expect("list")), finished);
+    assert_eq!(
+        ids_of(&history(&env, &[])),
+        finished,
+        "a dry run deletes nothing"
+    );
+
+    let report = env.maos_json(&["gc", "--older-than", "0s"]);
+    let deleted = report["sessions"].as_array().expect("list");
+    assert_eq!(ids_of(deleted), finished);
+    assert!(history(&env, &[]).is_empty());
+    let listed = ids(&env.maos_json(&["session", "list", "--all"]));
+    assert_eq!(listed, vec![live.clone()], "the live session stays");
+    for sid in &finished {
+        let f = env.maos_fail(&["events", sid]);
+        assert_eq!(f.code, "not_found", "{sid} is gone: {}", f.message);
+    }
+    let all = env.events(&[]);
+    assert!(
+        all.iter()
+            .all(|e| e["session_id"] != done.as_str() && e["session_id"] != archived.as_str())
+    );
+    assert_eq!(
+        all.iter()
+            .filter(|e| e["type"] == "session_deleted")
+            .count(),
+        2,
+        "the project's timeline records each deletion"
+    );
+    assert_eq!(env.integrity_check(), "ok");
+
+    // Each export is private and brings the session back whole.
+    let path = deleted
+        .iter()
+        .find(|d| d["id"] == done.as_str())
+        .and_then(|d| d["exported_to"].as_str())
+        .expect("exported_to")
+        .to_string();
+    let mode = std::fs::metadata(&path).expect("export").permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+    let back = env.maos_json(&["import", &path]);
+    assert_eq!(back["id"], done.as_str());
+    assert_eq!(back["agents"][0]["id"], a.as_str());
+    assert!(back["notes"].to_string().contains("keep the export"));
+
+    let f = env.maos_fail(&["gc", "--older-than", "soon"]);
+    assert_eq!(f.exit, 2, "{}", f.stderr);
+    assert!(f.stderr.contains("--older-than"), "{}", f.stderr);
+}
+
+#[test]
+fn the_daemon_collects_on_the_schedule_of_its_configuration() {
+    let env = Env::new();
+    std::fs::create_dir_all(&env.home).expect("home");
+    std::fs::set_permissions(
+        &env.home,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod");
+    std::fs::write(
+        env.home.join("config.toml"),
+        "gc_older_than = \"0s\"\ngc_every = \"200ms\"\n",
+    )
+    .expect("config");
+    let sid = env.session("short lived", &[]);
+    env.maos(&["session", "cancel", &sid]);
+    maos_tests::wait_until(
+        std::time::Duration::from_secs(20),
+        "the schedule deletes it",
+        || history(&env, &[]).is_empty(),
+    );
+    assert!(
+        env.events(&[])
+            .iter()
+            .any(|e| e["type"] == "session_deleted")
+    );
+
+    // A bad value in the configuration: the daemon does not start, and says which key.
+    env.maos(&["daemon", "stop"]);
+    std::fs::write(env.home.join("config.toml"), "gc_every = \"soon\"\n").expect("config");
+    let mut cmd = env.command(&maos_tests::maosd_bin());
+    cmd.arg("--foreground");
+    let out = maos_tests::run_with_timeout(cmd, std::time::Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("gc_every") && err.contains("soon"), "{err}");
+}

@@ -57,6 +57,8 @@ scenarios:
               (killed -9 each); then the agents are released
   transfer    `maos export -o FILE` of a session with 10,000 events and `maos import FILE`
               into a fresh project, whole processes, median of --requests runs (default 5)
+  gc          `gc` of 1,000 finished sessions while another client updates a live agent back
+              to back: the collection's time, and p50/p99 of the updates meanwhile
   all         every scenario above (latency, throughput, locks for normal and full), one table
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
@@ -1282,6 +1284,93 @@ fn scen_transfer(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
             "transfer: a session with {AGENTS} agents and {events} events, exported to a file and \
              imported into a fresh project, {runs} times each as whole `maos` processes; every \
              import checked to hold every event, synchronous={sync}"
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
+
+/// `maos gc` of 1,000 finished sessions (each with an agent and a handful of events), while
+/// another client pauses and resumes a live agent back to back: how long the collection
+/// takes, and the latency of those state updates while it runs.
+fn scen_gc(_o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    const SESSIONS: usize = 1000;
+    let mut d = Daemon::start(sync)?;
+    let mut c = d.client()?;
+    for s in 0..SESSIONS {
+        let sid = create_session(&mut c, &format!("bench: gc session {s}"), true)?;
+        running_agent(&mut c, &sid, "dev")?;
+        c.call(Request::SessionTransition {
+            session: Some(sid),
+            op: SessionOp::Complete,
+            reason: None,
+        })?;
+    }
+    let live = create_session(&mut c, "bench: gc, the live session", true)?;
+    let agent = running_agent(&mut c, &live, "dev")?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut t = Toggler {
+        client: d.client()?,
+        agents: vec![(live.clone(), agent, false)],
+        next: 0,
+    };
+    let updates = {
+        let stop = stop.clone();
+        std::thread::spawn(move || -> Res<Vec<u64>> {
+            let mut lat = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                lat.push(t.step()?);
+            }
+            Ok(lat)
+        })
+    };
+    let t0 = Instant::now();
+    let reply = c.call(Request::Gc {
+        older_than_secs: 0,
+        dry_run: false,
+    });
+    let gc_secs = t0.elapsed().as_secs_f64();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut lat = updates
+        .join()
+        .map_err(|_| "the update thread panicked".to_string())??;
+    let Reply::Gc(report) = reply? else {
+        return Err("gc answered something else".into());
+    };
+    if report.sessions.len() != SESSIONS {
+        return Err(format!(
+            "gc deleted {} sessions, expected {SESSIONS}",
+            report.sessions.len()
+        ));
+    }
+    let Reply::Sessions(left) = c.call(Request::SessionList { all: true })? else {
+        return Err("session_list answered something else".into());
+    };
+    if left.len() != 1 {
+        return Err(format!(
+            "{} sessions left after gc, expected the live one",
+            left.len()
+        ));
+    }
+    drop(c);
+    d.stop()?;
+    lat.sort_unstable();
+    let name = label(&format!("gc, {SESSIONS} finished sessions"), sync);
+    let mut rows = vec![
+        Metric::new(&name, "gc: export + delete, all sessions", gc_secs, "s")
+            .goal(Goal::AtMost(2.0)),
+        Metric::new(&name, "state updates during the gc", lat.len() as f64, ""),
+    ];
+    let mut latency = latency_rows(&name, &mut lat, None, false);
+    if let Some(p99) = latency.get_mut(1) {
+        p99.goal = Some(Goal::AtMost(5000.0));
+    }
+    rows.extend(latency);
+    print_human(
+        &format!(
+            "gc: {SESSIONS} finished sessions (1 agent, ~6 events each) exported and deleted \
+             in one `gc` request, while another client pauses and resumes a live agent back \
+             to back; synchronous={sync}"
         ),
         &rows,
     );
@@ -3203,6 +3292,7 @@ fn run(o: &Opts) -> Res {
         "contention" => one(scen_contention)?,
         "startup" => one(scen_startup)?,
         "transfer" => one(scen_transfer)?,
+        "gc" => one(scen_gc)?,
         "agent-start" => one(scen_agent_start)?,
         "serve" => one(scen_serve)?,
         "all" => {
@@ -3226,6 +3316,7 @@ fn run(o: &Opts) -> Res {
             m.extend(scen_hook_concurrent(o, syncs[0])?);
             m.extend(scen_agent_start(o, syncs[0])?);
             m.extend(scen_transfer(o, syncs[0])?);
+            m.extend(scen_gc(o, syncs[0])?);
             m.extend(scen_startup(o, syncs[0])?);
             m
         }

@@ -2,6 +2,7 @@
 //! progress and the lock table. Pure: no I/O, no clock reads, no randomness — time and uuids
 //! are passed in.
 
+pub mod duration;
 pub mod graph;
 pub mod ids;
 pub mod lock;

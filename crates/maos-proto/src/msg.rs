@@ -215,6 +215,18 @@ pub enum Request {
         #[serde(default)]
         limit: Option<u32>,
     },
+    /// Delete finished sessions that ended more than `older_than_secs` ago, each exported to
+    /// the project's `exports/` directory first (`maos gc`); `dry_run` only lists them.
+    Gc {
+        older_than_secs: u64,
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// Delete one finished session (full id) with everything it recorded. `maos gc` sends it
+    /// once the session is exported; there is no command for it on its own.
+    Purge {
+        session: String,
+    },
     /// A consistent copy of the project's database, taken while the daemon serves, written to
     /// `path` (absolute, must not exist) (`maos backup`).
     Backup {
@@ -478,6 +490,7 @@ impl Request {
                 | Request::History { .. }
                 | Request::Export { .. }
                 | Request::Backup { .. }
+                | Request::Gc { dry_run: true, .. }
                 | Request::AgentLog { .. }
                 | Request::Validate { .. }
                 | Request::Brief { .. }
@@ -521,6 +534,8 @@ pub enum Reply {
     Export(Box<crate::export::SessionExport>),
     /// `maos backup`: where the copy is, its size, and its `PRAGMA integrity_check`.
     Backup(DbCheckView),
+    /// `maos gc`.
+    Gc(GcReport),
     /// `maos logs`: the agent's output file, and whether it still runs.
     Log {
         agent: AgentId,
@@ -962,6 +977,22 @@ pub struct Problem {
     /// `running_without_process`, `process_gone`, `lock_of_finished_agent`, `stale_checkpoint`.
     pub kind: String,
     pub message: String,
+}
+
+/// What `maos gc` deleted (or, with `dry_run`, would delete).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GcReport {
+    /// Sessions that ended before this are deleted.
+    pub cutoff: Ts,
+    pub dry_run: bool,
+    pub sessions: Vec<GcEntry>,
+}
+
+/// One session `maos gc` deleted: where its export is (None in a dry run).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GcEntry {
+    pub id: SessionId,
+    pub exported_to: Option<String>,
 }
 
 /// A finished session as `maos history` lists it.

@@ -147,6 +147,8 @@ pub struct Batch<'a> {
     pub checkpoints: &'a [CheckpointRow],
     /// Sessions archived: out of memory, kept in the database.
     pub archived: Vec<&'a maos_core::SessionId>,
+    /// Sessions deleted with everything they recorded (`maos gc`).
+    pub purged: Vec<&'a maos_core::SessionId>,
 }
 
 /// A checkpoint: a readable snapshot of one session as of the event `seq`.
@@ -171,6 +173,7 @@ impl Batch<'_> {
             && self.next_token.is_none()
             && self.checkpoints.is_empty()
             && self.archived.is_empty()
+            && self.purged.is_empty()
     }
 }
 
@@ -419,6 +422,14 @@ impl Reader {
                 quick_check,
             })
         })
+    }
+
+    /// Finished sessions (archived or not) that ended before `before_us` (µs), oldest first.
+    pub fn gc_candidates(
+        &self,
+        before_us: i64,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<String>, StoreError>> + Send + '_>> {
+        Box::pin(rows::gc_candidates(&self.pool, before_us))
     }
 
     /// Every session id in the database, archived ones included.

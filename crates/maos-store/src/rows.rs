@@ -201,7 +201,23 @@ UPDATE sessions SET archived = 1 WHERE id IN (SELECT j.value FROM json_each($10)
 /// positional arguments, running past the end of the list (and silently leaving the later
 /// statements' parameters NULL); `$N` is one named parameter that sqlx binds to argument N. A
 /// table with nothing to write gets `[]`, which `json_each` reads as no rows.
-static BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+static BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| batch_sql(false));
+
+/// The batch that also deletes sessions (`maos gc`): a separate text, so that the batches
+/// every request commits do not run six more statements for nothing.
+static BATCH_PURGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| batch_sql(true));
+
+/// Everything a deleted session recorded goes with it: events, checkpoints, phases, agents,
+/// locks. After the inserts, so that an event about the deletion (with no session) stays.
+const PURGE_SESSIONS: &str = "\
+DELETE FROM session_events WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
+DELETE FROM checkpoints WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
+DELETE FROM phases WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
+DELETE FROM session_agents WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
+DELETE FROM locks WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
+DELETE FROM sessions WHERE id IN (SELECT j.value FROM json_each($11) AS j)";
+
+fn batch_sql(purge: bool) -> String {
     [
         "BEGIN IMMEDIATE",
         UPSERT_SESSIONS,
@@ -213,10 +229,11 @@ static BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         SET_NEXT_TOKEN,
         INSERT_CHECKPOINTS,
         ARCHIVE_SESSIONS,
+        if purge { PURGE_SESSIONS } else { "SELECT 1" },
         "COMMIT",
     ]
     .join(";\n")
-});
+}
 
 #[derive(Serialize)]
 struct CheckpointRowOut<'a> {
@@ -375,7 +392,12 @@ pub(crate) async fn write_batch(
             .collect();
         checkpoints = json(&rows)?;
     }
-    let result = sqlx::query(&BATCH)
+    let sql: &str = if b.purged.is_empty() {
+        &BATCH
+    } else {
+        &BATCH_PURGE
+    };
+    let mut q = sqlx::query(sql)
         .bind(sessions)
         .bind(phases)
         .bind(agents)
@@ -385,9 +407,11 @@ pub(crate) async fn write_batch(
         .bind(b.next_token.map(|t| t as i64))
         .bind(checkpoints)
         .bind(states)
-        .bind(json(&b.archived)?)
-        .execute(&mut *conn)
-        .await;
+        .bind(json(&b.archived)?);
+    if !b.purged.is_empty() {
+        q = q.bind(json(&b.purged)?);
+    }
+    let result = q.execute(&mut *conn).await;
     if let Err(e) = result {
         // A statement failed inside the transaction: undo whatever ran before it (SQLite may
         // already have rolled back, e.g. on a full disk; then this is a harmless no-op).
@@ -727,6 +751,20 @@ pub(crate) async fn export(
         events,
         checkpoints,
     }))
+}
+
+/// Finished sessions (archived or not) that ended before `before_us`, oldest first.
+pub(crate) async fn gc_candidates(
+    pool: &SqlitePool,
+    before_us: i64,
+) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM sessions WHERE state IN ('completed', 'failed', 'cancelled')
+         AND coalesce(ended_at, updated_at) < $1 ORDER BY coalesce(ended_at, updated_at), id",
+    )
+    .bind(before_us)
+    .fetch_all(pool)
+    .await?)
 }
 
 pub(crate) async fn history(

@@ -126,11 +126,13 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
         Request::Validate { session } => managed::validate(tx, session.as_deref()),
         Request::SessionArchive { session } => session::archive(tx, &session),
         Request::Import { path, text } => session::import(tx, &path, &text),
+        Request::Purge { session } => session::purge(tx, &session),
         // The connection runs them on the read pool.
         Request::DbCheck
         | Request::History { .. }
         | Request::Export { .. }
-        | Request::Backup { .. } => Err(ErrorBody::new(
+        | Request::Backup { .. }
+        | Request::Gc { .. } => Err(ErrorBody::new(
             ErrorCode::Internal,
             "a read of the database reached the project actor",
         )),

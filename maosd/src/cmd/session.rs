@@ -178,6 +178,35 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<Outcome, Error
     session_reply(tx, &sid)
 }
 
+/// Delete a finished session with everything it recorded (`maos gc`, after the export).
+pub fn purge(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {
+    let id = SessionId::parse(name).map_err(|e| bad(e.to_string()))?;
+    if let Some(s) = tx.state().session(&id) {
+        if !s.state.is_terminal() {
+            return Err(ErrorBody::new(
+                ErrorCode::InvalidTransition,
+                format!(
+                    "session {id} is {}: only a finished session can be deleted",
+                    s.state
+                ),
+            ));
+        }
+        if s.agents
+            .iter()
+            .any(|a| !tx.state().locks.held_by(&a.id).is_empty())
+        {
+            return Err(ErrorBody::new(
+                ErrorCode::InvalidTransition,
+                format!("session {id}'s agents still hold locks; release them first"),
+            ));
+        }
+    }
+    // Not about the session (its events go with it): the project's record of the deletion.
+    tx.event(None, None, "session_deleted", json!({ "session": id }));
+    tx.purge_session(&id);
+    Ok(Reply::Done.into())
+}
+
 /// `maos session archive`: a finished session leaves memory (and `ps`, `session list`); the
 /// database keeps it, its events and checkpoints, and `maos history` lists it.
 pub fn archive(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {

@@ -1,0 +1,109 @@
+//! Retention (`maos gc`, and the daemon's schedule from `gc_older_than` in `config.toml`):
+//! finished sessions that ended long enough ago are exported to the project's `exports/`
+//! directory, then deleted with everything they recorded. One session per commit, so the
+//! project keeps serving while a large collection runs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use maos_core::SessionId;
+use maos_proto::{ErrorBody, ErrorCode, GcEntry, GcReport, Request};
+
+use crate::project::{ProjectHandle, storage_error};
+
+/// Where `maos gc` writes the exports of the sessions it deletes.
+pub fn exports_dir(home: &Path, root: &str) -> PathBuf {
+    home.join("projects")
+        .join(maos_proto::paths::workspace_hash(Path::new(root)))
+        .join("exports")
+}
+
+/// `sync`: fsync each export before its session is deleted. The daemon passes it for
+/// `synchronous = full`, whose commits survive power loss; in `normal` mode a commit survives
+/// a crash of the daemon, and so does a written file without fsync.
+pub async fn run(
+    home: &Path,
+    root: &str,
+    handle: &ProjectHandle,
+    older_than: Duration,
+    dry_run: bool,
+    sync: bool,
+) -> Result<GcReport, ErrorBody> {
+    let now = crate::state::now();
+    let cutoff = chrono::Duration::from_std(older_than)
+        .ok()
+        .and_then(|d| now.checked_sub_signed(d))
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+    let ids = handle
+        .reader()
+        .gc_candidates(maos_store::to_us(&cutoff))
+        .await
+        .map_err(|e| storage_error(&e))?;
+    let dir = exports_dir(home, root);
+    let mut report = GcReport {
+        cutoff,
+        dry_run,
+        sessions: Vec::new(),
+    };
+    for id in ids {
+        let sid = SessionId::parse(&id)
+            .map_err(|e| ErrorBody::new(ErrorCode::Storage, format!("session id {id:?}: {e}")))?;
+        if dry_run {
+            report.sessions.push(GcEntry {
+                id: sid,
+                exported_to: None,
+            });
+            continue;
+        }
+        let Some(export) = handle
+            .reader()
+            .export(&id)
+            .await
+            .map_err(|e| storage_error(&e))?
+        else {
+            continue;
+        };
+        let path = dir.join(format!("{id}.json"));
+        let written = {
+            let (dir, path) = (dir.clone(), path.clone());
+            tokio::task::spawn_blocking(move || write_export(&dir, &path, &export, sync)).await
+        };
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(ErrorBody::new(
+                    ErrorCode::Storage,
+                    format!("cannot write {}: {e}; nothing more deleted", path.display()),
+                ));
+            }
+            Err(e) => return Err(ErrorBody::new(ErrorCode::Internal, e.to_string())),
+        }
+        handle.request(Request::Purge { session: id }).await?;
+        report.sessions.push(GcEntry {
+            id: sid,
+            exported_to: Some(path.display().to_string()),
+        });
+    }
+    Ok(report)
+}
+
+/// The export, replaced whole, mode 0600 (synced with `sync`): the session is deleted right
+/// after.
+fn write_export(
+    dir: &Path,
+    path: &Path,
+    export: &maos_proto::export::SessionExport,
+    sync: bool,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    maos_proto::paths::private_dir_all(dir)?;
+    let tmp = path.with_extension("json.tmp");
+    let f = maos_proto::paths::private_file(&tmp)?;
+    let mut w = std::io::BufWriter::new(f);
+    serde_json::to_writer(&mut w, export)?;
+    w.flush()?;
+    if sync {
+        w.get_ref().sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
