@@ -63,6 +63,14 @@ pub enum Cmd {
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Replace this project's database with a backup, once the backup checks out; the old
+    /// database is kept beside it.
+    Restore {
+        file: PathBuf,
+        /// Even though sessions are live (they are replaced by the backup's).
+        #[arg(long)]
+        force: bool,
+    },
     /// Write a session with its timeline and checkpoints as JSON (archived sessions too).
     Export {
         /// Session id or unique prefix.

@@ -108,6 +108,7 @@ fn show(json: bool, reply: Reply) -> Res {
             Reply::Export(e) => print_json(&e),
             Reply::Backup(b) => print_json(&b),
             Reply::Gc(g) => print_json(&g),
+            Reply::Restored(r) => print_json(&r),
             Reply::Log { agent, path, state } => {
                 print_json(&serde_json::json!({ "agent": agent, "path": path, "state": state }))
             }
@@ -155,6 +156,10 @@ fn show(json: bool, reply: Reply) -> Res {
         Reply::History(h) => print(&output::history(&h)),
         Reply::Export(e) => print_json(&e)?,
         Reply::Gc(g) => print(&output::gc(&g)),
+        Reply::Restored(r) => println!(
+            "restored {} ({} sessions, {} events); the replaced database is {}",
+            r.from, r.sessions, r.events, r.previous
+        ),
         Reply::Backup(b) => println!(
             "backed up to {} ({:.1} MiB, integrity {})",
             b.path,
@@ -342,6 +347,13 @@ fn run(cli: &Cli) -> Res {
         }
         Cmd::Import { file } => transfer::import_request(file)?,
         Cmd::Backup { output } => transfer::backup_request(output.as_deref())?,
+        Cmd::Restore { file, force } => Request::Restore {
+            path: std::fs::canonicalize(file)
+                .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?
+                .display()
+                .to_string(),
+            force: *force,
+        },
         Cmd::Gc {
             older_than,
             dry_run,

@@ -218,6 +218,20 @@ async fn request(
     })?;
     let body = resolve_paths(&root, body)?;
 
+    if let Request::Restore { path, force } = &body {
+        let from = std::path::Path::new(path);
+        let check = maos_store::check_backup(from)
+            .await
+            .map_err(|e| ErrorBody::new(ErrorCode::BadRequest, format!("{e}; nothing replaced")))?;
+        let previous = daemon.projects.restore(&root, from, *force).await?;
+        *cache = None;
+        return Ok(Reply::Restored(maos_proto::RestoreReport {
+            from: path.clone(),
+            previous: previous.display().to_string(),
+            sessions: check.sessions,
+            events: check.events,
+        }));
+    }
     if let Request::Gc {
         older_than_secs,
         dry_run,
@@ -238,7 +252,8 @@ async fn request(
         .map(Reply::Gc);
     }
     let handle = match cache {
-        Some((r, h)) if *r == root => h,
+        // A closed handle: its project was restored meanwhile; the next get opens it anew.
+        Some((r, h)) if *r == root && !h.is_closed() => h,
         _ => {
             let h = daemon.projects.get(&root).await?;
             &mut cache.insert((root, h)).1

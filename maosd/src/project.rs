@@ -47,6 +47,10 @@ enum Cmd {
     Info {
         reply: oneshot::Sender<ProjectInfo>,
     },
+    /// Commit what is queued before it, close the database, then answer (`maos restore`).
+    Stop {
+        done: oneshot::Sender<()>,
+    },
     /// The supervisor of a managed agent answered (the actor asked it to start the agent).
     Started {
         agent: maos_core::AgentId,
@@ -65,7 +69,7 @@ pub struct ProjectHandle {
 fn actor_gone() -> ErrorBody {
     ErrorBody::new(
         ErrorCode::ShuttingDown,
-        "the project is closing because the daemon is shutting down; retry",
+        "the project is closing (the daemon is stopping, or a backup is being restored); retry",
     )
 }
 
@@ -97,6 +101,11 @@ impl ProjectHandle {
     pub fn reader(&self) -> &Reader {
         &self.reader
     }
+
+    /// The actor stopped (its project was closed for a restore): open it again.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
 }
 
 struct Actor {
@@ -114,6 +123,8 @@ struct Actor {
     /// This actor's own queue, for the answers of the tasks it starts (weak: the actor stops
     /// once every handle is gone).
     me: mpsc::WeakSender<Cmd>,
+    /// Asked to stop: answered once the database is closed.
+    stopping: Option<oneshot::Sender<()>>,
 }
 
 pub fn storage_error(e: &StoreError) -> ErrorBody {
@@ -139,6 +150,9 @@ impl Actor {
                         break;
                     }
                     self.batch(cmds.drain(..)).await;
+                    if self.stopping.is_some() {
+                        break;
+                    }
                 }
                 () = sleep_until(timer) => self.batch(std::iter::empty()).await,
             }
@@ -148,6 +162,9 @@ impl Actor {
         // Parked lock waits end with the daemon: their clients see the connection close.
         self.parked.clear();
         self.store.close().await;
+        if let Some(done) = self.stopping.take() {
+            let _ = done.send(());
+        }
     }
 
     async fn batch(&mut self, cmds: impl Iterator<Item = Cmd>) {
@@ -185,6 +202,7 @@ impl Actor {
                     replies.push((reply, result, txn.is_dirty()));
                 }
                 Cmd::Subscribe { filter, reply } => subs.push((filter, reply)),
+                Cmd::Stop { done } => self.stopping = Some(done),
                 Cmd::Info { reply } => {
                     let _ = reply.send(project_info(&self.root, &self.hash, txn.state()));
                 }
@@ -506,6 +524,88 @@ impl Projects {
         }
     }
 
+    /// Replace the project's database with the (already checked) file `from`: its actor, if
+    /// open, commits what it has and closes; the database moves aside to
+    /// `maos.db.before-restore-<time>` (with its WAL, if any); a copy of `from` takes its place;
+    /// the project opens again, which recovers its managed sessions. Refused while the
+    /// project has live sessions, unless `force`. Returns where the old database went.
+    pub async fn restore(
+        &self,
+        root: &str,
+        from: &Path,
+        force: bool,
+    ) -> Result<PathBuf, ErrorBody> {
+        let mut open = self.open.lock().await;
+        if let Some(h) = open.get(root) {
+            let live = h.info().await.map_or(0, |i| i.live_sessions);
+            if live > 0 && !force {
+                return Err(ErrorBody::new(
+                    ErrorCode::InvalidTransition,
+                    format!(
+                        "the project has {live} live session(s) that the restore would replace; \
+                         finish or cancel them, or pass --force"
+                    ),
+                ));
+            }
+            let (done, stopped) = oneshot::channel();
+            if h.tx.send(Cmd::Stop { done }).await.is_ok() {
+                let _ = stopped.await;
+            }
+            open.remove(root);
+        }
+        let hash = maos_proto::paths::workspace_hash(Path::new(root));
+        let dir = self.dir.join(&hash);
+        let io = |what: &str, e: std::io::Error| {
+            ErrorBody::new(
+                ErrorCode::Storage,
+                format!("{what}: {e}; the database is unchanged"),
+            )
+        };
+        maos_proto::paths::private_dir_all(&dir).map_err(|e| io("project directory", e))?;
+        let db = dir.join("maos.db");
+        let tmp = dir.join("maos.db.restore.tmp");
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
+        let previous = dir.join(format!("maos.db.before-restore-{stamp}"));
+        {
+            use std::io::Write;
+            let mut out = maos_proto::paths::private_file(&tmp).map_err(|e| io("copy", e))?;
+            let mut src = std::fs::File::open(from).map_err(|e| io("copy", e))?;
+            std::io::copy(&mut src, &mut out).map_err(|e| io("copy", e))?;
+            out.flush().map_err(|e| io("copy", e))?;
+            out.sync_all().map_err(|e| io("copy", e))?;
+        }
+        let mut moved = Vec::new();
+        for suffix in ["", "-wal", "-shm"] {
+            let (a, b) = (
+                PathBuf::from(format!("{}{suffix}", db.display())),
+                PathBuf::from(format!("{}{suffix}", previous.display())),
+            );
+            if a.exists() {
+                if let Err(e) = std::fs::rename(&a, &b) {
+                    for (a, b) in moved.iter().rev() {
+                        let _ = std::fs::rename(b, a);
+                    }
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(io("moving the database aside", e));
+                }
+                moved.push((a, b));
+            }
+        }
+        if let Err(e) = std::fs::rename(&tmp, &db) {
+            for (a, b) in moved.iter().rev() {
+                let _ = std::fs::rename(b, a);
+            }
+            return Err(io("putting the copy in place", e));
+        }
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        drop(open);
+        self.get(root).await?;
+        info!(project = %root, from = %from.display(), previous = %previous.display(), "database restored");
+        Ok(previous)
+    }
+
     /// Every open project's root and handle.
     pub async fn handles(&self) -> Vec<(String, ProjectHandle)> {
         let open = self.open.lock().await;
@@ -618,6 +718,7 @@ async fn open_project(
         checkpoints: tokio::spawn(std::future::pending::<()>()).abort_handle(),
         runner,
         me: tx.downgrade(),
+        stopping: None,
     };
     actor.recover().await;
     let checkpoints = spawn_checkpoints(&actor.store, actor.root.clone()).await?;

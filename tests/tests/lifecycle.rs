@@ -560,3 +560,93 @@ fn the_daemon_collects_on_the_schedule_of_its_configuration() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("gc_every") && err.contains("soon"), "{err}");
 }
+
+#[test]
+fn restore_checks_the_backup_then_replaces_the_database_and_keeps_the_old_one() {
+    let env = Env::new();
+    let kept = env.session("in the backup", &[]);
+    env.maos(&["session", "start", &kept]);
+    env.maos(&["note", "decision", "before the backup"]);
+    let backup = env.root().join("b.db");
+    env.maos_json(&["backup", "-o", backup.to_str().expect("utf-8")]);
+    let later = env.session("after the backup", &[]);
+    let pid = env.daemon_pid();
+    let listed = |env: &Env| ids(&env.maos_json(&["session", "list", "--all"]));
+    let project_dir = env.db_path().parent().expect("dir").to_path_buf();
+    let aside = || -> usize {
+        std::fs::read_dir(&project_dir)
+            .expect("dir")
+            .filter(|e| {
+                e.as_ref().is_ok_and(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("maos.db.before-restore-")
+                })
+            })
+            .count()
+    };
+
+    // Bad files are refused before anything is touched.
+    let text = std::fs::read(&backup).expect("backup");
+    let bad: Vec<(&str, Vec<u8>)> = vec![
+        ("text", b"not a database at all".to_vec()),
+        ("empty", Vec::new()),
+        ("truncated", text[..text.len() / 2].to_vec()),
+    ];
+    let before = listed(&env);
+    for (what, body) in bad {
+        let path = env.root().join(format!("{what}.db"));
+        std::fs::write(&path, body).expect("write");
+        let f = env.maos_fail(&["restore", path.to_str().expect("utf-8"), "--force"]);
+        assert_eq!(
+            (f.exit, f.code.as_str()),
+            (1, "bad_request"),
+            "{what}: {}",
+            f.message
+        );
+        assert!(
+            f.message.contains("nothing replaced"),
+            "{what}: {}",
+            f.message
+        );
+        assert_eq!(f.stderr.trim().lines().count(), 1, "{what}: {}", f.stderr);
+        assert_eq!(listed(&env), before, "{what} changed nothing");
+    }
+    let f = env.maos_fail(&["restore", "/no/such/backup.db"]);
+    assert_eq!(f.exit, 2, "{}", f.stderr);
+
+    // Live sessions would be replaced: refused without --force.
+    let f = env.maos_fail(&["restore", backup.to_str().expect("utf-8")]);
+    assert_eq!(
+        (f.exit, f.code.as_str()),
+        (1, "invalid_transition"),
+        "{}",
+        f.message
+    );
+    assert!(f.message.contains("--force"), "{}", f.message);
+    assert_eq!(listed(&env), before);
+    assert_eq!(aside(), 0, "nothing moved aside by a refusal");
+
+    let r = env.maos_json(&["restore", backup.to_str().expect("utf-8"), "--force"]);
+    assert_eq!(r["sessions"], 1, "{r}");
+    assert!(std::path::Path::new(r["previous"].as_str().expect("previous")).is_file());
+    assert_eq!(aside(), 1);
+    assert_eq!(
+        env.daemon_pid(),
+        pid,
+        "the same daemon, the project reopened"
+    );
+    assert_eq!(
+        listed(&env),
+        vec![kept.clone()],
+        "the backup's state: {later} is gone"
+    );
+    let s = env.maos_json(&["session", "show", &kept]);
+    assert!(s["notes"].to_string().contains("before the backup"));
+    // Writes go on, and survive a crash.
+    env.maos(&["note", "done", "after the restore"]);
+    env.kill9();
+    let s = env.maos_json(&["session", "show", &kept]);
+    assert!(s["notes"].to_string().contains("after the restore"), "{s}");
+    assert_eq!(env.integrity_check(), "ok");
+}

@@ -232,6 +232,14 @@ pub enum Request {
     Backup {
         path: String,
     },
+    /// Replace the project's database with a backup (`maos restore`): `path` (absolute) is
+    /// checked first; the old database is kept aside. Refused while sessions are live, unless
+    /// `force`.
+    Restore {
+        path: String,
+        #[serde(default)]
+        force: bool,
+    },
     /// One session with its timeline and checkpoints, archived or not (`maos export`).
     Export {
         session: String,
@@ -536,6 +544,8 @@ pub enum Reply {
     Backup(DbCheckView),
     /// `maos gc`.
     Gc(GcReport),
+    /// `maos restore`.
+    Restored(RestoreReport),
     /// `maos logs`: the agent's output file, and whether it still runs.
     Log {
         agent: AgentId,
@@ -977,6 +987,15 @@ pub struct Problem {
     /// `running_without_process`, `process_gone`, `lock_of_finished_agent`, `stale_checkpoint`.
     pub kind: String,
     pub message: String,
+}
+
+/// What `maos restore` put in place, and where the database it replaced is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RestoreReport {
+    pub from: String,
+    pub previous: String,
+    pub sessions: u64,
+    pub events: u64,
 }
 
 /// What `maos gc` deleted (or, with `dry_run`, would delete).

@@ -518,6 +518,75 @@ pub async fn checkpoints(path: &Path, session: &str) -> Result<Vec<CheckpointRow
     rows::checkpoints(&mut conn, session).await
 }
 
+/// What a database file to restore holds, once checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackupCheck {
+    pub sessions: u64,
+    pub events: u64,
+}
+
+/// Check a file before `maos restore` puts it in place: a SQLite database that passes
+/// `PRAGMA integrity_check`, with maos's tables, made by this version of maos or an older one
+/// (it is migrated when it opens). Read-only; the error says what is wrong.
+pub async fn check_backup(path: &Path) -> Result<BackupCheck, StoreError> {
+    let bad = |why: String| StoreError::Corrupt(format!("{}: {why}", path.display()));
+    if !path.is_file() {
+        return Err(bad("no such file".into()));
+    }
+    let mut conn = open_read_only(path).await?;
+    let check: String = match sqlx::query_scalar("PRAGMA integrity_check")
+        .fetch_one(&mut conn)
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => return Err(bad(format!("not a SQLite database ({e})"))),
+    };
+    if check != "ok" {
+        return Err(bad(format!(
+            "integrity_check: {}",
+            check.replace('\n', "; ")
+        )));
+    }
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
+            .fetch_all(&mut conn)
+            .await?;
+    for t in [
+        "sessions",
+        "session_agents",
+        "phases",
+        "session_events",
+        "locks",
+        "checkpoints",
+        "_sqlx_migrations",
+    ] {
+        if !tables.iter().any(|n| n == t) {
+            return Err(bad(format!("not a maos database (no table {t})")));
+        }
+    }
+    let newest: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
+        .fetch_one(&mut conn)
+        .await?;
+    let ours = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    if newest.unwrap_or(0) > ours {
+        return Err(bad(format!(
+            "made by a newer maos (schema {}, this one knows {ours}); upgrade maos",
+            newest.unwrap_or(0)
+        )));
+    }
+    let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql);
+    let sessions = count("SELECT count(*) FROM sessions")
+        .fetch_one(&mut conn)
+        .await?;
+    let events = count("SELECT count(*) FROM session_events")
+        .fetch_one(&mut conn)
+        .await?;
+    Ok(BackupCheck {
+        sessions: sessions.max(0) as u64,
+        events: events.max(0) as u64,
+    })
+}
+
 /// Open `path` read-only and run `PRAGMA integrity_check` (for tests and `maos doctor`).
 pub async fn integrity_check(path: &Path) -> Result<String, StoreError> {
     let mut conn = open_read_only(path).await?;

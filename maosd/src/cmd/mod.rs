@@ -132,7 +132,8 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
         | Request::History { .. }
         | Request::Export { .. }
         | Request::Backup { .. }
-        | Request::Gc { .. } => Err(ErrorBody::new(
+        | Request::Gc { .. }
+        | Request::Restore { .. } => Err(ErrorBody::new(
             ErrorCode::Internal,
             "a read of the database reached the project actor",
         )),
