@@ -386,3 +386,110 @@ fn the_cap_is_exact() {
     }
     assert_eq!(r.position(), 4, "the refused frame's body was read");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Import files (`maos import`): maos-session exports and orchestrator-session JSON.
+
+fn import(text: &str) -> Result<(), TestCaseError> {
+    let mut n = 0u128;
+    let sid = maos_core::SessionId::from_uuid(uuid::Uuid::from_u128(1));
+    let parsed = maos_proto::export::parse(text, chrono::Utc::now(), sid, || {
+        n += 1;
+        maos_core::AgentId::from_uuid(uuid::Uuid::from_u128(1000 + n))
+    });
+    match parsed {
+        Ok(e) => {
+            prop_assert!(
+                e.session
+                    .agents
+                    .iter()
+                    .all(|a| a.session_id == e.session.id)
+            );
+            prop_assert!(serde_json::to_string(&e).is_ok());
+        }
+        Err(err) => one_line(&err.to_string())?,
+    }
+    let _ = maos_proto::export::ids_of(text);
+    Ok(())
+}
+
+/// A valid maos-session file with an agent, notes and an error, as `maos export` writes it.
+fn valid_export() -> String {
+    let orch = json!({
+        "schema_version": "1.0", "session_id": "s", "goal": "ship it", "status": "completed",
+        "agents": [{"id": "a1", "role": "dev", "status": "done", "task": "code"}],
+        "completed_work": ["api"], "pending_tasks": ["docs"], "decisions_made": ["jwt"],
+        "errors": ["flaky"],
+    });
+    let mut n = 0u128;
+    let e = maos_proto::export::parse(
+        &orch.to_string(),
+        chrono::Utc::now(),
+        maos_core::SessionId::from_uuid(uuid::Uuid::from_u128(7)),
+        || {
+            n += 1;
+            maos_core::AgentId::from_uuid(uuid::Uuid::from_u128(70 + n))
+        },
+    )
+    .expect("a valid orchestrator file");
+    serde_json::to_string_pretty(&e).expect("serializes")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_text_as_an_import(text in ".{0,200}") {
+        import(&text)?;
+    }
+
+    #[test]
+    fn arbitrary_json_as_an_import(v in json_value()) {
+        import(&v.to_string())?;
+    }
+
+    #[test]
+    fn orchestrator_like_objects(
+        goal in json_value(),
+        status in json_value(),
+        agents in json_value(),
+        work in json_value(),
+        errors in json_value(),
+    ) {
+        let v = json!({
+            "schema_version": "1.0", "session_id": "x", "goal": goal, "status": status,
+            "agents": agents, "completed_work": work, "errors": errors,
+        });
+        import(&v.to_string())?;
+    }
+
+    #[test]
+    fn mutated_exports(edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6), cut in any::<prop::sample::Index>()) {
+        let mut bytes = valid_export().into_bytes();
+        for (at, b) in edits {
+            let i = at.index(bytes.len());
+            bytes[i] = b;
+        }
+        let keep = cut.index(bytes.len() + 1);
+        if let Ok(text) = std::str::from_utf8(&bytes[..keep.max(1)]) {
+            import(text)?;
+        }
+    }
+}
+
+#[test]
+fn a_valid_export_parses_back_to_itself() {
+    let text = valid_export();
+    let mut n = 0u128;
+    let e = maos_proto::export::parse(
+        &text,
+        chrono::Utc::now(),
+        maos_core::SessionId::from_uuid(uuid::Uuid::from_u128(99)),
+        || {
+            n += 1;
+            maos_core::AgentId::from_uuid(uuid::Uuid::from_u128(990 + n))
+        },
+    )
+    .expect("parses");
+    assert_eq!(serde_json::to_string_pretty(&e).expect("serializes"), text);
+}
