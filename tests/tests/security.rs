@@ -115,3 +115,45 @@ fn every_file_maos_writes_is_private_to_the_user() {
     assert!(seen > 10, "the walk saw the daemon's files ({seen})");
     assert!(open.is_empty(), "open to group or others: {open:#?}");
 }
+
+/// The socket's directory must be the user's own, private and real: a directory of another
+/// user, one open to others, or a symlink is refused before the client starts a daemon there.
+#[test]
+fn a_socket_directory_that_is_not_private_is_refused() {
+    let env = Env::new();
+    let root = env.root();
+    let own = root.join("own");
+    std::fs::create_dir_all(&own).expect("dir");
+    let open = root.join("open");
+    std::fs::create_dir_all(&open).expect("dir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let link = root.join("link");
+    std::os::unix::fs::symlink(&own, &link).expect("symlink");
+    let mut cases = vec![(open.clone(), "chmod 700"), (link.clone(), "symlink")];
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let foreign = root.join("foreign");
+        std::fs::create_dir_all(&foreign).expect("dir");
+        std::fs::set_permissions(&foreign, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::os::unix::fs::chown(&foreign, Some(OTHER_UID), Some(OTHER_UID)).expect("chown");
+        cases.push((foreign, "owned by uid 65534"));
+    } else {
+        eprintln!("the foreign-owner case is skipped: chown needs root");
+    }
+    for (dir, want) in cases {
+        let mut cmd = env.command(&maos_bin());
+        cmd.env("MAOS_SOCKET", dir.join("maosd.sock")).args(["ps"]);
+        let out = run_with_timeout(cmd, Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{}: {}",
+            dir.display(),
+            describe(&out)
+        );
+        assert!(err.contains(want), "{}: {err}", dir.display());
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!dir.join("maosd.sock").exists(), "no daemon listens there");
+    }
+}
