@@ -329,7 +329,9 @@ fn after_a_reboot_agents_are_resumable_and_resume_runs_the_resume_command() {
     let fake_claude = env.project.join("claude");
     std::fs::write(
         &fake_claude,
-        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$MAOS_ARGV_FILE\"\n",
+        // Written aside, then renamed: the test waits for the file to appear, and must not
+        // read it half written.
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$MAOS_ARGV_FILE.tmp\" && mv \"$MAOS_ARGV_FILE.tmp\" \"$MAOS_ARGV_FILE\"\n",
     )
     .expect("fake claude");
     let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
