@@ -305,6 +305,15 @@ fn a_corrupt_or_unknown_file_is_refused_with_the_reason_and_imports_nothing() {
             text.replacen("\"state\": \"cancelled\"", "\"state\": \"exploded\"", 1),
             "invalid maos-session file",
         ),
+        (
+            "objective too long",
+            text.replacen(
+                "\"objective\": \"source\"",
+                &format!("\"objective\": \"{}\"", "x".repeat(5000)),
+                1,
+            ),
+            "the objective is 5000 bytes",
+        ),
     ];
     for (what, body, want) in cases {
         let path = env.root().join(format!("{what}.json"));

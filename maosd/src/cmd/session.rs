@@ -123,6 +123,24 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<Outcome, Error
             rec.id
         )));
     }
+    // The same bounds as the commands that make these by hand.
+    let too_long = |what: &str, len: usize, max: usize| {
+        bad(format!("{path}: {what} is {len} bytes; the limit is {max}"))
+    };
+    if rec.objective.len() > MAX_OBJECTIVE {
+        return Err(too_long(
+            "the objective",
+            rec.objective.len(),
+            MAX_OBJECTIVE,
+        ));
+    }
+    if let Some(n) = rec
+        .notes
+        .iter()
+        .find(|n| n.text.len() > super::brief::MAX_NOTE)
+    {
+        return Err(too_long("a note", n.text.len(), super::brief::MAX_NOTE));
+    }
     let sid = rec.id.clone();
     let agents = std::mem::take(&mut rec.agents);
     rec.active = false;
