@@ -110,14 +110,26 @@ fn two_projects_never_see_each_others_sessions() {
         vec![s1.clone()]
     );
 
-    // Naming project 1's session or agent from project 2 finds nothing there.
-    let cases: [&[&str]; 6] = [
+    // Project 1's agent holds a lock there.
+    env.maos_json_in(&p1, &["lock", "acquire", "src/a.rs", "--agent", &agent]);
+
+    // Naming project 1's session or agent from project 2 finds nothing there: no read, no
+    // change, no lock taken or released in its name.
+    let in_p2 = |f: &str| p2.join(f).to_string_lossy().to_string();
+    let (b2, a2) = (in_p2("src/b.rs"), in_p2("src/a.rs"));
+    let cases: [&[&str]; 12] = [
         &["session", "show", &s1],
         &["status", &s1],
         &["events", &s1],
         &["agent", "list", "--session", &s1],
         &["agent", "complete", &agent],
         &["pause", &s1],
+        &["lock", "acquire", &b2, "--agent", &agent],
+        &["lock", "release", &a2, "--agent", &agent, "--force"],
+        &["lock", "list", "--session", &s1],
+        &["session", "archive", &s1],
+        &["export", &s1],
+        &["brief", &s1],
     ];
     for args in cases {
         let f = env.maos_fail_in(&p2, args);
@@ -135,6 +147,11 @@ fn two_projects_never_see_each_others_sessions() {
     assert_eq!(
         env.maos_json_in(&p1, &["session", "show", &s1])["state"],
         "running"
+    );
+    let locks = env.maos_json_in(&p1, &["lock", "list"]).to_string();
+    assert!(
+        locks.contains("src/a.rs") && !locks.contains("src/b.rs"),
+        "{locks}"
     );
 
     // Two projects, two databases.
