@@ -259,76 +259,8 @@ async fn request(
             &mut cache.insert((root, h)).1
         }
     };
-    if matches!(body, Request::DbCheck) {
-        // A read on the read pool: the actor never waits for it.
-        let h = handle
-            .reader()
-            .health()
-            .await
-            .map_err(|e| storage_error(&e))?;
-        return Ok(Reply::DbCheck(maos_proto::DbCheckView {
-            path: h.path.display().to_string(),
-            bytes: h.bytes,
-            wal_bytes: h.wal_bytes,
-            quick_check: h.quick_check,
-        }));
-    }
-    if let Request::Backup { path } = &body {
-        let h = handle
-            .reader()
-            .backup(std::path::Path::new(path))
-            .await
-            .map_err(|e| storage_error(&e))?;
-        return Ok(Reply::Backup(maos_proto::DbCheckView {
-            path: h.path.display().to_string(),
-            bytes: h.bytes,
-            wal_bytes: h.wal_bytes,
-            quick_check: h.quick_check,
-        }));
-    }
-    if let Request::Export { session } = &body {
-        let ids = handle
-            .reader()
-            .session_ids()
-            .await
-            .map_err(|e| storage_error(&e))?;
-        let id = maos_core::resolve_prefix(session, ids.iter().map(String::as_str))
-            .map_err(|e| crate::state::prefix_error("session", e))?
-            .to_string();
-        return match handle.reader().export(&id).await {
-            Ok(Some(e)) => Ok(Reply::Export(Box::new(e))),
-            Ok(None) => Err(ErrorBody::new(
-                ErrorCode::NotFound,
-                format!("no session {id}"),
-            )),
-            Err(e) => Err(storage_error(&e)),
-        };
-    }
-    if let Request::Import { path, text } = &body
-        && let Some((sid, agents)) = maos_proto::export::ids_of(text)
-    {
-        let agents: Vec<String> = agents.iter().map(|a| a.to_string()).collect();
-        let found = handle
-            .reader()
-            .existing(sid.as_str(), &agents)
-            .await
-            .map_err(|e| storage_error(&e))?;
-        if let Some(id) = found.first() {
-            return Err(ErrorBody::new(
-                ErrorCode::BadRequest,
-                format!(
-                    "{path}: {id} is already in this project (archived or imported before); nothing imported"
-                ),
-            ));
-        }
-    }
-    if let Request::History { limit } = body {
-        return handle
-            .reader()
-            .history(limit)
-            .await
-            .map(Reply::History)
-            .map_err(|e| storage_error(&e));
+    if let Some(answer) = crate::reads::answer(handle, &body).await {
+        return answer;
     }
     match handle.request(body).await? {
         Outcome::Reply(r) => Ok(r),

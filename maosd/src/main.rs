@@ -8,6 +8,7 @@ mod lockpath;
 mod locks;
 mod procs;
 mod project;
+mod reads;
 mod run;
 mod server;
 mod state;
