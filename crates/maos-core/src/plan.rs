@@ -946,8 +946,27 @@ fn error_at(text: &str, offset: usize, message: String) -> PlanError {
     PlanError {
         line,
         column,
-        message,
+        message: one_line(message),
     }
+}
+
+/// A message stays on one line: it quotes keys and values as the file wrote them, and a
+/// quoted TOML key or string can hold a newline or other control characters.
+fn one_line(message: String) -> String {
+    if !message.chars().any(char::is_control) {
+        return message;
+    }
+    message
+        .chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1772,6 +1791,15 @@ mod tests {
         let p: Plan = serde_json::from_str(json).unwrap();
         assert_eq!(p.policy, RunPolicy::default());
         assert_eq!(p.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_key_with_a_newline_is_named_on_one_line() {
+        // Found by the `plan` fuzz target: the key is quoted as written.
+        let e = parse("\"a\\nb\" = 1\n").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 1));
+        assert!(e.message.contains("`a\\nb`"), "{e}");
+        assert!(!e.to_string().contains('\n'), "{e:?}");
     }
 
     #[test]
