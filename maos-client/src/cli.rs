@@ -148,6 +148,17 @@ pub enum Cmd {
     UninstallHooks(HookTarget),
     /// Check the set-up: hooks installed, `maos` on PATH, daemon reachable, versions, database.
     Doctor,
+    /// Print a shell completion script: `maos completions bash > ~/.local/share/bash-completion/completions/maos`.
+    Completions {
+        #[arg(value_parser = ["bash", "zsh", "fish"])]
+        shell: String,
+    },
+    /// Print the man page (roff), generated from this command line; with --dir, write maos.1 and
+    /// one page per subcommand (maos-daemon-install.1, ...) into DIR.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Show maos at work in a throw-away project and daemon: a Claude Code session replayed
     /// through `maos hook`, a managed session that survives a kill -9 of its daemon, then a
     /// tour of the CLI.
@@ -183,6 +194,25 @@ pub enum DaemonCmd {
     Stop,
     /// Pid, version, uptime, socket and open projects.
     Status,
+    /// Run maosd as a user service: write the unit files (systemd) or the agent plist (launchd)
+    /// for this installation's `maosd` and enable its socket, so that the daemon starts on the
+    /// first connection after every login.
+    Install(ServiceArgs),
+    /// Stop and remove the user service that `maos daemon install` set up.
+    Uninstall(ServiceArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServiceArgs {
+    /// A systemd user service (the default on Linux).
+    #[arg(long, conflicts_with = "launchd")]
+    pub systemd: bool,
+    /// A launchd user agent (the default on macOS).
+    #[arg(long)]
+    pub launchd: bool,
+    /// Only write (or remove) the files; do not run systemctl or launchctl.
+    #[arg(long)]
+    pub files_only: bool,
 }
 
 #[derive(Subcommand, Debug)]

@@ -11,6 +11,8 @@ mod hook;
 mod install;
 mod managed;
 mod output;
+mod service;
+mod shell;
 mod transfer;
 
 use std::io::Write;
@@ -237,6 +239,8 @@ fn run(cli: &Cli) -> Res {
             println!("{done}");
             return Ok(());
         }
+        Cmd::Completions { shell } => return shell::completions(shell),
+        Cmd::Man { dir } => return shell::man(dir.as_deref()),
         Cmd::Doctor => {
             let root = project_root(cli)?;
             return match doctor::run(&root, json) {
@@ -645,6 +649,8 @@ fn emit_events(json: bool, events: &[maos_proto::EventRecord]) {
 
 fn daemon(cmd: &DaemonCmd, json: bool) -> Res {
     match cmd {
+        DaemonCmd::Install(a) => service::install(a, json),
+        DaemonCmd::Uninstall(a) => service::uninstall(a, json),
         DaemonCmd::Status => {
             let mut c = Client::connect(false)?;
             show(json, c.request(None, Request::DaemonStatus)?)

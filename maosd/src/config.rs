@@ -17,6 +17,11 @@ pub struct Config {
     /// every open project, every `gc_every`. None: no scheduled collection.
     pub gc_older_than: Option<std::time::Duration>,
     pub gc_every: std::time::Duration,
+    /// Who started this daemon (set from the listening socket and `--autostarted`).
+    pub started_by: maos_proto::StartedBy,
+    /// Exit after this long without a connection or a running agent, when a service manager
+    /// holds the socket (it starts the daemon again on the next connection). None: never.
+    pub idle_exit: Option<std::time::Duration>,
 }
 
 /// `config.toml`: every key optional.
@@ -27,6 +32,7 @@ struct File {
     max_page_count: Option<u64>,
     gc_older_than: Option<String>,
     gc_every: Option<String>,
+    idle_exit: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +46,10 @@ pub enum ConfigError {
 }
 
 impl Config {
-    pub fn load(synchronous_flag: Option<String>) -> Result<Config, ConfigError> {
+    pub fn load(
+        synchronous_flag: Option<String>,
+        idle_exit_flag: Option<String>,
+    ) -> Result<Config, ConfigError> {
         let home = maos_proto::paths::home_dir()?;
         let socket = maos_proto::paths::socket_path();
         let path = home.join("config.toml");
@@ -89,6 +98,18 @@ impl Config {
                 message: "gc_every: must be longer than zero".into(),
             });
         }
+        let idle_exit = match idle_exit_flag {
+            Some(v) => Some(
+                maos_core::duration::parse(&v)
+                    .map_err(|e| ConfigError::Value(format!("--idle-exit {v:?}: {e}")))?,
+            ),
+            None => file
+                .idle_exit
+                .as_deref()
+                .map(|v| duration("idle_exit", v))
+                .transpose()?,
+        }
+        .filter(|d| !d.is_zero());
         Ok(Config {
             home,
             socket,
@@ -96,6 +117,8 @@ impl Config {
             max_page_count: file.max_page_count,
             gc_older_than,
             gc_every,
+            started_by: maos_proto::StartedBy::Manual,
+            idle_exit,
         })
     }
 }

@@ -150,6 +150,7 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
         protocol: PROTOCOL_VERSION,
         daemon_version: env!("CARGO_PKG_VERSION").to_string(),
         pid: std::process::id(),
+        started_by: daemon.config.started_by,
     };
     if !send(&mut conn, &welcome).await {
         return;

@@ -29,6 +29,15 @@ struct Args {
     /// Commit durability: `normal` survives any crash of the daemon, `full` also power loss.
     #[arg(long, value_name = "normal|full")]
     synchronous: Option<String>,
+    /// Exit after this long idle (no connection, no running agent), e.g. `30m`; only when a
+    /// service manager holds the socket and starts maosd again on the next connection.
+    /// Also `idle_exit` in config.toml.
+    #[arg(long, value_name = "DURATION")]
+    idle_exit: Option<String>,
+    /// Set by the `maos` client that starts the daemon on demand: such a daemon may be replaced
+    /// by a newer client when its protocol is older.
+    #[arg(long, hide = true)]
+    autostarted: bool,
 }
 
 fn init_logging(foreground: bool, home: &std::path::Path) -> Result<(), String> {
@@ -88,13 +97,16 @@ fn main() -> ExitCode {
     }
     let args = Args::parse();
     tune_malloc();
-    let config = match config::Config::load(args.synchronous) {
+    let mut config = match config::Config::load(args.synchronous, args.idle_exit) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("maosd: {e}");
             return ExitCode::from(2);
         }
     };
+    if args.autostarted {
+        config.started_by = maos_proto::StartedBy::Client;
+    }
     if let Err(e) = maos_proto::paths::ensure_private_dir(&config.home) {
         eprintln!("maosd: {e}");
         return ExitCode::FAILURE;

@@ -44,6 +44,8 @@ impl Daemon {
             home: self.config.home.display().to_string(),
             synchronous: self.config.synchronous.as_str().to_string(),
             projects: self.projects.infos().await,
+            started_by: self.config.started_by,
+            idle_exit_secs: self.config.idle_exit.map(|d| d.as_secs_f64()),
         }
     }
 }

@@ -40,10 +40,14 @@ pub enum ClientMsg {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ServerMsg {
+    /// The answer to every hello, also when the protocols differ (then an [`ServerMsg::Error`]
+    /// follows and the daemon closes): the client learns who runs and whether it may replace it.
     Welcome {
         protocol: u32,
         daemon_version: String,
         pid: u32,
+        #[serde(default)]
+        started_by: StartedBy,
     },
     Response {
         id: u64,
@@ -1051,6 +1055,43 @@ pub struct DaemonStatus {
     pub home: String,
     pub synchronous: String,
     pub projects: Vec<ProjectInfo>,
+    #[serde(default)]
+    pub started_by: StartedBy,
+    /// Exit after this many idle seconds (socket-activated daemons only); None: never.
+    #[serde(default)]
+    pub idle_exit_secs: Option<f64>,
+}
+
+/// Who started the daemon. A client replaces an outdated daemon only when a client started it;
+/// one that a service manager owns is restarted through the service manager.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartedBy {
+    /// Started on demand by a `maos` client (`maosd --autostarted`).
+    Client,
+    /// Started by hand (`maosd` in a terminal), or not said (an older daemon).
+    #[default]
+    Manual,
+    /// Socket-activated by systemd (or `systemd-socket-activate`).
+    Systemd,
+    /// Socket-activated by launchd.
+    Launchd,
+}
+
+impl StartedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartedBy::Client => "client",
+            StartedBy::Manual => "manual",
+            StartedBy::Systemd => "systemd",
+            StartedBy::Launchd => "launchd",
+        }
+    }
+
+    /// Socket-activated by a service manager.
+    pub fn is_service(self) -> bool {
+        matches!(self, StartedBy::Systemd | StartedBy::Launchd)
+    }
 }
 
 #[cfg(test)]
