@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use maos_proto::{
     ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, FrameError, PROTOCOL_VERSION, Reply,
-    Request, ServerMsg, paths, read_frame, write_frame,
+    Request, ServerMsg, StartedBy, paths, read_frame, write_frame,
 };
 
 /// How long a start-up may take before the client gives up.
@@ -22,6 +22,8 @@ pub enum ClientError {
     Remote(ErrorBody),
     /// The daemon could not be reached or started.
     Unavailable(String),
+    /// The daemon speaks another protocol, and this client may not (or could not) replace it.
+    Mismatch(Box<Mismatch>),
 }
 
 impl ClientError {
@@ -29,6 +31,62 @@ impl ClientError {
         match self {
             ClientError::Remote(b) => b.clone(),
             ClientError::Unavailable(m) => ErrorBody::new(ErrorCode::Unavailable, m.clone()),
+            ClientError::Mismatch(m) => ErrorBody::new(ErrorCode::ProtocolMismatch, m.to_string()),
+        }
+    }
+}
+
+/// What a daemon that speaks another protocol said of itself in its welcome.
+#[derive(Debug, Clone)]
+pub struct Mismatch {
+    pub protocol: u32,
+    pub version: String,
+    pub pid: u32,
+    pub started_by: StartedBy,
+}
+
+impl Mismatch {
+    /// An older daemon that a client started: the next client replaces it.
+    pub fn replaceable(&self) -> bool {
+        self.protocol < PROTOCOL_VERSION && self.started_by == StartedBy::Client
+    }
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (pid, theirs, mine) = (self.pid, self.protocol, PROTOCOL_VERSION);
+        let client = env!("CARGO_PKG_VERSION");
+        let daemon = &self.version;
+        if theirs > mine {
+            return write!(
+                f,
+                "this maos {client} speaks protocol {mine}, older than the running maosd {daemon} \
+                 (protocol {theirs}, pid {pid}): run the maos installed with that maosd"
+            );
+        }
+        let what = format!(
+            "the running maosd {daemon} (pid {pid}) speaks protocol {theirs}, older than this \
+             maos {client} (protocol {mine})"
+        );
+        match self.started_by {
+            StartedBy::Systemd => write!(
+                f,
+                "{what}; systemd manages it: run `systemctl --user restart maosd.service`"
+            ),
+            StartedBy::Launchd => write!(
+                f,
+                "{what}; launchd manages it: run `launchctl kickstart -k gui/{}/dev.maos.maosd`",
+                paths::uid()
+            ),
+            StartedBy::Manual => write!(
+                f,
+                "{what}; it was started by hand: stop it (`kill {pid}`) and start the new maosd"
+            ),
+            StartedBy::Client => write!(
+                f,
+                "{what}; the next maos command that may start the daemon replaces it, or run \
+                 `maos daemon stop`"
+            ),
         }
     }
 }
@@ -48,6 +106,9 @@ pub struct Client {
     stream: UnixStream,
     next_id: u64,
     daemon_pid: Option<u32>,
+    started_by: StartedBy,
+    /// May start the daemon, and so replace an outdated one; how long a start may take.
+    autostart: Option<Duration>,
 }
 
 fn not_running(e: &io::Error) -> bool {
@@ -66,9 +127,21 @@ impl Client {
 
     /// [`Client::connect`], giving a daemon it starts at most `deadline` to answer.
     pub fn connect_within(autostart: bool, deadline: Duration) -> Result<Client, ClientError> {
+        let mut c = Client::open(autostart, deadline)?;
+        c.autostart = autostart.then_some(deadline);
+        Ok(c)
+    }
+
+    fn open(autostart: bool, deadline: Duration) -> Result<Client, ClientError> {
         let socket = paths::socket_path();
         match UnixStream::connect(&socket) {
-            Ok(s) => return Client::hello(s),
+            Ok(s) => match Client::hello(s) {
+                Ok(c) => return Ok(c),
+                Err(e) if !autostart => return Err(e),
+                // Accepted into the backlog of a daemon that stopped listening (it is shutting
+                // down): start the next one, as when none runs.
+                Err(_) => {}
+            },
             Err(e) if not_running(&e) => {}
             Err(e) => {
                 return Err(ClientError::Unavailable(format!(
@@ -110,6 +183,8 @@ impl Client {
             stream,
             next_id: 1,
             daemon_pid: None,
+            started_by: StartedBy::default(),
+            autostart: None,
         })
     }
 
@@ -119,8 +194,22 @@ impl Client {
             return Ok(pid);
         }
         match read_frame(&mut self.stream)? {
-            ServerMsg::Welcome { pid, .. } => {
+            ServerMsg::Welcome {
+                protocol,
+                daemon_version,
+                pid,
+                started_by,
+            } if protocol != PROTOCOL_VERSION => Err(ClientError::Mismatch(Box::new(Mismatch {
+                protocol,
+                version: daemon_version,
+                pid,
+                started_by,
+            }))),
+            ServerMsg::Welcome {
+                pid, started_by, ..
+            } => {
                 self.daemon_pid = Some(pid);
+                self.started_by = started_by;
                 Ok(pid)
             }
             ServerMsg::Error { error } => Err(ClientError::Remote(error)),
@@ -141,6 +230,12 @@ impl Client {
         self.welcome()
     }
 
+    /// Who started the daemon (from its hello).
+    pub fn started_by(&mut self) -> Result<StartedBy, ClientError> {
+        self.welcome()?;
+        Ok(self.started_by)
+    }
+
     /// Write a frame after the hello; a refused hello (e.g. a protocol mismatch) is reported
     /// even when the daemon closed the socket before the write.
     fn send(&mut self, msg: &ClientMsg) -> Result<(), ClientError> {
@@ -149,15 +244,68 @@ impl Client {
         Ok(sent?)
     }
 
+    /// An outdated daemon answered the hello: when this client may, replace it with the
+    /// matching one and reconnect (the request was not served: a daemon that refuses the hello
+    /// reads nothing else).
+    fn replace(&mut self, m: Box<Mismatch>) -> Result<(), ClientError> {
+        match self.autostart {
+            Some(deadline) if m.replaceable() => {
+                replace_outdated(&paths::socket_path(), deadline)?;
+                *self = Client::connect_within(true, deadline)?;
+                Ok(())
+            }
+            _ => Err(ClientError::Mismatch(m)),
+        }
+    }
+
+    /// The connection failed before the daemon answered the hello: that daemon was stopping
+    /// (it serves nothing before its welcome, so the request was not served). When this client
+    /// may start the daemon, connect again, starting the next daemon if needed.
+    fn reopen(&mut self, e: ClientError) -> Result<(), ClientError> {
+        match self.autostart {
+            Some(deadline) if self.daemon_pid.is_none() => {
+                *self = Client::connect_within(true, deadline)?;
+                Ok(())
+            }
+            _ => Err(e),
+        }
+    }
+
     /// Send one request and wait for its response.
     pub fn request(&mut self, project: Option<&str>, body: Request) -> Result<Reply, ClientError> {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&ClientMsg::Request {
-            id,
+        let msg = ClientMsg::Request {
+            id: 0,
             project: project.map(str::to_string),
             body,
-        })?;
+        };
+        match self.exchange(msg) {
+            Err((ClientError::Mismatch(m), msg)) => {
+                self.replace(m)?;
+                self.exchange(msg).map_err(|(e, _)| still_outdated(e))
+            }
+            Err((e @ ClientError::Unavailable(_), msg)) => {
+                self.reopen(e)?;
+                self.exchange(msg).map_err(|(e, _)| e)
+            }
+            r => r.map_err(|(e, _)| e),
+        }
+    }
+
+    /// Send a request and read its response; on failure the message comes back for a retry.
+    #[allow(clippy::result_large_err)]
+    fn exchange(&mut self, mut msg: ClientMsg) -> Result<Reply, (ClientError, ClientMsg)> {
+        let id = self.next_id;
+        self.next_id += 1;
+        if let ClientMsg::Request { id: slot, .. } = &mut msg {
+            *slot = id;
+        }
+        if let Err(e) = self.send(&msg) {
+            return Err((e, msg));
+        }
+        self.response(id).map_err(|e| (e, msg))
+    }
+
+    fn response(&mut self, id: u64) -> Result<Reply, ClientError> {
         loop {
             match read_frame(&mut self.stream)? {
                 ServerMsg::Response { id: rid, result } if rid == id => {
@@ -177,11 +325,24 @@ impl Client {
         filter: EventFilter,
     ) -> Result<impl Iterator<Item = Result<EventRecord, ClientError>>, ClientError> {
         let id = self.next_id;
-        self.send(&ClientMsg::Subscribe {
+        let msg = ClientMsg::Subscribe {
             id,
             project: project.to_string(),
             filter,
-        })?;
+        };
+        if let Err(e) = self.send(&msg) {
+            match e {
+                ClientError::Mismatch(m) => {
+                    self.replace(m)?;
+                    self.send(&msg).map_err(still_outdated)?;
+                }
+                e @ ClientError::Unavailable(_) => {
+                    self.reopen(e)?;
+                    self.send(&msg)?;
+                }
+                e => return Err(e),
+            }
+        }
         match read_frame(&mut self.stream)? {
             ServerMsg::Response { result: Ok(_), .. } => {}
             ServerMsg::Response { result: Err(e), .. } | ServerMsg::Error { error: e } => {
@@ -218,10 +379,29 @@ pub fn daemon_binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("maosd"))
 }
 
-/// Start the daemon detached and wait until its socket answers. A start-up lock makes
-/// concurrent clients start exactly one daemon: the others wait on the lock, then find it up.
-fn start_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
-    let fail = |m: String| ClientError::Unavailable(m);
+/// The daemon started in place of an outdated one speaks another protocol too.
+fn still_outdated(e: ClientError) -> ClientError {
+    match e {
+        ClientError::Mismatch(m) => fail(format!(
+            "replaced an outdated maosd, but the new one (maosd {}, pid {}) speaks protocol {} \
+             where this maos speaks {PROTOCOL_VERSION}: install maos and maosd from one release \
+             (this maos starts {})",
+            m.version,
+            m.pid,
+            m.protocol,
+            daemon_binary().display()
+        )),
+        e => e,
+    }
+}
+
+fn fail(m: String) -> ClientError {
+    ClientError::Unavailable(m)
+}
+
+/// The start-up lock beside the socket: one client at a time starts (or replaces) the daemon.
+/// Held until the returned file is dropped.
+fn start_lock(socket: &Path) -> Result<std::fs::File, ClientError> {
     let dir = socket
         .parent()
         .ok_or_else(|| fail(format!("bad socket path {}", socket.display())))?;
@@ -231,11 +411,117 @@ fn start_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
         .map_err(|e| fail(format!("{}: {e}", lock_path.display())))?;
     lock.lock()
         .map_err(|e| fail(format!("{}: {e}", lock_path.display())))?;
+    Ok(lock)
+}
+
+/// Whether the process is gone (a zombie counts as gone: its parent may never reap it).
+pub fn exited(pid: u32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
+    !alive || zombie(pid)
+}
+
+/// True when `pid` has exited but is not reaped yet. The detached daemon's parent is init (or a
+/// container's PID 1), which may reap late or never; its exit is what we wait for. The main
+/// thread turns zombie before the other threads are gone, so only a lone zombie counts.
+#[cfg(target_os = "linux")]
+fn zombie(pid: u32) -> bool {
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // "pid (comm) STATE ...": comm may hold spaces and parentheses.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    });
+    zombie && std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| tasks.count() <= 1)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn zombie(_pid: u32) -> bool {
+    false
+}
+
+/// Replace an outdated daemon that a client started: under the start-up lock, ask again who
+/// answers (another client may have replaced it meanwhile), stop it with SIGTERM (it finishes
+/// in-flight requests and commits), wait until it is gone, start the matching one.
+fn replace_outdated(socket: &Path, limit: Duration) -> Result<(), ClientError> {
+    let _lock = start_lock(socket)?;
+    let Ok(stream) = UnixStream::connect(socket) else {
+        return spawn_daemon(socket, limit);
+    };
+    let mut probe = Client::hello(stream)?;
+    probe.set_timeout(limit);
+    let m = match probe.welcome() {
+        Ok(_) => return Ok(()),
+        Err(ClientError::Mismatch(m)) if m.replaceable() => m,
+        Err(e) => return Err(e),
+    };
+    drop(probe);
+    // SAFETY: kill only sends a signal; the pid is the daemon's own, from its welcome.
+    if unsafe { libc::kill(m.pid as libc::pid_t, libc::SIGTERM) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            return Err(fail(format!(
+                "cannot stop the outdated maosd (pid {}): {e}",
+                m.pid
+            )));
+        }
+    }
+    // Its drain takes at most 10 s; then it closes its databases.
+    let deadline = Instant::now() + limit.max(Duration::from_secs(15));
+    let mut pause = Duration::from_millis(1);
+    while !exited(m.pid) {
+        if Instant::now() >= deadline {
+            return Err(fail(format!(
+                "the outdated maosd (pid {}) did not exit; stop it with `kill {}`",
+                m.pid, m.pid
+            )));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+    spawn_daemon(socket, limit)
+}
+
+/// Start the daemon detached and wait until its socket answers. A start-up lock makes
+/// concurrent clients start exactly one daemon: the others wait on the lock, then find it up.
+fn start_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
+    let _lock = start_lock(socket)?;
     if UnixStream::connect(socket).is_ok() {
         return Ok(()); // another client started it while we waited for the lock
     }
+    spawn_daemon(socket, limit)
+}
+
+/// A daemon that is shutting down holds its pidfile lock until its databases are closed, and a
+/// new one started meanwhile would refuse to run: wait for it to finish.
+fn wait_for_previous(home: &Path, deadline: Instant) -> Result<(), ClientError> {
+    let path = home.join("maosd.pid");
+    let Ok(pidfile) = std::fs::File::open(&path) else {
+        return Ok(()); // none ever ran here
+    };
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match pidfile.try_lock_shared() {
+            Ok(()) => return Ok(()), // released when `pidfile` closes
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            // Locks unsupported here: the start itself reports a daemon still running.
+            Err(std::fs::TryLockError::Error(_)) => return Ok(()),
+        }
+        if Instant::now() >= deadline {
+            return Err(fail(format!(
+                "the previous maosd still holds {} (it is shutting down); retry in a moment",
+                path.display()
+            )));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// Start the daemon (the start-up lock held).
+fn spawn_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
     let home = paths::home_dir().map_err(|e| fail(e.to_string()))?;
     paths::ensure_private_dir(&home).map_err(|e| fail(e.to_string()))?;
+    wait_for_previous(&home, Instant::now() + limit)?;
     let logs = home.join("logs");
     paths::private_dir_all(&logs).map_err(|e| fail(format!("{}: {e}", logs.display())))?;
     let out_path = logs.join("maosd.stderr");
@@ -246,6 +532,7 @@ fn start_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
         .map_err(|e| fail(format!("{}: {e}", out_path.display())))?;
     let bin = daemon_binary();
     let mut cmd = Command::new(&bin);
+    cmd.arg("--autostarted");
     // Never inherit the caller's stdio: agent CLIs wait for the hook's stdout to close.
     cmd.stdin(Stdio::null()).stdout(out).stderr(err);
     {

@@ -35,6 +35,7 @@ impl From<ClientError> for Failure {
         let exit = match e {
             ClientError::Remote(_) => 1,
             ClientError::Unavailable(_) => 3,
+            ClientError::Mismatch(_) => 1,
         };
         Failure {
             body: e.body(),
@@ -685,14 +686,35 @@ fn daemon(cmd: &DaemonCmd, json: bool) -> Res {
                 }
                 Err(e) => return Err(e.into()),
             };
-            let pid = c.daemon_pid()?;
-            c.request(None, Request::DaemonStop)?;
+            let (pid, by) = match c.started_by() {
+                Ok(by) => {
+                    let pid = c.daemon_pid()?;
+                    c.request(None, Request::DaemonStop)?;
+                    (pid, by)
+                }
+                // It speaks another protocol: it cannot take the request, but a signal works
+                // the same (it finishes in-flight requests, then exits).
+                Err(ClientError::Mismatch(m)) if !m.started_by.is_service() => {
+                    // SAFETY: kill only sends a signal, to the daemon's own pid from its welcome.
+                    unsafe { libc::kill(m.pid as libc::pid_t, libc::SIGTERM) };
+                    (m.pid, m.started_by)
+                }
+                Err(e) => return Err(e.into()),
+            };
             drop(c);
             wait_for_exit(pid)?;
             if json {
-                return print_json(&serde_json::json!({"stopped": true, "pid": pid}));
+                return print_json(
+                    &serde_json::json!({"stopped": true, "pid": pid, "started_by": by}),
+                );
             }
             println!("maosd (pid {pid}) stopped");
+            if by.is_service() {
+                println!(
+                    "{} starts it again on the next connection; `maos daemon uninstall` removes the service",
+                    by.as_str()
+                );
+            }
             Ok(())
         }
     }
@@ -702,9 +724,7 @@ fn daemon(cmd: &DaemonCmd, json: bool) -> Res {
 fn wait_for_exit(pid: u32) -> Res {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::time::Instant::now() < deadline {
-        // SAFETY: kill with signal 0 only checks that the process exists.
-        let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
-        if !alive || zombie(pid) {
+        if client::exited(pid) {
             return Ok(());
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -773,24 +793,6 @@ fn parse_cli() -> Result<Cli, ExitCode> {
     }
     eprintln!("maos: {message}");
     Err(ExitCode::from(2))
-}
-
-/// True when `pid` has exited but is not reaped yet. The detached daemon's parent is init (or a
-/// container's PID 1), which may reap late or never; its exit is what we wait for. The main
-/// thread turns zombie before the other threads are gone, so only a lone zombie counts.
-#[cfg(target_os = "linux")]
-fn zombie(pid: u32) -> bool {
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        // "pid (comm) STATE ...": comm may hold spaces and parentheses.
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    });
-    zombie && std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| tasks.count() <= 1)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn zombie(_pid: u32) -> bool {
-    false
 }
 
 /// `maos ps` (with `--all` / `--json`) is what people and scripts run in loops: parse it

@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use maos_proto::{
-    ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, MAX_FRAME_LEN, PROTOCOL_VERSION,
-    Reply, Request, ServerMsg,
+    ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, MAX_FRAME_LEN, Reply, Request,
+    ServerMsg,
 };
 use maos_store::EventQuery;
 use tokio::net::UnixStream;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::bytes::Bytes;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::cmd::Outcome;
 use crate::project::{ProjectHandle, Subscription, storage_error};
@@ -120,17 +120,34 @@ pub async fn refuse(stream: UnixStream, message: String) {
 pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
     let mut conn = Framed::new(stream, codec());
     let hello = tokio::time::timeout(HELLO_TIMEOUT, next(&mut conn, &daemon)).await;
+    let ours = crate::protocol();
+    let welcome = ServerMsg::Welcome {
+        protocol: ours,
+        daemon_version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+        started_by: daemon.config.started_by,
+    };
     match hello {
-        Ok(Next::Msg(ClientMsg::Hello { protocol, .. })) if protocol == PROTOCOL_VERSION => {}
+        Ok(Next::Msg(ClientMsg::Hello { protocol, .. })) if protocol == ours => {}
         Ok(Next::Msg(ClientMsg::Hello {
             protocol,
             client_version,
         })) => {
+            // The welcome first, whatever the versions: it tells the client who runs and who
+            // started it, which decides whether that client may replace this daemon.
+            info!(
+                client_protocol = protocol,
+                client_version, "refused a client that speaks another protocol"
+            );
+            if !send(&mut conn, &welcome).await {
+                return;
+            }
             let msg = format!(
                 "protocol mismatch: this client (maos {client_version}) speaks protocol {protocol}, \
-                 the running daemon (maosd {}) speaks {PROTOCOL_VERSION}; run `maos daemon stop` \
-                 so that the next command starts the matching daemon",
-                env!("CARGO_PKG_VERSION")
+                 the running daemon (maosd {}, pid {}) speaks {ours}; run a maos and maosd of \
+                 one release (`maos --version` shows both)",
+                env!("CARGO_PKG_VERSION"),
+                std::process::id()
             );
             send_error(&mut conn, ErrorCode::ProtocolMismatch, msg).await;
             return;
@@ -146,12 +163,6 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
             return;
         }
     }
-    let welcome = ServerMsg::Welcome {
-        protocol: PROTOCOL_VERSION,
-        daemon_version: env!("CARGO_PKG_VERSION").to_string(),
-        pid: std::process::id(),
-        started_by: daemon.config.started_by,
-    };
     if !send(&mut conn, &welcome).await {
         return;
     }

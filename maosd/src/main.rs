@@ -1,5 +1,6 @@
 //! `maosd`: the maos daemon. One per user; the `maos` client starts it on demand.
 
+mod activation;
 mod cmd;
 mod config;
 mod conn;
@@ -38,6 +39,20 @@ struct Args {
     /// by a newer client when its protocol is older.
     #[arg(long, hide = true)]
     autostarted: bool,
+}
+
+/// The protocol this daemon speaks: [`maos_proto::PROTOCOL_VERSION`], unless
+/// `MAOS_TEST_PROTOCOL` sets another number. That override exists for the end-to-end tests of
+/// the version handshake (an "outdated" or "newer" daemon without a second build); nothing else
+/// sets it.
+pub(crate) fn protocol() -> u32 {
+    static PROTOCOL: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PROTOCOL.get_or_init(|| {
+        std::env::var("MAOS_TEST_PROTOCOL")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(maos_proto::PROTOCOL_VERSION)
+    })
 }
 
 fn init_logging(foreground: bool, home: &std::path::Path) -> Result<(), String> {
@@ -107,6 +122,18 @@ fn main() -> ExitCode {
     if args.autostarted {
         config.started_by = maos_proto::StartedBy::Client;
     }
+    // Before any thread starts: it edits the environment.
+    let activated = match activation::take() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("maosd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(a) = &activated {
+        config.started_by = a.by;
+        config.socket = a.path.clone();
+    }
     if let Err(e) = maos_proto::paths::ensure_private_dir(&config.home) {
         eprintln!("maosd: {e}");
         return ExitCode::FAILURE;
@@ -128,7 +155,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(server::run(config)) {
+    match rt.block_on(server::run(config, activated)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "maosd cannot start");

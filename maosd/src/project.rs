@@ -435,6 +435,12 @@ fn project_info(root: &str, hash: &str, st: &State) -> ProjectInfo {
             .filter(|s| !s.state.is_terminal())
             .count(),
         last_seq: st.last_seq(),
+        running_agents: st
+            .sessions()
+            .iter()
+            .flat_map(|s| &s.agents)
+            .filter(|a| a.process.is_some() || st.is_launching(&a.id))
+            .count(),
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use maos_core::Ts;
-use maos_proto::{DaemonStatus, PROTOCOL_VERSION};
+use maos_proto::DaemonStatus;
 use maos_store::StoreOptions;
 use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
+use crate::activation::Activated;
 use crate::config::Config;
 use crate::project::Projects;
 
@@ -37,7 +38,7 @@ impl Daemon {
         DaemonStatus {
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            protocol: PROTOCOL_VERSION,
+            protocol: crate::protocol(),
             started_at: self.started_at,
             uptime_secs: self.started.elapsed().as_secs_f64(),
             socket: self.config.socket.display().to_string(),
@@ -146,10 +147,36 @@ async fn scheduled_gc(daemon: Arc<Daemon>, older_than: Duration) {
     }
 }
 
-pub async fn run(config: Config) -> Result<(), StartError> {
+pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(), StartError> {
     maos_proto::paths::ensure_private_dir(&config.home)?;
     let pidfile = lock_pidfile(&config.home)?;
-    let listener = bind(&config.socket)?;
+    // A socket the service manager handed over is its own: never bound, chmod'ed or removed
+    // here, and it keeps listening after this daemon exits.
+    let (listener, own_socket) = match activated {
+        Some(a) => {
+            if a.ignored > 0 {
+                warn!(
+                    ignored = a.ignored,
+                    "the service manager handed over more than one socket; maosd uses the first"
+                );
+            }
+            let listener = UnixListener::from_std(a.listener)
+                .map_err(io_err("cannot listen on", &config.socket))?;
+            (listener, false)
+        }
+        None => (bind(&config.socket)?, true),
+    };
+    let idle_exit = match config.idle_exit {
+        Some(d) if !own_socket => Some(d),
+        Some(_) => {
+            info!(
+                "idle_exit is ignored: only a daemon whose socket a service manager holds exits when idle"
+            );
+            None
+        }
+        None => None,
+    };
+    config.idle_exit = idle_exit;
     let opts = StoreOptions {
         synchronous: config.synchronous,
         max_page_count: config.max_page_count,
@@ -166,6 +193,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         socket = %daemon.config.socket.display(),
         home = %daemon.config.home.display(),
         synchronous = daemon.config.synchronous.as_str(),
+        started_by = daemon.config.started_by.as_str(),
         "maosd ready"
     );
     tokio::spawn(signals(daemon.shutdown.clone()));
@@ -182,6 +210,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let tracker = TaskTracker::new();
     let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let me = maos_proto::paths::uid();
+    let idle = Idle::new();
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
@@ -190,6 +219,13 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         let accepted = tokio::select! {
             a = listener.accept() => a,
             () = daemon.shutdown.cancelled() => break,
+            () = idle.expired(idle_exit, &tracker, &daemon) => {
+                info!(
+                    idle_secs = idle_exit.map_or(0.0, |d| d.as_secs_f64()),
+                    "idle: exiting; the service manager starts maosd again on the next connection"
+                );
+                break;
+            }
         };
         let stream = match accepted {
             Ok((s, _)) => s,
@@ -221,8 +257,10 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             }
         }
         let d = daemon.clone();
+        let done = idle.clone();
         tracker.spawn(async move {
             crate::conn::serve(stream, d).await;
+            done.touch();
             drop(permit);
         });
     }
@@ -233,11 +271,57 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         warn!("some connections did not finish in time");
     }
     daemon.projects.close_all().await;
-    let _ = std::fs::remove_file(&daemon.config.socket);
+    if own_socket {
+        let _ = std::fs::remove_file(&daemon.config.socket);
+    }
     let _ = std::fs::remove_file(daemon.config.home.join("maosd.pid"));
     drop(pidfile);
     info!("maosd stopped");
     Ok(())
+}
+
+/// When the daemon last had something to do: a connection ended. Idle means no connection
+/// open, no managed agent running, for `idle_exit` since.
+#[derive(Clone)]
+struct Idle(Arc<std::sync::Mutex<Instant>>);
+
+impl Idle {
+    fn new() -> Idle {
+        Idle(Arc::new(std::sync::Mutex::new(Instant::now())))
+    }
+
+    fn touch(&self) {
+        if let Ok(mut t) = self.0.lock() {
+            *t = Instant::now();
+        }
+    }
+
+    fn since(&self) -> Instant {
+        self.0.lock().map_or_else(|_| Instant::now(), |t| *t)
+    }
+
+    /// Resolves once the daemon has been idle for `after`; never when `after` is None. Checked
+    /// at most every second (a connection that is open or an agent that runs puts it off).
+    async fn expired(&self, after: Option<Duration>, tracker: &TaskTracker, daemon: &Daemon) {
+        let Some(after) = after else {
+            return std::future::pending().await;
+        };
+        let period = after.min(Duration::from_secs(1));
+        loop {
+            let due = self.since() + after;
+            if Instant::now() < due {
+                tokio::time::sleep_until(due.into()).await;
+                continue;
+            }
+            if tracker.is_empty() {
+                let infos = daemon.projects.infos().await;
+                if infos.iter().all(|p| p.running_agents == 0) && tracker.is_empty() {
+                    return;
+                }
+            }
+            tokio::time::sleep(period).await;
+        }
+    }
 }
 
 async fn signals(token: CancellationToken) {

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use maos_proto::{AgentExit, ClientMsg, ErrorCode, PROTOCOL_VERSION, Request, ServerMsg};
+use maos_proto::{AgentExit, ClientMsg, ErrorCode, Request, ServerMsg};
 
 use crate::procs::{self, AgentFiles};
 
@@ -428,7 +428,7 @@ fn report_once(opts: &Opts, exit: &AgentExit) -> Attempt {
     let _ = stream.set_read_timeout(Some(ATTEMPT_TIMEOUT));
     let _ = stream.set_write_timeout(Some(ATTEMPT_TIMEOUT));
     let hello = ClientMsg::Hello {
-        protocol: PROTOCOL_VERSION,
+        protocol: crate::protocol(),
         client_version: env!("CARGO_PKG_VERSION").to_string(),
     };
     let request = ClientMsg::Request {

@@ -210,6 +210,17 @@ impl Env {
         cmd
     }
 
+    /// Write `$MAOS_HOME/config.toml` (creating the home, 0700, first).
+    pub fn write_config(&self, toml: &str) {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.home)
+            .expect("create MAOS_HOME");
+        std::fs::write(self.home.join("config.toml"), toml).expect("write config.toml");
+    }
+
     /// `maos --project <project> ARGS`.
     pub fn maos_cmd_in<S: AsRef<OsStr>>(&self, project: &Path, args: &[S]) -> Command {
         let mut cmd = self.command(&maos_bin());

@@ -102,11 +102,22 @@ fn malformed_frames_get_errors_and_the_daemon_keeps_serving() {
             assert!(!matches!(c.recv(), Ok(ServerMsg::Response { .. })));
         }),
         (
-            "wrong protocol version: protocol_mismatch naming both versions",
+            "wrong protocol version: a welcome saying who runs, then protocol_mismatch naming both versions",
             |c| {
-                let msg = expect_error(c.hello_with(PROTOCOL_VERSION + 41), "protocol_mismatch");
+                match c.hello_with(PROTOCOL_VERSION + 41) {
+                    Ok(ServerMsg::Welcome {
+                        protocol,
+                        started_by,
+                        ..
+                    }) => {
+                        assert_eq!(protocol, PROTOCOL_VERSION);
+                        assert_eq!(started_by, maos_proto::StartedBy::Client);
+                    }
+                    other => panic!("expected the welcome first, got {other:?}"),
+                }
+                let msg = expect_error(c.recv(), "protocol_mismatch");
                 assert!(msg.contains(&(PROTOCOL_VERSION + 41).to_string()), "{msg}");
-                assert!(msg.contains("maos daemon stop"), "says what to do: {msg}");
+                assert!(msg.contains("maos --version"), "says what to do: {msg}");
                 assert!(c.closed_by_peer());
             },
         ),

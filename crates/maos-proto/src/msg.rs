@@ -951,6 +951,9 @@ pub struct ProjectInfo {
     /// Sequence number of the project's last event.
     #[serde(default)]
     pub last_seq: u64,
+    /// Managed agents whose process runs (or is being started) now.
+    #[serde(default)]
+    pub running_agents: usize,
 }
 
 /// What `maos recover` (and the daemon at start) did.

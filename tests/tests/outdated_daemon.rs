@@ -1,0 +1,190 @@
+//! The protocol handshake across versions. `MAOS_TEST_PROTOCOL` makes a real `maosd` speak
+//! another protocol number, standing in for a daemon of an older (or newer) release. A client
+//! replaces an older daemon that a client started; it never touches one started by hand or
+//! by a service manager, and says what to run instead.
+
+use std::process::{Child, Command, Stdio};
+
+use maos_proto::{ServerMsg, StartedBy};
+use maos_tests::{DEADLINE, Env, Raw, alive, describe, maosd_bin, wait_until};
+
+/// A `maosd` speaking `protocol`, started as the test says (`--autostarted` = as a client
+/// starts it). Returns once it answers the hello.
+fn start_daemon(env: &Env, protocol: u32, autostarted: bool) -> Child {
+    let dir = env.socket.parent().expect("socket dir");
+    std::fs::create_dir_all(dir).expect("socket dir");
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod");
+    let mut cmd = env.command(&maosd_bin());
+    cmd.env("MAOS_TEST_PROTOCOL", protocol.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if autostarted {
+        cmd.arg("--autostarted");
+    }
+    let child = cmd.spawn().expect("spawn maosd");
+    wait_until(DEADLINE, "the daemon answers", || {
+        std::os::unix::net::UnixStream::connect(&env.socket).is_ok()
+    });
+    let mut raw = Raw::connect(&env.socket);
+    match raw.hello_with(maos_proto::PROTOCOL_VERSION) {
+        Ok(ServerMsg::Welcome {
+            protocol: p,
+            pid,
+            started_by,
+            ..
+        }) => {
+            assert_eq!(p, protocol);
+            assert_eq!(pid, child.id());
+            let expected = if autostarted {
+                StartedBy::Client
+            } else {
+                StartedBy::Manual
+            };
+            assert_eq!(started_by, expected);
+        }
+        other => panic!("expected a welcome, got {other:?}"),
+    }
+    child
+}
+
+/// Reap `child` once it exits; panic if it does not within the deadline.
+fn reaped(child: &mut Child) -> std::process::ExitStatus {
+    let pid = child.id();
+    wait_until(DEADLINE, "the old daemon exits", || {
+        matches!(child.try_wait(), Ok(Some(_))) || !alive(pid)
+    });
+    child.wait().expect("reap")
+}
+
+fn one_line(err: &[u8]) -> String {
+    let text = String::from_utf8_lossy(err).trim().to_string();
+    assert_eq!(text.lines().count(), 1, "one line: {text}");
+    text
+}
+
+#[test]
+fn an_older_daemon_that_a_client_started_is_replaced_and_keeps_its_data() {
+    let env = Env::new();
+    let session = env.create(&["session", "create", "--objective", "survives the upgrade"]);
+    let out = env.maos(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", describe(&out));
+
+    let mut old = start_daemon(&env, 0, true);
+    let old_pid = old.id();
+    let out = env.maos(&["session", "show", &session]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("survives the upgrade"));
+
+    let status = reaped(&mut old);
+    assert!(
+        status.success(),
+        "the old daemon stopped gracefully: {status}"
+    );
+    let now = env.maos_json(&["daemon", "status"]);
+    assert_eq!(now["protocol"], maos_proto::PROTOCOL_VERSION, "{now}");
+    assert_eq!(now["started_by"], "client");
+    assert_ne!(now["pid"].as_u64(), Some(u64::from(old_pid)));
+    assert_eq!(env.daemons().len(), 1, "exactly one daemon");
+}
+
+#[test]
+fn concurrent_clients_replace_an_older_daemon_exactly_once() {
+    let env = Env::new();
+    let mut old = start_daemon(&env, 0, true);
+    let clients: Vec<Child> = (0..4)
+        .map(|_| {
+            env.maos_cmd_in(&env.project, &["ps"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn maos ps")
+        })
+        .collect();
+    for c in clients {
+        let out = c.wait_with_output().expect("maos ps");
+        assert!(out.status.success(), "{}", describe(&out));
+    }
+    assert!(reaped(&mut old).success());
+    let daemons = env.daemons();
+    assert_eq!(daemons.len(), 1, "one new daemon: {daemons:?}");
+    assert_eq!(env.daemon_pid(), daemons[0]);
+}
+
+#[test]
+fn a_daemon_started_by_hand_is_refused_politely_and_left_running() {
+    let env = Env::new();
+    let mut manual = start_daemon(&env, 0, false);
+    let f = env.maos_fail(&["ps"]);
+    assert_eq!(f.code, "protocol_mismatch", "{f:?}");
+    let line = one_line(f.stderr.as_bytes());
+    assert!(line.contains("protocol 0"), "{line}");
+    assert!(line.contains(&format!("kill {}", manual.id())), "{line}");
+    assert!(alive(manual.id()), "a daemon started by hand was stopped");
+
+    // `maos daemon stop` still stops it (with a signal: it cannot take the request).
+    let out = env.maos(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(reaped(&mut manual).success());
+}
+
+#[test]
+fn a_newer_daemon_is_never_replaced_by_an_older_client() {
+    let env = Env::new();
+    let mut newer = start_daemon(&env, maos_proto::PROTOCOL_VERSION + 1, true);
+    let f = env.maos_fail(&["ps"]);
+    assert_eq!(f.code, "protocol_mismatch", "{f:?}");
+    let line = one_line(f.stderr.as_bytes());
+    assert!(line.contains("older than the running maosd"), "{line}");
+    assert!(alive(newer.id()));
+    assert_eq!(env.daemons(), vec![newer.id()]);
+    let _ = newer.kill();
+    let _ = newer.wait();
+}
+
+#[test]
+fn a_service_managed_daemon_is_refused_with_the_command_to_restart_it() {
+    if Command::new("systemd-socket-activate")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "systemd-socket-activate is missing on CI"
+        );
+        eprintln!("skipped: systemd-socket-activate is not installed");
+        return;
+    }
+    let env = Env::new();
+    let dir = env.socket.parent().expect("socket dir");
+    std::fs::create_dir_all(dir).expect("socket dir");
+    let log = env.root().join("activate.log");
+    let mut cmd = env.command(std::path::Path::new("systemd-socket-activate"));
+    cmd.arg("-l")
+        .arg(&env.socket)
+        .arg(format!("--setenv=MAOS_HOME={}", env.home.display()))
+        .arg("--setenv=MAOS_TEST_PROTOCOL=0")
+        .arg(maosd_bin())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"));
+    let mut activator = cmd.spawn().expect("systemd-socket-activate");
+    wait_until(DEADLINE, "systemd-socket-activate listens", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("Listening on"))
+    });
+    let f = env.maos_fail(&["ps"]);
+    assert_eq!(f.code, "protocol_mismatch", "{f:?}");
+    let line = one_line(f.stderr.as_bytes());
+    assert!(
+        line.contains("systemctl --user restart maosd.service"),
+        "{line}"
+    );
+    assert!(alive(activator.id()), "the service's daemon was stopped");
+    assert_eq!(env.daemons(), vec![activator.id()]);
+    let _ = activator.kill();
+    let _ = activator.wait();
+}
