@@ -13,7 +13,7 @@ use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::activation::Activated;
 use crate::config::Config;
@@ -314,10 +314,17 @@ impl Idle {
                 continue;
             }
             if tracker.is_empty() {
-                let infos = daemon.projects.infos().await;
-                if infos.iter().all(|p| p.running_agents == 0) && tracker.is_empty() {
+                let running: usize = daemon
+                    .projects
+                    .infos()
+                    .await
+                    .iter()
+                    .map(|p| p.running_agents)
+                    .sum();
+                if running == 0 && tracker.is_empty() {
                     return;
                 }
+                debug!(running, "idle, but managed agents run: staying");
             }
             tokio::time::sleep(period).await;
         }

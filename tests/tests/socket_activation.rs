@@ -196,3 +196,38 @@ fn a_bad_idle_exit_is_refused_in_one_line() {
     assert!(err.contains("--idle-exit \"soon\""), "{err}");
     assert!(!env.socket.exists(), "a refused start left a socket");
 }
+
+#[test]
+fn a_socket_activated_daemon_stays_while_managed_agents_run() {
+    if !have_activate() {
+        return;
+    }
+    let env = Env::new();
+    let mut daemon = Activator::start(&env, &["MAOS_LOG=maosd=debug"], &["--idle-exit", "200ms"]);
+    let plan = env.project.join("plan.toml");
+    fs::write(
+        &plan,
+        "objective = \"outlive the idle timer\"\n[[agent]]\nname = \"long\"\ntask = \"wait\"\ncommand = [\"sleep\", \"600\"]\n",
+    )
+    .expect("plan");
+    let run = json_of(&env, &["run", plan.to_str().expect("utf-8")]);
+    let sid = run["id"].as_str().expect("session id").to_string();
+    let mut agent_pid = 0;
+    wait_until(DEADLINE, "the agent runs", || {
+        let s = json_of(&env, &["session", "show", &sid]);
+        agent_pid = s["agents"][0]["process"]["pid"].as_u64().unwrap_or(0) as u32;
+        agent_pid != 0
+    });
+    // Idle (no connection) for longer than idle_exit, but an agent runs: the daemon stays.
+    let log = env.home.join("logs/maosd.log");
+    wait_until(DEADLINE, "the daemon notes it stays for the agent", || {
+        fs::read_to_string(&log).is_ok_and(|t| t.contains("managed agents run: staying"))
+    });
+    assert!(alive(daemon.pid()), "exited while an agent ran");
+
+    // The agent ends: its supervisor reports it, and then the daemon is idle and exits.
+    maos_tests::kill9(agent_pid);
+    let code = daemon.wait_exit(DEADLINE);
+    assert!(code.success(), "{code}");
+    assert!(is_socket(&env.socket));
+}
