@@ -22,6 +22,12 @@ pub struct Config {
     /// Exit after this long without a connection or a running agent, when a service manager
     /// holds the socket (it starts the daemon again on the next connection). None: never.
     pub idle_exit: Option<std::time::Duration>,
+    /// `logs/maosd.log` is rotated before a record would take it past this many bytes
+    /// (`log_max_bytes`, at least 4096; default 10 MiB).
+    pub log_max_bytes: u64,
+    /// Rotated logs kept, `maosd.log.1` (newest) to `maosd.log.<log_keep>` (`log_keep`, at most
+    /// 100; default 3). 0: a rotation only empties `maosd.log`.
+    pub log_keep: u32,
 }
 
 /// `config.toml`: every key optional.
@@ -33,6 +39,8 @@ struct File {
     gc_older_than: Option<String>,
     gc_every: Option<String>,
     idle_exit: Option<String>,
+    log_max_bytes: Option<u64>,
+    log_keep: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +118,26 @@ impl Config {
                 .transpose()?,
         }
         .filter(|d| !d.is_zero());
+        let log_max_bytes = file.log_max_bytes.unwrap_or(10 * 1024 * 1024);
+        if log_max_bytes < crate::logfile::MIN_MAX_BYTES {
+            return Err(ConfigError::File {
+                path,
+                message: format!(
+                    "log_max_bytes = {log_max_bytes}: must be at least {} (bytes)",
+                    crate::logfile::MIN_MAX_BYTES
+                ),
+            });
+        }
+        let log_keep = file.log_keep.unwrap_or(3);
+        if log_keep > crate::logfile::MAX_KEEP {
+            return Err(ConfigError::File {
+                path,
+                message: format!(
+                    "log_keep = {log_keep}: at most {} old logs are kept; raise log_max_bytes instead",
+                    crate::logfile::MAX_KEEP
+                ),
+            });
+        }
         Ok(Config {
             home,
             socket,
@@ -119,6 +147,8 @@ impl Config {
             gc_every,
             started_by: maos_proto::StartedBy::Manual,
             idle_exit,
+            log_max_bytes,
+            log_keep,
         })
     }
 }

@@ -7,6 +7,7 @@ mod conn;
 mod gc;
 mod lockpath;
 mod locks;
+mod logfile;
 mod procs;
 mod project;
 mod reads;
@@ -55,7 +56,7 @@ pub(crate) fn protocol() -> u32 {
     })
 }
 
-fn init_logging(foreground: bool, home: &std::path::Path) -> Result<(), String> {
+fn init_logging(foreground: bool, config: &config::Config) -> Result<(), String> {
     let filter = EnvFilter::try_from_env("MAOS_LOG")
         .or_else(|_| EnvFilter::try_new("info"))
         .map_err(|e| format!("bad MAOS_LOG filter: {e}"))?;
@@ -64,22 +65,12 @@ fn init_logging(foreground: bool, home: &std::path::Path) -> Result<(), String> 
         builder.with_writer(std::io::stderr).init();
         return Ok(());
     }
-    let dir = home.join("logs");
+    let dir = config.home.join("logs");
     maos_proto::paths::private_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join("maosd.log");
-    let file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
-    };
-    builder
-        .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(file))
-        .init();
+    let log = logfile::LogFile::open(&path, config.log_max_bytes, config.log_keep)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    builder.with_ansi(false).with_writer(log).init();
     Ok(())
 }
 
@@ -138,7 +129,7 @@ fn main() -> ExitCode {
         eprintln!("maosd: {e}");
         return ExitCode::FAILURE;
     }
-    if let Err(e) = init_logging(args.foreground, &config.home) {
+    if let Err(e) = init_logging(args.foreground, &config) {
         eprintln!("maosd: {e}");
         return ExitCode::FAILURE;
     }
