@@ -337,23 +337,32 @@ fn tool_ok(tool: &str, args: &[&str]) -> bool {
 /// A daemon that a client (or a person) started on `socket` would keep the service manager
 /// from taking the socket: stop it, as `maos daemon stop` does. A service's own daemon is left
 /// to its manager. The pid of the stopped daemon, if any.
-fn stop_unmanaged_daemon(socket: &Path) -> Res<Option<u32>> {
+fn stop_unmanaged_daemon(socket: &Path, manager: Manager) -> Res<Option<u32>> {
+    let cannot = |why: String| {
+        fail(format!(
+            "cannot stop the maosd answering on {} so that {} can take its socket: {why}; stop it (`maos daemon stop`, or kill the pid in maosd.pid under the maos home), then run `maos daemon install` again",
+            socket.display(),
+            manager.as_str()
+        ))
+    };
     let mut c = match Client::connect(false) {
         Ok(c) => c,
         Err(ClientError::Unavailable(_)) => {
             remove_stale_socket(socket);
             return Ok(None);
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(cannot(e.body().message)),
     };
-    let status = match c.request(None, Request::DaemonStatus)? {
-        Reply::Daemon(d) => d,
-        _ => return Err(fail("maosd gave an unexpected answer to a status request")),
+    let status = match c.request(None, Request::DaemonStatus) {
+        Ok(Reply::Daemon(d)) => d,
+        Ok(_) => return Err(cannot("unexpected answer to a status request".into())),
+        Err(e) => return Err(cannot(e.body().message)),
     };
     if status.started_by.is_service() {
         return Ok(None);
     }
-    c.request(None, Request::DaemonStop)?;
+    c.request(None, Request::DaemonStop)
+        .map_err(|e| cannot(e.body().message))?;
     drop(c);
     crate::wait_for_exit(status.pid)?;
     remove_stale_socket(socket);
@@ -456,7 +465,7 @@ pub fn install(args: &ServiceArgs, json: bool) -> Res {
         .map_err(|e| failed(e, &done))?;
         // The files are written: from now on a client does not start a daemon of its own on
         // this socket, so none can slip in between this stop and the manager's start.
-        done.stopped = stop_unmanaged_daemon(&socket_path)?;
+        done.stopped = stop_unmanaged_daemon(&socket_path, manager)?;
         done.restarted = match manager {
             Manager::Systemd => enable_systemd(&done, before),
             Manager::Launchd => enable_launchd(&done, before),

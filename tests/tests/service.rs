@@ -775,3 +775,48 @@ exit 0"#,
     );
     assert!(!plist.exists());
 }
+
+#[test]
+fn a_daemon_that_cannot_be_stopped_is_named_with_what_to_do() {
+    use maos_proto::{ClientMsg, ErrorBody, ErrorCode, ServerMsg, read_frame, write_frame};
+    let svc = Svc::new();
+    svc.fake_tool("systemctl", ACTIVE_SERVICE);
+    // An old daemon on the client's socket that refuses this client's protocol.
+    let socket = svc.client_socket(Socket::Runtime);
+    std::fs::create_dir_all(socket.parent().expect("dir")).expect("mkdir");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().expect("accept");
+        let _: ClientMsg = read_frame(&mut s).expect("hello");
+        let error = ErrorBody::new(ErrorCode::ProtocolMismatch, "daemon speaks protocol 0");
+        write_frame(&mut s, &ServerMsg::Error { error }).expect("write");
+    });
+
+    let f = svc.fail(Socket::Runtime, &["daemon", "install", "--systemd"]);
+    server.join().expect("fake daemon");
+    assert_eq!(f.exit, 1);
+    assert!(
+        f.message.contains(&format!(
+            "cannot stop the maosd answering on {}",
+            socket.display()
+        )),
+        "{}",
+        f.message
+    );
+    assert!(
+        f.message.contains("daemon speaks protocol 0"),
+        "{}",
+        f.message
+    );
+    assert!(
+        f.message.contains("maos daemon install` again"),
+        "{}",
+        f.message
+    );
+    assert_eq!(f.stderr.lines().count(), 1, "{}", f.stderr);
+    let calls = svc.take_calls();
+    assert!(
+        !calls.iter().any(|c| c.contains("enable")),
+        "nothing enabled while the old daemon holds the socket: {calls:?}"
+    );
+}
