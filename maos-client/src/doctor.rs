@@ -1,12 +1,14 @@
 //! `maos doctor`: is this machine set up so that agents are really coordinated? It checks what
 //! a user cannot see from the outside: the hooks are installed (and complete), the `maos` that
-//! the hooks run is on PATH, the daemon answers, it is the same version as this client, and
-//! the project's database is healthy. Each check prints one line; the exit code is 1 when any
+//! the hooks run is on PATH, how the daemon is run (a systemd or launchd service, or on demand
+//! by the client), the daemon answers, it is the same version as this client, and the
+//! project's database is healthy. Each check prints one line; the exit code is 1 when any
 //! check failed (warnings do not fail).
 
 use std::path::{Path, PathBuf};
 
-use maos_proto::{Reply, Request};
+use maos_proto::service::{self as svc, Manager};
+use maos_proto::{Reply, Request, paths};
 use serde::Serialize;
 
 use crate::client::Client;
@@ -130,8 +132,81 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
+/// `path` with the home directory written `~`, for the human report.
+fn tilde(path: &Path) -> String {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    match home.and_then(|h| path.strip_prefix(h).ok().map(Path::to_path_buf)) {
+        Some(rest) if !rest.as_os_str().is_empty() => format!("~/{}", rest.display()),
+        _ => path.display().to_string(),
+    }
+}
+
+fn manager_name(m: Manager) -> &'static str {
+    match m {
+        Manager::Systemd => "systemd user service",
+        Manager::Launchd => "launchd agent",
+    }
+}
+
+/// How maosd is run for this client's socket: by a service manager, or on demand.
+fn service(socket: &Path, mine: Option<&svc::Installed>) -> (Check, serde_json::Value) {
+    let Some(i) = mine else {
+        let json = serde_json::json!({ "mode": "on_demand" });
+        let others = svc::installed();
+        if let Some(o) = others.first() {
+            let detail = format!(
+                "on demand: the client starts maosd when needed; a {} is installed ({}) for another socket, {}, not this client's {}: MAOS_SOCKET or XDG_RUNTIME_DIR differ from when it was installed; run `maos daemon install` again",
+                manager_name(o.manager),
+                tilde(&o.file),
+                o.socket.display(),
+                socket.display()
+            );
+            return (check("service", Level::Warn, detail), json);
+        }
+        return (
+            check(
+                "service",
+                Level::Info,
+                "on demand: the client starts maosd when needed (`maos daemon install` sets up a service)",
+            ),
+            json,
+        );
+    };
+    let enabled = i.enabled();
+    let json = serde_json::json!({
+        "mode": i.manager.as_str(),
+        "file": i.file,
+        "socket": i.socket,
+        "enabled": enabled,
+    });
+    let mut detail = format!(
+        "{} installed ({}, socket {})",
+        manager_name(i.manager),
+        tilde(&i.file),
+        i.socket.display()
+    );
+    if enabled == Some(false) {
+        detail.push_str(&format!(
+            " but {} is not enabled: run `maos daemon install` (or `systemctl --user enable --now {}`)",
+            svc::SYSTEMD_SOCKET_UNIT,
+            svc::SYSTEMD_SOCKET_UNIT
+        ));
+        return (check("service", Level::Warn, detail), json);
+    }
+    (check("service", Level::Ok, detail), json)
+}
+
+fn started_by(s: maos_proto::StartedBy) -> &'static str {
+    match s {
+        maos_proto::StartedBy::Client => "a client",
+        maos_proto::StartedBy::Manual => "hand",
+        maos_proto::StartedBy::Systemd => "systemd",
+        maos_proto::StartedBy::Launchd => "launchd",
+    }
+}
+
 /// Daemon, versions and database, through one connection.
-fn daemon(root: &str) -> Vec<Check> {
+fn daemon(root: &str, service: Option<&svc::Installed>) -> Vec<Check> {
     let mut client = match Client::connect(true) {
         Ok(c) => c,
         Err(e) => return vec![check("daemon", Level::Fail, e.body().message)],
@@ -139,14 +214,31 @@ fn daemon(root: &str) -> Vec<Check> {
     let mut out = Vec::new();
     match client.request(None, Request::DaemonStatus) {
         Ok(Reply::Daemon(d)) => {
-            out.push(check(
-                "daemon",
-                Level::Ok,
-                format!(
-                    "running, pid {}, socket {}, up {:.0} s",
-                    d.pid, d.socket, d.uptime_secs
-                ),
-            ));
+            let mut detail = format!(
+                "running, pid {}, socket {}, up {:.0} s, started by {}",
+                d.pid,
+                d.socket,
+                d.uptime_secs,
+                started_by(d.started_by)
+            );
+            if let Some(idle) = d.idle_exit_secs {
+                detail.push_str(&format!(", exits after {idle:.0} s idle"));
+            }
+            out.push(check("daemon", Level::Ok, detail));
+            if let Some(i) = service.filter(|_| !d.started_by.is_service()) {
+                out.push(check(
+                    "service",
+                    Level::Warn,
+                    format!(
+                        "maosd (pid {}) was started by {}, not by {}, although the {} is installed for this socket: run `maos daemon install` again (it stops this daemon and hands the socket to {})",
+                        d.pid,
+                        started_by(d.started_by),
+                        i.manager.as_str(),
+                        manager_name(i.manager),
+                        i.manager.as_str()
+                    ),
+                ));
+            }
             let mine = env!("CARGO_PKG_VERSION");
             let level = if d.version == mine && d.protocol == maos_proto::PROTOCOL_VERSION {
                 Level::Ok
@@ -199,10 +291,20 @@ pub fn run(root: &str, json: bool) -> bool {
     let mut checks = vec![binary()];
     checks.extend(hooks(Path::new(root), false));
     checks.extend(hooks(Path::new(root), true));
-    checks.extend(daemon(root));
+    let socket = paths::socket_path();
+    let mine = svc::installed_for(&socket);
+    let (service_check, service_json) = service(&socket, mine.as_ref());
+    checks.push(service_check);
+    checks.extend(daemon(root, mine.as_ref()));
     let ok = checks.iter().all(|c| c.level != Level::Fail);
     if json {
-        let v = serde_json::json!({ "project": root, "ok": ok, "checks": checks });
+        let v = serde_json::json!({
+            "project": root,
+            "ok": ok,
+            "socket": socket,
+            "service": service_json,
+            "checks": checks,
+        });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         println!("maos doctor: project {root}");

@@ -13,6 +13,7 @@ pub mod export;
 pub mod frame;
 pub mod msg;
 pub mod paths;
+pub mod service;
 
 pub use error::{ErrorBody, ErrorCode};
 pub use frame::{FrameError, MAX_FRAME_LEN, read_frame, write_frame};
