@@ -162,6 +162,9 @@ impl Client {
                 socket.display()
             )));
         }
+        if let Some(service) = maos_proto::service::installed_for(&socket) {
+            return Err(ClientError::Unavailable(service_down(&service)));
+        }
         start_daemon(&socket, deadline)?;
         let s = UnixStream::connect(&socket).map_err(|e| {
             ClientError::Unavailable(format!("maosd started but {}: {e}", socket.display()))
@@ -377,6 +380,31 @@ pub fn daemon_binary() -> PathBuf {
         .and_then(|exe| exe.parent().map(|d| d.join("maosd")))
         .filter(|p| p.is_file())
         .unwrap_or_else(|| PathBuf::from("maosd"))
+}
+
+/// A service manager owns the socket, but nothing listens on it: the client must not start a
+/// daemon of its own there. Says what to run instead.
+pub fn service_down(service: &maos_proto::service::Installed) -> String {
+    use maos_proto::service::{LAUNCHD_LABEL, Manager};
+    let how = match service.manager {
+        Manager::Systemd => "run `systemctl --user enable --now maosd.socket` (its log: \
+                             `journalctl --user -u maosd.service`)"
+            .to_string(),
+        Manager::Launchd => format!(
+            "run `launchctl bootstrap gui/{} {}` (or `launchctl kickstart gui/{}/{LAUNCHD_LABEL}`)",
+            paths::uid(),
+            service.file.display(),
+            paths::uid()
+        ),
+    };
+    format!(
+        "maosd runs as a {} service ({}) but nothing listens on {}; the client does not start \
+         a daemon of its own there: {how}, or `maos daemon uninstall` to go back to starts on \
+         demand",
+        service.manager.as_str(),
+        service.file.display(),
+        service.socket.display()
+    )
 }
 
 /// The daemon started in place of an outdated one speaks another protocol too.

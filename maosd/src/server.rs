@@ -59,6 +59,15 @@ pub enum StartError {
         "socket {0} is served by another process; stop that daemon or set MAOS_SOCKET to another path"
     )]
     SocketInUse(PathBuf),
+    #[error(
+        "{socket} belongs to the {manager} service ({file}): start maosd through {manager} \
+         (`maos doctor` says how), or `maos daemon uninstall` to run it on demand"
+    )]
+    ServiceOwned {
+        manager: &'static str,
+        file: PathBuf,
+        socket: PathBuf,
+    },
     #[error(transparent)]
     Path(#[from] maos_proto::paths::PathError),
     #[error("{what} {path}: {source}")]
@@ -164,7 +173,18 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
                 .map_err(io_err("cannot listen on", &config.socket))?;
             (listener, false)
         }
-        None => (bind(&config.socket)?, true),
+        None => {
+            // The service manager owns this socket even while it does not listen (stopped,
+            // failed): a daemon of our own there would fight it.
+            if let Some(service) = maos_proto::service::installed_for(&config.socket) {
+                return Err(StartError::ServiceOwned {
+                    manager: service.manager.as_str(),
+                    file: service.file,
+                    socket: config.socket.clone(),
+                });
+            }
+            (bind(&config.socket)?, true)
+        }
     };
     let idle_exit = match config.idle_exit {
         Some(d) if !own_socket => Some(d),

@@ -820,3 +820,60 @@ fn a_daemon_that_cannot_be_stopped_is_named_with_what_to_do() {
         "nothing enabled while the old daemon holds the socket: {calls:?}"
     );
 }
+
+#[test]
+fn while_a_service_owns_the_socket_neither_client_nor_daemon_starts_one_of_its_own() {
+    let svc = Svc::new();
+    svc.json(
+        Socket::Runtime,
+        &["daemon", "install", "--systemd", "--files-only"],
+    );
+    let socket = svc.client_socket(Socket::Runtime);
+
+    // The socket unit is installed but nothing listens (not enabled, or failed): the client
+    // refuses to start a daemon on systemd's socket and says what to run.
+    let f = svc.fail(Socket::Runtime, &["ps"]);
+    assert_eq!(f.exit, 3, "{f:?}");
+    assert_eq!(f.stderr.trim().lines().count(), 1, "{}", f.stderr);
+    assert!(f.message.contains("systemd service"), "{}", f.message);
+    assert!(
+        f.message
+            .contains("systemctl --user enable --now maosd.socket"),
+        "{}",
+        f.message
+    );
+    assert!(
+        !socket.exists(),
+        "a daemon of the client's own took the socket"
+    );
+    assert!(svc.env.daemons().is_empty());
+
+    // maosd started by hand refuses too, in one line, and leaves no socket.
+    let cmd = svc.command(Socket::Runtime, &[]); // the client's environment
+    let mut daemon = svc.env.command(&maosd_bin());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => daemon.env(k, v),
+            None => daemon.env_remove(k),
+        };
+    }
+    daemon.arg("--foreground");
+    let out = run_with_timeout(daemon, COMMAND_TIMEOUT);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.trim().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("maosd: ") && last.contains("belongs to the systemd service"),
+        "{err}"
+    );
+    assert!(!socket.exists());
+
+    // Uninstalled, the client starts the daemon on demand again.
+    svc.json(
+        Socket::Runtime,
+        &["daemon", "uninstall", "--systemd", "--files-only"],
+    );
+    let out = svc.run(Socket::Runtime, &["ps"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    svc.json(Socket::Runtime, &["daemon", "stop"]);
+}
