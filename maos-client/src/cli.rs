@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand};
     version,
     about = "maos: keeps multi-agent coding sessions safe, durable and resumable",
     after_help = "Data lives in $MAOS_HOME (default ~/.local/state/maos); the daemon starts on demand.",
-    propagate_version = true
+    // `maos --version` is ours (it asks the daemon too): see `version` below.
+    disable_version_flag = true
 )]
 pub struct Cli {
     /// Print machine-readable JSON instead of tables.
@@ -21,6 +22,9 @@ pub struct Cli {
     /// current directory).
     #[arg(long, global = true, env = "MAOS_PROJECT", value_name = "DIR")]
     pub project: Option<PathBuf>,
+    /// Print the versions of maos and of the running daemon (never starts one).
+    #[arg(short = 'V', long)]
+    pub version: bool,
     #[command(subcommand)]
     pub cmd: Cmd,
 }

@@ -215,6 +215,10 @@ fn parse_since(s: &str) -> Res<Ts> {
 
 fn run(cli: &Cli) -> Res {
     let json = cli.json;
+    // `maos --version SUBCOMMAND ...`, as git does: the version, not the subcommand.
+    if cli.version {
+        return shell::version(json);
+    }
     let body = match &cli.cmd {
         Cmd::Daemon { cmd } => return daemon(cmd, json),
         Cmd::Demo {
@@ -241,7 +245,7 @@ fn run(cli: &Cli) -> Res {
             return Ok(());
         }
         Cmd::Completions { shell } => return shell::completions(shell),
-        Cmd::Man { dir } => return shell::man(dir.as_deref()),
+        Cmd::Man { dir } => return shell::man(dir.as_deref(), json),
         Cmd::Doctor => {
             let root = project_root(cli)?;
             return match doctor::run(&root, json) {
@@ -812,6 +816,7 @@ fn fast_path() -> Option<Cli> {
         .filter(|p| !p.is_empty())
         .map(std::path::PathBuf::from);
     ps.then_some(Cli {
+        version: false,
         json,
         project,
         cmd: Cmd::Ps { all },
@@ -825,6 +830,16 @@ fn main() -> ExitCode {
             .filter(|p| !p.is_empty())
             .map(std::path::PathBuf::from);
         return hook::run(project);
+    }
+    // `maos --version`: no subcommand for clap to require; it asks the daemon, never starts it.
+    if let Some(json) = shell::version_args(std::env::args_os().skip(1)) {
+        return match shell::version(json) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(f) => {
+                eprintln!("maos: {}", f.body.message);
+                ExitCode::from(f.exit)
+            }
+        };
     }
     let cli = match fast_path().map_or_else(parse_cli, Ok) {
         Ok(cli) => cli,

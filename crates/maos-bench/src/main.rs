@@ -1937,8 +1937,10 @@ fn scen_ps(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     };
     let mut a = setup(&maos, Some("ps"));
     let mut b = setup(&empty, None);
-    // The client's own start-up (exec, loader, clap) without talking to the daemon.
+    // The client's own start-up (exec, loader) without talking to the daemon: `--version` asks
+    // the daemon at MAOS_SOCKET for its version, so it gets a socket nothing listens on.
     let mut v = setup(&maos, Some("--version"));
+    v.env("MAOS_SOCKET", d.home.join("no-daemon.sock"));
     for _ in 0..3 {
         spawn_timed(&mut a)?;
         spawn_timed(&mut b)?;
