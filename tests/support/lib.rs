@@ -52,6 +52,27 @@ pub fn maosd_bin() -> PathBuf {
     bin_dir().join("maosd")
 }
 
+/// Whether the system tool `name` (from a Debian package: `systemd-socket-activate`,
+/// `systemd-analyze`) runs here. Where it does not, the test says why it skips; on CI (`CI`
+/// set, as `.ci/run` installs what the tests need) a missing tool fails the test instead.
+pub fn have_tool(name: &str, package: &str) -> bool {
+    let found = Command::new(name)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is missing on a CI machine: install the Debian package {package}"
+        );
+        eprintln!("skipped: {name} is not installed (Debian package {package})");
+    }
+    found
+}
+
 /// Poll `cond` (every few milliseconds) until it holds; panic naming `what` after `timeout`.
 pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;

@@ -195,15 +195,10 @@ fn canonical_maosd() -> PathBuf {
 /// is installed. Warnings (unknown keys, bad values) go to stderr with exit 0, so stderr must
 /// be empty too.
 fn verify_units(svc: &Svc, units: &[PathBuf]) {
-    let tool = Path::new("/usr/bin/systemd-analyze");
-    if !cfg!(target_os = "linux") || !tool.is_file() {
-        eprintln!(
-            "skipping systemd-analyze verify: {} is not installed (no systemd on this system)",
-            tool.display()
-        );
+    if !cfg!(target_os = "linux") || !maos_tests::have_tool("systemd-analyze", "systemd") {
         return;
     }
-    let mut cmd = Command::new(tool);
+    let mut cmd = Command::new("systemd-analyze");
     cmd.args(["verify", "--user", "--man=no"])
         .args(units)
         .env("XDG_RUNTIME_DIR", &svc.runtime)

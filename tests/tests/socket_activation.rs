@@ -5,30 +5,15 @@
 use std::fs;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use maos_tests::{DEADLINE, Env, alive, describe, maosd_bin, wait_until};
 
 const ACTIVATE: &str = "systemd-socket-activate";
 
-/// `systemd-socket-activate` is part of the systemd package; CI machines have it. Elsewhere the
-/// test says why it cannot run instead of failing on a missing tool.
 fn have_activate() -> bool {
-    let found = Command::new(ACTIVATE)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{ACTIVATE} is missing on a CI machine: install the systemd package"
-        );
-        eprintln!("skipped: {ACTIVATE} is not installed (Debian package systemd)");
-    }
-    found
+    maos_tests::have_tool(ACTIVATE, "systemd")
 }
 
 /// One `systemd-socket-activate` listening on the test's socket, which execs `maosd` (same
