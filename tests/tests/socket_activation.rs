@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use maos_tests::{DEADLINE, Env, alive, describe, maosd_bin, wait_until};
+use maos_tests::{DEADLINE, Env, Raw, alive, describe, maosd_bin, wait_until};
 
 const ACTIVATE: &str = "systemd-socket-activate";
 
@@ -105,6 +105,14 @@ fn first_connection_starts_maosd_idle_exit_keeps_the_socket_and_the_next_connect
         "maosd started before a connection"
     );
 
+    // A connection held open keeps the daemon from idling out while the test looks at it,
+    // however slowly the commands below run.
+    let mut hold = Raw::connect(&env.socket);
+    assert_eq!(
+        hold.hello(),
+        first.pid(),
+        "the activator exec'ed maosd in place"
+    );
     let out = maos_no_autostart(&env, &["session", "create", "--objective", "activated"]);
     assert!(out.status.success(), "{}", describe(&out));
     let status = json_of(&env, &["daemon", "status"]);
@@ -118,6 +126,7 @@ fn first_connection_starts_maosd_idle_exit_keeps_the_socket_and_the_next_connect
     assert_eq!(status["idle_exit_secs"], 0.3);
 
     // Idle: no connection, no agent. It exits by itself, cleanly, and leaves the socket.
+    drop(hold);
     let code = first.wait_exit(DEADLINE);
     assert!(code.success(), "idle exit status {code}");
     assert!(
@@ -189,6 +198,8 @@ fn a_socket_activated_daemon_stays_while_managed_agents_run() {
     }
     let env = Env::new();
     let mut daemon = Activator::start(&env, &["MAOS_LOG=maosd=debug"], &["--idle-exit", "200ms"]);
+    let mut hold = Raw::connect(&env.socket);
+    hold.hello();
     let plan = env.project.join("plan.toml");
     fs::write(
         &plan,
@@ -204,6 +215,7 @@ fn a_socket_activated_daemon_stays_while_managed_agents_run() {
         agent_pid != 0
     });
     // Idle (no connection) for longer than idle_exit, but an agent runs: the daemon stays.
+    drop(hold);
     let log = env.home.join("logs/maosd.log");
     wait_until(DEADLINE, "the daemon notes it stays for the agent", || {
         fs::read_to_string(&log).is_ok_and(|t| t.contains("managed agents run: staying"))
