@@ -391,6 +391,15 @@ pub fn daemon(d: &DaemonStatus) -> String {
     let _ = writeln!(out, "socket       {}", d.socket);
     let _ = writeln!(out, "home         {}", d.home);
     let _ = writeln!(out, "synchronous  {}", d.synchronous);
+    let _ = writeln!(out, "started by   {}", d.started_by.as_str());
+    if let Some(idle) = d.idle_exit_secs {
+        let after = if idle < 60.0 {
+            format!("{idle}s")
+        } else {
+            human_secs(idle)
+        };
+        let _ = writeln!(out, "idle exit    after {after} idle");
+    }
     let _ = writeln!(out, "projects     {}", d.projects.len());
     for p in &d.projects {
         let _ = writeln!(

@@ -124,6 +124,10 @@ fn first_connection_starts_maosd_idle_exit_keeps_the_socket_and_the_next_connect
     );
     assert_eq!(status["socket"], env.socket.display().to_string());
     assert_eq!(status["idle_exit_secs"], 0.3);
+    let text = maos_no_autostart(&env, &["daemon", "status"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("started by   systemd"), "{text}");
+    assert!(text.contains("idle exit    after 0.3s idle"), "{text}");
 
     // Idle: no connection, no agent. It exits by itself, cleanly, and leaves the socket.
     drop(hold);
