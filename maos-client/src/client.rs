@@ -442,6 +442,20 @@ fn start_lock(socket: &Path) -> Result<std::fs::File, ClientError> {
     Ok(lock)
 }
 
+/// Ask a daemon to stop with SIGTERM (it finishes in-flight requests, commits, then exits):
+/// for a daemon that speaks another protocol and so cannot take a stop request. Its pid comes
+/// from its own welcome. A process already gone is fine.
+pub fn terminate(pid: u32) -> io::Result<()> {
+    // SAFETY: kill only sends a signal.
+    if unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// Whether the process is gone (a zombie counts as gone: its parent may never reap it).
 pub fn exited(pid: u32) -> bool {
     // SAFETY: kill with signal 0 only checks that the process exists.
@@ -483,16 +497,12 @@ fn replace_outdated(socket: &Path, limit: Duration) -> Result<(), ClientError> {
         Err(e) => return Err(e),
     };
     drop(probe);
-    // SAFETY: kill only sends a signal; the pid is the daemon's own, from its welcome.
-    if unsafe { libc::kill(m.pid as libc::pid_t, libc::SIGTERM) } != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::ESRCH) {
-            return Err(fail(format!(
-                "cannot stop the outdated maosd (pid {}): {e}",
-                m.pid
-            )));
-        }
-    }
+    terminate(m.pid).map_err(|e| {
+        fail(format!(
+            "cannot stop the outdated maosd (pid {}): {e}",
+            m.pid
+        ))
+    })?;
     // Its drain takes at most 10 s; then it closes its databases.
     let deadline = Instant::now() + limit.max(Duration::from_secs(15));
     let mut pause = Duration::from_millis(1);

@@ -699,8 +699,9 @@ fn daemon(cmd: &DaemonCmd, json: bool) -> Res {
                 // It speaks another protocol: it cannot take the request, but a signal works
                 // the same (it finishes in-flight requests, then exits).
                 Err(ClientError::Mismatch(m)) if !m.started_by.is_service() => {
-                    // SAFETY: kill only sends a signal, to the daemon's own pid from its welcome.
-                    unsafe { libc::kill(m.pid as libc::pid_t, libc::SIGTERM) };
+                    client::terminate(m.pid).map_err(|e| {
+                        ClientError::Unavailable(format!("cannot stop maosd (pid {}): {e}", m.pid))
+                    })?;
                     (m.pid, m.started_by)
                 }
                 Err(e) => return Err(e.into()),

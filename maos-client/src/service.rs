@@ -353,20 +353,27 @@ fn stop_unmanaged_daemon(socket: &Path, manager: Manager) -> Res<Option<u32>> {
         }
         Err(e) => return Err(cannot(e.body().message)),
     };
-    let status = match c.request(None, Request::DaemonStatus) {
-        Ok(Reply::Daemon(d)) => d,
+    let pid = match c.request(None, Request::DaemonStatus) {
+        Ok(Reply::Daemon(d)) if d.started_by.is_service() => return Ok(None),
+        Ok(Reply::Daemon(d)) => {
+            c.request(None, Request::DaemonStop)
+                .map_err(|e| cannot(e.body().message))?;
+            d.pid
+        }
         Ok(_) => return Err(cannot("unexpected answer to a status request".into())),
+        // An older daemon (the upgrade this install is part of) cannot take the request: stop
+        // it with a signal, as `maos daemon stop` does.
+        Err(ClientError::Mismatch(m)) if !m.started_by.is_service() => {
+            crate::client::terminate(m.pid).map_err(|e| cannot(e.to_string()))?;
+            m.pid
+        }
+        Err(ClientError::Mismatch(_)) => return Ok(None),
         Err(e) => return Err(cannot(e.body().message)),
     };
-    if status.started_by.is_service() {
-        return Ok(None);
-    }
-    c.request(None, Request::DaemonStop)
-        .map_err(|e| cannot(e.body().message))?;
     drop(c);
-    crate::wait_for_exit(status.pid)?;
+    crate::wait_for_exit(pid)?;
     remove_stale_socket(socket);
-    Ok(Some(status.pid))
+    Ok(Some(pid))
 }
 
 /// Remove a socket file nothing listens on, so that the manager can bind the path.

@@ -83,6 +83,19 @@ impl Svc {
         cmd
     }
 
+    /// `maosd` with the environment `maos` gets from [`Svc::command`].
+    fn maosd_command(&self, socket: Socket) -> Command {
+        let client = self.command(socket, &[]);
+        let mut daemon = self.env.command(&maosd_bin());
+        for (k, v) in client.get_envs() {
+            match v {
+                Some(v) => daemon.env(k, v),
+                None => daemon.env_remove(k),
+            };
+        }
+        daemon
+    }
+
     fn run(&self, socket: Socket, args: &[&str]) -> Output {
         run_with_timeout(self.command(socket, args), COMMAND_TIMEOUT)
     }
@@ -844,14 +857,7 @@ fn while_a_service_owns_the_socket_neither_client_nor_daemon_starts_one_of_its_o
     assert!(svc.env.daemons().is_empty());
 
     // maosd started by hand refuses too, in one line, and leaves no socket.
-    let cmd = svc.command(Socket::Runtime, &[]); // the client's environment
-    let mut daemon = svc.env.command(&maosd_bin());
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => daemon.env(k, v),
-            None => daemon.env_remove(k),
-        };
-    }
+    let mut daemon = svc.maosd_command(Socket::Runtime);
     daemon.arg("--foreground");
     let out = run_with_timeout(daemon, COMMAND_TIMEOUT);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
@@ -871,4 +877,31 @@ fn while_a_service_owns_the_socket_neither_client_nor_daemon_starts_one_of_its_o
     let out = svc.run(Socket::Runtime, &["ps"]);
     assert!(out.status.success(), "{}", describe(&out));
     svc.json(Socket::Runtime, &["daemon", "stop"]);
+}
+
+#[test]
+fn install_stops_an_older_client_started_daemon_that_cannot_take_a_stop_request() {
+    let svc = Svc::new();
+    svc.fake_tool("systemctl", ACTIVE_SERVICE);
+    let socket = svc.client_socket(Socket::Runtime);
+    // An older daemon (another protocol), as the previous release's client started it.
+    let mut old = svc
+        .maosd_command(Socket::Runtime)
+        .env("MAOS_TEST_PROTOCOL", "0")
+        .arg("--autostarted")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the old maosd");
+    maos_tests::wait_until(maos_tests::DEADLINE, "the old daemon listens", || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    });
+
+    let v = svc.json(Socket::Runtime, &["daemon", "install", "--systemd"]);
+    assert_eq!(v["stopped_pid"], old.id(), "{v}");
+    assert_eq!(v["enabled"], true);
+    let status = old.wait().expect("reap the old daemon");
+    assert!(status.success(), "stopped gracefully: {status}");
+    assert!(!socket.exists(), "its socket was left for systemd to bind");
 }
