@@ -63,15 +63,15 @@ impl Demo {
                 }
             })
             .collect();
-        println!("{}", paint("1", &format!("$ maos {}", shown.join(" "))));
+        outln!("{}", paint("1", &format!("$ maos {}", shown.join(" "))));
         let out = self.command(args)?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        print!("{stdout}");
+        out!("{stdout}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         if !stderr.trim().is_empty() {
-            print!("{stderr}");
+            out!("{stderr}");
         }
-        println!();
+        outln!();
         if !out.status.success() {
             return Err(format!(
                 "`maos {}` failed: {}",
@@ -101,7 +101,7 @@ impl Demo {
 
     /// Start `maos ARGS` in the background (echoed with a trailing `&`).
     fn spawn(&self, args: &[&str]) -> Result<std::process::Child, String> {
-        println!("{}", paint("1", &format!("$ maos {} &", args.join(" "))));
+        outln!("{}", paint("1", &format!("$ maos {} &", args.join(" "))));
         self.base(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -147,7 +147,7 @@ impl Drop for Demo {
     fn drop(&mut self) {
         let _ = self.command(&["daemon", "stop"]);
         if self.keep {
-            println!(
+            outln!(
                 "kept {} (database under home/projects/)",
                 self.dir.display()
             );
@@ -168,7 +168,7 @@ fn paint(code: &str, text: &str) -> String {
 }
 
 fn say(text: &str) {
-    println!("{}", paint("36", &format!("# {text}")));
+    outln!("{}", paint("36", &format!("# {text}")));
 }
 
 /// One Claude Code thread: the main thread (maos's orchestrator) or a subagent.
@@ -274,7 +274,7 @@ impl Claude<'_> {
     fn call(&self, input: &Value) -> Result<(Answer, Duration), String> {
         let event = input["hook_event_name"].as_str().unwrap_or("?");
         if self.verbose {
-            println!("{}", paint("2", &format!("    stdin:  {input}")));
+            outln!("{}", paint("2", &format!("    stdin:  {input}")));
         }
         let started = Instant::now();
         let mut child = self
@@ -299,7 +299,7 @@ impl Claude<'_> {
         if self.verbose {
             for (name, text) in [("stdout", &stdout), ("stderr", &stderr)] {
                 if !text.trim().is_empty() {
-                    println!("{}", paint("2", &format!("    {name}: {}", text.trim())));
+                    outln!("{}", paint("2", &format!("    {name}: {}", text.trim())));
                 }
             }
         }
@@ -346,12 +346,12 @@ impl Claude<'_> {
             _ => {}
         }
         line.push(paint("2", &format!("({} ms)", took.as_millis())));
-        println!("{}", line.join(" "));
+        outln!("{}", line.join(" "));
         if let Some(reason) = &answer.denied {
-            println!("    {} {reason}", paint("2", "the model is told:"));
+            outln!("    {} {reason}", paint("2", "the model is told:"));
         }
         if let Some(context) = &answer.context {
-            println!("    {} {context}", paint("2", "the model is told:"));
+            outln!("    {} {context}", paint("2", "the model is told:"));
         }
         Ok(answer)
     }
@@ -606,7 +606,7 @@ fn hook_replay(keep: bool, verbose: bool) -> Result<(), String> {
     if !verbose {
         say("(`maos demo hooks --verbose` shows the JSON going in and out)");
     }
-    println!();
+    outln!();
 
     say("the user starts claude (its first hook call starts the daemon) and asks for a feature;");
     say("maos makes the session's main thread its orchestrator agent");
@@ -640,7 +640,7 @@ fn hook_replay(keep: bool, verbose: bool) -> Result<(), String> {
     let qa_call = claude.allowed(MAIN, "Agent", &qa_task)?;
     claude.subagent_start(QA)?;
 
-    println!();
+    outln!();
     say("backend writes the limiter: maos gives it the file's write lock, and the file is written");
     let limiter = claude.path("src/auth/limit.rs");
     claude.write(
@@ -663,7 +663,7 @@ fn hook_replay(keep: bool, verbose: bool) -> Result<(), String> {
         "Write",
         json!({ "file_path": claude.path("tests/limit_test.rs"), "content": LIMITER_TESTS }),
     )?;
-    println!();
+    outln!();
 
     say("`maos ps`: the orchestrator with both subagents under it, and the file each one holds");
     d.run(&["ps"])?;
@@ -704,7 +704,7 @@ fn hook_replay(keep: bool, verbose: bool) -> Result<(), String> {
     )?;
     say("the main thread answers the user and ends its turn");
     claude.event(MAIN, "Stop", "", json!({ "stop_hook_active": false }))?;
-    println!();
+    outln!();
 
     say("both subagents completed and their locks are released; the orchestrator is still running");
     d.run(&["ps", "--all"])?;
@@ -718,7 +718,7 @@ fn hook_replay(keep: bool, verbose: bool) -> Result<(), String> {
         "prompt_input_exit",
         json!({ "reason": "prompt_input_exit" }),
     )?;
-    println!();
+    outln!();
     let ps = d.run(&["ps", "--all"])?;
     if !ps.contains("resumable") {
         return Err("after SessionEnd the orchestrator should be resumable".into());
@@ -834,7 +834,7 @@ fn shell(line: &str, why: &str) {
     } else {
         paint("2", &format!("    ({why})"))
     };
-    println!("{}{why}", paint("1", &format!("$ {line}")));
+    outln!("{}{why}", paint("1", &format!("$ {line}")));
 }
 
 /// What part 2 leaves running if it stops half-way: agents waiting for `go`, supervisors that
@@ -991,7 +991,7 @@ fn managed_run(keep: bool) -> Result<(), String> {
     std::fs::write(d.project.join("plan.toml"), PLAN)
         .map_err(|e| format!("cannot write plan.toml: {e}"))?;
     shell("cat plan.toml", "");
-    println!("{PLAN}");
+    outln!("{PLAN}");
 
     say("`maos run` creates the session from the plan and starts it: maos runs the agents now,");
     say("each one under its own supervisor process (`maosd supervise`), its output in a log");
@@ -1068,7 +1068,7 @@ fn managed_run(keep: bool) -> Result<(), String> {
     poll("the killed daemon to be gone", || {
         Ok(gone(daemon).then_some(()))
     })?;
-    println!();
+    outln!();
 
     say("backend and tests get on with their work and end while no daemon is running");
     shell("touch go", "the signal the two agents wait for");
@@ -1093,7 +1093,7 @@ fn managed_run(keep: bool) -> Result<(), String> {
     shell(&format!("cat {shown}"), &format!("{first}'s"));
     let text = std::fs::read_to_string(&exit_file)
         .map_err(|e| format!("cannot read {}: {e}", exit_file.display()))?;
-    println!("{}\n", text.trim());
+    outln!("{}\n", text.trim());
 
     say("any maos command starts the daemon again; when it starts it recovers every session that");
     say(
@@ -1144,13 +1144,13 @@ fn managed_run(keep: bool) -> Result<(), String> {
     say(
         "what the daemon found when it started (its session_recovered event; `maos recover` prints the same):",
     );
-    print!(
+    out!(
         "{}",
         crate::managed::recovery(&maos_proto::RecoveryReport {
             sessions: vec![report],
         })
     );
-    println!();
+    outln!();
 
     say("with backend and tests completed the reviewer ran, and the session completed");
     d.run(&["ps", "--all"])?;
@@ -1211,7 +1211,7 @@ pub fn run(part: Option<&str>, keep: bool, verbose: bool) -> Result<(), String> 
     for (i, p) in parts.iter().enumerate() {
         if parts.len() > 1 {
             if i > 0 {
-                println!();
+                outln!();
             }
             let what = match *p {
                 "hooks" => "a Claude Code session with two subagents, through `maos hook`",
@@ -1340,8 +1340,8 @@ fn cli_tour(keep: bool) -> Result<(), String> {
     let out = waiting
         .wait_with_output()
         .map_err(|e| format!("background request: {e}"))?;
-    print!("{}", String::from_utf8_lossy(&out.stdout));
-    println!();
+    out!("{}", String::from_utf8_lossy(&out.stdout));
+    outln!();
     if !out.status.success() {
         return Err(format!(
             "backend's wait failed: {}",

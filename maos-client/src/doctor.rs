@@ -305,9 +305,9 @@ pub fn run(root: &str, json: bool) -> bool {
             "service": service_json,
             "checks": checks,
         });
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
-        println!("maos doctor: project {root}");
+        outln!("maos doctor: project {root}");
         for c in &checks {
             let tag = match c.level {
                 Level::Ok => "ok  ",
@@ -315,7 +315,7 @@ pub fn run(root: &str, json: bool) -> bool {
                 Level::Warn => "WARN",
                 Level::Fail => "FAIL",
             };
-            println!("  {tag}  {}: {}", c.check, c.detail);
+            outln!("  {tag}  {}: {}", c.check, c.detail);
         }
     }
     ok

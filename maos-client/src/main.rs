@@ -3,6 +3,24 @@
 //! Exit codes: 0 success; 1 the daemon refused the request (the message and, with `--json`,
 //! the error code say why); 2 bad command line; 3 the daemon could not be reached or started.
 
+/// `println!` for the CLI's output: when stdout is closed (`maos ... | head`), the process ends
+/// quietly, as `events --follow` does, instead of panicking like `println!`.
+macro_rules! outln {
+    () => {
+        $crate::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` that ends the process quietly when stdout is closed (see `outln!`).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*))
+    };
+}
+
 mod cli;
 mod client;
 mod demo;
@@ -71,16 +89,22 @@ fn project_root(cli: &Cli) -> Res<String> {
         .into_owned())
 }
 
-fn print_json(v: &impl serde::Serialize) -> Res {
+/// Write to stdout; a closed stdout (the reader went away) ends the process quietly.
+fn write_stdout(args: std::fmt::Arguments) {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, v).map_err(|e| usage(e.to_string()))?;
-    let _ = writeln!(out);
+    if out.write_fmt(args).and_then(|()| out.flush()).is_err() {
+        std::process::exit(0);
+    }
+}
+
+fn print_json(v: &impl serde::Serialize) -> Res {
+    let text = serde_json::to_string_pretty(v).map_err(|e| usage(e.to_string()))?;
+    outln!("{text}");
     Ok(())
 }
 
 fn print(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
+    out!("{text}");
 }
 
 /// Print a reply as JSON or as the human view.
@@ -96,7 +120,7 @@ fn show(json: bool, reply: Reply) -> Res {
             Reply::Daemon(d) => print_json(&d),
             Reply::Events(events) => {
                 for e in &events {
-                    println!("{}", serde_json::to_string(e).unwrap_or_default());
+                    outln!("{}", serde_json::to_string(e).unwrap_or_default());
                 }
                 Ok(())
             }
@@ -133,10 +157,10 @@ fn show(json: bool, reply: Reply) -> Res {
         Reply::Daemon(d) => print(&output::daemon(&d)),
         Reply::Events(events) => {
             for e in &events {
-                println!("{}", output::event_line(e));
+                outln!("{}", output::event_line(e));
             }
         }
-        Reply::Lock(l) => println!(
+        Reply::Lock(l) => outln!(
             "locked {} ({}) for {} {}: fencing token {}, lease until {}",
             l.path,
             l.mode,
@@ -145,35 +169,38 @@ fn show(json: bool, reply: Reply) -> Res {
             l.token,
             l.expires_at.format("%F %T")
         ),
-        Reply::Released(l) if l.is_empty() => println!("no locks released"),
+        Reply::Released(l) if l.is_empty() => outln!("no locks released"),
         Reply::Released(l) => {
             for l in &l {
-                println!("released {} ({}), token {}", l.path, l.mode, l.token);
+                outln!("released {} ({}), token {}", l.path, l.mode, l.token);
             }
         }
         Reply::Locks(l) => print(&output::locks(&l)),
         Reply::LockCheck(c) => print(&output::lock_check(&c)),
-        Reply::Renewed { leases } => println!("renewed {leases} lease(s)"),
-        Reply::Hook(h) => println!("{:?}", h.decision),
-        Reply::DbCheck(c) => println!("{}: {}", c.path, c.quick_check),
+        Reply::Renewed { leases } => outln!("renewed {leases} lease(s)"),
+        Reply::Hook(h) => outln!("{:?}", h.decision),
+        Reply::DbCheck(c) => outln!("{}: {}", c.path, c.quick_check),
         Reply::History(h) => print(&output::history(&h)),
         Reply::Export(e) => print_json(&e)?,
         Reply::Gc(g) => print(&output::gc(&g)),
-        Reply::Restored(r) => println!(
+        Reply::Restored(r) => outln!(
             "restored {} ({} sessions, {} events); the replaced database is {}",
-            r.from, r.sessions, r.events, r.previous
+            r.from,
+            r.sessions,
+            r.events,
+            r.previous
         ),
-        Reply::Backup(b) => println!(
+        Reply::Backup(b) => outln!(
             "backed up to {} ({:.1} MiB, integrity {})",
             b.path,
             b.bytes as f64 / 1_048_576.0,
             b.quick_check
         ),
-        Reply::Log { path, .. } => println!("{path}"),
+        Reply::Log { path, .. } => outln!("{path}"),
         Reply::Recovery(r) => print(&managed::recovery(&r)),
         Reply::Validation(p) => print(&managed::problems(&p)),
         Reply::Brief(b) => print(&b.text),
-        Reply::Pong | Reply::Done | Reply::Subscribed => println!("ok"),
+        Reply::Pong | Reply::Done | Reply::Subscribed => outln!("ok"),
     }
     Ok(())
 }
@@ -241,7 +268,7 @@ fn run(cli: &Cli) -> Res {
             if json {
                 return print_json(&serde_json::json!({ "path": path, "message": done }));
             }
-            println!("{done}");
+            outln!("{done}");
             return Ok(());
         }
         Cmd::Completions { shell } => return shell::completions(shell),
@@ -433,9 +460,10 @@ fn show_human(cli: &Cli, reply: Reply) -> Res {
             },
             Reply::Session(s),
         ) => {
-            println!(
+            outln!(
                 "archived session {} ({}); `maos history` lists it",
-                s.id, s.state
+                s.id,
+                s.state
             );
             Ok(())
         }
@@ -444,7 +472,7 @@ fn show_human(cli: &Cli, reply: Reply) -> Res {
             Ok(())
         }
         (Cmd::Import { file }, Reply::Session(s)) => {
-            println!(
+            outln!(
                 "imported session {} ({}, {} agents) from {}",
                 s.id,
                 s.state,
@@ -464,11 +492,11 @@ fn show_human(cli: &Cli, reply: Reply) -> Res {
             } else {
                 ""
             };
-            println!("created session {}{active}", s.id);
+            outln!("created session {}{active}", s.id);
             Ok(())
         }
         (Cmd::Run { plan }, Reply::Session(s)) => {
-            println!(
+            outln!(
                 "session {} from {}: {} agent(s), {}",
                 s.id,
                 plan.display(),
@@ -484,11 +512,11 @@ fn show_human(cli: &Cli, reply: Reply) -> Res {
             },
             Reply::Agent(a),
         ) => {
-            println!("registered agent {} ({} #{})", a.id, a.role, a.instance);
+            outln!("registered agent {} ({} #{})", a.id, a.role, a.instance);
             Ok(())
         }
         (Cmd::Note(_), Reply::Done) => {
-            println!("noted");
+            outln!("noted");
             Ok(())
         }
         (_, reply) => show(false, reply),
@@ -665,7 +693,7 @@ fn daemon(cmd: &DaemonCmd, json: bool) -> Res {
             let mut c = Client::connect(true)?;
             let reply = c.request(None, Request::DaemonStatus)?;
             if !json {
-                println!(
+                outln!(
                     "{}",
                     if already {
                         "maosd was already running"
@@ -685,7 +713,7 @@ fn daemon(cmd: &DaemonCmd, json: bool) -> Res {
                             &serde_json::json!({"stopped": false, "running": false}),
                         );
                     }
-                    println!("maosd is not running");
+                    outln!("maosd is not running");
                     return Ok(());
                 }
                 Err(e) => return Err(e.into()),
@@ -713,9 +741,9 @@ fn daemon(cmd: &DaemonCmd, json: bool) -> Res {
                     &serde_json::json!({"stopped": true, "pid": pid, "started_by": by}),
                 );
             }
-            println!("maosd (pid {pid}) stopped");
+            outln!("maosd (pid {pid}) stopped");
             if by.is_service() {
-                println!(
+                outln!(
                     "{} starts it again on the next connection; `maos daemon uninstall` removes the service",
                     by.as_str()
                 );
@@ -791,7 +819,7 @@ fn parse_cli() -> Result<Cli, ExitCode> {
         None => format!("{message} (see `maos --help`)"),
     };
     if std::env::args_os().any(|a| a == "--json") {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"error": {"code": ErrorCode::BadRequest, "message": message}})
         );
@@ -854,7 +882,8 @@ fn main() -> ExitCode {
             if cli.json {
                 let v =
                     serde_json::json!({"error": {"code": f.body.code, "message": f.body.message}});
-                println!("{v}");
+                // Failing already: a closed stdout must not turn this into a success.
+                let _ = writeln!(std::io::stdout().lock(), "{v}");
             }
             eprintln!("maos: {}", f.body.message);
             ExitCode::from(f.exit)

@@ -77,7 +77,7 @@ pub fn logs(cli: &Cli, agent: &str, follow: bool) -> Res {
     if cli.json && !follow {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let v = serde_json::json!({ "path": path, "state": state, "output": text });
-        println!("{v}");
+        outln!("{v}");
         return Ok(());
     }
     let mut pos = 0u64;

@@ -614,36 +614,34 @@ fn report_install(done: &Done, files_only: bool, json: bool) -> Res {
     }
     for s in &done.files {
         let verb = if s.changed { "wrote" } else { "unchanged" };
-        println!("{verb} {}", s.path.display());
+        outln!("{verb} {}", s.path.display());
     }
-    println!("  maosd  {}", done.maosd.display());
-    println!("  socket {}", done.socket);
+    outln!("  maosd  {}", done.maosd.display());
+    outln!("  socket {}", done.socket);
     for (k, v) in &done.environment {
-        println!("  env    {k}={v}");
+        outln!("  env    {k}={v}");
     }
     if let Some(pid) = done.stopped {
-        println!(
+        outln!(
             "stopped maosd (pid {pid}), started outside {manager}, so that {manager} takes its socket"
         );
     }
     if files_only {
-        println!("files only, nothing enabled: {}", enable_hint(done.manager));
+        outln!("files only, nothing enabled: {}", enable_hint(done.manager));
         return Ok(());
     }
     match done.manager {
-        Manager::Systemd => println!(
+        Manager::Systemd => outln!(
             "enabled {}: systemd listens on the socket and starts maosd on the first connection, also after every login",
             svc::SYSTEMD_SOCKET_UNIT
         ),
-        Manager::Launchd => println!(
+        Manager::Launchd => outln!(
             "loaded {}: launchd listens on the socket and starts maosd on the first connection, also after every login",
             svc::LAUNCHD_LABEL
         ),
     }
     if done.restarted {
-        println!(
-            "restarted the running maosd so that it runs these files (its agents keep running)"
-        );
+        outln!("restarted the running maosd so that it runs these files (its agents keep running)");
     }
     Ok(())
 }
@@ -684,7 +682,7 @@ pub fn uninstall(args: &ServiceArgs, json: bool) -> Res {
                 "warnings": [],
             }));
         }
-        println!(
+        outln!(
             "no {} service for maosd is installed (no {looked}); nothing to do",
             manager.as_str()
         );
@@ -758,21 +756,21 @@ pub fn uninstall(args: &ServiceArgs, json: bool) -> Res {
     }
     if disabled {
         match manager {
-            Manager::Systemd => println!(
+            Manager::Systemd => outln!(
                 "disabled and stopped {} and {} (agents of managed sessions keep running)",
                 svc::SYSTEMD_SOCKET_UNIT,
                 svc::SYSTEMD_SERVICE_UNIT
             ),
-            Manager::Launchd => println!(
+            Manager::Launchd => outln!(
                 "booted out {} (agents of managed sessions keep running)",
                 svc::LAUNCHD_LABEL
             ),
         }
     }
     for p in &removed {
-        println!("removed {}", p.display());
+        outln!("removed {}", p.display());
     }
-    println!("the client starts maosd on demand again");
+    outln!("the client starts maosd on demand again");
     Ok(())
 }
 

@@ -118,7 +118,7 @@ pub fn man(dir: Option<&Path>, json: bool) -> Res {
     if json {
         return crate::print_json(&serde_json::json!({ "dir": dir, "pages": written }));
     }
-    println!("wrote {} man pages to {}", written.len(), dir.display());
+    outln!("wrote {} man pages to {}", written.len(), dir.display());
     Ok(())
 }
 

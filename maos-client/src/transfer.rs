@@ -45,9 +45,9 @@ pub fn export(cli: &Cli, session: &str, output: Option<&Path>) -> Res {
         let v = serde_json::json!({
             "path": path, "session": file.session.id, "events": events, "checkpoints": checkpoints,
         });
-        println!("{v}");
+        outln!("{v}");
     } else {
-        println!(
+        outln!(
             "exported session {} ({events} events, {checkpoints} checkpoints) to {}",
             file.session.id,
             path.display()

@@ -127,9 +127,14 @@ pub fn kill9(pid: u32) {
 
 /// Run a command with a deadline; a command that hangs is killed and the test fails.
 pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Output {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.stdout(Stdio::piped());
+    run_with_timeout_keeping_stdout(cmd, timeout)
+}
+
+/// [`run_with_timeout`] with the stdout the caller set on `cmd` (the returned stdout is empty
+/// unless it was piped).
+pub fn run_with_timeout_keeping_stdout(mut cmd: Command, timeout: Duration) -> Output {
+    cmd.stdin(Stdio::null()).stderr(Stdio::piped());
     let child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));

@@ -144,3 +144,35 @@ fn bad_command_lines_change_nothing_on_a_running_daemon() {
     let s = env.maos_json(&["phase", "complete", "--artifacts", r#"{"ok": true}"#]);
     assert_eq!(s["workflow"]["phases"][0]["artifacts"]["ok"], true);
 }
+
+/// `maos ... | head`: a reader that goes away ends the client quietly (no panic, no backtrace),
+/// and a failure keeps its exit code.
+#[test]
+fn a_closed_stdout_ends_the_client_quietly() {
+    let env = Env::new();
+    env.session("listed", &[]);
+    let closed = |args: &[&str]| {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader); // every write to stdout now fails with EPIPE
+        let mut cmd = env.maos_cmd_in(&env.project, args);
+        cmd.stdout(writer);
+        maos_tests::run_with_timeout_keeping_stdout(cmd, maos_tests::COMMAND_TIMEOUT)
+    };
+    for args in [
+        &["ps", "--all"][..],
+        &["--json", "session", "list"],
+        &["completions", "bash"],
+        &["man"],
+        &["events"],
+    ] {
+        let out = closed(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "maos {args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "maos {args:?}: {err}");
+    }
+    let out = closed(&["--json", "session", "show", "sess_nope"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("maos: "), "{err}");
+}
