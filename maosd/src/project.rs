@@ -137,6 +137,9 @@ pub fn storage_error(e: &StoreError) -> ErrorBody {
 impl Actor {
     async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
         let mut cmds = Vec::with_capacity(64);
+        let mut sweep =
+            tokio::time::interval_at(tokio::time::Instant::now() + sweep_every(), sweep_every());
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             // Sleep until the next lease expiry or wait deadline, or until requests arrive.
             let timer = self.state.locks.next_deadline().map(|at| {
@@ -155,6 +158,7 @@ impl Actor {
                     }
                 }
                 () = sleep_until(timer) => self.batch(std::iter::empty()).await,
+                _ = sweep.tick() => self.reconcile(false).await,
             }
         }
         debug!(project = %self.root, "project actor stopping");
@@ -340,13 +344,18 @@ impl Actor {
         });
     }
 
-    /// At start: reconcile every managed session with its processes, then let each take its
-    /// next steps.
-    async fn recover(&mut self) {
+    /// At start (`all`): reconcile every managed session with its processes, then let each
+    /// take its next steps. Between starts, the same for the sessions whose agent's exit was
+    /// lost (`cmd::managed::sweep`).
+    async fn reconcile(&mut self, all: bool) {
         let t0 = std::time::Instant::now();
         let mut txn = Txn::new(&mut self.state);
         let report = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let r = cmd::managed::recover(&mut txn, None);
+            let r = if all {
+                cmd::managed::recover(&mut txn, None)
+            } else {
+                cmd::managed::sweep(&mut txn)
+            };
             cmd::managed::schedule_all(&mut txn);
             r
         }));
@@ -374,7 +383,7 @@ impl Actor {
                 self.write_checkpoints(done.checkpoints);
             }
             Err(e) => {
-                warn!(project = %self.root, error = %e, "cannot commit the recovery; it runs again at the next start");
+                warn!(project = %self.root, error = %e, "cannot commit the recovery; it runs again (at the next sweep or start)");
                 txn.rollback();
             }
         }
@@ -726,7 +735,7 @@ async fn open_project(
         me: tx.downgrade(),
         stopping: None,
     };
-    actor.recover().await;
+    actor.reconcile(true).await;
     let checkpoints = spawn_checkpoints(&actor.store, actor.root.clone()).await?;
     std::mem::replace(&mut actor.checkpoints, checkpoints).abort();
     if let Err(e) = actor.store.set_autocheckpoint(true).await {
@@ -734,6 +743,17 @@ async fn open_project(
     }
     let task = tokio::spawn(actor.run(rx));
     Ok((ProjectHandle { tx, reader }, task))
+}
+
+/// How often the actor looks for managed agents whose exit was lost (`cmd::managed::sweep`):
+/// 10 s, or `MAOS_TEST_SWEEP_MS` (the end-to-end tests' override).
+fn sweep_every() -> std::time::Duration {
+    let ms = std::env::var("MAOS_TEST_SWEEP_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .unwrap_or(10_000);
+    std::time::Duration::from_millis(ms)
 }
 
 /// How often committed WAL frames are copied back into the database file.

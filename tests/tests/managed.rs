@@ -617,3 +617,49 @@ fn a_failed_phase_checkpoint_waits_for_its_retry_then_the_plan_goes_on() {
     assert_eq!(s["workflow"]["phases"][0]["attempts"], 2);
     assert_eq!(agent(&s, "shipper")["state"], "completed");
 }
+
+/// An agent whose supervisor is gone (killed here; after an upgrade, an older supervisor whose
+/// report the new daemon refuses) cannot report its exit. The daemon notices between starts
+/// and reconciles the session: the agent fails instead of running forever.
+#[test]
+fn an_exit_lost_with_its_supervisor_is_found_between_starts() {
+    let env = Env::new();
+    let p = plan(
+        &env,
+        "lost.toml",
+        &format!(
+            "objective = \"lose a report\"\n{}",
+            agent_entry("lonely", "", "sleep 600")
+        ),
+    );
+    // The daemon this command starts looks for lost exits every 100 ms.
+    let mut cmd = env.maos_cmd_in(&env.project, &["--json", "run", p.to_str().expect("utf-8")]);
+    cmd.env("MAOS_TEST_SWEEP_MS", "100");
+    let out = maos_tests::run_with_timeout(cmd, SLOW);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let sid = serde_json::from_slice::<Value>(&out.stdout).expect("json")["id"]
+        .as_str()
+        .expect("session id")
+        .to_string();
+    let mut procs = (0, 0);
+    wait_until(SLOW, "the agent runs under its supervisor", || {
+        let s = session(&env, &sid);
+        let p = &agent(&s, "lonely")["process"];
+        procs = (
+            p["pid"].as_u64().unwrap_or(0) as u32,
+            p["supervisor"].as_u64().unwrap_or(0) as u32,
+        );
+        procs.0 != 0 && procs.1 != 0
+    });
+    let (pid, supervisor) = procs;
+    kill9(supervisor);
+    wait_until(SLOW, "the supervisor is gone", || !alive(supervisor));
+    // Alive, the agent keeps its state: nothing is lost yet.
+    assert_eq!(agent(&session(&env, &sid), "lonely")["state"], "running");
+    kill9(pid);
+    wait_until(SLOW, "the lost exit is found", || {
+        agent(&session(&env, &sid), "lonely")["state"] == "failed"
+    });
+    let recovered = env.events(&[&sid, "--type", "session_recovered"]);
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+}

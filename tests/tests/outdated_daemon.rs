@@ -17,6 +17,8 @@ fn start_daemon(env: &Env, protocol: u32, autostarted: bool) -> Child {
         .expect("chmod");
     let mut cmd = env.command(&maosd_bin());
     cmd.env("MAOS_TEST_PROTOCOL", protocol.to_string())
+        // Lost agent exits are looked for every 100 ms (10 s by default).
+        .env("MAOS_TEST_SWEEP_MS", "100")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -177,4 +179,60 @@ fn a_service_managed_daemon_is_refused_with_the_command_to_restart_it() {
     assert_eq!(env.daemons(), vec![activator.id()]);
     let _ = activator.kill();
     let _ = activator.wait();
+}
+
+/// After an upgrade, the supervisors started by the old daemon still speak the old protocol:
+/// the new daemon refuses their exit reports. Their agents' exits are not lost: the supervisor
+/// records each in `exit.json`, and the new daemon finds it between starts and applies it.
+#[test]
+fn exits_reported_by_an_older_supervisor_are_applied_by_the_newer_daemon() {
+    let env = Env::new();
+    let go = env.root().join("go");
+    let plan = env.project.join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "objective = \"outlive an upgrade\"\n[[agent]]\nname = \"worker\"\ntask = \"wait for go\"\n\
+             command = [\"sh\", \"-c\", \"while [ ! -e '{}' ]; do sleep 0.02; done\"]\n",
+            go.display()
+        ),
+    )
+    .expect("plan");
+    let run = env.maos_json(&["run", plan.to_str().expect("utf-8")]);
+    let sid = run["id"].as_str().expect("session id").to_string();
+    wait_until(DEADLINE, "the worker runs", || {
+        env.maos_json(&["session", "show", &sid])["agents"][0]["process"]["pid"].is_u64()
+    });
+    // The old daemon goes; its supervisor (protocol 1) stays with the agent.
+    let out = env.maos(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", describe(&out));
+
+    // The "new release": a daemon that speaks protocol 2, started by hand.
+    let mut newer = start_daemon(&env, maos_proto::PROTOCOL_VERSION + 1, false);
+    let root = Env::project_root(&env.project);
+    let mut raw = Raw::connect(&env.socket);
+    assert!(matches!(
+        raw.hello_with(maos_proto::PROTOCOL_VERSION + 1),
+        Ok(ServerMsg::Welcome { .. })
+    ));
+    let worker = |raw: &mut Raw| {
+        let r = raw.request(
+            Some(&root),
+            serde_json::json!({"request": "session_show", "session": sid}),
+        );
+        r["Ok"]["data"]["agents"][0].clone()
+    };
+    assert_eq!(worker(&mut raw)["state"], "running", "re-adopted");
+
+    // The agent ends well; its supervisor's report is refused (protocol 1 ≠ 2).
+    std::fs::write(&go, "").expect("go");
+    wait_until(
+        DEADLINE,
+        "the newer daemon applies the recorded exit",
+        || worker(&mut raw)["state"] == "completed",
+    );
+    assert_eq!(worker(&mut raw)["exit_code"], 0);
+    drop(raw);
+    let _ = newer.kill();
+    let _ = newer.wait();
 }

@@ -686,6 +686,41 @@ pub fn recover(tx: &mut Txn<'_>, session: Option<&str>) -> Result<RecoveryReport
     Ok(report)
 }
 
+/// Reconcile, between starts, the sessions that have a running managed agent whose process and
+/// supervisor are both gone while no launch of it is under way: its exit was lost on the way
+/// (the supervisor was killed, gave up reporting, or speaks an older protocol than a daemon
+/// that replaced its own). Recovery then applies the recorded exit, or fails the agent (or
+/// makes it resumable). When nothing is lost this changes nothing: one look at `/proc` per
+/// running agent.
+pub fn sweep(tx: &mut Txn<'_>) -> Result<RecoveryReport, ErrorBody> {
+    let Some(runner) = tx.state().runner.clone() else {
+        return Ok(RecoveryReport::default());
+    };
+    let mut lost: Vec<SessionId> = Vec::new();
+    for s in tx.state().sessions() {
+        if s.policy.is_none() || s.state.is_terminal() {
+            continue;
+        }
+        let gone = s.agents.iter().any(|a| {
+            a.spec.is_some()
+                && a.state == AgentState::Running
+                && !tx.state().is_launching(&a.id)
+                && !live_process(a.process.as_ref())
+        });
+        if gone {
+            lost.push(s.id.clone());
+        }
+    }
+    let mut report = RecoveryReport::default();
+    for sid in lost {
+        tracing::info!(project_dir = %runner.project_dir.display(), session = %sid, "a managed agent's process ended without a report: recovering its session");
+        report
+            .sessions
+            .extend(recover(tx, Some(sid.as_str()))?.sessions);
+    }
+    Ok(report)
+}
+
 /// A running managed agent as recovery found it in the state.
 struct Found {
     id: AgentId,
