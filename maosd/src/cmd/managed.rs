@@ -696,19 +696,29 @@ pub fn sweep(tx: &mut Txn<'_>) -> Result<RecoveryReport, ErrorBody> {
     let Some(runner) = tx.state().runner.clone() else {
         return Ok(RecoveryReport::default());
     };
+    // (session, process) of every running managed agent not being launched; looked at in
+    // parallel, as at start, so that a project with thousands of agents is not held up.
+    let running: Vec<(SessionId, Option<ProcessInfo>)> = tx
+        .state()
+        .sessions()
+        .iter()
+        .filter(|s| s.policy.is_some() && !s.state.is_terminal())
+        .flat_map(|s| {
+            s.agents
+                .iter()
+                .filter(|a| {
+                    a.spec.is_some()
+                        && a.state == AgentState::Running
+                        && !tx.state().is_launching(&a.id)
+                })
+                .map(|a| (s.id.clone(), a.process.clone()))
+        })
+        .collect();
+    let live = crate::procs::par_map(&running, |(_, p)| live_process(p.as_ref()));
     let mut lost: Vec<SessionId> = Vec::new();
-    for s in tx.state().sessions() {
-        if s.policy.is_none() || s.state.is_terminal() {
-            continue;
-        }
-        let gone = s.agents.iter().any(|a| {
-            a.spec.is_some()
-                && a.state == AgentState::Running
-                && !tx.state().is_launching(&a.id)
-                && !live_process(a.process.as_ref())
-        });
-        if gone {
-            lost.push(s.id.clone());
+    for ((sid, _), live) in running.iter().zip(live) {
+        if !live && !lost.contains(sid) {
+            lost.push(sid.clone());
         }
     }
     let mut report = RecoveryReport::default();
