@@ -122,6 +122,8 @@ impl Txn<'_> {
     pub fn gone(&mut self, locks: &[HeldLock], kind: &str, extra: serde_json::Value) {
         for l in locks {
             self.lock_holders.insert(l.holder.clone());
+            self.gone_leases
+                .push((l.token, l.holder.clone(), l.expires_at));
             let mut data = json!({ "path": l.path.to_string(), "mode": l.mode, "token": l.token });
             if let (Some(d), Some(e)) = (data.as_object_mut(), extra.as_object()) {
                 d.extend(e.clone());

@@ -34,6 +34,9 @@ pub struct State {
     pub(crate) persisted: HashMap<AgentId, HashMap<u64, Ts>>,
     /// Lease length for locks that do not name one (µs).
     pub(crate) lock_ttl_us: i64,
+    /// Leases (token, holder, expiry in memory) of the locks a rolled-back transaction took
+    /// away: the lock table's reload after that failed commit keeps their renewals.
+    rolled_back_leases: Vec<(u64, AgentId, Ts)>,
     /// Subagents an agent CLI asked for and has not tied to an agent id yet (hooks).
     pub(crate) spawn_intents: Vec<crate::cmd::hook::SpawnIntent>,
     /// When each session's latest committed checkpoint was taken.
@@ -72,14 +75,31 @@ impl State {
     }
 
     /// Replace the lock table with the committed locks (start-up, or after a failed commit).
+    /// A lease renewed in memory but not written yet (a lease is written once it moved by half
+    /// its length) keeps its later expiry: the renewal did happen, whatever failed since.
     pub fn reset_locks(&mut self, locks: Vec<(HeldLock, i64)>, next_token: u64) {
+        let mut renewed: HashMap<u64, (AgentId, Ts)> = std::mem::take(&mut self.rolled_back_leases)
+            .into_iter()
+            .map(|(token, holder, at)| (token, (holder, at)))
+            .collect();
+        renewed.extend(
+            self.locks
+                .held()
+                .map(|l| (l.token, (l.holder.clone(), l.expires_at))),
+        );
         self.locks = LockTable::new(next_token);
         self.persisted.clear();
-        for (lock, ttl) in locks {
+        for (mut lock, ttl) in locks {
             self.persisted
                 .entry(lock.holder.clone())
                 .or_default()
                 .insert(lock.token, lock.expires_at);
+            if let Some((holder, at)) = renewed.get(&lock.token)
+                && *holder == lock.holder
+                && *at > lock.expires_at
+            {
+                lock.expires_at = *at;
+            }
             self.locks.restore_with_ttl(lock, ttl);
         }
     }
@@ -205,6 +225,8 @@ pub struct Txn<'a> {
     pub now: Ts,
     /// Holders whose locks changed (reconciled with the database at commit).
     pub(crate) lock_holders: HashSet<AgentId>,
+    /// Locks this transaction took away (released, expired), with their leases as they were.
+    pub(crate) gone_leases: Vec<(u64, AgentId, Ts)>,
     pub(crate) lock_rows: Vec<u64>,
     pub(crate) lock_deletes: Vec<u64>,
     pub(crate) token_before: u64,
@@ -225,6 +247,7 @@ impl<'a> Txn<'a> {
         let token_before = st.locks.next_token();
         Txn {
             lock_holders: HashSet::new(),
+            gone_leases: Vec::new(),
             lock_rows: Vec::new(),
             lock_deletes: Vec::new(),
             token_before,
@@ -601,6 +624,8 @@ impl<'a> Txn<'a> {
         }
         st.next_seq = self.first_seq;
         st.reindex();
+        // Read by the lock table's reload that follows a failed commit touching locks.
+        st.rolled_back_leases = self.gone_leases;
     }
 }
 
