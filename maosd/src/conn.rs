@@ -274,7 +274,23 @@ async fn request(
     if let Some(answer) = crate::reads::answer(handle, &body).await {
         return answer;
     }
-    match handle.request(body).await? {
+    // Only `session show` and `events` may fall back to the database (archived sessions).
+    let fallback = matches!(
+        body,
+        Request::SessionShow { session: Some(_) } | Request::Events { .. }
+    )
+    .then(|| body.clone());
+    let outcome = match handle.request(body).await {
+        Err(e) if e.code == ErrorCode::NotFound => match &fallback {
+            Some(body) => match crate::reads::archived(handle, body).await {
+                Some(answer) => return answer,
+                None => return Err(e),
+            },
+            None => return Err(e),
+        },
+        other => other?,
+    };
+    match outcome {
         Outcome::Reply(r) => Ok(r),
         Outcome::History(q) => handle
             .reader()

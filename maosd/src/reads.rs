@@ -48,16 +48,60 @@ async fn health(
     })
 }
 
-/// A session by id or unique prefix, archived or not.
-async fn export(handle: &ProjectHandle, session: &str) -> Result<Reply, ErrorBody> {
+/// `session show` and `events` of a session the actor does not have in memory (archived):
+/// answered from the database when `name` is one there. None: the actor's answer stands.
+pub async fn archived(handle: &ProjectHandle, body: &Request) -> Option<Result<Reply, ErrorBody>> {
+    match body {
+        Request::SessionShow {
+            session: Some(name),
+        } => Some(match export(handle, name).await {
+            Ok(Reply::Export(e)) => Ok(Reply::Session(Box::new(e.session))),
+            other => other,
+        }),
+        Request::Events { filter, limit } if filter.agent.is_none() => {
+            let name = filter.session.as_deref()?;
+            let id = match session_id(handle, name).await {
+                Ok(id) => id,
+                Err(e) => return Some(Err(e)),
+            };
+            let query = maos_store::EventQuery {
+                session_id: Some(id),
+                agent_id: None,
+                types: filter.types.clone(),
+                since_us: filter.since.as_ref().map(maos_store::to_us),
+                after_seq: filter.after_seq,
+                limit: *limit,
+            };
+            Some(
+                handle
+                    .reader()
+                    .events(&query)
+                    .await
+                    .map(Reply::Events)
+                    .map_err(|e| storage_error(&e)),
+            )
+        }
+        _ => None,
+    }
+}
+
+/// The full id of a session in the database (archived ones included) by id or unique prefix.
+async fn session_id(handle: &ProjectHandle, name: &str) -> Result<String, ErrorBody> {
     let ids = handle
         .reader()
         .session_ids()
         .await
         .map_err(|e| storage_error(&e))?;
-    let id = maos_core::resolve_prefix(session, ids.iter().map(String::as_str))
-        .map_err(|e| crate::state::prefix_error("session", e))?
-        .to_string();
+    Ok(
+        maos_core::resolve_prefix(name, ids.iter().map(String::as_str))
+            .map_err(|e| crate::state::prefix_error("session", e))?
+            .to_string(),
+    )
+}
+
+/// A session by id or unique prefix, archived or not.
+async fn export(handle: &ProjectHandle, session: &str) -> Result<Reply, ErrorBody> {
+    let id = session_id(handle, session).await?;
     match handle.reader().export(&id).await {
         Ok(Some(e)) => Ok(Reply::Export(Box::new(e))),
         Ok(None) => Err(ErrorBody::new(

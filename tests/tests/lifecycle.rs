@@ -61,8 +61,9 @@ fn history_lists_finished_sessions_newest_first_and_archive_takes_one_out_of_mem
     let f = env.maos_fail(&["session", "archive", "sess_ffffffff"]);
     assert_eq!((f.exit, f.code.as_str()), (1, "not_found"), "{}", f.message);
 
-    // Archived: gone from memory (`session list`, `ps`, `show`), kept in history and the
-    // timeline, and still so after a crash.
+    // Archived: gone from memory (`session list`, `ps`), kept in history and the timeline
+    // (`session show` and `events SESSION` read it from the database), and still so after a
+    // crash.
     let archived = env.maos_json(&["session", "archive", &done[..13]]);
     assert_eq!(archived["id"], done.as_str());
     let listed = ids(&env.maos_json(&["session", "list", "--all"]));
@@ -72,7 +73,29 @@ fn history_lists_finished_sessions_newest_first_and_archive_takes_one_out_of_mem
         "{listed:?}"
     );
     assert!(!env.maos_json(&["ps", "--all"]).to_string().contains(&done));
-    assert_eq!(env.maos_fail(&["session", "show", &done]).code, "not_found");
+    let shown = env.maos_json(&["session", "show", &done[..13]]);
+    assert_eq!(shown["id"], done.as_str(), "{shown}");
+    assert_eq!(shown["state"], "completed");
+    assert_eq!(shown["agents"].as_array().map(Vec::len), Some(1));
+    let own = env.events(&[&done]);
+    assert!(
+        own.iter().all(|e| e["session_id"] == done.as_str()),
+        "{own:?}"
+    );
+    assert!(
+        own.iter().any(|e| e["type"] == "session_completed"),
+        "{own:?}"
+    );
+    let typed = env.events(&[&done, "--type", "agent_registered"]);
+    assert_eq!(typed.len(), 1, "{typed:?}");
+    assert_eq!(
+        env.maos_fail(&["session", "show", "sess_ffffffff"]).code,
+        "not_found"
+    );
+    assert_eq!(
+        env.maos_fail(&["events", "sess_ffffffff"]).code,
+        "not_found"
+    );
     let archived_events = env
         .events(&["--type", "session_archived"])
         .iter()
