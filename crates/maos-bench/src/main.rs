@@ -396,6 +396,20 @@ fn remove_stale_dirs() {
 }
 
 impl Daemon {
+    /// `bin` (a client, or the empty binary) pointed at this daemon, never starting one of its
+    /// own, with no project of the caller's environment and no output.
+    fn command(&self, bin: &Path) -> Command {
+        let mut c = Command::new(bin);
+        c.env("MAOS_HOME", &self.home)
+            .env("MAOS_SOCKET", &self.socket)
+            .env("MAOS_NO_AUTOSTART", "1")
+            .env_remove("MAOS_PROJECT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+
     fn start(synchronous: &str) -> Res<Daemon> {
         remove_stale_dirs();
         let bin_dir = bin_dir()?;
@@ -1217,16 +1231,8 @@ fn scen_transfer(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let events = session_events(&mut c)?;
     let maos = client_bin(&d);
     let cmd = |project: &Path, args: &[&str]| {
-        let mut c = Command::new(&maos);
-        c.arg("--project")
-            .arg(project)
-            .args(args)
-            .env("MAOS_HOME", &d.home)
-            .env("MAOS_SOCKET", &d.socket)
-            .env_remove("MAOS_PROJECT")
-            .env("MAOS_NO_AUTOSTART", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        let mut c = d.command(&maos);
+        c.arg("--project").arg(project).args(args);
         c
     };
     let file = d.dir.join("export.json");
@@ -1432,16 +1438,9 @@ fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     });
     fs::write(&input, body.to_string()).map_err(|e| format!("{}: {e}", input.display()))?;
     let cmd = |bin: &Path, args: &[&str]| -> Res<Command> {
-        let mut c = Command::new(bin);
+        let mut c = d.command(bin);
         let stdin = fs::File::open(&input).map_err(|e| format!("{}: {e}", input.display()))?;
-        c.args(args)
-            .env("MAOS_HOME", &d.home)
-            .env("MAOS_SOCKET", &d.socket)
-            .env_remove("MAOS_PROJECT")
-            .env("MAOS_NO_AUTOSTART", "1")
-            .stdin(stdin)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        c.args(args).stdin(stdin);
         Ok(c)
     };
     for _ in 0..3 {
@@ -1930,15 +1929,8 @@ fn scen_ps(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         }
     }
     let setup = |bin: &Path, arg: Option<&str>| {
-        let mut c = Command::new(bin);
-        c.args(arg)
-            .env("MAOS_HOME", &d.home)
-            .env("MAOS_SOCKET", &d.socket)
-            .env("MAOS_PROJECT", &d.project_dir)
-            .env("MAOS_NO_AUTOSTART", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        let mut c = d.command(bin);
+        c.args(arg).env("MAOS_PROJECT", &d.project_dir);
         c
     };
     let mut a = setup(&maos, Some("ps"));
@@ -3572,15 +3564,10 @@ fn scen_activation(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let errs = d.dir.join("client.stderr");
     let err_file = fs::File::create(&errs).map_err(|e| format!("{}: {e}", errs.display()))?;
     let run = |args: &[&str]| -> Res<(i64, u64)> {
-        let mut cmd = Command::new(&maos);
+        // MAOS_NO_AUTOSTART (set by `command`): only the socket may start a daemon.
+        let mut cmd = d.command(&maos);
         cmd.args(args)
-            .env("MAOS_HOME", &d.home)
-            .env("MAOS_SOCKET", &d.socket)
             .env("MAOS_PROJECT", &d.project_dir)
-            // Only the socket may start a daemon.
-            .env("MAOS_NO_AUTOSTART", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
             .stderr(err_file.try_clone().map_err(|e| e.to_string())?);
         let at = unix_us();
         let t = Instant::now();
