@@ -769,10 +769,21 @@ async fn spawn_checkpoints(
     let task = tokio::spawn(async move {
         let mut every = tokio::time::interval(CHECKPOINT_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The WAL's frame count at the last tick: unchanged and fully copied back means no
+        // commit for a whole tick, and the WAL is emptied.
+        let mut last = 0;
         loop {
             every.tick().await;
-            if let Err(e) = cp.run().await {
-                warn!(project = %root, error = %e, "background WAL checkpoint failed");
+            match cp.run().await {
+                Ok((frames, copied)) if frames > 0 && frames == copied && frames == last => {
+                    match cp.truncate().await {
+                        Ok(()) => debug!(project = %root, frames, "idle: WAL emptied"),
+                        Err(e) => warn!(project = %root, error = %e, "cannot empty the WAL"),
+                    }
+                    last = 0;
+                }
+                Ok((frames, _)) => last = frames,
+                Err(e) => warn!(project = %root, error = %e, "background WAL checkpoint failed"),
             }
         }
     });

@@ -215,3 +215,26 @@ fn acknowledged_protocol_changes_survive_kill_9_mid_traffic() {
     assert_all_present(&env, &session, &acked);
     assert_eq!(env.integrity_check(), "ok");
 }
+
+/// An idle project's WAL is emptied (its frames are all in the database by then), so a crash
+/// after a quiet spell leaves nothing to replay; the data is all there after `kill -9`.
+#[test]
+fn an_idle_projects_wal_is_emptied_and_nothing_is_lost() {
+    let env = Env::new();
+    let sid = env.session("quiet after this", &["one", "two"]);
+    for i in 0..20 {
+        env.agent(Some(&sid), "dev", &format!("task {i}"));
+    }
+    let wal = {
+        let mut p = env.db_path().into_os_string();
+        p.push("-wal");
+        std::path::PathBuf::from(p)
+    };
+    wait_until(DEADLINE, "the idle project's WAL is empty", || {
+        std::fs::metadata(&wal).is_ok_and(|m| m.len() == 0)
+    });
+    env.kill9();
+    let agents = env.maos_json(&["agent", "list", "--session", &sid]);
+    assert_eq!(agents.as_array().map(Vec::len), Some(20), "{agents}");
+    assert_eq!(env.integrity_check(), "ok");
+}

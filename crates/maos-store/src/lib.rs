@@ -210,6 +210,16 @@ impl Checkpointer {
             .await?;
         Ok((row.try_get(1)?, row.try_get(2)?))
     }
+
+    /// Empty the WAL file once every frame is in the database (the project is idle): a
+    /// restart after a crash then has no log to read, and the disk gets the space back. It
+    /// holds off a writer only for as long as the truncation takes.
+    pub async fn truncate(&mut self) -> Result<(), StoreError> {
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .fetch_one(&mut self.conn)
+            .await?;
+        Ok(())
+    }
 }
 
 /// Cheap to clone; reads history without touching the writer.
