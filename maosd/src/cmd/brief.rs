@@ -57,6 +57,18 @@ use crate::state::{State, Txn};
 
 /// Longest note accepted, in bytes.
 pub const MAX_NOTE: usize = 4096;
+/// Most notes a session keeps in its record: the newest. Every note stays on the timeline
+/// (`note_recorded`), and the record is rewritten whole at each change of its session, so an
+/// unbounded list would make every later change slower.
+pub const MAX_NOTES: usize = 1000;
+
+/// Keep the newest [`MAX_NOTES`] of `notes`; how many older ones were dropped.
+pub fn cap_notes(notes: &mut Vec<Note>) -> usize {
+    let excess = notes.len().saturating_sub(MAX_NOTES);
+    notes.drain(..excess);
+    excess
+}
+
 /// Longest briefing text, in bytes.
 pub const MAX_TEXT: usize = 10_000;
 /// Longest single line of a list in the text (a note can be 4 KiB).
@@ -100,12 +112,14 @@ pub fn note(
         .transpose()?;
     let now = tx.now;
     let aid = agent.as_ref().map(|(id, _)| id.clone());
-    tx.session_mut(&sid).notes.push(Note {
+    let notes = &mut tx.session_mut(&sid).notes;
+    notes.push(Note {
         kind,
         text: text.to_string(),
         agent: aid.clone(),
         at: now,
     });
+    cap_notes(notes);
     tx.event(
         Some(&sid),
         aid.as_ref(),
@@ -985,6 +999,21 @@ mod tests {
             "notes": notes, "agents": agents,
         }))
         .expect("a session record")
+    }
+
+    #[test]
+    fn a_session_keeps_its_newest_notes() {
+        let mut st = State::new(vec![session(0, 0, MAX_NOTES - 1, "n")], 0);
+        let sid = st.sessions()[0].id.clone();
+        for i in 0..3 {
+            let mut tx = Txn::new(&mut st);
+            note(&mut tx, None, None, NoteKind::Done, format!("new {i}")).expect("a note");
+            let _ = tx.finish();
+        }
+        let notes = &st.session(&sid).expect("the session").notes;
+        assert_eq!(notes.len(), MAX_NOTES);
+        assert_eq!(notes[0].text, "2 n", "the two oldest went");
+        assert_eq!(notes[MAX_NOTES - 1].text, "new 2");
     }
 
     #[test]

@@ -141,6 +141,7 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<Outcome, Error
     {
         return Err(too_long("a note", n.text.len(), super::brief::MAX_NOTE));
     }
+    super::brief::cap_notes(&mut rec.notes);
     let sid = rec.id.clone();
     let agents = std::mem::take(&mut rec.agents);
     rec.active = false;
