@@ -654,6 +654,7 @@ mod tests {
             notes: vec![],
             policy: None,
             agents: vec![],
+            context: Default::default(),
         }
     }
 

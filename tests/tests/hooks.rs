@@ -442,8 +442,27 @@ fn legacy_tools_stray_subagents_and_usage_are_recorded() {
     assert_eq!(denied.len(), 2, "{denied:?}");
     assert!(denied.iter().all(|d| d["data"]["why"] == "lock_conflict"));
     assert_eq!(env.events(&["--type", "context_compacted"]).len(), 1);
-    // PreCompact and Stop each saved a checkpoint of the session.
+    // The compaction and the subagents' tokens are the briefing's context usage.
     let sid = ps[0]["id"].as_str().expect("session id");
+    let brief = env.maos_json(&["brief", sid]);
+    let context = &brief["context"];
+    assert_eq!(context["compactions"], 1, "{context}");
+    assert_eq!(context["last_trigger"], "auto", "{context}");
+    assert!(context["last_compaction"].is_string(), "{context}");
+    assert_eq!(context["subagents_reported"], 2, "{context}");
+    let tokens: u64 = results
+        .iter()
+        .map(|r| r["data"]["total_tokens"].as_u64().expect("tokens"))
+        .sum();
+    assert_eq!(context["subagent_tokens"], tokens, "{context}");
+    let text = brief["text"].as_str().expect("text");
+    assert!(
+        text.contains("Context: compacted 1 time, last ")
+            && text.contains("(auto); subagents reported ")
+            && text.contains(" tokens (2 subagents)."),
+        "{text}"
+    );
+    // PreCompact and Stop each saved a checkpoint of the session.
     let checkpoints = env.checkpoints(sid);
     let reasons: Vec<&str> = checkpoints.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(

@@ -315,6 +315,7 @@ fn orchestrator(
         notes,
         policy: None,
         agents,
+        context: crate::ContextUsage::default(),
     };
     Ok(SessionExport {
         format: FORMAT.into(),

@@ -633,6 +633,36 @@ pub struct SessionRecord {
     pub policy: Option<maos_core::plan::RunPolicy>,
     #[serde(default)]
     pub agents: Vec<AgentRecord>,
+    /// How much context its agents used, as their CLIs' hooks reported it.
+    #[serde(default)]
+    pub context: ContextUsage,
+}
+
+/// A session's context usage, for the briefing: the compactions its agent CLIs reported
+/// (`PreCompact`) and the tokens its subagents reported when they finished (`PostToolUse` on
+/// `Agent`). The hooks tell no more (no per-turn token counts).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextUsage {
+    /// Times an agent's context was compacted.
+    #[serde(default)]
+    pub compactions: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_compaction: Option<Ts>,
+    /// What started the last one: `manual` (`/compact`) or `auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_trigger: Option<String>,
+    /// Tokens the finished subagents reported, in all.
+    #[serde(default)]
+    pub subagent_tokens: u64,
+    /// Subagents that reported their tokens.
+    #[serde(default)]
+    pub subagents_reported: u32,
+}
+
+impl ContextUsage {
+    pub fn is_empty(&self) -> bool {
+        *self == ContextUsage::default()
+    }
 }
 
 /// What kind of fact a note records.
@@ -822,6 +852,8 @@ pub struct Briefing {
     pub blockers: Vec<Blocker>,
     /// Locks held by the session's agents (as `maos lock list` shows them).
     pub locks: Vec<LockView>,
+    #[serde(default)]
+    pub context: ContextUsage,
     /// One sentence: what to do next.
     pub next_step: String,
     /// The briefing as text (starts with "maos: ", at most 10,000 bytes; long lists end with

@@ -49,6 +49,8 @@ struct SessionData {
     notes: Vec<maos_proto::Note>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     policy: Option<maos_core::plan::RunPolicy>,
+    #[serde(default, skip_serializing_if = "maos_proto::ContextUsage::is_empty")]
+    context: maos_proto::ContextUsage,
 }
 
 #[derive(Serialize)]
@@ -472,6 +474,7 @@ fn session_row(s: &SessionRecord) -> Result<SessionRow<'_>, StoreError> {
         data: json(&SessionData {
             notes: s.notes.clone(),
             policy: s.policy.clone(),
+            context: s.context.clone(),
         })?,
     })
 }
@@ -593,6 +596,7 @@ fn session_from_row(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
         notes: data.notes,
         policy: data.policy,
         agents: Vec::new(),
+        context: data.context,
     })
 }
 

@@ -43,6 +43,14 @@ fn session(n: u128) -> SessionRecord {
         notes: Vec::new(),
         policy: Some(maos_core::plan::RunPolicy::default()),
         agents: vec![],
+        // Not the default: it must round-trip through the session's data column.
+        context: maos_proto::ContextUsage {
+            compactions: 2,
+            last_compaction: Some(t),
+            last_trigger: Some("auto".into()),
+            subagent_tokens: 123_456,
+            subagents_reported: 3,
+        },
     }
 }
 

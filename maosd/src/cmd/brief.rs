@@ -47,8 +47,8 @@ use std::fmt::Write;
 use maos_core::{AgentId, AgentState, PhaseState, SessionState, Ts};
 use maos_proto::{
     AgentRecord, Blocker, BlockerKind, BriefAgent, BriefDep, BriefFact, BriefPhase, BriefWork,
-    Briefing, ErrorBody, ErrorCode, FactSource, LockView, Note, NoteKind, PsLock, Reply,
-    SessionRecord,
+    Briefing, ContextUsage, ErrorBody, ErrorCode, FactSource, LockView, Note, NoteKind, PsLock,
+    Reply, SessionRecord,
 };
 use serde_json::json;
 
@@ -231,6 +231,7 @@ pub fn brief(st: &State, session: Option<&str>, now: Ts) -> Result<Briefing, Err
         errors,
         blockers: blockers(s),
         locks,
+        context: s.context.clone(),
         next_step: next_step(s),
         text: String::new(),
     };
@@ -858,6 +859,51 @@ fn header(b: &Briefing) -> String {
     }
     let _ = writeln!(out, "{dates}.");
     let _ = writeln!(out, "{}", progress_line(b));
+    if let Some(line) = context_line(&b.context) {
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// "Context: compacted 2 times, last at ... (auto); subagents reported 120,000 tokens (3)."
+/// None when the hooks reported nothing.
+fn context_line(c: &ContextUsage) -> Option<String> {
+    let mut parts = Vec::new();
+    if c.compactions > 0 {
+        let mut p = format!(
+            "compacted {} time{}",
+            c.compactions,
+            if c.compactions == 1 { "" } else { "s" }
+        );
+        if let Some(at) = c.last_compaction {
+            let _ = write!(p, ", last {}", when(at));
+        }
+        if let Some(t) = &c.last_trigger {
+            let _ = write!(p, " ({})", clip(&one_line(t), 20));
+        }
+        parts.push(p);
+    }
+    if c.subagents_reported > 0 {
+        parts.push(format!(
+            "subagents reported {} tokens ({} subagent{})",
+            thousands(c.subagent_tokens),
+            c.subagents_reported,
+            if c.subagents_reported == 1 { "" } else { "s" }
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("Context: {}.", parts.join("; ")))
+}
+
+/// 1234567 → "1,234,567".
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
     out
 }
 
@@ -999,6 +1045,34 @@ mod tests {
             "notes": notes, "agents": agents,
         }))
         .expect("a session record")
+    }
+
+    #[test]
+    fn the_context_line_says_only_what_the_hooks_reported() {
+        assert_eq!(context_line(&ContextUsage::default()), None);
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        let at: Ts = "2026-11-22T10:05:00Z".parse().expect("time");
+        let c = ContextUsage {
+            compactions: 1,
+            last_compaction: Some(at),
+            last_trigger: Some("manual".into()),
+            ..ContextUsage::default()
+        };
+        assert_eq!(
+            context_line(&c).as_deref(),
+            Some("Context: compacted 1 time, last 2026-11-22 10:05 UTC (manual).")
+        );
+        let c = ContextUsage {
+            subagent_tokens: 12_345,
+            subagents_reported: 1,
+            ..ContextUsage::default()
+        };
+        assert_eq!(
+            context_line(&c).as_deref(),
+            Some("Context: subagents reported 12,345 tokens (1 subagent).")
+        );
     }
 
     #[test]

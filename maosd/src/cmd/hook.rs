@@ -262,6 +262,14 @@ fn subagent_done(
             tx.agent_mut(&a).task = task;
         }
     }
+    if let Some(tokens) = res.total_tokens {
+        let sid = tx.state().agent(&agent).map(|a| a.session_id.clone());
+        if let Some(sid) = sid {
+            let context = &mut tx.session_mut(&sid).context;
+            context.subagent_tokens = context.subagent_tokens.saturating_add(tokens);
+            context.subagents_reported = context.subagents_reported.saturating_add(1);
+        }
+    }
     tx.lock_event(
         &agent,
         "subagent_result",
@@ -468,6 +476,11 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
                     "context_compacted",
                     json!({ "trigger": call.source }),
                 );
+                let now = tx.now;
+                let context = &mut tx.session_mut(&sid).context;
+                context.compactions = context.compactions.saturating_add(1);
+                context.last_compaction = Some(now);
+                context.last_trigger = call.source.clone();
                 tx.checkpoint(&sid, "context compacted (PreCompact)");
             }
             Ok(answer(HookDecision::None, None, None))

@@ -59,6 +59,7 @@ pub fn create(
         notes: Vec::new(),
         policy: None,
         agents: Vec::new(),
+        context: Default::default(),
     };
     let data = json!({
         "objective": rec.objective,
