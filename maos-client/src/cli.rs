@@ -394,6 +394,13 @@ pub enum PhaseCmd {
     },
     /// Skip the current phase.
     Skip(PhaseTarget),
+    /// Grow the plan of a live session by one phase, appended after the others (not for a
+    /// session that runs a plan file).
+    Add {
+        name: String,
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+    },
 }
 
 #[derive(Args, Debug)]

@@ -372,6 +372,10 @@ fn run(cli: &Cli) -> Res {
                 };
                 phase_op(target, op, artifacts)
             }
+            PhaseCmd::Add { name, session } => Request::PhaseAdd {
+                session: session.clone(),
+                name: name.clone(),
+            },
         },
         Cmd::Ps { all } => Request::Ps { all: *all },
         Cmd::History { limit } => Request::History {

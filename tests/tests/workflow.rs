@@ -254,3 +254,82 @@ fn pause_and_resume_at_session_agent_and_phase_level() {
         ]
     );
 }
+
+#[test]
+fn a_live_sessions_plan_grows_by_an_explicit_checkpointed_phase() {
+    let env = Env::new();
+    let sid = env.session("grow", &["plan", "build"]);
+    env.maos_json(&["session", "start"]);
+    env.maos_json(&["phase", "start"]);
+    env.maos_json(&["phase", "complete"]);
+    assert_eq!(position(&env), (2, 2));
+
+    let s = env.maos_json(&["phase", "add", "  verify "]);
+    assert_eq!(phase(&s, 2)["name"], "verify");
+    assert_eq!(phase(&s, 2)["state"], "planned");
+    assert_eq!(position(&env), (2, 3), "k/n counts the new phase");
+    let added = last_event(&env, "phase_added");
+    assert_eq!(added["session_id"], sid.as_str());
+    assert_eq!(added["data"]["phase"], "verify");
+    assert_eq!(added["data"]["position"], maos_tests::json!([2, 3]));
+    let reasons: Vec<String> = env.checkpoints(&sid).into_iter().map(|(r, _)| r).collect();
+    assert!(
+        reasons.iter().any(|r| r == "plan updated (phase added)"),
+        "{reasons:?}"
+    );
+
+    // Refused in one line, nothing changed: a duplicate, an empty or overlong name.
+    let before = (env.maos_json(&["session", "show"]), env.events(&[]).len());
+    let long = "x".repeat(201);
+    for (name, says) in [
+        ("build", "already exists"),
+        ("   ", "cannot be empty"),
+        (long.as_str(), "the limit is 200"),
+    ] {
+        let f = env.maos_fail(&["phase", "add", name]);
+        assert_eq!((f.exit, f.code.as_str()), (1, "bad_request"), "{f:?}");
+        assert!(f.message.contains(says), "{}", f.message);
+        assert_eq!(f.stderr.trim().lines().count(), 1, "{}", f.stderr);
+    }
+    assert_eq!(
+        (env.maos_json(&["session", "show"]), env.events(&[]).len()),
+        before
+    );
+
+    // The new phase runs like the others, and completing it completes the session.
+    env.maos_json(&["phase", "start"]);
+    env.maos_json(&["phase", "complete"]);
+    env.maos_json(&["phase", "start"]);
+    let s = env.maos_json(&["phase", "complete", "verify"]);
+    assert_eq!(s["state"], "completed");
+    let f = env.maos_fail(&["phase", "add", "late", "--session", &sid]);
+    assert_eq!(
+        (f.exit, f.code.as_str()),
+        (1, "invalid_transition"),
+        "{f:?}"
+    );
+    assert!(f.message.contains("plan does not change"), "{}", f.message);
+}
+
+#[test]
+fn a_session_that_runs_a_plan_file_keeps_its_phases() {
+    let env = Env::new();
+    let plan = env.project.join("fixed.toml");
+    std::fs::write(
+        &plan,
+        "objective = \"fixed\"\nphases = [\"one\"]\n[[agent]]\nname = \"a\"\ntask = \"t\"\n\
+         phase = \"one\"\ncommand = [\"true\"]\n",
+    )
+    .expect("plan");
+    let s = env.maos_json(&["session", "create", "--plan", plan.to_str().expect("utf-8")]);
+    let sid = s["id"].as_str().expect("id").to_string();
+    let f = env.maos_fail(&["phase", "add", "two", "--session", &sid]);
+    assert_eq!(
+        (f.exit, f.code.as_str()),
+        (1, "invalid_transition"),
+        "{f:?}"
+    );
+    assert!(f.message.contains("runs a plan"), "{}", f.message);
+    let phases = &env.maos_json(&["session", "show", &sid])["workflow"]["phases"];
+    assert_eq!(phases.as_array().map(Vec::len), Some(1));
+}

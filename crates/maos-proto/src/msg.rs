@@ -127,6 +127,12 @@ pub enum Request {
         #[serde(default)]
         session: Option<String>,
     },
+    /// Grow a running session's plan by one phase, appended after the others.
+    PhaseAdd {
+        #[serde(default)]
+        session: Option<String>,
+        name: String,
+    },
     PhaseTransition {
         #[serde(default)]
         session: Option<String>,

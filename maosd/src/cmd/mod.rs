@@ -63,6 +63,7 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             reason,
         } => managed::agent_op(tx, &agent, op, exit_code, reason),
         Request::AgentList { session } => query::agent_list(tx.state(), session.as_deref()),
+        Request::PhaseAdd { session, name } => phase::add(tx, session.as_deref(), &name),
         Request::PhaseTransition {
             session,
             phase,

@@ -101,3 +101,54 @@ pub fn transition(
         .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "session vanished"))?;
     Ok(Reply::Session(Box::new(s)).into())
 }
+
+/// Longest phase name, in bytes (an objective or a note may be longer; a phase is a title).
+const MAX_PHASE_NAME: usize = 200;
+
+/// `maos phase add NAME`: explicit plan growth. The phase is appended, planned, to a live
+/// session's workflow (`phase_added`, and a checkpoint of the updated plan). A finished
+/// workflow and a session that runs a plan (whose phases name its agents) do not grow.
+pub fn add(tx: &mut Txn<'_>, session: Option<&str>, name: &str) -> Result<Outcome, ErrorBody> {
+    let name = name.trim();
+    if name.len() > MAX_PHASE_NAME {
+        return Err(super::bad(format!(
+            "the phase name is {} bytes; the limit is {MAX_PHASE_NAME}",
+            name.len()
+        )));
+    }
+    let s = tx.state().resolve_session(session)?;
+    let sid = s.id.clone();
+    if s.state.is_terminal() {
+        return Err(invalid(format!(
+            "cannot add a phase: session {sid} is {}; a finished session's plan does not change",
+            s.state
+        )));
+    }
+    if s.policy.is_some() {
+        return Err(invalid(format!(
+            "cannot add a phase: session {sid} runs a plan, whose phases are fixed once loaded"
+        )));
+    }
+    let mut next = s.workflow.clone();
+    let idx = next.add_phase(name.to_string()).map_err(|e| match e {
+        maos_core::WorkflowError::Complete => invalid(format!(
+            "cannot add a phase: the workflow of session {sid} is already complete"
+        )),
+        other => super::bad(other.to_string()),
+    })?;
+    let position = next.position();
+    *tx.workflow_mut(&sid) = next;
+    tx.event(
+        Some(&sid),
+        None,
+        "phase_added",
+        json!({ "phase": name, "index": idx, "position": [position.0, position.1] }),
+    );
+    tx.checkpoint(&sid, "plan updated (phase added)");
+    let s = tx
+        .state()
+        .session(&sid)
+        .cloned()
+        .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "session vanished"))?;
+    Ok(Reply::Session(Box::new(s)).into())
+}
