@@ -21,7 +21,7 @@ const CLAUDE_EVENTS: &[(&str, Option<&str>)] = &[
     ),
     (
         "PostToolUse",
-        Some("Write|Edit|MultiEdit|NotebookEdit|Bash|Agent|Task"),
+        Some("Write|Edit|MultiEdit|NotebookEdit|Bash|Agent|Task|TodoWrite"),
     ),
     ("SubagentStart", None),
     ("SubagentStop", None),

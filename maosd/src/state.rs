@@ -655,6 +655,7 @@ mod tests {
             policy: None,
             agents: vec![],
             context: Default::default(),
+            todos: vec![],
         }
     }
 

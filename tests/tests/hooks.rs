@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use maos_tests::{Env, maos_bin};
+use maos_tests::{Env, describe, maos_bin};
 use serde_json::{Value, json};
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -685,5 +685,73 @@ fn an_agent_started_by_maos_is_named_by_its_environment() {
         ps[0]["agents"].as_array().map(Vec::len),
         Some(1),
         "no orchestrator was invented: {ps}"
+    );
+}
+
+/// `TodoWrite` (PostToolUse): the agent's own task list, replaced whole at each write, is in
+/// the briefing with its role, what is done, what runs now and what is next.
+#[test]
+fn an_agents_own_task_list_feeds_the_briefing() {
+    let env = Env::new();
+    let start = json!({"session_id": "s-t", "cwd": env.project, "hook_event_name": "SessionStart", "source": "startup"});
+    assert!(hook(&env, &start).status.success());
+    let todo = |todos: Value| {
+        json!({"session_id": "s-t", "cwd": env.project, "hook_event_name": "PostToolUse",
+               "tool_name": "TodoWrite", "tool_use_id": "toolu_t",
+               "tool_input": {"todos": todos},
+               "tool_response": {"oldTodos": [], "newTodos": todos}})
+    };
+    let out = hook(
+        &env,
+        &todo(json!([
+            {"content": "Read the parser\nand its tests", "status": "completed", "activeForm": "Reading"},
+            {"content": "Split the lexer out", "status": "in_progress", "activeForm": "Splitting"},
+            {"content": "Run the tests", "status": "pending", "activeForm": "Running"},
+            {"status": "pending"},
+        ])),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(decision(&out), "");
+
+    let brief = env.maos_json(&["brief"]);
+    let lists = brief["todos"].as_array().expect("todos").clone();
+    assert_eq!(lists.len(), 1, "{lists:?}");
+    assert_eq!(lists[0]["role"], "orchestrator");
+    let items = lists[0]["items"].as_array().expect("items");
+    assert_eq!(
+        items.len(),
+        3,
+        "an item without text is left out: {items:?}"
+    );
+    assert_eq!(items[0]["content"], "Read the parser", "its first line");
+    let text = brief["text"].as_str().expect("text");
+    assert!(text.contains("Task lists (the agents' own):"), "{text}");
+    assert!(
+        text.contains("1/3 done; now: Split the lexer out; next: Run the tests"),
+        "{text}"
+    );
+    let updated = env.events(&["--type", "todos_updated"]);
+    assert_eq!(updated.len(), 1);
+    assert_eq!(updated[0]["data"], json!({"total": 3, "completed": 1}));
+
+    // The next write replaces the list, and it survives a crash.
+    let out = hook(
+        &env,
+        &todo(json!([
+            {"content": "Split the lexer out", "status": "completed"},
+            {"content": "Run the tests", "status": "completed"},
+        ])),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    env.kill9();
+    let brief = env.maos_json(&["brief"]);
+    assert_eq!(brief["todos"].as_array().map(Vec::len), Some(1));
+    assert!(
+        brief["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2/2 done"),
+        "{}",
+        brief["text"]
     );
 }

@@ -316,6 +316,7 @@ fn orchestrator(
         policy: None,
         agents,
         context: crate::ContextUsage::default(),
+        todos: Vec::new(),
     };
     Ok(SessionExport {
         format: FORMAT.into(),

@@ -358,6 +358,39 @@ pub struct HookCall {
     /// Set by the daemon when `file_path` does not resolve inside the project.
     #[serde(default)]
     pub path_error: Option<String>,
+    /// PostToolUse of `TodoWrite`: the agent's whole task list as it now stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todos: Option<Vec<Todo>>,
+}
+
+/// One item of an agent's own task list (Claude Code's `TodoWrite`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Todo {
+    /// The item's text: its first line, at most 200 characters.
+    pub content: String,
+    /// As the CLI says it: `pending`, `in_progress` or `completed`.
+    pub status: String,
+}
+
+/// An agent's task list, as it last wrote it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentTodos {
+    pub agent: AgentId,
+    /// The agent's role, for the briefing (not stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    pub at: Ts,
+    pub items: Vec<Todo>,
+}
+
+impl AgentTodos {
+    /// Items done, of all.
+    pub fn completed(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|t| t.status == "completed")
+            .count()
+    }
 }
 
 /// How a managed agent's process ended, as its supervisor saw it. Sent to the daemon
@@ -642,6 +675,9 @@ pub struct SessionRecord {
     /// How much context its agents used, as their CLIs' hooks reported it.
     #[serde(default)]
     pub context: ContextUsage,
+    /// Each agent's own task list (`TodoWrite`), as it last wrote it.
+    #[serde(default)]
+    pub todos: Vec<AgentTodos>,
 }
 
 /// A session's context usage, for the briefing: the compactions its agent CLIs reported
@@ -860,6 +896,9 @@ pub struct Briefing {
     pub locks: Vec<LockView>,
     #[serde(default)]
     pub context: ContextUsage,
+    /// The agents' own task lists, with their roles.
+    #[serde(default)]
+    pub todos: Vec<AgentTodos>,
     /// One sentence: what to do next.
     pub next_step: String,
     /// The briefing as text (starts with "maos: ", at most 10,000 bytes; long lists end with

@@ -51,6 +51,8 @@ struct SessionData {
     policy: Option<maos_core::plan::RunPolicy>,
     #[serde(default, skip_serializing_if = "maos_proto::ContextUsage::is_empty")]
     context: maos_proto::ContextUsage,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    todos: Vec<maos_proto::AgentTodos>,
 }
 
 #[derive(Serialize)]
@@ -475,6 +477,7 @@ fn session_row(s: &SessionRecord) -> Result<SessionRow<'_>, StoreError> {
             notes: s.notes.clone(),
             policy: s.policy.clone(),
             context: s.context.clone(),
+            todos: s.todos.clone(),
         })?,
     })
 }
@@ -597,6 +600,7 @@ fn session_from_row(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
         policy: data.policy,
         agents: Vec::new(),
         context: data.context,
+        todos: data.todos,
     })
 }
 

@@ -51,6 +51,15 @@ fn session(n: u128) -> SessionRecord {
             subagent_tokens: 123_456,
             subagents_reported: 3,
         },
+        todos: vec![maos_proto::AgentTodos {
+            agent: maos_core::AgentId::from_uuid(uuid::Uuid::from_u128(n)),
+            role: None,
+            at: t,
+            items: vec![maos_proto::Todo {
+                content: "write the store tests".into(),
+                status: "in_progress".into(),
+            }],
+        }],
     }
 }
 

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::io::Read;
 
-use maos_proto::{HookCall, SubagentResult, Written};
+use maos_proto::{HookCall, SubagentResult, Todo, Written};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -112,6 +112,27 @@ fn written(tool: &str, input: &Value) -> Option<Written> {
     Some(Written { bytes, sha256 })
 }
 
+/// Most items of a task list kept (`TodoWrite`).
+const MAX_TODOS: usize = 100;
+
+/// `TodoWrite`'s list: each item's first line and its status (`pending` when it has none);
+/// items without text are left out, and at most [`MAX_TODOS`] are kept.
+fn todos_of(input: &Value) -> Option<Vec<Todo>> {
+    let items = input.get("todos")?.as_array()?;
+    Some(
+        items
+            .iter()
+            .filter_map(|t| {
+                Some(Todo {
+                    content: first_line(&text(t, "content")?)?,
+                    status: text(t, "status").unwrap_or_else(|| "pending".into()),
+                })
+            })
+            .take(MAX_TODOS)
+            .collect(),
+    )
+}
+
 /// PostToolUse of the subagent tool: `tool_response.agentId` and the usage figures.
 fn subagent_of(response: &Value) -> Option<SubagentResult> {
     let num = |k: &str| response.get(k).and_then(Value::as_u64);
@@ -167,6 +188,9 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
         maos_session: env("MAOS_SESSION_ID"),
         maos_agent: env("MAOS_AGENT_ID"),
         path_error: None,
+        todos: (post && tool == "TodoWrite")
+            .then(|| todos_of(input))
+            .flatten(),
         event,
         session_id,
         tool_name,

@@ -288,3 +288,28 @@ fn one_value_is_read_and_what_follows_is_left() {
         ("Stop", "s")
     );
 }
+
+#[test]
+fn a_todo_list_is_read_from_todowrite_after_the_call_only() {
+    let items: Vec<Value> = (0..150)
+        .map(|i| json!({"content": format!("item {i}\nmore"), "status": "pending"}))
+        .collect();
+    let call = |event: &str, tool: &str| {
+        call_of(
+            &json!({"session_id": "s", "hook_event_name": event, "tool_name": tool,
+                        "tool_input": {"todos": items}}),
+        )
+        .expect("a call")
+    };
+    let todos = call("PostToolUse", "TodoWrite").todos.expect("the list");
+    assert_eq!(todos.len(), 100, "capped");
+    assert_eq!(todos[0].content, "item 0");
+    assert_eq!(todos[0].status, "pending");
+    assert!(call("PreToolUse", "TodoWrite").todos.is_none());
+    assert!(call("PostToolUse", "Write").todos.is_none());
+    // Not a list: no list, and no error either (the hook never fails the tool).
+    let odd = call_of(&json!({"session_id": "s", "hook_event_name": "PostToolUse",
+                              "tool_name": "TodoWrite", "tool_input": {"todos": "nope"}}))
+    .expect("a call");
+    assert!(odd.todos.is_none());
+}

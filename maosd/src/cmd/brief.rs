@@ -46,9 +46,9 @@ use std::fmt::Write;
 
 use maos_core::{AgentId, AgentState, PhaseState, SessionState, Ts};
 use maos_proto::{
-    AgentRecord, Blocker, BlockerKind, BriefAgent, BriefDep, BriefFact, BriefPhase, BriefWork,
-    Briefing, ContextUsage, ErrorBody, ErrorCode, FactSource, LockView, Note, NoteKind, PsLock,
-    Reply, SessionRecord,
+    AgentRecord, AgentTodos, Blocker, BlockerKind, BriefAgent, BriefDep, BriefFact, BriefPhase,
+    BriefWork, Briefing, ContextUsage, ErrorBody, ErrorCode, FactSource, LockView, Note, NoteKind,
+    PsLock, Reply, SessionRecord,
 };
 use serde_json::json;
 
@@ -232,6 +232,14 @@ pub fn brief(st: &State, session: Option<&str>, now: Ts) -> Result<Briefing, Err
         blockers: blockers(s),
         locks,
         context: s.context.clone(),
+        todos: s
+            .todos
+            .iter()
+            .map(|t| AgentTodos {
+                role: agent_of(s, &t.agent).map(|a| a.role.clone()),
+                ..t.clone()
+            })
+            .collect(),
         next_step: next_step(s),
         text: String::new(),
     };
@@ -756,6 +764,7 @@ fn lists(b: &Briefing) -> Vec<List> {
         List::new("Done", &b.done.agents, agent),
         List::new("Done (notes)", &b.done.notes, fact_line),
         List::new("In progress", &b.in_progress, agent),
+        List::new("Task lists (the agents' own)", &b.todos, todo_line),
         List::new("Pending", &b.pending.agents, agent),
         List::new("Pending (notes)", &b.pending.notes, fact_line),
         List::new("Decisions", &b.decisions, fact_line),
@@ -764,6 +773,30 @@ fn lists(b: &Briefing) -> Vec<List> {
         List::new("Blockers", &b.blockers, |x: &Blocker| one_line(&x.text)),
         List::new("Locks held", &b.locks, lock),
     ]
+}
+
+/// "backend (agt_3f2a1b2c): 3/7 done; now: Write the limiter; next: Add tests".
+fn todo_line(t: &AgentTodos) -> String {
+    let first = |status: &str| {
+        t.items
+            .iter()
+            .find(|i| i.status == status)
+            .map(|i| one_line(&i.content))
+    };
+    let mut line = format!(
+        "{} ({}): {}/{} done",
+        t.role.as_deref().unwrap_or("agent"),
+        short(t.agent.as_str()),
+        t.completed(),
+        t.items.len()
+    );
+    if let Some(now) = first("in_progress") {
+        let _ = write!(line, "; now: {now}");
+    }
+    if let Some(next) = first("pending") {
+        let _ = write!(line, "; next: {next}");
+    }
+    line
 }
 
 fn agent_line(b: &Briefing, a: &BriefAgent) -> String {

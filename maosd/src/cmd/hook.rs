@@ -444,6 +444,19 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
                 }
             } else if let Some(res) = &call.subagent {
                 subagent_done(tx, &sid, &agent, &call, res)?;
+            } else if let Some(items) = &call.todos {
+                // The agent's own task list, replaced whole as the CLI writes it whole.
+                let list = maos_proto::AgentTodos {
+                    agent: agent.clone(),
+                    role: None,
+                    at: tx.now,
+                    items: items.clone(),
+                };
+                let counts = json!({ "total": list.items.len(), "completed": list.completed() });
+                let todos = &mut tx.session_mut(&sid).todos;
+                todos.retain(|t| t.agent != agent);
+                todos.push(list);
+                tx.lock_event(&agent, "todos_updated", counts);
             } else if call.tool_name.as_deref() == Some("Bash") {
                 tx.lock_event(
                     &agent,

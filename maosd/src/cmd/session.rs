@@ -60,6 +60,7 @@ pub fn create(
         policy: None,
         agents: Vec::new(),
         context: Default::default(),
+        todos: Vec::new(),
     };
     let data = json!({
         "objective": rec.objective,
