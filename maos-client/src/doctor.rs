@@ -102,7 +102,7 @@ fn hooks(root: &Path, codex: bool) -> Vec<Check> {
                 name,
                 Level::Warn,
                 format!(
-                    "{}: no maos hook for {}; run `maos install-hooks{}` again",
+                    "{}: no current maos hook for {}; run `maos install-hooks{}` again",
                     f.display(),
                     missing.join(", "),
                     if codex { " --codex" } else { "" }

@@ -56,14 +56,18 @@ pub enum Installed {
 /// Whether `path` has maos's hook on every event it needs (a broken file is an error).
 pub fn installed(path: &Path, codex: bool) -> Result<Installed, String> {
     let settings = read(path)?;
+    // An entry of ours with another matcher (written by an older maos) misses tools.
+    let current = |group: &Value, matcher: &Option<&str>| {
+        is_ours(group) && matcher.is_none_or(|m| group["matcher"].as_str() == Some(m))
+    };
     let missing: Vec<&'static str> = events(codex)
         .iter()
-        .filter(|(event, _)| {
+        .filter(|(event, matcher)| {
             !settings
                 .get("hooks")
                 .and_then(|h| h.get(*event))
                 .and_then(Value::as_array)
-                .is_some_and(|groups| groups.iter().any(is_ours))
+                .is_some_and(|groups| groups.iter().any(|g| current(g, matcher)))
         })
         .map(|(event, _)| *event)
         .collect();

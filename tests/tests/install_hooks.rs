@@ -159,6 +159,28 @@ fn doctor_reports_each_part_of_the_set_up() {
     assert_eq!(code, Some(0), "a warning does not fail: {r}");
     assert_eq!(level(&r, "Claude Code hooks"), ["warn"]);
     assert!(r.to_string().contains("SubagentStop"));
+    // An entry an older maos wrote (a matcher without TodoWrite) is named too, and
+    // install-hooks brings it up to date.
+    env.maos_json(&["install-hooks"]);
+    let mut v = read(&path);
+    v["hooks"]["PostToolUse"][0]["matcher"] =
+        "Write|Edit|MultiEdit|NotebookEdit|Bash|Agent|Task".into();
+    std::fs::write(&path, v.to_string()).expect("write");
+    let (_, r) = doctor(&env, &[&bin_dir]);
+    assert_eq!(level(&r, "Claude Code hooks"), ["warn"], "{r}");
+    assert!(
+        r.to_string()
+            .contains("no current maos hook for PostToolUse"),
+        "{r}"
+    );
+    env.maos_json(&["install-hooks"]);
+    assert!(
+        read(&path)["hooks"]["PostToolUse"][0]["matcher"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("|TodoWrite"))
+    );
+    let (_, r) = doctor(&env, &[&bin_dir]);
+    assert_eq!(level(&r, "Claude Code hooks"), ["ok"], "{r}");
     std::fs::write(&path, "{ not json").expect("write");
     let (code, r) = doctor(&env, &[&bin_dir]);
     assert_eq!(code, Some(1), "{r}");
