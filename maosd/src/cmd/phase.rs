@@ -2,7 +2,7 @@
 //! phase is recorded as `workflow_completed` and completes a running session.
 
 use maos_core::{CheckpointResult, PhaseOp, SessionOp};
-use maos_proto::{ErrorBody, ErrorCode, ErrorRecord, Reply};
+use maos_proto::{ErrorBody, ErrorCode, ErrorRecord};
 use serde_json::{Value, json};
 
 use super::{Outcome, invalid};
@@ -94,12 +94,7 @@ pub fn transition(
             );
         }
     }
-    let s = tx
-        .state()
-        .session(&sid)
-        .cloned()
-        .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "session vanished"))?;
-    Ok(Reply::Session(Box::new(s)).into())
+    super::session::session_reply(tx, &sid)
 }
 
 /// Longest phase name, in bytes (an objective or a note may be longer; a phase is a title).
@@ -145,10 +140,5 @@ pub fn add(tx: &mut Txn<'_>, session: Option<&str>, name: &str) -> Result<Outcom
         json!({ "phase": name, "index": idx, "position": [position.0, position.1] }),
     );
     tx.checkpoint(&sid, "plan updated (phase added)");
-    let s = tx
-        .state()
-        .session(&sid)
-        .cloned()
-        .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "session vanished"))?;
-    Ok(Reply::Session(Box::new(s)).into())
+    super::session::session_reply(tx, &sid)
 }
