@@ -10,10 +10,6 @@ use std::path::PathBuf;
 
 use maos_proto::StartedBy;
 
-/// The name of the socket in the launchd plist (`Sockets` → `Listeners`).
-#[cfg(target_os = "macos")]
-const LAUNCHD_SOCKET: &std::ffi::CStr = c"Listeners";
-
 /// A listening socket received from the service manager.
 pub struct Activated {
     pub listener: UnixListener,
@@ -124,8 +120,13 @@ mod launchd {
         let mut cnt: libc::size_t = 0;
         // SAFETY: the name is a NUL-terminated string; launchd fills `fds` with a malloc'ed
         // array of `cnt` descriptors that we own.
-        let rc =
-            unsafe { launch_activate_socket(super::LAUNCHD_SOCKET.as_ptr(), &mut fds, &mut cnt) };
+        let rc = unsafe {
+            launch_activate_socket(
+                maos_proto::service::LAUNCHD_SOCKET_NAME.as_ptr(),
+                &mut fds,
+                &mut cnt,
+            )
+        };
         match rc {
             0 => {}
             libc::ESRCH | libc::ENOENT => return Ok(None),

@@ -13,7 +13,7 @@ pub const SYSTEMD_SERVICE_UNIT: &str = "maosd.service";
 /// The launchd job's label (and the plist's file name without `.plist`).
 pub const LAUNCHD_LABEL: &str = "dev.maos.maosd";
 /// The name of the plist's socket entry, for `launch_activate_socket`.
-pub const LAUNCHD_SOCKET_NAME: &str = "Listeners";
+pub const LAUNCHD_SOCKET_NAME: &std::ffi::CStr = c"Listeners";
 
 /// A service manager maosd can run under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
