@@ -409,6 +409,16 @@ fn fill_write(i: usize, m: &Model) -> Write {
     }
 }
 
+/// `w` was refused (`f`): clearly, and with nothing changed since `last`, in the reads, the
+/// model and the briefing.
+fn assert_refused_cleanly(env: &Env, m: &Model, last: &Reads, w: &Write, f: &Failure) {
+    assert_clear_refusal(f);
+    let now = reads(env, m);
+    assert_unchanged(last, &now, &format!("the refused {}", w.kind()));
+    assert_model(&now, m);
+    assert_brief(env, m, Some(w));
+}
+
 /// Write until the daemon refuses; returns the refused write and how many were acknowledged.
 /// The refused write changed nothing: every read right after it (same daemon, no restart)
 /// equals the reads after the last acknowledged write.
@@ -422,11 +432,7 @@ fn fill_until_refused(env: &Env, m: &mut Model) -> (Write, usize) {
                 last = reads(env, m);
             }
             Err(f) => {
-                assert_clear_refusal(&f);
-                let now = reads(env, m);
-                assert_unchanged(&last, &now, &format!("the refused {}", w.kind()));
-                assert_model(&now, m);
-                assert_brief(env, m, Some(&w));
+                assert_refused_cleanly(env, m, &last, &w, &f);
                 return (w, i);
             }
         }
@@ -466,11 +472,7 @@ fn every_kind_refused(env: &Env, m: &mut Model) -> usize {
                     last = reads(env, m);
                 }
                 Err(f) => {
-                    assert_clear_refusal(&f);
-                    let now = reads(env, m);
-                    assert_unchanged(&last, &now, &format!("the refused {}", w.kind()));
-                    assert_model(&now, m);
-                    assert_brief(env, m, Some(&w));
+                    assert_refused_cleanly(env, m, &last, &w, &f);
                     refused = true;
                     break;
                 }
