@@ -281,13 +281,13 @@ async fn request(
     )
     .then(|| body.clone());
     let outcome = match handle.request(body).await {
-        Err(e) if e.code == ErrorCode::NotFound => match &fallback {
-            Some(body) => match crate::reads::archived(handle, body).await {
-                Some(answer) => return answer,
-                None => return Err(e),
-            },
-            None => return Err(e),
-        },
+        Err(e) if e.code == ErrorCode::NotFound => {
+            let archived = match &fallback {
+                Some(body) => crate::reads::archived(handle, body).await,
+                None => None,
+            };
+            return archived.unwrap_or(Err(e));
+        }
         other => other?,
     };
     match outcome {

@@ -64,14 +64,7 @@ pub async fn archived(handle: &ProjectHandle, body: &Request) -> Option<Result<R
                 Ok(id) => id,
                 Err(e) => return Some(Err(e)),
             };
-            let query = maos_store::EventQuery {
-                session_id: Some(id),
-                agent_id: None,
-                types: filter.types.clone(),
-                since_us: filter.since.as_ref().map(maos_store::to_us),
-                after_seq: filter.after_seq,
-                limit: *limit,
-            };
+            let query = crate::cmd::event_query(filter, Some(id), None, *limit);
             Some(
                 handle
                     .reader()

@@ -10,7 +10,7 @@ mod phase;
 mod query;
 mod session;
 
-pub use query::resolve_filter;
+pub use query::{event_query, resolve_filter};
 
 use maos_proto::{ErrorBody, ErrorCode, Reply, Request};
 use maos_store::EventQuery;

@@ -104,14 +104,24 @@ pub fn resolve_filter(
         .as_deref()
         .map(|a| st.resolve_agent(a, None).map(|a| a.id.to_string()))
         .transpose()?;
-    Ok(EventQuery {
+    Ok(event_query(f, session_id, agent_id, limit))
+}
+
+/// The query of `f` once its session and agent are resolved to full ids.
+pub fn event_query(
+    f: &EventFilter,
+    session_id: Option<String>,
+    agent_id: Option<String>,
+    limit: Option<u32>,
+) -> EventQuery {
+    EventQuery {
         session_id,
         agent_id,
         types: f.types.clone(),
         since_us: f.since.as_ref().map(maos_store::to_us),
         after_seq: f.after_seq,
         limit,
-    })
+    }
 }
 
 pub fn events(st: &State, f: &EventFilter, limit: Option<u32>) -> Result<Outcome, ErrorBody> {
