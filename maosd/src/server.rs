@@ -186,17 +186,12 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
             (bind(&config.socket)?, true)
         }
     };
-    let idle_exit = match config.idle_exit {
-        Some(d) if !own_socket => Some(d),
-        Some(_) => {
-            info!(
-                "idle_exit is ignored: only a daemon whose socket a service manager holds exits when idle"
-            );
-            None
-        }
-        None => None,
-    };
-    config.idle_exit = idle_exit;
+    if own_socket && config.idle_exit.take().is_some() {
+        info!(
+            "idle_exit is ignored: only a daemon whose socket a service manager holds exits when idle"
+        );
+    }
+    let idle_exit = config.idle_exit;
     let opts = StoreOptions {
         synchronous: config.synchronous,
         max_page_count: config.max_page_count,
