@@ -117,7 +117,7 @@ struct Actor {
     /// Replies of lock requests waiting in the queue, by wait id.
     parked: HashMap<maos_core::WaitId, oneshot::Sender<Reply>>,
     /// The background WAL checkpoint task (stopped with the actor).
-    checkpoints: tokio::task::AbortHandle,
+    checkpoints: Option<Checkpoints>,
     /// How agents are started; also where `checkpoint.json` files go.
     runner: crate::run::Runner,
     /// This actor's own queue, for the answers of the tasks it starts (weak: the actor stops
@@ -162,7 +162,9 @@ impl Actor {
             }
         }
         debug!(project = %self.root, "project actor stopping");
-        self.checkpoints.abort();
+        if let Some(c) = self.checkpoints.take() {
+            c.stop().await;
+        }
         // Parked lock waits end with the daemon: their clients see the connection close.
         self.parked.clear();
         self.store.close().await;
@@ -730,14 +732,13 @@ async fn open_project(
         events,
         parked: HashMap::new(),
         // Started after recovery (below): copying a large WAL back must not slow it down.
-        checkpoints: tokio::spawn(std::future::pending::<()>()).abort_handle(),
+        checkpoints: None,
         runner,
         me: tx.downgrade(),
         stopping: None,
     };
     actor.reconcile(true).await;
-    let checkpoints = spawn_checkpoints(&actor.store, actor.root.clone()).await?;
-    std::mem::replace(&mut actor.checkpoints, checkpoints).abort();
+    actor.checkpoints = Some(spawn_checkpoints(&actor.store, actor.root.clone()).await?);
     if let Err(e) = actor.store.set_autocheckpoint(true).await {
         warn!(project = %actor.root, error = %e, "cannot restore the bound on the WAL");
     }
@@ -759,13 +760,28 @@ fn sweep_every() -> std::time::Duration {
 /// How often committed WAL frames are copied back into the database file.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The background checkpoint task, and how to stop it.
+struct Checkpoints {
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Checkpoints {
+    /// Stop the task and wait until its connection is closed: the store's connections close
+    /// last, and the last of them deletes the WAL before the project counts as closed (a
+    /// restore then moves one file aside, not a WAL a late close would have deleted).
+    async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
 /// Checkpoint the project's WAL in the background, on its own connection, so that commits
 /// rarely pay for it (the write connection's own checkpoint is only a bound on the WAL's size).
-async fn spawn_checkpoints(
-    store: &Store,
-    root: String,
-) -> Result<tokio::task::AbortHandle, ErrorBody> {
+async fn spawn_checkpoints(store: &Store, root: String) -> Result<Checkpoints, ErrorBody> {
     let mut cp = store.checkpointer().await.map_err(|e| storage_error(&e))?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopped = stop.clone();
     let task = tokio::spawn(async move {
         let mut every = tokio::time::interval(CHECKPOINT_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -773,7 +789,10 @@ async fn spawn_checkpoints(
         // commit for a whole tick, and the WAL is emptied.
         let mut last = 0;
         loop {
-            every.tick().await;
+            tokio::select! {
+                _ = every.tick() => {}
+                () = stopped.cancelled() => break,
+            }
             match cp.run().await {
                 Ok((frames, copied)) if frames > 0 && frames == copied && frames == last => {
                     match cp.truncate().await {
@@ -786,6 +805,7 @@ async fn spawn_checkpoints(
                 Err(e) => warn!(project = %root, error = %e, "background WAL checkpoint failed"),
             }
         }
+        cp.close().await;
     });
-    Ok(task.abort_handle())
+    Ok(Checkpoints { stop, task })
 }

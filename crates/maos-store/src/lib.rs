@@ -211,6 +211,12 @@ impl Checkpointer {
         Ok((row.try_get(1)?, row.try_get(2)?))
     }
 
+    /// Close the connection now (before the store's own, so that the last connection to
+    /// close, which deletes the WAL, is the store's and closes before `Store::close` returns).
+    pub async fn close(self) {
+        let _ = sqlx::Connection::close(self.conn).await;
+    }
+
     /// Empty the WAL file once every frame is in the database (the project is idle): a
     /// restart after a crash then has no log to read, and the disk gets the space back. It
     /// holds off a writer only for as long as the truncation takes.
