@@ -22,7 +22,7 @@ use crate::state::named_enum;
 use crate::{AgentId, Ts};
 
 pub use path::{LockPath, LockPathError};
-pub use table::LockTable;
+pub use table::{LockSavepoint, LockTable};
 
 named_enum! {
     /// What a lock covers and whether it is shared.

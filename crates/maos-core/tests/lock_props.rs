@@ -578,3 +578,131 @@ proptest! {
         prop_assert!(m.outstanding.is_empty() && m.lt.waiters().is_empty());
     }
 }
+
+// ---- savepoints ----
+
+/// Apply one operation to a table directly, returning everything it answered (for comparing
+/// two tables operation by operation).
+fn apply(lt: &mut LockTable, op: &Op, now: &mut i64) -> String {
+    match *op {
+        Op::Acquire {
+            who,
+            path,
+            mode,
+            policy,
+            wait_s,
+            ttl_s,
+        } => {
+            let holder = agent(who);
+            let mode = MODES[mode];
+            let path = if mode == LockMode::Workspace {
+                LockPath::root()
+            } else {
+                LockPath::new(PATHS[path]).unwrap_or_else(|_| LockPath::root())
+            };
+            let wait = match policy {
+                0 => WaitPolicy::NoWait,
+                1 => WaitPolicy::Wait {
+                    until: t(*now + wait_s),
+                },
+                _ => WaitPolicy::Forever,
+            };
+            let req = LockRequest {
+                holder: holder.clone(),
+                born: born(&holder),
+                path,
+                mode,
+                wait,
+                ttl_us: ttl_s * 1_000_000,
+            };
+            format!("{:?}", lt.acquire(req, t(*now)))
+        }
+        Op::Release { who, path, force } => {
+            let path = LockPath::new(PATHS[path]).unwrap_or_else(|_| LockPath::root());
+            format!("{:?}", lt.release(&agent(who), &path, force, t(*now)))
+        }
+        Op::ReleaseAll { who } => format!("{:?}", lt.release_all(&agent(who), t(*now))),
+        Op::Cancel { pick } => {
+            let waits = lt.waiters();
+            match waits.get(pick % waits.len().max(1)) {
+                Some(w) => format!("{:?}", lt.cancel_wait(w.wait, t(*now))),
+                None => String::new(),
+            }
+        }
+        Op::Tick { advance } => {
+            *now += advance;
+            format!("{:?}", lt.tick(t(*now)))
+        }
+        Op::Renew { who } => format!("{:?}", lt.renew(&agent(who), t(*now))),
+    }
+}
+
+/// Everything a caller can observe of a table.
+fn observe(lt: &LockTable) -> String {
+    let held: Vec<(HeldLock, Option<i64>)> =
+        lt.held().map(|l| (l.clone(), lt.ttl_of(l.token))).collect();
+    format!(
+        "{held:?} {:?} {} {:?}",
+        lt.waiters(),
+        lt.next_token(),
+        lt.next_deadline()
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Rolling back to a savepoint puts the table back exactly: the same view, and the same
+    /// answers to any operations that follow (grants, tokens, wait ids, deadlocks, expiries).
+    /// Savepoints nest: an inner one released keeps its changes for the outer rollback to undo.
+    #[test]
+    fn rollback_to_a_savepoint_restores_the_table(
+        before in proptest::collection::vec(op(), 0..40),
+        inner in proptest::collection::vec(op(), 0..20),
+        undone in proptest::collection::vec(op(), 0..30),
+        after in proptest::collection::vec(op(), 0..40),
+    ) {
+        let mut lt = LockTable::new(1);
+        let mut now = 0;
+        for op in &before {
+            apply(&mut lt, op, &mut now);
+        }
+        let mut twin = lt.clone();
+        let (mut twin_now, seen) = (now, observe(&lt));
+        let sp = lt.savepoint();
+        for op in &undone {
+            apply(&mut lt, op, &mut now);
+        }
+        let nested = lt.savepoint();
+        for op in &inner {
+            apply(&mut lt, op, &mut now);
+        }
+        lt.release_savepoint(nested);
+        lt.rollback_to(sp);
+        prop_assert_eq!(observe(&lt), seen);
+        now = twin_now;
+        for op in &after {
+            let a = apply(&mut lt, op, &mut now);
+            let b = apply(&mut twin, op, &mut twin_now);
+            prop_assert_eq!(a, b, "after {:?}", op);
+            prop_assert_eq!(observe(&lt), observe(&twin));
+        }
+    }
+
+    /// A released savepoint keeps every change.
+    #[test]
+    fn a_released_savepoint_keeps_the_changes(
+        ops in proptest::collection::vec(op(), 0..60),
+    ) {
+        let (mut lt, mut twin) = (LockTable::new(1), LockTable::new(1));
+        let (mut now, mut twin_now) = (0, 0);
+        let sp = lt.savepoint();
+        for op in &ops {
+            let a = apply(&mut lt, op, &mut now);
+            let b = apply(&mut twin, op, &mut twin_now);
+            prop_assert_eq!(a, b);
+        }
+        lt.release_savepoint(sp);
+        prop_assert_eq!(observe(&lt), observe(&twin));
+    }
+}

@@ -29,6 +29,38 @@ pub(super) struct Waiter {
     pub(super) deadline: Option<Ts>,
 }
 
+/// One change to the table, as needed to undo it (the journal kept while a savepoint is open).
+#[derive(Clone, Debug)]
+enum Undo {
+    /// A lock was inserted: remove it.
+    Inserted(u64),
+    /// A lock was removed: put it back.
+    Removed(Entry),
+    /// A lease changed: set it back.
+    Lease {
+        token: u64,
+        expires_at: Ts,
+        ttl_us: i64,
+    },
+    /// A request was parked: remove it.
+    Parked(WaitId),
+    /// A parked request was removed: park it again.
+    Unparked(WaitId, Waiter),
+    /// An upgrade's replaced Read lock was recorded: forget it.
+    Replaced(u64),
+    /// An upgrade's replaced Read lock was taken: record it again.
+    ReplacedTaken(u64, HeldLock),
+}
+
+/// A point the table can go back to ([`LockTable::savepoint`]).
+#[derive(Debug)]
+#[must_use = "a savepoint must be released or rolled back"]
+pub struct LockSavepoint {
+    journal_len: usize,
+    next_token: u64,
+    next_wait: WaitId,
+}
+
 /// What [`LockTable::acquire`] would do with a request right now.
 enum Decision {
     /// Already held (same path and mode, or Write held and Read asked): renew that lock.
@@ -72,6 +104,10 @@ pub struct LockTable {
     /// Read locks ended by a Read→Write upgrade, by the token of the Write lock that replaced
     /// them, until the caller takes them ([`LockTable::take_replaced`]) to record their end.
     replaced: BTreeMap<u64, HeldLock>,
+    /// How many savepoints are open; while any is, every change is journaled.
+    open_savepoints: usize,
+    /// The changes made since the oldest open savepoint, oldest first.
+    journal: Vec<Undo>,
 }
 
 /// `t + us` microseconds, saturating at the largest representable instant.
@@ -382,7 +418,81 @@ impl LockTable {
     /// The Read lock that the grant with this token replaced (a Read→Write upgrade), once: the
     /// caller records that it ended. `None` for any other grant.
     pub fn take_replaced(&mut self, token: u64) -> Option<HeldLock> {
-        self.replaced.remove(&token)
+        let lock = self.replaced.remove(&token)?;
+        self.log(Undo::ReplacedTaken(token, lock.clone()));
+        Some(lock)
+    }
+
+    // ---- savepoints ----
+
+    /// Open a savepoint: every change from now on is journaled, so that
+    /// [`LockTable::rollback_to`] can put the table back exactly as it is now (held locks,
+    /// leases, the wait queue, the token and wait counters). Savepoints nest; each must be
+    /// ended by [`LockTable::release_savepoint`] or [`LockTable::rollback_to`], innermost first.
+    pub fn savepoint(&mut self) -> LockSavepoint {
+        self.open_savepoints += 1;
+        LockSavepoint {
+            journal_len: self.journal.len(),
+            next_token: self.next_token,
+            next_wait: self.next_wait,
+        }
+    }
+
+    /// Keep the changes made since `sp` (an outer savepoint can still undo them).
+    pub fn release_savepoint(&mut self, sp: LockSavepoint) {
+        debug_assert!(self.journal.len() >= sp.journal_len);
+        self.open_savepoints = self.open_savepoints.saturating_sub(1);
+        if self.open_savepoints == 0 {
+            self.journal.clear();
+        }
+    }
+
+    /// Undo every change made since `sp`, newest first.
+    pub fn rollback_to(&mut self, sp: LockSavepoint) {
+        let depth = std::mem::take(&mut self.open_savepoints);
+        while self.journal.len() > sp.journal_len {
+            let Some(undo) = self.journal.pop() else {
+                break;
+            };
+            match undo {
+                Undo::Inserted(token) => {
+                    self.remove_lock(token);
+                }
+                Undo::Removed(e) => self.insert_lock(e.lock, e.ttl_us),
+                Undo::Lease {
+                    token,
+                    expires_at,
+                    ttl_us,
+                } => {
+                    self.set_expiry(token, expires_at);
+                    if let Some(e) = self.locks.get_mut(&token) {
+                        e.ttl_us = ttl_us;
+                    }
+                }
+                Undo::Parked(id) => {
+                    self.remove_waiter(id);
+                }
+                Undo::Unparked(id, w) => self.insert_waiter(id, w),
+                Undo::Replaced(token) => {
+                    self.replaced.remove(&token);
+                }
+                Undo::ReplacedTaken(token, lock) => {
+                    self.replaced.insert(token, lock);
+                }
+            }
+        }
+        self.next_token = sp.next_token;
+        self.next_wait = sp.next_wait;
+        self.open_savepoints = depth.saturating_sub(1);
+        if self.open_savepoints == 0 {
+            self.journal.clear();
+        }
+    }
+
+    fn log(&mut self, undo: Undo) {
+        if self.open_savepoints > 0 {
+            self.journal.push(undo);
+        }
     }
 
     // ---- decisions ----
@@ -583,6 +693,7 @@ impl LockTable {
         self.next_token = token.saturating_add(1);
         if let Some(read) = replaced {
             self.replaced.insert(token, read);
+            self.log(Undo::Replaced(token));
         }
         let lock = HeldLock {
             path: path.clone(),
@@ -599,11 +710,18 @@ impl LockTable {
     /// Set a lock's lease to `now + ttl_us` (and remember that lease length).
     fn renew_lock(&mut self, token: u64, now: Ts, ttl_us: i64) -> Option<HeldLock> {
         let e = self.locks.get_mut(&token)?;
+        let undo = Undo::Lease {
+            token,
+            expires_at: e.lock.expires_at,
+            ttl_us: e.ttl_us,
+        };
         self.expiries.remove(&(e.lock.expires_at, token));
         e.ttl_us = ttl_us;
         e.lock.expires_at = add_us(now, ttl_us);
         self.expiries.insert((e.lock.expires_at, token));
-        Some(e.lock.clone())
+        let lock = e.lock.clone();
+        self.log(undo);
+        Some(lock)
     }
 
     /// Grants that follow the removal of these locks and waits.
@@ -654,10 +772,14 @@ impl LockTable {
             .insert(t);
         self.expiries.insert((lock.expires_at, t));
         self.locks.insert(t, Entry { lock, ttl_us });
+        self.log(Undo::Inserted(t));
     }
 
     fn remove_lock(&mut self, token: u64) -> Option<HeldLock> {
         let e = self.locks.remove(&token)?;
+        if self.open_savepoints > 0 {
+            self.journal.push(Undo::Removed(e.clone()));
+        }
         let lock = e.lock;
         self.held_index.remove(lock.mode, &lock.path, token);
         if let Some(set) = self.by_holder.get_mut(&lock.holder) {
@@ -672,9 +794,15 @@ impl LockTable {
 
     fn set_expiry(&mut self, token: u64, expires_at: Ts) {
         if let Some(e) = self.locks.get_mut(&token) {
+            let undo = Undo::Lease {
+                token,
+                expires_at: e.lock.expires_at,
+                ttl_us: e.ttl_us,
+            };
             self.expiries.remove(&(e.lock.expires_at, token));
             e.lock.expires_at = expires_at;
             self.expiries.insert((expires_at, token));
+            self.log(undo);
         }
     }
 
@@ -688,6 +816,7 @@ impl LockTable {
             self.deadlines.insert((d, id));
         }
         self.waits.insert(id, w);
+        self.log(Undo::Parked(id));
     }
 
     fn remove_waiter(&mut self, id: WaitId) -> Option<Waiter> {
@@ -701,6 +830,9 @@ impl LockTable {
         }
         if let Some(d) = w.deadline {
             self.deadlines.remove(&(d, id));
+        }
+        if self.open_savepoints > 0 {
+            self.journal.push(Undo::Unparked(id, w.clone()));
         }
         Some(w)
     }
