@@ -99,9 +99,15 @@ impl Txn<'_> {
         self.event(sid.as_ref(), Some(holder), kind, data);
     }
 
+    /// Record why the holder's lock request was refused (kept when the request fails).
+    pub fn lock_refusal(&mut self, holder: &AgentId, kind: &str, data: serde_json::Value) {
+        let sid = self.holder_session(holder);
+        self.refusal_event(sid.as_ref(), Some(holder), kind, data);
+    }
+
     /// A grant: written at commit, recorded with its fencing token.
     pub fn granted(&mut self, lock: &HeldLock, waited: bool) {
-        self.lock_holders.insert(lock.holder.clone());
+        self.touch_holder(&lock.holder);
         // An upgrade ended the holder's Read lock: on the timeline before the Write replacing it.
         if let Some(read) = self.locks_mut().take_replaced(lock.token) {
             self.gone(
@@ -121,7 +127,7 @@ impl Txn<'_> {
     /// Locks gone (released, force-released or expired).
     pub fn gone(&mut self, locks: &[HeldLock], kind: &str, extra: serde_json::Value) {
         for l in locks {
-            self.lock_holders.insert(l.holder.clone());
+            self.touch_holder(&l.holder);
             self.gone_leases
                 .push((l.token, l.holder.clone(), l.expires_at));
             let mut data = json!({ "path": l.path.to_string(), "mode": l.mode, "token": l.token });
@@ -173,7 +179,7 @@ impl Txn<'_> {
         if released.is_empty() && ended.is_empty() && outcomes.is_empty() {
             return;
         }
-        self.lock_holders.insert(agent.clone());
+        self.touch_holder(agent);
         self.gone(&released, "lock_released", json!({ "reason": why }));
         for wait in ended {
             let msg = format!("the wait ended: the agent {why}");
@@ -188,7 +194,7 @@ impl Txn<'_> {
         let now = self.now;
         let n = self.locks_mut().renew(agent, now);
         if n > 0 {
-            self.lock_holders.insert(agent.clone());
+            self.touch_holder(agent);
         }
         n
     }

@@ -193,10 +193,9 @@ impl Actor {
         for cmd in cmds {
             match cmd {
                 Cmd::Request { body, reply } => {
-                    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        cmd::handle(&mut txn, body)
-                    }))
-                    .unwrap_or_else(|_| {
+                    // All or nothing: a request that fails or panics leaves the transaction
+                    // as the requests before it left it.
+                    let result = txn.atomic(|tx| cmd::handle(tx, body)).unwrap_or_else(|_| {
                         error!(
                             "a request handler panicked; the request failed, the daemon goes on"
                         );
@@ -217,9 +216,8 @@ impl Actor {
                     attempt,
                     result,
                 } => {
-                    let applied = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        cmd::managed::started(&mut txn, &agent, attempt, result)
-                    }));
+                    let applied =
+                        txn.atomic(|tx| cmd::managed::started(tx, &agent, attempt, result));
                     match applied {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => {
@@ -322,6 +320,15 @@ impl Actor {
                     start_time,
                     after,
                 } => crate::run::kill_after(pgid, start_time, after),
+                Effect::RemoveFile(path) => {
+                    tokio::task::spawn_blocking(move || {
+                        if let Err(e) = std::fs::remove_file(&path)
+                            && e.kind() != std::io::ErrorKind::NotFound
+                        {
+                            warn!(file = %path.display(), error = %e, "cannot delete an applied exit file");
+                        }
+                    });
+                }
             }
         }
     }
@@ -352,15 +359,19 @@ impl Actor {
     async fn reconcile(&mut self, all: bool) {
         let t0 = std::time::Instant::now();
         let mut txn = Txn::new(&mut self.state);
-        let report = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let r = if all {
-                cmd::managed::recover(&mut txn, None)
+        // All or nothing: a recovery that fails changes nothing and runs again later.
+        let report = txn.atomic(|tx| {
+            if all {
+                cmd::managed::recover(tx, None)
             } else {
-                cmd::managed::sweep(&mut txn)
-            };
-            cmd::managed::schedule_all(&mut txn);
-            r
-        }));
+                cmd::managed::sweep(tx)
+            }
+        });
+        if std::panic::catch_unwind(AssertUnwindSafe(|| cmd::managed::schedule_all(&mut txn)))
+            .is_err()
+        {
+            error!(project = %self.root, "the scheduler panicked; the daemon goes on");
+        }
         match report {
             Ok(Ok(r)) if !r.sessions.is_empty() => {
                 info!(project = %self.root, sessions = r.sessions.len(), ms = t0.elapsed().as_secs_f64() * 1e3, "recovered managed sessions");

@@ -43,6 +43,9 @@ pub enum Effect {
         start_time: Option<u64>,
         after: Duration,
     },
+    /// Delete a file the commit made obsolete (an agent's `exit.json` once its exit is
+    /// recorded): only after the commit, so a failed commit leaves it for the next recovery.
+    RemoveFile(std::path::PathBuf),
 }
 
 /// How an attempt to start an agent went.

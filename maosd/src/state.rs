@@ -20,6 +20,7 @@ pub fn now() -> Ts {
 
 /// The live state of one project.
 #[derive(Debug, Default)]
+#[cfg_attr(test, derive(Clone))]
 pub struct State {
     /// In creation order.
     sessions: Vec<SessionRecord>,
@@ -239,6 +240,50 @@ pub struct Txn<'a> {
     archived: Vec<SessionId>,
     /// Sessions deleted in this transaction.
     purged: Vec<SessionId>,
+    /// What the request being applied changed so far ([`Txn::atomic`]).
+    step: Option<Box<StepUndo>>,
+    /// Tests: panic at this change point (counted from 1 by [`Txn::change_point`]).
+    #[cfg(test)]
+    fail_at: Option<usize>,
+    #[cfg(test)]
+    changes: usize,
+}
+
+/// A set of the transaction's bookkeeping that a request added a key to or took one from.
+enum Mark {
+    Undo(SessionId),
+    Session(SessionId),
+    Phases(SessionId),
+    Agent(AgentId),
+    Holder(AgentId),
+    Launching(AgentId),
+}
+
+/// What one request changed inside a transaction, to put back if it fails: the transaction
+/// is a group commit of many requests, and one that fails (an error or a panic) must leave
+/// memory, the lock table and the rows to write exactly as the requests before it left them.
+struct StepUndo {
+    /// Sessions an earlier request of this transaction already changed, as they were before
+    /// this one (a session first touched by this request is restored from the transaction's
+    /// own undo log instead, so it is copied only once).
+    sessions: HashMap<SessionId, Option<SessionRecord>>,
+    /// Keys added to (`true`) or taken from (`false`) the bookkeeping sets, in order.
+    marks: Vec<(bool, Mark)>,
+    events: usize,
+    next_seq: u64,
+    checkpoints: usize,
+    effects: usize,
+    wakeups: usize,
+    gone_leases: usize,
+    archived: usize,
+    purged: usize,
+    /// Checkpoint times of sessions this request took out of memory.
+    checkpointed: Vec<(SessionId, Ts)>,
+    /// The subagent requests as they were, once this request touched them.
+    spawn_intents: Option<Vec<crate::cmd::hook::SpawnIntent>>,
+    locks: maos_core::LockSavepoint,
+    /// Events that record why the request was refused: kept when it fails.
+    refusals: Vec<EventRecord>,
 }
 
 impl<'a> Txn<'a> {
@@ -256,6 +301,11 @@ impl<'a> Txn<'a> {
             effects: Vec::new(),
             archived: Vec::new(),
             purged: Vec::new(),
+            step: None,
+            #[cfg(test)]
+            fail_at: None,
+            #[cfg(test)]
+            changes: 0,
             st,
             undo: HashMap::new(),
             dirty_sessions: HashSet::new(),
@@ -281,16 +331,23 @@ impl<'a> Txn<'a> {
 
     /// A launch is under way (advisory, not undone by a rollback: the answer clears it).
     pub fn launching(&mut self, id: &AgentId) {
-        self.st.launching.insert(id.clone());
+        self.change_point();
+        if self.st.launching.insert(id.clone()) {
+            self.mark(true, Mark::Launching(id.clone()));
+        }
     }
 
     /// The supervisor answered a launch.
     pub fn launched(&mut self, id: &AgentId) {
-        self.st.launching.remove(id);
+        self.change_point();
+        if self.st.launching.remove(id) {
+            self.mark(false, Mark::Launching(id.clone()));
+        }
     }
 
     /// Process work for after the commit (nothing happens if the transaction rolls back).
     pub fn effect(&mut self, e: crate::run::Effect) {
+        self.change_point();
         self.effects.push(e);
     }
 
@@ -310,11 +367,26 @@ impl<'a> Txn<'a> {
     /// Pending subagent requests of agent CLIs. Advisory (they only name subagents), so a
     /// rollback leaves them as they are.
     pub(crate) fn spawn_intents_mut(&mut self) -> &mut Vec<crate::cmd::hook::SpawnIntent> {
+        self.change_point();
+        if let Some(step) = &mut self.step
+            && step.spawn_intents.is_none()
+        {
+            step.spawn_intents = Some(self.st.spawn_intents.clone());
+        }
         &mut self.st.spawn_intents
+    }
+
+    /// The holder's locks changed: its rows are reconciled with the database at commit.
+    pub(crate) fn touch_holder(&mut self, holder: &AgentId) {
+        self.change_point();
+        if self.lock_holders.insert(holder.clone()) {
+            self.mark(true, Mark::Holder(holder.clone()));
+        }
     }
 
     /// Mutable access to the lock table.
     pub(crate) fn locks_mut(&mut self) -> &mut LockTable {
+        self.change_point();
         &mut self.st.locks
     }
 
@@ -351,16 +423,64 @@ impl<'a> Txn<'a> {
     }
 
     fn save(&mut self, id: &SessionId) {
+        self.change_point();
         if !self.undo.contains_key(id) {
             let prev = self.st.session(id).cloned();
             self.undo.insert(id.clone(), prev);
+            self.mark(true, Mark::Undo(id.clone()));
+        } else if let Some(step) = &mut self.step
+            && !step.sessions.contains_key(id)
+            && !step
+                .marks
+                .iter()
+                .any(|m| matches!(m, (true, Mark::Undo(u)) if u == id))
+        {
+            step.sessions
+                .insert(id.clone(), self.st.session(id).cloned());
+        }
+    }
+
+    /// A point where a change begins: where a failure is injected in tests.
+    #[inline]
+    fn change_point(&mut self) {
+        #[cfg(test)]
+        {
+            self.changes += 1;
+            if self.fail_at == Some(self.changes) {
+                // Not `panic!`: no panic hook, so the injected failures print nothing.
+                std::panic::resume_unwind(Box::new("injected failure"));
+            }
+        }
+    }
+
+    fn mark(&mut self, added: bool, m: Mark) {
+        if let Some(step) = &mut self.step {
+            step.marks.push((added, m));
+        }
+    }
+
+    fn dirty_session(&mut self, id: &SessionId) {
+        if self.dirty_sessions.insert(id.clone()) {
+            self.mark(true, Mark::Session(id.clone()));
+        }
+    }
+
+    fn dirty_phases(&mut self, id: &SessionId) {
+        if self.dirty_phases.insert(id.clone()) {
+            self.mark(true, Mark::Phases(id.clone()));
+        }
+    }
+
+    fn dirty_agent(&mut self, id: &AgentId) {
+        if self.dirty_agents.insert(id.clone()) {
+            self.mark(true, Mark::Agent(id.clone()));
         }
     }
 
     /// Mutable access to a session's own row (marks it for writing).
     pub fn session_mut(&mut self, id: &SessionId) -> &mut SessionRecord {
         self.save(id);
-        self.dirty_sessions.insert(id.clone());
+        self.dirty_session(id);
         let i = self.st.by_id[id];
         let s = &mut self.st.sessions[i];
         s.updated_at = self.now;
@@ -369,7 +489,7 @@ impl<'a> Txn<'a> {
 
     /// Mutable access to a session's workflow (marks its phases and its row for writing).
     pub fn workflow_mut(&mut self, id: &SessionId) -> &mut maos_core::Workflow {
-        self.dirty_phases.insert(id.clone());
+        self.dirty_phases(id);
         &mut self.session_mut(id).workflow
     }
 
@@ -377,7 +497,7 @@ impl<'a> Txn<'a> {
     pub fn agent_mut(&mut self, id: &AgentId) -> &mut AgentRecord {
         let sid = self.st.agent_session[id].clone();
         self.save(&sid);
-        self.dirty_agents.insert(id.clone());
+        self.dirty_agent(id);
         let i = self.st.by_id[&sid];
         let now = self.now;
         let a = self.st.sessions[i]
@@ -390,9 +510,12 @@ impl<'a> Txn<'a> {
     }
 
     pub fn insert_session(&mut self, s: SessionRecord) {
-        self.undo.insert(s.id.clone(), None);
-        self.dirty_sessions.insert(s.id.clone());
-        self.dirty_phases.insert(s.id.clone());
+        self.change_point();
+        if self.undo.insert(s.id.clone(), None).is_none() {
+            self.mark(true, Mark::Undo(s.id.clone()));
+        }
+        self.dirty_session(&s.id);
+        self.dirty_phases(&s.id);
         self.st.by_id.insert(s.id.clone(), self.st.sessions.len());
         self.st.sessions.push(s);
     }
@@ -400,6 +523,7 @@ impl<'a> Txn<'a> {
     /// Take a session (and its agents) out of memory; the database keeps it, marked archived.
     /// A rollback puts it back.
     pub fn archive_session(&mut self, id: &SessionId) {
+        self.change_point();
         self.forget_session(id);
         self.archived.push(id.clone());
     }
@@ -407,6 +531,7 @@ impl<'a> Txn<'a> {
     /// Delete a session with everything it recorded (events, checkpoints, phases, agents), in
     /// memory (if it is there) and in the database. A rollback puts it back in memory.
     pub fn purge_session(&mut self, id: &SessionId) {
+        self.change_point();
         if self.st.session(id).is_some() {
             self.forget_session(id);
         }
@@ -416,22 +541,36 @@ impl<'a> Txn<'a> {
     /// Out of memory, with nothing of it left to write; undone by a rollback.
     fn forget_session(&mut self, id: &SessionId) {
         self.save(id);
-        self.dirty_sessions.remove(id);
-        self.dirty_phases.remove(id);
-        if let Some(s) = self.st.session(id) {
-            for a in &s.agents {
-                self.dirty_agents.remove(&a.id);
+        if self.dirty_sessions.remove(id) {
+            self.mark(false, Mark::Session(id.clone()));
+        }
+        if self.dirty_phases.remove(id) {
+            self.mark(false, Mark::Phases(id.clone()));
+        }
+        let agents: Vec<AgentId> = self
+            .st
+            .session(id)
+            .map(|s| s.agents.iter().map(|a| a.id.clone()).collect())
+            .unwrap_or_default();
+        for a in agents {
+            if self.dirty_agents.remove(&a) {
+                self.mark(false, Mark::Agent(a));
             }
         }
         self.st.sessions.retain(|s| &s.id != id);
-        self.st.checkpointed.remove(id);
+        if let Some(at) = self.st.checkpointed.remove(id)
+            && let Some(step) = &mut self.step
+        {
+            step.checkpointed.push((id.clone(), at));
+        }
         self.st.reindex();
     }
 
     pub fn insert_agent(&mut self, a: AgentRecord) {
+        self.change_point();
         let sid = a.session_id.clone();
         self.save(&sid);
-        self.dirty_agents.insert(a.id.clone());
+        self.dirty_agent(&a.id);
         self.st.agent_session.insert(a.id.clone(), sid.clone());
         let i = self.st.by_id[&sid];
         self.st.sessions[i].agents.push(a);
@@ -445,6 +584,7 @@ impl<'a> Txn<'a> {
         kind: &str,
         data: Value,
     ) {
+        self.change_point();
         let seq = self.st.next_seq;
         self.st.next_seq += 1;
         self.events.push(EventRecord {
@@ -457,9 +597,26 @@ impl<'a> Txn<'a> {
         });
     }
 
+    /// An event that records why a request is refused (a lock conflict, a deadlock): the one
+    /// trace a failed request leaves, so it stays on the timeline when the request's changes
+    /// are undone ([`Txn::atomic`]).
+    pub fn refusal_event(
+        &mut self,
+        session: Option<&SessionId>,
+        agent: Option<&AgentId>,
+        kind: &str,
+        data: Value,
+    ) {
+        self.event(session, agent, kind, data);
+        if let (Some(step), Some(e)) = (&mut self.step, self.events.last()) {
+            step.refusals.push(e.clone());
+        }
+    }
+
     /// An event from another timeline (`maos import`): it keeps its time, type and data and
     /// gets this project's next sequence number, which it returns.
     pub fn import_event(&mut self, mut e: EventRecord) -> u64 {
+        self.change_point();
         e.seq = self.st.next_seq;
         self.st.next_seq += 1;
         let seq = e.seq;
@@ -469,12 +626,14 @@ impl<'a> Txn<'a> {
 
     /// A checkpoint from another project (`maos import`), its `seq` already in this timeline.
     pub fn import_checkpoint(&mut self, row: maos_store::CheckpointRow) {
+        self.change_point();
         self.checkpoints.push(row);
     }
 
     /// A checkpoint of the session as it stands now: the session with its phases and agents
     /// and the locks its agents hold, committed with a `checkpoint_saved` event.
     pub fn checkpoint(&mut self, sid: &SessionId, reason: &str) {
+        self.change_point();
         let Some(s) = self.st.session(sid) else {
             return;
         };
@@ -571,6 +730,131 @@ impl<'a> Txn<'a> {
         !self.lock_holders.is_empty() || self.st.locks.next_token() != self.token_before
     }
 
+    /// Apply one request (or any other unit of change) all or nothing. If `f` returns an error
+    /// or panics, memory, the lock table and everything this transaction would write are put
+    /// back as the changes before it left them; the earlier changes of the transaction stay.
+    /// Returns `f`'s result, or `Err` with the panic's payload.
+    pub fn atomic<T, E>(
+        &mut self,
+        f: impl FnOnce(&mut Txn<'a>) -> Result<T, E>,
+    ) -> std::thread::Result<Result<T, E>> {
+        if self.step.is_some() {
+            // Already inside a step: the outer one undoes everything.
+            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self)));
+        }
+        let locks = self.st.locks.savepoint();
+        self.step = Some(Box::new(StepUndo {
+            sessions: HashMap::new(),
+            marks: Vec::new(),
+            events: self.events.len(),
+            next_seq: self.st.next_seq,
+            checkpoints: self.checkpoints.len(),
+            effects: self.effects.len(),
+            wakeups: self.wakeups.len(),
+            gone_leases: self.gone_leases.len(),
+            archived: self.archived.len(),
+            purged: self.purged.len(),
+            checkpointed: Vec::new(),
+            spawn_intents: None,
+            locks,
+            refusals: Vec::new(),
+        }));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self)));
+        let Some(step) = self.step.take() else {
+            return result;
+        };
+        match &result {
+            Ok(Ok(_)) => self.st.locks.release_savepoint(step.locks),
+            Ok(Err(_)) | Err(_) => self.undo_step(*step),
+        }
+        result
+    }
+
+    /// Put back what one failed step changed.
+    fn undo_step(&mut self, step: StepUndo) {
+        let StepUndo {
+            mut sessions,
+            marks,
+            ..
+        } = step;
+        let mut reorder = false;
+        for (added, m) in marks.into_iter().rev() {
+            match (added, m) {
+                (true, Mark::Undo(id)) => {
+                    // First touched by this step: the transaction's undo entry is its state
+                    // before the step.
+                    if let Some(prev) = self.undo.remove(&id) {
+                        sessions.insert(id, prev);
+                    }
+                }
+                (false, Mark::Undo(_)) => {}
+                (true, Mark::Session(id)) => {
+                    self.dirty_sessions.remove(&id);
+                }
+                (false, Mark::Session(id)) => {
+                    self.dirty_sessions.insert(id);
+                }
+                (true, Mark::Phases(id)) => {
+                    self.dirty_phases.remove(&id);
+                }
+                (false, Mark::Phases(id)) => {
+                    self.dirty_phases.insert(id);
+                }
+                (true, Mark::Agent(id)) => {
+                    self.dirty_agents.remove(&id);
+                }
+                (false, Mark::Agent(id)) => {
+                    self.dirty_agents.insert(id);
+                }
+                (true, Mark::Holder(id)) => {
+                    self.lock_holders.remove(&id);
+                }
+                (false, Mark::Holder(id)) => {
+                    self.lock_holders.insert(id);
+                }
+                (true, Mark::Launching(id)) => {
+                    self.st.launching.remove(&id);
+                }
+                (false, Mark::Launching(id)) => {
+                    self.st.launching.insert(id);
+                }
+            }
+        }
+        let st = &mut *self.st;
+        for (id, prev) in sessions {
+            match (prev, st.by_id.get(&id)) {
+                (Some(prev), Some(&i)) => st.sessions[i] = prev,
+                (Some(prev), None) => {
+                    st.sessions.push(prev);
+                    reorder = true;
+                }
+                (None, Some(_)) => st.sessions.retain(|s| s.id != id),
+                (None, None) => {}
+            }
+        }
+        if reorder {
+            st.sessions
+                .sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        }
+        st.reindex();
+        st.checkpointed.extend(step.checkpointed);
+        if let Some(intents) = step.spawn_intents {
+            st.spawn_intents = intents;
+        }
+        st.next_seq = step.next_seq;
+        st.locks.rollback_to(step.locks);
+        self.events.truncate(step.events);
+        self.checkpoints.truncate(step.checkpoints);
+        self.effects.truncate(step.effects);
+        self.wakeups.truncate(step.wakeups);
+        self.gone_leases.truncate(step.gone_leases);
+        self.archived.truncate(step.archived);
+        self.purged.truncate(step.purged);
+        for e in step.refusals {
+            self.event(e.session_id.as_ref(), e.agent_id.as_ref(), &e.kind, e.data);
+        }
+    }
+
     /// The commit succeeded: record what the database now holds, and hand back the events to
     /// publish and the answers for parked waits.
     pub fn finish(self) -> Finished {
@@ -628,6 +912,10 @@ impl<'a> Txn<'a> {
         st.rolled_back_leases = self.gone_leases;
     }
 }
+
+#[cfg(test)]
+#[path = "atomic_tests.rs"]
+mod atomic_tests;
 
 #[cfg(test)]
 mod tests {

@@ -137,7 +137,7 @@ pub fn acquire(
             if lock.token >= token_before {
                 tx.granted(&lock, false);
             } else {
-                tx.lock_holders.insert(holder.clone()); // idempotent: a renewal
+                tx.touch_holder(&holder); // idempotent: a renewal
             }
             let v = view(tx.state(), &lock)
                 .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "lock holder vanished"))?;
@@ -167,7 +167,7 @@ pub fn acquire(
             match &e {
                 LockError::Conflict { holders, .. } => {
                     let holders: Vec<_> = holders.iter().map(|h| h.holder.clone()).collect();
-                    tx.lock_event(
+                    tx.lock_refusal(
                         &holder,
                         "conflict_detected",
                         json!({ "path": path.to_string(), "mode": mode, "holders": holders }),
@@ -178,7 +178,7 @@ pub fn acquire(
                         .iter()
                         .map(|c| json!({"waiter": c.waiter, "holder": c.holder, "path": c.path.to_string()}))
                         .collect();
-                    tx.lock_event(
+                    tx.lock_refusal(
                         &holder,
                         "deadlock_detected",
                         json!({ "cycle": cycle, "victim": holder }),

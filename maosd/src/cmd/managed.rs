@@ -154,7 +154,17 @@ fn schedule_each(tx: &mut Txn<'_>, sids: Vec<SessionId>) {
         return;
     };
     for sid in sids {
-        schedule(tx, &sid, &runner);
+        // One session's steps are all or nothing: a panic leaves it as it was, and the other
+        // sessions still take theirs.
+        if tx
+            .atomic(|tx| {
+                schedule(tx, &sid, &runner);
+                Ok::<(), ()>(())
+            })
+            .is_err()
+        {
+            tracing::error!(session = %sid, "the scheduler panicked; the session was left as it was");
+        }
     }
 }
 
@@ -816,14 +826,14 @@ fn recover_session(
             Ok(Some(exit)) if process.as_ref().is_none_or(|p| p.pid == exit.pid) => {
                 before(tx);
                 ended(tx, &id, exit, runner)?;
-                let _ = std::fs::remove_file(&files.exit);
+                // Deleted once this is committed: if the commit fails, the next recovery
+                // still finds the exit.
+                tx.effect(crate::run::Effect::RemoveFile(files.exit));
                 r.exits_applied.push(id);
                 continue;
             }
             // From an earlier attempt: that exit was applied when it happened.
-            Ok(Some(_)) => {
-                let _ = std::fs::remove_file(&files.exit);
-            }
+            Ok(Some(_)) => tx.effect(crate::run::Effect::RemoveFile(files.exit)),
             Ok(None) => {}
             Err(e) => r.notes.push(format!("agent {id}: {e}")),
         }
