@@ -6,7 +6,6 @@ use maos_core::{AgentId, DeadlockVictim, HeldLock, LockPath, WaitId, WaitOutcome
 use maos_proto::{ErrorBody, ErrorCode, LockView, Reply, WaiterView};
 use serde_json::json;
 
-use crate::cmd::Outcome;
 use crate::state::{State, Txn};
 
 /// Default lease: ten minutes without any sign of life from the holder.
@@ -145,7 +144,7 @@ impl Txn<'_> {
                 WaitOutcome::Granted { wait, lock } => {
                     self.granted(&lock, true);
                     let reply = view(self.state(), &lock)
-                        .map(|v| Outcome::Reply(Reply::Lock(v)))
+                        .map(Reply::Lock)
                         .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "lock holder vanished"));
                     self.wakeups.push((wait, reply));
                 }

@@ -8,6 +8,7 @@ mod gc;
 mod lockpath;
 mod locks;
 mod logfile;
+mod ops;
 mod procs;
 mod project;
 mod reads;

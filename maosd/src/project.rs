@@ -217,7 +217,7 @@ impl Actor {
                     result,
                 } => {
                     let applied =
-                        txn.atomic(|tx| cmd::managed::started(tx, &agent, attempt, result));
+                        txn.atomic(|tx| crate::ops::process::started(tx, &agent, attempt, result));
                     match applied {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => {
@@ -230,7 +230,7 @@ impl Actor {
         }
         // Managed sessions this batch changed take their next steps in the same commit.
         if std::panic::catch_unwind(AssertUnwindSafe(|| {
-            cmd::managed::schedule_touched(&mut txn)
+            crate::ops::process::schedule_touched(&mut txn)
         }))
         .is_err()
         {
@@ -279,7 +279,7 @@ impl Actor {
         }
         for (wait, result) in wakeups {
             if let Some(reply) = self.parked.remove(&wait) {
-                let _ = reply.send(result);
+                let _ = reply.send(result.map(Outcome::Reply));
             }
         }
         // Subscriptions are answered after the commit, so their snapshot covers it.
@@ -362,13 +362,15 @@ impl Actor {
         // All or nothing: a recovery that fails changes nothing and runs again later.
         let report = txn.atomic(|tx| {
             if all {
-                cmd::managed::recover(tx, None)
+                crate::ops::process::recover(tx, None)
             } else {
-                cmd::managed::sweep(tx)
+                crate::ops::process::sweep(tx)
             }
         });
-        if std::panic::catch_unwind(AssertUnwindSafe(|| cmd::managed::schedule_all(&mut txn)))
-            .is_err()
+        if std::panic::catch_unwind(AssertUnwindSafe(|| {
+            crate::ops::process::schedule_all(&mut txn)
+        }))
+        .is_err()
         {
             error!(project = %self.root, "the scheduler panicked; the daemon goes on");
         }

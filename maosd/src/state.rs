@@ -18,6 +18,18 @@ pub fn now() -> Ts {
     chrono::Utc::now().trunc_subsecs(6)
 }
 
+/// A subagent the CLI asked for (PreToolUse of `Agent`/`Task`) that no agent id is tied to
+/// for sure yet. The subagent's first event claims the oldest matching request; PostToolUse
+/// of the request (its `agentId`) settles which agent it really was.
+#[derive(Clone, Debug)]
+pub struct SpawnIntent {
+    pub(crate) cli_session: String,
+    pub(crate) tool_use_id: Option<String>,
+    pub(crate) subagent_type: Option<String>,
+    pub(crate) task: String,
+    pub(crate) claimed_by: Option<AgentId>,
+}
+
 /// The live state of one project.
 #[derive(Debug, Default)]
 #[cfg_attr(test, derive(Clone))]
@@ -39,7 +51,7 @@ pub struct State {
     /// away: the lock table's reload after that failed commit keeps their renewals.
     rolled_back_leases: Vec<(u64, AgentId, Ts)>,
     /// Subagents an agent CLI asked for and has not tied to an agent id yet (hooks).
-    pub(crate) spawn_intents: Vec<crate::cmd::hook::SpawnIntent>,
+    pub(crate) spawn_intents: Vec<SpawnIntent>,
     /// When each session's latest committed checkpoint was taken.
     checkpointed: HashMap<SessionId, Ts>,
     /// How this project starts managed agents (`None` in unit tests).
@@ -199,7 +211,7 @@ pub(crate) fn prefix_error(kind: &str, e: maos_core::PrefixError) -> ErrorBody {
 }
 
 /// The answer for a parked lock wait, delivered after the commit.
-pub type Wakeup = (maos_core::WaitId, Result<crate::cmd::Outcome, ErrorBody>);
+pub type Wakeup = (maos_core::WaitId, Result<maos_proto::Reply, ErrorBody>);
 
 /// What a committed transaction leaves to do.
 pub struct Finished {
@@ -280,7 +292,7 @@ struct StepUndo {
     /// Checkpoint times of sessions this request took out of memory.
     checkpointed: Vec<(SessionId, Ts)>,
     /// The subagent requests as they were, once this request touched them.
-    spawn_intents: Option<Vec<crate::cmd::hook::SpawnIntent>>,
+    spawn_intents: Option<Vec<SpawnIntent>>,
     locks: maos_core::LockSavepoint,
     /// Events that record why the request was refused: kept when it fails.
     refusals: Vec<EventRecord>,
@@ -366,7 +378,7 @@ impl<'a> Txn<'a> {
 
     /// Pending subagent requests of agent CLIs. Advisory (they only name subagents), so a
     /// rollback leaves them as they are.
-    pub(crate) fn spawn_intents_mut(&mut self) -> &mut Vec<crate::cmd::hook::SpawnIntent> {
+    pub(crate) fn spawn_intents_mut(&mut self) -> &mut Vec<SpawnIntent> {
         self.change_point();
         if let Some(step) = &mut self.step
             && step.spawn_intents.is_none()

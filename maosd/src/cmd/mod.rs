@@ -1,20 +1,24 @@
-//! One module per request kind: each validates against the live state first and only then
-//! changes it through the transaction, so a refused request changes nothing.
+//! The request handlers: each turns one request into calls of the operations floor
+//! (`crate::ops`) and shapes the reply. Handlers never call each other; what two of them share
+//! is an operation, or one of the reply helpers below. A request is all or nothing whatever a
+//! handler does: the actor runs it in [`Txn::atomic`].
 
 mod agent;
-mod brief;
+pub(crate) mod brief;
 pub mod hook;
 mod lock;
-pub mod managed;
+mod managed;
 mod phase;
 mod query;
 mod session;
 
 pub use query::{event_query, resolve_filter};
 
+use maos_core::{AgentId, SessionId};
 use maos_proto::{ErrorBody, ErrorCode, Reply, Request};
 use maos_store::EventQuery;
 
+pub(crate) use crate::ops::bad;
 use crate::state::Txn;
 
 /// What handling a request produced.
@@ -48,7 +52,7 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             session,
             op,
             reason,
-        } => session::transition(tx, session.as_deref(), op, reason, None),
+        } => session::transition(tx, session.as_deref(), op, reason),
         Request::AgentRegister {
             session,
             role,
@@ -75,12 +79,12 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             target,
             reason,
             by,
-        } => session::pause(tx, session.as_deref(), target, reason, by),
+        } => session::set_paused(tx, session.as_deref(), target, true, reason, by),
         Request::Resume {
             session,
             target,
             by,
-        } => session::resume(tx, session.as_deref(), target, by),
+        } => session::set_paused(tx, session.as_deref(), target, false, None, by),
         Request::Ps { all } => query::ps(tx.state(), all),
         Request::Events { filter, limit } => query::events(tx.state(), &filter, limit),
         Request::Status { session } => query::status(tx.state(), session.as_deref(), tx.now),
@@ -123,7 +127,7 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             managed::from_plan(tx, &path, &text, start)
         }
         Request::AgentLog { agent } => managed::log(tx, &agent),
-        Request::Recover { session } => managed::recover_request(tx, session.as_deref()),
+        Request::Recover { session } => managed::recover(tx, session.as_deref()),
         Request::Validate { session } => managed::validate(tx, session.as_deref()),
         Request::SessionArchive { session } => session::archive(tx, &session),
         Request::Import { path, text } => session::import(tx, &path, &text),
@@ -141,41 +145,20 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
     }
 }
 
-/// Work (starting agents, moving phases) happens only in a running session; the error says how
-/// to get there.
-pub(crate) fn require_running(s: &maos_proto::SessionRecord, what: &str) -> Result<(), ErrorBody> {
-    let hint = match s.state {
-        maos_core::SessionState::Running => return Ok(()),
-        maos_core::SessionState::Created => "; start it with `maos session start`",
-        maos_core::SessionState::Paused => "; resume it with `maos resume`",
-        _ => "",
-    };
-    Err(invalid(format!(
-        "cannot {what}: session {} is {}{hint}",
-        s.id, s.state
-    )))
+/// The session, as the reply to a request that changed it.
+pub(crate) fn session_reply(tx: &Txn<'_>, id: &SessionId) -> Result<Outcome, ErrorBody> {
+    let s = tx.state().session(id).cloned().ok_or_else(|| {
+        ErrorBody::new(ErrorCode::Internal, "session vanished while being changed")
+    })?;
+    Ok(Reply::Session(Box::new(s)).into())
 }
 
-pub(crate) fn invalid(e: impl std::fmt::Display) -> ErrorBody {
-    ErrorBody::new(ErrorCode::InvalidTransition, e.to_string())
-}
-
-/// The id of the session a handler answered with (for handlers that build on others).
-pub(crate) fn session_of(o: Result<Outcome, ErrorBody>) -> Result<maos_core::SessionId, ErrorBody> {
-    match o? {
-        Outcome::Reply(Reply::Session(s)) => Ok(s.id),
-        _ => Err(ErrorBody::new(ErrorCode::Internal, "expected a session")),
-    }
-}
-
-/// The id of the agent a handler answered with.
-pub(crate) fn agent_of(o: Result<Outcome, ErrorBody>) -> Result<maos_core::AgentId, ErrorBody> {
-    match o? {
-        Outcome::Reply(Reply::Agent(a)) => Ok(a.id),
-        _ => Err(ErrorBody::new(ErrorCode::Internal, "expected an agent")),
-    }
-}
-
-pub(crate) fn bad(msg: impl Into<String>) -> ErrorBody {
-    ErrorBody::new(ErrorCode::BadRequest, msg)
+/// The agent, as the reply to a request that changed it.
+pub(crate) fn agent_reply(tx: &Txn<'_>, id: &AgentId) -> Result<Outcome, ErrorBody> {
+    let a = tx
+        .state()
+        .agent(id)
+        .cloned()
+        .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "agent vanished"))?;
+    Ok(Reply::Agent(a).into())
 }

@@ -1,0 +1,506 @@
+//! Agent CLI hooks (Claude Code's shape; see HOOKS.md): who is calling (the CLI session is the
+//! orchestrator, a subagent is its child), and what each event means for sessions, agents and
+//! locks. A write is allowed only inside the project, outside a pause, and with the file's
+//! write lock, which the calling agent then holds until it stops.
+
+use maos_core::{
+    AgentId, AgentOp, AgentState, LockMode, SessionId, SessionOp, SessionState, Strategy,
+};
+use maos_proto::{ErrorBody, HookAnswer, HookCall, HookDecision};
+use serde_json::json;
+
+use crate::locks::who;
+use crate::state::{SpawnIntent, Txn};
+
+/// Objective of a session the hook had to create, until the first prompt names it.
+const PLACEHOLDER: &str = "Claude Code session";
+
+/// Tools that write files: Claude Code's (`file_path` / `notebook_path`) and Codex's patch.
+pub fn writes_file(tool: Option<&str>) -> bool {
+    matches!(
+        tool,
+        Some("Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch")
+    )
+}
+
+/// Requests kept per project; ones the CLI never followed up are dropped oldest first.
+const MAX_INTENTS: usize = 256;
+
+fn answer(decision: HookDecision, reason: Option<String>, context: Option<String>) -> HookAnswer {
+    HookAnswer {
+        decision,
+        reason,
+        context,
+    }
+}
+
+/// The session this call belongs to: the one named by `MAOS_SESSION_ID`, else the active
+/// live session, else a new running one.
+fn session(tx: &mut Txn<'_>, call: &HookCall) -> Result<SessionId, ErrorBody> {
+    if let Some(s) = &call.maos_session {
+        return Ok(tx.state().resolve_session(Some(s))?.id.clone());
+    }
+    if let Some(a) = tx.state().active().filter(|s| !s.state.is_terminal()) {
+        return Ok(a.id.clone());
+    }
+    let short = call.session_id.get(..8).unwrap_or(&call.session_id);
+    let id = super::session::create(
+        tx,
+        format!("{PLACEHOLDER} {short}"),
+        Strategy::Parallel,
+        Vec::new(),
+    )?;
+    super::session::apply_session(tx, &id, SessionOp::Start, SessionState::Running, None, None);
+    Ok(id)
+}
+
+/// Register an agent for the CLI's ids, started.
+fn register(
+    tx: &mut Txn<'_>,
+    sid: &SessionId,
+    role: &str,
+    task: &str,
+    parent: Option<&AgentId>,
+    external: (&str, Option<&str>),
+) -> Result<AgentId, ErrorBody> {
+    let id = super::agent::register(
+        tx,
+        sid,
+        role.to_string(),
+        task.to_string(),
+        Vec::new(),
+        parent.cloned(),
+    )?;
+    let a = tx.agent_mut(&id);
+    a.external_session_id = Some(external.0.to_string());
+    a.external_agent_id = external.1.map(str::to_string);
+    if tx
+        .state()
+        .session(sid)
+        .is_some_and(|s| s.state == SessionState::Running)
+    {
+        super::agent::transition(tx, &id, AgentOp::Start, None, None)?;
+    }
+    Ok(id)
+}
+
+/// The newest agent for (CLI session id, CLI agent id), whatever its state.
+fn find_any(tx: &Txn<'_>, sid: &SessionId, cli: &str, sub: Option<&str>) -> Option<AgentId> {
+    let a = tx.state().session(sid)?.agents.iter().rev().find(|a| {
+        a.external_session_id.as_deref() == Some(cli) && a.external_agent_id.as_deref() == sub
+    })?;
+    Some(a.id.clone())
+}
+
+/// Find the live agent for (CLI session id, CLI agent id), bringing a resumable one back to
+/// running.
+fn find(tx: &mut Txn<'_>, sid: &SessionId, cli: &str, sub: Option<&str>) -> Option<AgentId> {
+    let id = find_any(tx, sid, cli, sub)?;
+    if tx.state().agent(&id)?.state == AgentState::Resumable {
+        let _ = super::agent::transition(tx, &id, AgentOp::Resume, None, None);
+    }
+    (!tx.state().agent(&id)?.state.is_terminal()).then_some(id)
+}
+
+fn orchestrator(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId, ErrorBody> {
+    match find(tx, sid, &call.session_id, None) {
+        Some(id) => Ok(id),
+        None => register(
+            tx,
+            sid,
+            "orchestrator",
+            "Claude Code main thread",
+            None,
+            (&call.session_id, None),
+        ),
+    }
+}
+
+/// The calling agent: `MAOS_AGENT_ID`, else the subagent (registered on the spot if it was
+/// never announced: stray ids happen), else the orchestrator.
+fn caller(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId, ErrorBody> {
+    if let Some(a) = &call.maos_agent {
+        return Ok(tx.state().resolve_agent(a, Some(sid))?.id.clone());
+    }
+    let orch = orchestrator(tx, sid, call)?;
+    let Some(sub) = call.agent_id.as_deref() else {
+        return Ok(orch);
+    };
+    if let Some(id) = find(tx, sid, &call.session_id, Some(sub)) {
+        return Ok(id);
+    }
+    let role = call.agent_type.as_deref().unwrap_or("subagent");
+    let claimed = claim(tx, &call.session_id, call.agent_type.as_deref());
+    let task = claimed
+        .map(|i| tx.spawn_intents_mut()[i].task.clone())
+        .unwrap_or_else(|| format!("{role} subagent {sub}"));
+    let id = register(
+        tx,
+        sid,
+        role,
+        &task,
+        Some(&orch),
+        (&call.session_id, Some(sub)),
+    )?;
+    if let Some(i) = claimed {
+        tx.spawn_intents_mut()[i].claimed_by = Some(id.clone());
+    }
+    Ok(id)
+}
+
+/// The oldest unclaimed request of this CLI session for this kind of subagent (or any kind).
+fn claim(tx: &mut Txn<'_>, cli: &str, kind: Option<&str>) -> Option<usize> {
+    let intents = tx.spawn_intents_mut();
+    let open = |i: &SpawnIntent| i.cli_session == cli && i.claimed_by.is_none();
+    intents
+        .iter()
+        .position(|i| open(i) && kind.is_some() && i.subagent_type.as_deref() == kind)
+        .or_else(|| intents.iter().position(open))
+}
+
+/// PreToolUse of the subagent tool: remember the request until a subagent claims it.
+fn request_subagent(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
+    let task = match (call.summary.as_deref(), call.prompt_line.as_deref()) {
+        (Some(d), Some(p)) => format!("{d}: {p}"),
+        (Some(t), None) | (None, Some(t)) => t.to_string(),
+        (None, None) => "subagent".to_string(),
+    };
+    let task: String = task.chars().take(200).collect();
+    tx.lock_event(
+        agent,
+        "subagent_requested",
+        json!({ "description": call.summary, "subagent_type": call.agent_type,
+                "tool_use_id": call.tool_use_id, "task": task }),
+    );
+    let intents = tx.spawn_intents_mut();
+    let same = |i: &SpawnIntent| {
+        i.cli_session == call.session_id
+            && call.tool_use_id.is_some()
+            && i.tool_use_id == call.tool_use_id
+    };
+    if intents.iter().any(same) {
+        return;
+    }
+    if intents.len() >= MAX_INTENTS {
+        intents.remove(0);
+    }
+    intents.push(SpawnIntent {
+        cli_session: call.session_id.clone(),
+        tool_use_id: call.tool_use_id.clone(),
+        subagent_type: call.agent_type.clone(),
+        task,
+        claimed_by: None,
+    });
+}
+
+/// PostToolUse of the subagent tool: `agentId` ties the request to its agent for sure (a
+/// wrong guess is corrected, swapping tasks with the agent that took this request), and the
+/// subagent's usage goes on the record. A subagent that reports completion is completed.
+fn subagent_done(
+    tx: &mut Txn<'_>,
+    sid: &SessionId,
+    orch: &AgentId,
+    call: &HookCall,
+    res: &maos_proto::SubagentResult,
+) -> Result<(), ErrorBody> {
+    let cli = call.session_id.as_str();
+    let intents = tx.spawn_intents_mut();
+    let linked = call.tool_use_id.as_ref().and_then(|t| {
+        intents
+            .iter()
+            .position(|i| i.cli_session == cli && i.tool_use_id.as_ref() == Some(t))
+    });
+    let intent = linked.map(|l| intents.remove(l));
+    let agent = match find_any(tx, sid, cli, Some(&res.agent_id)) {
+        Some(a) => a,
+        None => {
+            // Never seen: it ran without a single hook event. It still belongs in the tree.
+            let role = intent
+                .as_ref()
+                .and_then(|i| i.subagent_type.clone())
+                .or_else(|| call.agent_type.clone())
+                .unwrap_or_else(|| "subagent".to_string());
+            let task = intent.as_ref().map(|i| i.task.clone()).unwrap_or_default();
+            register(
+                tx,
+                sid,
+                &role,
+                &task,
+                Some(orch),
+                (cli, Some(&res.agent_id)),
+            )?
+        }
+    };
+    if let Some(intent) = &intent
+        && intent.claimed_by.as_ref() != Some(&agent)
+    {
+        let intents = tx.spawn_intents_mut();
+        let mine = intents
+            .iter()
+            .position(|i| i.claimed_by.as_ref() == Some(&agent));
+        let mut retask = vec![(agent.clone(), intent.task.clone())];
+        if let Some(m) = mine {
+            intents[m].claimed_by = intent.claimed_by.clone();
+            if let Some(other) = &intent.claimed_by {
+                retask.push((other.clone(), intents[m].task.clone()));
+            }
+        }
+        for (a, task) in retask {
+            tx.agent_mut(&a).task = task;
+        }
+    }
+    if let Some(tokens) = res.total_tokens {
+        let sid = tx.state().agent(&agent).map(|a| a.session_id.clone());
+        if let Some(sid) = sid {
+            let context = &mut tx.session_mut(&sid).context;
+            context.subagent_tokens = context.subagent_tokens.saturating_add(tokens);
+            context.subagents_reported = context.subagents_reported.saturating_add(1);
+        }
+    }
+    tx.lock_event(
+        &agent,
+        "subagent_result",
+        json!({ "tool_use_id": call.tool_use_id, "status": res.status,
+                "total_tokens": res.total_tokens, "total_duration_ms": res.total_duration_ms,
+                "total_tool_use_count": res.total_tool_use_count }),
+    );
+    let live = tx
+        .state()
+        .agent(&agent)
+        .is_some_and(|a| !a.state.is_terminal());
+    if live && res.status.as_deref() == Some("completed") {
+        super::agent::transition(tx, &agent, AgentOp::Complete, None, None)?;
+    }
+    Ok(())
+}
+
+fn deny(
+    tx: &mut Txn<'_>,
+    agent: &AgentId,
+    call: &HookCall,
+    why: &str,
+    reason: String,
+) -> HookAnswer {
+    tx.lock_event(
+        agent,
+        "tool_denied",
+        json!({ "tool": call.tool_name, "paths": call.paths, "why": why, "reason": reason }),
+    );
+    answer(HookDecision::Deny, Some(reason), None)
+}
+
+/// Who holds or waits for `key` ahead of `agent`, in words for the model; empty if free.
+fn blockers(tx: &Txn<'_>, agent: &AgentId, key: &maos_core::LockPath) -> Vec<String> {
+    let st = tx.state();
+    let blockers = st.locks.check(agent, key, LockMode::Write);
+    blockers
+        .holders
+        .iter()
+        .map(|h| {
+            let task = st
+                .agent(&h.holder)
+                .map(|a| a.task.clone())
+                .unwrap_or_default();
+            format!(
+                "{} (task: {task}) has held it since {} UTC",
+                who(st, &h.holder),
+                h.acquired_at.format("%H:%M:%S")
+            )
+        })
+        .chain(
+            blockers
+                .queued
+                .iter()
+                .map(|w| format!("{} is waiting for it", who(st, &w.holder))),
+        )
+        .collect()
+}
+
+/// A write: inside the project, not paused, and the write lock of every file it touches for
+/// the caller (all of them or none).
+fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall) -> HookAnswer {
+    if let Some(e) = &call.path_error {
+        let reason = format!("maos: {e}. Write only inside the project.");
+        return deny(tx, agent, call, "path_outside_workspace", reason);
+    }
+    let st = tx.state();
+    let paused_session = st
+        .session(sid)
+        .is_some_and(|s| s.state == SessionState::Paused);
+    let paused_agent = st.agent(agent).is_some_and(|a| a.paused);
+    if paused_session || paused_agent {
+        let (what, how) = if paused_session {
+            ("this session", "`maos resume`".to_string())
+        } else {
+            ("this agent", format!("`maos resume --agent {agent}`"))
+        };
+        let reason = format!(
+            "maos: {what} is paused, so no files may be written now. Stop and wait; a person resumes it with {how}."
+        );
+        return deny(tx, agent, call, "paused", reason);
+    }
+    let mut keys = Vec::with_capacity(call.paths.len());
+    for path in &call.paths {
+        match maos_core::LockPath::new(path) {
+            Ok(k) => keys.push(k),
+            Err(e) => return deny(tx, agent, call, "bad_path", format!("maos: {e}")),
+        }
+    }
+    for key in &keys {
+        let holders = blockers(tx, agent, key);
+        if !holders.is_empty() {
+            let reason = format!(
+                "maos: {key} is being written by another agent: {}. Do not edit it now: work on other files, or finish and let that agent complete first, then retry.",
+                holders.join("; ")
+            );
+            return deny(tx, agent, call, "lock_conflict", reason);
+        }
+    }
+    let ttl_us = tx.state().lock_ttl_us;
+    for key in keys {
+        // Conflicts were ruled out above; what is left fails on the first file (the agent
+        // itself), so a call never keeps some of its locks. Its leases were renewed already.
+        if let Err(e) = super::lock::acquire(
+            tx,
+            agent,
+            key,
+            LockMode::Write,
+            maos_core::WaitPolicy::NoWait,
+            ttl_us,
+        ) {
+            let reason = format!("maos: {}", e.message);
+            return deny(tx, agent, call, e.code.as_str(), reason);
+        }
+    }
+    answer(HookDecision::Allow, None, None)
+}
+
+/// What an agent CLI's hook event means for sessions, agents and locks, and the answer for
+/// the CLI.
+pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
+    if call.session_id.trim().is_empty() {
+        return Err(super::bad("hook input has no session_id"));
+    }
+    let sid = session(tx, &call)?;
+    match call.event.as_str() {
+        "SessionStart" => {
+            // History: agents or notes recorded before this call. A resumed, compacted or
+            // cleared CLI session has lost its context: it gets the briefing in any case.
+            let history = tx
+                .state()
+                .session(&sid)
+                .is_some_and(|s| !s.agents.is_empty() || !s.notes.is_empty());
+            let again = matches!(call.source.as_deref(), Some("resume" | "compact" | "clear"));
+            orchestrator(tx, &sid, &call)?;
+            let context = (history || again)
+                .then(|| crate::cmd::brief::brief(tx.state(), Some(sid.as_str()), tx.now).ok())
+                .flatten()
+                .map(|b| b.text);
+            Ok(answer(HookDecision::None, None, context))
+        }
+        "UserPromptSubmit" => {
+            let agent = caller(tx, &sid, &call)?;
+            if let Some(line) = call.summary.as_deref().filter(|l| !l.trim().is_empty()) {
+                let s = tx.session_mut(&sid);
+                if s.objective.starts_with(PLACEHOLDER) {
+                    s.objective = line.trim().chars().take(200).collect();
+                }
+                tx.lock_event(&agent, "prompt_submitted", json!({ "first_line": line }));
+            }
+            Ok(answer(HookDecision::None, None, None))
+        }
+        "PreToolUse" => {
+            let agent = caller(tx, &sid, &call)?;
+            tx.renew(&agent);
+            match call.tool_name.as_deref() {
+                t if writes_file(t) => Ok(pre_write(tx, &sid, &agent, &call)),
+                Some("Agent" | "Task") => {
+                    request_subagent(tx, &agent, &call);
+                    Ok(answer(HookDecision::Allow, None, None))
+                }
+                _ => Ok(answer(HookDecision::None, None, None)),
+            }
+        }
+        "PostToolUse" => {
+            let agent = caller(tx, &sid, &call)?;
+            tx.renew(&agent);
+            if writes_file(call.tool_name.as_deref()) {
+                // Size and hash of what the tool sent, never the text itself.
+                let (bytes, sha256) = match &call.written {
+                    Some(w) => (Some(w.bytes), Some(w.sha256.as_str())),
+                    None => (None, None),
+                };
+                for path in &call.paths {
+                    tx.lock_event(
+                        &agent,
+                        "file_modified",
+                        json!({ "path": path, "tool": call.tool_name, "bytes": bytes,
+                                "sha256": sha256 }),
+                    );
+                }
+            } else if let Some(res) = &call.subagent {
+                subagent_done(tx, &sid, &agent, &call, res)?;
+            } else if let Some(items) = &call.todos {
+                // The agent's own task list, replaced whole as the CLI writes it whole.
+                let list = maos_proto::AgentTodos {
+                    agent: agent.clone(),
+                    role: None,
+                    at: tx.now,
+                    items: items.clone(),
+                };
+                let counts = json!({ "total": list.items.len(), "completed": list.completed() });
+                let todos = &mut tx.session_mut(&sid).todos;
+                todos.retain(|t| t.agent != agent);
+                todos.push(list);
+                tx.lock_event(&agent, "todos_updated", counts);
+            } else if call.tool_name.as_deref() == Some("Bash") {
+                tx.lock_event(
+                    &agent,
+                    "command_run",
+                    json!({ "tool_use_id": call.tool_use_id }),
+                );
+            }
+            Ok(answer(HookDecision::None, None, None))
+        }
+        "SubagentStart" => {
+            caller(tx, &sid, &call)?;
+            Ok(answer(HookDecision::None, None, None))
+        }
+        "SubagentStop" => {
+            if call.agent_id.is_some() {
+                let agent = caller(tx, &sid, &call)?;
+                super::agent::transition(tx, &agent, AgentOp::Complete, None, None)?;
+            }
+            Ok(answer(HookDecision::None, None, None))
+        }
+        "Stop" | "PreCompact" => {
+            let agent = caller(tx, &sid, &call)?;
+            if call.event == "Stop" {
+                // The main thread's turn is over: what it was writing is written.
+                tx.release_agent(&agent, "stopped its turn");
+                tx.checkpoint(&sid, "turn ended (Stop)");
+            } else {
+                tx.lock_event(
+                    &agent,
+                    "context_compacted",
+                    json!({ "trigger": call.source }),
+                );
+                let now = tx.now;
+                let context = &mut tx.session_mut(&sid).context;
+                context.compactions = context.compactions.saturating_add(1);
+                context.last_compaction = Some(now);
+                context.last_trigger = call.source.clone();
+                tx.checkpoint(&sid, "context compacted (PreCompact)");
+            }
+            Ok(answer(HookDecision::None, None, None))
+        }
+        "SessionEnd" => {
+            if let Some(orch) = find(tx, &sid, &call.session_id, None) {
+                // The CLI session can be resumed later (`claude --resume`): Resumable.
+                super::agent::transition(tx, &orch, AgentOp::Interrupt, None, call.source.clone())?;
+            }
+            Ok(answer(HookDecision::None, None, None))
+        }
+        _ => Ok(answer(HookDecision::None, None, None)),
+    }
+}

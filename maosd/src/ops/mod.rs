@@ -1,0 +1,40 @@
+//! The operations floor: every change to a project's sessions, agents, phases, locks and
+//! managed processes, made on a [`Txn`](crate::state::Txn). Operations take ids and domain
+//! values, return ids and domain values (never a wire reply), validate before they change
+//! anything, and may build on each other; the request handlers above them (`crate::cmd`) only
+//! resolve names, call operations and shape replies.
+//!
+//! An operation that fails part-way needs no care of its own to change nothing: the actor runs
+//! every request in [`Txn::atomic`](crate::state::Txn::atomic).
+
+pub mod agent;
+pub mod cli;
+pub mod lock;
+pub mod phase;
+pub mod process;
+pub mod session;
+
+use maos_proto::{ErrorBody, ErrorCode, SessionRecord};
+
+/// Work (starting agents, moving phases) happens only in a running session; the error says how
+/// to get there.
+pub fn require_running(s: &SessionRecord, what: &str) -> Result<(), ErrorBody> {
+    let hint = match s.state {
+        maos_core::SessionState::Running => return Ok(()),
+        maos_core::SessionState::Created => "; start it with `maos session start`",
+        maos_core::SessionState::Paused => "; resume it with `maos resume`",
+        _ => "",
+    };
+    Err(invalid(format!(
+        "cannot {what}: session {} is {}{hint}",
+        s.id, s.state
+    )))
+}
+
+pub fn invalid(e: impl std::fmt::Display) -> ErrorBody {
+    ErrorBody::new(ErrorCode::InvalidTransition, e.to_string())
+}
+
+pub fn bad(msg: impl Into<String>) -> ErrorBody {
+    ErrorBody::new(ErrorCode::BadRequest, msg)
+}
