@@ -9,6 +9,7 @@ pub mod lock;
 pub mod patch;
 pub mod plan;
 pub mod progress;
+pub mod recovery;
 pub mod schedule;
 pub mod state;
 pub mod workflow;

@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use maos_core::plan::{self, Plan};
+use maos_core::recovery::{self, ExitFile, Fate};
 use maos_core::schedule::{self, Action, Node};
 use maos_core::{AgentId, AgentOp, AgentState, PhaseOp, SessionId, SessionOp, SessionState};
 use maos_proto::{
@@ -798,80 +799,94 @@ fn recover_session(
                 checkpointed = true;
             }
         };
-        let (supervised, exit) = match seen {
-            Seen::Running => {
-                r.readopted.push(id);
-                continue;
-            }
-            Seen::Gone { supervised, exit } => (supervised, exit),
-        };
         let files = crate::procs::agent_files(&runner.project_dir, id.as_str());
-        match exit {
-            Ok(Some(exit)) if process.as_ref().is_none_or(|p| p.pid == exit.pid) => {
+        let (seen, exit) = match seen {
+            Seen::Running => (recovery::Seen::Running, None),
+            Seen::Gone { supervised, exit } => {
+                let (file, exit) = match exit {
+                    Ok(Some(e)) if process.as_ref().is_none_or(|p| p.pid == e.pid) => {
+                        (ExitFile::Current, Some(e))
+                    }
+                    Ok(Some(_)) => (ExitFile::Earlier, None),
+                    Ok(None) => (ExitFile::Missing, None),
+                    Err(e) => {
+                        r.notes.push(format!("agent {id}: {e}"));
+                        (ExitFile::Unreadable, None)
+                    }
+                };
+                (
+                    recovery::Seen::Gone {
+                        supervised,
+                        exit: file,
+                    },
+                    exit,
+                )
+            }
+        };
+        if let recovery::Seen::Gone {
+            exit: ExitFile::Earlier,
+            ..
+        } = seen
+        {
+            // From an earlier attempt: that exit was applied when it happened.
+            tx.effect(crate::run::Effect::RemoveFile(files.exit.clone()));
+        }
+        match recovery::fate(seen, tx.state().is_launching(&id), can_resume) {
+            Fate::Readopt => r.readopted.push(id),
+            Fate::ApplyExit => {
+                let Some(exit) = exit else {
+                    continue;
+                };
                 before(tx);
                 ended(tx, &id, exit, runner)?;
                 // Deleted once this is committed: if the commit fails, the next recovery
                 // still finds the exit.
                 tx.effect(crate::run::Effect::RemoveFile(files.exit));
                 r.exits_applied.push(id);
-                continue;
             }
-            // From an earlier attempt: that exit was applied when it happened.
-            Ok(Some(_)) => tx.effect(crate::run::Effect::RemoveFile(files.exit)),
-            Ok(None) => {}
-            Err(e) => r.notes.push(format!("agent {id}: {e}")),
-        }
-        // Its supervisor still has the exit to report, or this daemon launched it and has no
-        // answer yet: it is not lost.
-        if supervised || tx.state().is_launching(&id) {
-            r.readopted.push(id);
-            continue;
-        }
-        before(tx);
-        tx.agent_mut(&id).process = None;
-        if can_resume {
-            super::agent::transition(
-                tx,
-                &id,
-                AgentOp::Interrupt,
-                None,
-                Some("its process ended while maos was down".into()),
-            )?;
-            r.resumable.push(id.clone());
-        } else {
-            super::agent::transition(
-                tx,
-                &id,
-                AgentOp::Fail,
-                None,
-                Some("its process ended while maos was down, with no exit recorded".into()),
-            )?;
-            r.failed.push(id.clone());
+            Fate::Interrupt => {
+                before(tx);
+                tx.agent_mut(&id).process = None;
+                super::agent::transition(
+                    tx,
+                    &id,
+                    AgentOp::Interrupt,
+                    None,
+                    Some("its process ended while maos was down".into()),
+                )?;
+                r.resumable.push(id);
+            }
+            Fate::Fail => {
+                before(tx);
+                tx.agent_mut(&id).process = None;
+                super::agent::transition(
+                    tx,
+                    &id,
+                    AgentOp::Fail,
+                    None,
+                    Some("its process ended while maos was down, with no exit recorded".into()),
+                )?;
+                r.failed.push(id);
+            }
         }
     }
-    let s = tx.state().session(sid);
-    r.plan = match s {
-        Some(s) if s.state.is_terminal() => "mark_failed",
-        _ if !r.resumable.is_empty() => "resume_agents",
-        Some(s) if s.state == SessionState::Paused => "resume_session",
-        Some(s)
-            if s.workflow
-                .phases
-                .iter()
-                .any(|p| p.state == maos_core::PhaseState::Failed) =>
-        {
-            "restart_phase"
-        }
-        _ => "continue",
-    }
-    .to_string();
-    r.next_step = match r.plan.as_str() {
-        "resume_agents" => "run `maos resume` to resume the interrupted agents".to_string(),
-        "resume_session" => "run `maos resume` to resume the session".to_string(),
-        "restart_phase" => "run `maos phase start` to retry the failed phase".to_string(),
-        "mark_failed" => "the session failed; see `maos brief`".to_string(),
-        _ => "nothing: the session goes on by itself".to_string(),
-    };
+    let plan = tx
+        .state()
+        .session(sid)
+        .map_or(recovery::Plan::Continue, |s| {
+            recovery::Plan::of(recovery::After {
+                ended: s.state.is_terminal(),
+                paused: s.state == SessionState::Paused,
+                resumable: !r.resumable.is_empty(),
+                phase_failed: s
+                    .workflow
+                    .phases
+                    .iter()
+                    .any(|p| p.state == maos_core::PhaseState::Failed),
+            })
+        });
+    r.plan = plan.as_str().to_string();
+    r.next_step = plan.next_step().to_string();
     tx.event(
         Some(sid),
         None,
