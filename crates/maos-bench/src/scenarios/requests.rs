@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use maos_proto::{Reply, Request};
-use maos_tests::client::Res;
+use maos_tests::client::{Client, Res};
+use maos_tests::daemon::Daemon;
 
 use crate::Opts;
 use crate::harness;
@@ -50,23 +51,39 @@ pub fn scen_update(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     Ok(rows)
 }
 
-pub fn scen_create(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
-    let n = o.requests.unwrap_or(2000);
-    let warm = 50;
-    let mut d = harness::start(sync)?;
+/// Untimed requests before the timed ones of `create` and `register`.
+const WARM: usize = 50;
+
+/// `warm` untimed, then `n` timed round trips on one client, of the requests `next(i, client)`
+/// makes (it may send untimed set-up requests of its own first): the `n` times in ns.
+fn timed_requests(
+    d: &Daemon,
+    warm: usize,
+    n: usize,
+    mut next: impl FnMut(usize, &mut Client) -> Res<Request>,
+) -> Res<Vec<u64>> {
     let mut c = d.client()?;
     let mut samples = Vec::with_capacity(n);
     for i in 0..warm + n {
-        let ns = c.timed(Request::SessionCreate {
-            objective: format!("bench: session {i}"),
-            strategy: Default::default(),
-            phases: vec!["plan".into(), "build".into(), "review".into()],
-        })?;
+        let req = next(i, &mut c)?;
+        let ns = c.timed(req)?;
         if i >= warm {
             samples.push(ns);
         }
     }
-    drop(c);
+    Ok(samples)
+}
+
+pub fn scen_create(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let n = o.requests.unwrap_or(2000);
+    let mut d = harness::start(sync)?;
+    let mut samples = timed_requests(&d, WARM, n, |i, _| {
+        Ok(Request::SessionCreate {
+            objective: format!("bench: session {i}"),
+            strategy: Default::default(),
+            phases: vec!["plan".into(), "build".into(), "review".into()],
+        })
+    })?;
     d.stop()?;
     let name = label("create", sync);
     let rows = latency_rows(&name, &mut samples, Some(Goal::AtMost(5000.0)), true);
@@ -80,22 +97,14 @@ pub fn scen_create(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
 pub fn scen_register(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let n = o.requests.unwrap_or(2000);
     let per = o.per_session.unwrap_or(20);
-    let warm = 50;
     let mut d = harness::start(sync)?;
-    let mut c = d.client()?;
-    let mut samples = Vec::with_capacity(n);
     let mut session = String::new();
-    for i in 0..warm + n {
+    let mut samples = timed_requests(&d, WARM, n, |i, c| {
         if i % per == 0 {
-            session = create_session(&mut c, &format!("bench: register {i}"), true)?;
+            session = create_session(c, &format!("bench: register {i}"), true)?;
         }
-        let req = register(&session, &format!("role{}", i % 4));
-        let ns = c.timed(req)?;
-        if i >= warm {
-            samples.push(ns);
-        }
-    }
-    drop(c);
+        Ok(register(&session, &format!("role{}", i % 4)))
+    })?;
     d.stop()?;
     let name = label("register", sync);
     let rows = latency_rows(&name, &mut samples, Some(Goal::AtMost(2000.0)), true);
