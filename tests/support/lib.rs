@@ -20,6 +20,11 @@ use std::time::{Duration, Instant};
 use maos_proto::{ClientMsg, FrameError, PROTOCOL_VERSION, ServerMsg};
 pub use serde_json::{Value, json};
 
+pub mod client;
+pub mod daemon;
+pub mod procfs;
+pub mod tempdir;
+
 /// How long any one `maos` invocation may take before the test fails (a hang is a bug).
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default deadline for conditions the daemon should reach quickly.
@@ -183,22 +188,7 @@ impl Default for Env {
 
 impl Env {
     pub fn new() -> Env {
-        let tmp = tempfile::Builder::new()
-            .prefix("maos-e2e-")
-            .tempdir()
-            .expect("cannot create a temporary directory");
-        // Canonical, so that paths compare equal to what the daemon reports.
-        let root = std::fs::canonicalize(tmp.path()).expect("canonical tempdir");
-        let env = Env {
-            home: root.join("home"),
-            socket: root.join("run").join("maosd.sock"),
-            project: root.join("proj"),
-            seen: Mutex::new(BTreeSet::new()),
-            _tmp: tmp,
-        };
-        std::fs::create_dir_all(root.join("user")).expect("fake user home");
-        env.make_project("proj");
-        env
+        Env::try_new("maos-e2e-").expect("cannot create the test's temporary directory")
     }
 
     /// The temporary directory everything lives in.
@@ -600,7 +590,8 @@ pub fn ts_micros(ts: &str) -> i64 {
     parse_ts(ts).unwrap_or_else(|| panic!("not an RFC 3339 UTC timestamp: {ts:?}"))
 }
 
-fn parse_ts(ts: &str) -> Option<i64> {
+/// [`ts_micros`] of a timestamp that may not be one.
+pub fn parse_ts(ts: &str) -> Option<i64> {
     let (date, time) = ts.strip_suffix('Z')?.split_once('T')?;
     let d: Vec<i64> = date
         .split('-')

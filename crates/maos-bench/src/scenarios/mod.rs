@@ -1,0 +1,18 @@
+//! The scenarios, one module per group; each runs its own daemon and returns its rows.
+
+pub mod activation;
+pub mod agent_start;
+pub mod data;
+pub mod hook_concurrent;
+pub mod locks;
+pub mod process;
+pub mod requests;
+pub mod startup;
+
+use maos_tests::client::Res;
+
+use crate::Opts;
+use crate::report::Metric;
+
+/// One scenario: the options and the `synchronous` mode to run the daemon with.
+pub type Scenario = fn(&Opts, &str) -> Res<Vec<Metric>>;
