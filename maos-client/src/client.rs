@@ -97,6 +97,9 @@ impl From<FrameError> for ClientError {
             FrameError::Closed => ClientError::Unavailable(
                 "the daemon closed the connection (it may be shutting down); retry".into(),
             ),
+            e if is_timeout(&e) => ClientError::Unavailable(
+                "maosd accepted the connection but did not answer in time".into(),
+            ),
             other => ClientError::Unavailable(format!("talking to maosd failed: {other}")),
         }
     }
@@ -109,6 +112,16 @@ pub struct Client {
     started_by: StartedBy,
     /// May start the daemon, and so replace an outdated one; how long a start may take.
     autostart: Option<Duration>,
+    /// The bound on each read and write ([`Client::set_timeout`]), kept across a reconnect.
+    timeout: Option<Duration>,
+    /// A read or write ran out of that time: the daemon is stalled, not stopping, and a
+    /// reconnect would only wait as long again.
+    timed_out: bool,
+}
+
+/// A read or write that ran out of the socket's timeout.
+fn is_timeout(e: &FrameError) -> bool {
+    matches!(e, FrameError::Io(io) if matches!(io.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
 }
 
 fn not_running(e: &io::Error) -> bool {
@@ -188,7 +201,27 @@ impl Client {
             daemon_pid: None,
             started_by: StartedBy::default(),
             autostart: None,
+            timeout: None,
+            timed_out: false,
         })
+    }
+
+    /// Read one frame, noting a timeout.
+    fn read(&mut self) -> Result<ServerMsg, ClientError> {
+        read_frame(&mut self.stream).map_err(|e| {
+            self.timed_out |= is_timeout(&e);
+            e.into()
+        })
+    }
+
+    /// Connect again (after the daemon went away or was replaced), with the same timeout.
+    fn reconnect(&mut self, deadline: Duration) -> Result<(), ClientError> {
+        let timeout = self.timeout;
+        *self = Client::connect_within(true, deadline)?;
+        if let Some(t) = timeout {
+            self.set_timeout(t);
+        }
+        Ok(())
     }
 
     /// Read the daemon's answer to the hello, once.
@@ -196,7 +229,7 @@ impl Client {
         if let Some(pid) = self.daemon_pid {
             return Ok(pid);
         }
-        match read_frame(&mut self.stream)? {
+        match self.read()? {
             ServerMsg::Welcome {
                 protocol,
                 daemon_version,
@@ -223,7 +256,8 @@ impl Client {
     }
 
     /// Bound every read and write on the connection (the hook's deadline).
-    pub fn set_timeout(&self, d: Duration) {
+    pub fn set_timeout(&mut self, d: Duration) {
+        self.timeout = Some(d);
         let _ = self.stream.set_read_timeout(Some(d));
         let _ = self.stream.set_write_timeout(Some(d));
     }
@@ -244,7 +278,10 @@ impl Client {
     fn send(&mut self, msg: &ClientMsg) -> Result<(), ClientError> {
         let sent = write_frame(&mut self.stream, msg);
         self.welcome()?;
-        Ok(sent?)
+        sent.map_err(|e| {
+            self.timed_out |= is_timeout(&e);
+            e.into()
+        })
     }
 
     /// An outdated daemon answered the hello: when this client may, replace it with the
@@ -254,8 +291,7 @@ impl Client {
         match self.autostart {
             Some(deadline) if m.replaceable() => {
                 replace_outdated(&paths::socket_path(), deadline)?;
-                *self = Client::connect_within(true, deadline)?;
-                Ok(())
+                self.reconnect(deadline)
             }
             _ => Err(ClientError::Mismatch(m)),
         }
@@ -263,12 +299,12 @@ impl Client {
 
     /// The connection failed before the daemon answered the hello: that daemon was stopping
     /// (it serves nothing before its welcome, so the request was not served). When this client
-    /// may start the daemon, connect again, starting the next daemon if needed.
+    /// may start the daemon, connect again, starting the next daemon if needed. A daemon
+    /// that did not answer in time is not stopping: it is not asked again.
     fn reopen(&mut self, e: ClientError) -> Result<(), ClientError> {
         match self.autostart {
-            Some(deadline) if self.daemon_pid.is_none() => {
-                *self = Client::connect_within(true, deadline)?;
-                Ok(())
+            Some(deadline) if self.daemon_pid.is_none() && !self.timed_out => {
+                self.reconnect(deadline)
             }
             _ => Err(e),
         }
@@ -310,7 +346,7 @@ impl Client {
 
     fn response(&mut self, id: u64) -> Result<Reply, ClientError> {
         loop {
-            match read_frame(&mut self.stream)? {
+            match self.read()? {
                 ServerMsg::Response { id: rid, result } if rid == id => {
                     return result.map_err(ClientError::Remote);
                 }
