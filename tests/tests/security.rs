@@ -6,7 +6,9 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Duration;
 
-use maos_tests::{Env, describe, maos_bin, run_with_timeout};
+use maos_tests::{
+    ChildGuard, DEADLINE, Env, describe, maos_bin, maosd_bin, run_with_timeout, wait_until,
+};
 
 /// `nobody` on Debian and most Linux systems; any uid other than ours would do.
 const OTHER_UID: u32 = 65534;
@@ -156,4 +158,72 @@ fn a_socket_directory_that_is_not_private_is_refused() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(!dir.join("maosd.sock").exists(), "no daemon listens there");
     }
+}
+
+/// Run `cmd` with umask 0, so that nothing maos creates is private by the umask's grace.
+fn without_umask(cmd: &mut Command) {
+    // SAFETY: umask is async-signal-safe and touches only the child's own state.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+}
+
+/// The socket is a socket of ours with mode 0600, in a directory of ours with mode 0700.
+fn assert_private_socket(socket: &std::path::Path, who: &str) {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let meta = std::fs::symlink_metadata(socket)
+        .unwrap_or_else(|e| panic!("{who}: {}: {e}", socket.display()));
+    assert!(meta.file_type().is_socket(), "{who}: not a socket");
+    assert_eq!(meta.uid(), me, "{who}: the socket is ours");
+    assert_eq!(
+        meta.mode() & 0o7777,
+        0o600,
+        "{who}: socket mode {:o}",
+        meta.mode()
+    );
+    let dir = socket.parent().expect("socket dir");
+    let meta = std::fs::symlink_metadata(dir).expect("socket dir");
+    assert!(
+        meta.is_dir(),
+        "{who}: the socket's directory is a real directory"
+    );
+    assert_eq!(meta.uid(), me, "{who}: the socket's directory is ours");
+    assert_eq!(
+        meta.mode() & 0o7777,
+        0o700,
+        "{who}: directory mode {:o}",
+        meta.mode()
+    );
+}
+
+/// Only its user may connect to the daemon's socket: 0600 in a 0700 directory, whether a
+/// client started the daemon or a person ran `maosd`, even under umask 0.
+#[test]
+fn the_socket_and_its_directory_are_private_whoever_started_the_daemon() {
+    let env = Env::new();
+    let mut cmd = env.maos_cmd_in(&env.project, &["ps"]);
+    without_umask(&mut cmd);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(env.maos_json(&["daemon", "status"])["started_by"], "client");
+    assert_private_socket(&env.socket, "a daemon a client started");
+
+    let env = Env::new();
+    let mut cmd = env.command(&maosd_bin());
+    cmd.arg("--foreground")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    without_umask(&mut cmd);
+    let _daemon = ChildGuard(cmd.spawn().expect("run maosd"));
+    wait_until(DEADLINE, "the hand-started maosd listens", || {
+        std::os::unix::net::UnixStream::connect(&env.socket).is_ok()
+    });
+    assert_eq!(env.maos_json(&["daemon", "status"])["started_by"], "manual");
+    assert_private_socket(&env.socket, "a maosd started by hand");
 }
