@@ -1012,3 +1012,123 @@ fn hook_calls_renew_the_callers_leases() {
     assert_eq!(expired.len(), 1, "{expired:?}");
     assert_eq!(expired[0]["agent_id"], aid.as_str());
 }
+
+/// Who makes a hook call: (name, CLI subagent id, environment).
+type Caller<'a> = (&'a str, Option<&'a str>, &'a [(&'a str, &'a str)]);
+
+/// One write call of `tool` to `file` (relative to the project).
+fn tool_call(env: &Env, cli: &str, sub: Option<&str>, tool: &str, file: &str) -> Value {
+    let abs = env.project.join(file);
+    let input = match tool {
+        "NotebookEdit" => json!({"notebook_path": abs, "new_source": "x"}),
+        "apply_patch" => {
+            json!({"command": format!("*** Begin Patch\n*** Add File: {file}\n+x\n*** End Patch\n")})
+        }
+        "Bash" => json!({"command": "ls"}),
+        _ => json!({"file_path": abs, "content": "x", "old_string": "a", "new_string": "b"}),
+    };
+    let mut v = json!({"session_id": cli, "cwd": env.project, "hook_event_name": "PreToolUse",
+                       "tool_name": tool, "tool_use_id": format!("toolu_{tool}_{file}"),
+                       "tool_input": input});
+    if let Some(s) = sub {
+        v["agent_id"] = json!(s);
+        v["agent_type"] = json!("coder");
+    }
+    v
+}
+
+/// Pausing a session stops every write of every agent in it (main thread, subagent, an agent
+/// maos started), whatever the writing tool, and takes no lock; the pause survives a restart
+/// after `kill -9`; other tools still run. After `maos resume` the same writes are allowed and
+/// each takes its lock.
+#[test]
+fn a_paused_session_refuses_every_write_of_every_agent_and_takes_no_lock() {
+    const TOOLS: [&str; 5] = ["Write", "Edit", "MultiEdit", "NotebookEdit", "apply_patch"];
+    let env = Env::new();
+    let cli = "claude-P";
+    let start = json!({"session_id": cli, "cwd": env.project, "hook_event_name": "SessionStart", "source": "startup"});
+    assert!(hook(&env, &start).status.success());
+    let sub_start = json!({"session_id": cli, "cwd": env.project, "hook_event_name": "SubagentStart",
+                           "agent_id": "sub-1", "agent_type": "coder"});
+    assert!(hook(&env, &sub_start).status.success());
+    let sid = env.maos_json(&["ps"])[0]["id"]
+        .as_str()
+        .expect("session id")
+        .to_string();
+    let managed = env.agent(Some(&sid), "managed", "started by maos");
+    env.maos_json(&["agent", "start", &managed]);
+    let managed_vars = [
+        ("MAOS_SESSION_ID", sid.as_str()),
+        ("MAOS_AGENT_ID", managed.as_str()),
+    ];
+    let callers: [Caller; 3] = [
+        ("main", None, &[]),
+        ("sub", Some("sub-1"), &[]),
+        ("managed", None, &managed_vars),
+    ];
+    let file = |caller: &str, tool: &str| {
+        let ext = if tool == "NotebookEdit" {
+            "ipynb"
+        } else {
+            "rs"
+        };
+        format!("{caller}-{tool}.{ext}")
+    };
+    env.maos_json(&["pause", "--reason", "review"]);
+    let mut refused = 0;
+    for restart in [false, true] {
+        if restart {
+            env.kill9();
+        }
+        for (caller, sub, vars) in callers {
+            for tool in TOOLS {
+                let input = tool_call(&env, cli, sub, tool, &file(caller, tool));
+                let out = hook_with(&env, &input, vars, false);
+                let what = format!("{caller} {tool} (restarted: {restart})");
+                assert_eq!(decision(&out), "deny", "{what}: {}", describe(&out));
+                let text = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    text.contains("paused") && text.contains("maos resume"),
+                    "{what}: {text}"
+                );
+                refused += 1;
+            }
+            let bash = tool_call(&env, cli, sub, "Bash", "-");
+            assert_eq!(
+                decision(&hook_with(&env, &bash, vars, false)),
+                "",
+                "{caller} Bash"
+            );
+        }
+        assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
+    }
+    let denied = env.events(&["--type", "tool_denied"]);
+    assert_eq!(denied.len(), refused, "{denied:?}");
+    assert!(
+        denied.iter().all(|d| d["data"]["why"] == "paused"),
+        "{denied:?}"
+    );
+
+    env.maos_json(&["resume"]);
+    for (caller, sub, vars) in callers {
+        for tool in TOOLS {
+            let path = file(caller, tool);
+            let out = hook_with(&env, &tool_call(&env, cli, sub, tool, &path), vars, false);
+            assert_eq!(
+                decision(&out),
+                "",
+                "{caller} {tool} after resume: {}",
+                describe(&out)
+            );
+            let locks = env.maos_json(&["lock", "list"]);
+            assert!(
+                locks["locks"]
+                    .as_array()
+                    .expect("locks")
+                    .iter()
+                    .any(|l| l["path"] == path.as_str()),
+                "{caller} {tool}: no lock on {path}: {locks}"
+            );
+        }
+    }
+}
