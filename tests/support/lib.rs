@@ -131,6 +131,45 @@ pub fn have_tool(name: &str, package: &str) -> bool {
     found
 }
 
+/// A check that cannot run here (`why`: what it needs). On a developer's machine the test says
+/// it skips that check; on CI (`CI` set, where the tests run as root with the tools installed)
+/// it fails, so that a check never passes there unseen.
+pub fn skip_unless_ci(why: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "cannot run on this CI machine: {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
+/// Whether the tests run as root (to act as another user, chown, mount).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Run `cmd` without root's power to ignore file permissions (`CAP_DAC_OVERRIDE`,
+/// `CAP_DAC_READ_SEARCH`, dropped from its bounding set before the exec), so that a read-only
+/// directory refuses root's writes too. Where the capabilities cannot be dropped the command
+/// fails to start.
+#[cfg(target_os = "linux")]
+pub fn without_dac_override(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    const CAP_DAC_OVERRIDE: libc::c_ulong = 1;
+    const CAP_DAC_READ_SEARCH: libc::c_ulong = 2;
+    // SAFETY: prctl is async-signal-safe and changes only the child's own capabilities.
+    unsafe {
+        cmd.pre_exec(|| {
+            for cap in [CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH] {
+                if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Poll `cond` (every few milliseconds) until it holds; panic naming `what` after `timeout`.
 pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
