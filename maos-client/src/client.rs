@@ -310,38 +310,57 @@ impl Client {
         }
     }
 
+    /// Run `attempt` (a send, or a send and its response) until it gets past the hello. An
+    /// outdated daemon is replaced, once. A connection that fails before the welcome is opened
+    /// again, after a short pause, until the start deadline: a daemon that is stopping may
+    /// still accept a few connections and drop them unanswered, so one retry can land in it
+    /// again.
+    fn retrying<T>(
+        &mut self,
+        mut attempt: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let give_up = Instant::now() + self.autostart.unwrap_or_default();
+        let mut replaced = false;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match attempt(self) {
+                Err(e @ ClientError::Mismatch(_)) if replaced => return Err(still_outdated(e)),
+                Err(ClientError::Mismatch(m)) => {
+                    self.replace(m)?;
+                    replaced = true;
+                }
+                Err(e @ ClientError::Unavailable(_)) => {
+                    if Instant::now() >= give_up {
+                        return Err(e);
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(20));
+                    self.reopen(e)?;
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Send one request and wait for its response.
     pub fn request(&mut self, project: Option<&str>, body: Request) -> Result<Reply, ClientError> {
-        let msg = ClientMsg::Request {
+        let mut msg = ClientMsg::Request {
             id: 0,
             project: project.map(str::to_string),
             body,
         };
-        match self.exchange(msg) {
-            Err((ClientError::Mismatch(m), msg)) => {
-                self.replace(m)?;
-                self.exchange(msg).map_err(|(e, _)| still_outdated(e))
-            }
-            Err((e @ ClientError::Unavailable(_), msg)) => {
-                self.reopen(e)?;
-                self.exchange(msg).map_err(|(e, _)| e)
-            }
-            r => r.map_err(|(e, _)| e),
-        }
+        self.retrying(|c| c.exchange(&mut msg))
     }
 
-    /// Send a request and read its response; on failure the message comes back for a retry.
-    #[allow(clippy::result_large_err)]
-    fn exchange(&mut self, mut msg: ClientMsg) -> Result<Reply, (ClientError, ClientMsg)> {
+    /// Send a request (numbered on this connection) and read its response.
+    fn exchange(&mut self, msg: &mut ClientMsg) -> Result<Reply, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        if let ClientMsg::Request { id: slot, .. } = &mut msg {
+        if let ClientMsg::Request { id: slot, .. } = msg {
             *slot = id;
         }
-        if let Err(e) = self.send(&msg) {
-            return Err((e, msg));
-        }
-        self.response(id).map_err(|e| (e, msg))
+        self.send(msg)?;
+        self.response(id)
     }
 
     fn response(&mut self, id: u64) -> Result<Reply, ClientError> {
@@ -369,19 +388,7 @@ impl Client {
             project: project.to_string(),
             filter,
         };
-        if let Err(e) = self.send(&msg) {
-            match e {
-                ClientError::Mismatch(m) => {
-                    self.replace(m)?;
-                    self.send(&msg).map_err(still_outdated)?;
-                }
-                e @ ClientError::Unavailable(_) => {
-                    self.reopen(e)?;
-                    self.send(&msg)?;
-                }
-                e => return Err(e),
-            }
-        }
+        self.retrying(|c| c.send(&msg))?;
         match read_frame(&mut self.stream)? {
             ServerMsg::Response { result: Ok(_), .. } => {}
             ServerMsg::Response { result: Err(e), .. } | ServerMsg::Error { error: e } => {
