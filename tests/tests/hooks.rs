@@ -336,6 +336,23 @@ fn the_two_subagent_fixture_gets_the_expected_answers() {
     assert!(!has(b"pub struct Limiter;"), "the written content is not");
 }
 
+/// `input`, a write, was allowed: no decision, and its caller (by role: the subagent's type,
+/// else the orchestrator) holds the write lock of every file it touches.
+fn assert_write_allowed(env: &Env, input: &Value, out: &Output) {
+    assert_eq!(decision(out), "", "{}", describe(out));
+    let role = match (&input["agent_id"], input["agent_type"].as_str()) {
+        (Value::String(_), Some(kind)) => kind,
+        _ => "orchestrator",
+    };
+    let locks = env.maos_json(&["lock", "list"]);
+    for path in written_paths(env, input).expect("a write") {
+        let held = locks["locks"].as_array().expect("locks").iter().any(|l| {
+            l["path"] == path.as_str() && l["mode"] == "write" && l["holder_role"] == role
+        });
+        assert!(held, "the {role} holds no write lock on {path}: {locks}");
+    }
+}
+
 fn write_input(env: &Env, session: &str, agent: Option<&str>, file: &str) -> Value {
     let mut v = json!({
         "session_id": session, "cwd": env.project, "hook_event_name": "PreToolUse",
@@ -360,13 +377,11 @@ fn a_paused_session_denies_writes_until_resumed() {
     assert_eq!(decision(&out), "deny");
     assert!(String::from_utf8_lossy(&out.stdout).contains("maos resume"));
     env.maos_json(&["resume"]);
-    assert_eq!(
-        decision(&hook(&env, &write_input(&env, "s-1", None, "a.rs"))),
-        ""
-    );
+    let a = write_input(&env, "s-1", None, "a.rs");
+    assert_write_allowed(&env, &a, &hook(&env, &a));
     // One paused subagent: only its writes are refused, with the command that resumes it.
     let sub = write_input(&env, "s-1", Some("sub-p"), "b.rs");
-    assert_eq!(decision(&hook(&env, &sub)), "");
+    assert_write_allowed(&env, &sub, &hook(&env, &sub));
     let ps = env.maos_json(&["ps"]);
     let id = ps[0]["agents"]
         .as_array()
@@ -384,36 +399,24 @@ fn a_paused_session_denies_writes_until_resumed() {
         text.contains(&format!("maos resume --agent {id}")),
         "{text}"
     );
-    assert_eq!(
-        decision(&hook(&env, &write_input(&env, "s-1", None, "c.rs"))),
-        "",
-        "the orchestrator is not paused"
-    );
+    // The orchestrator is not paused.
+    let c = write_input(&env, "s-1", None, "c.rs");
+    assert_write_allowed(&env, &c, &hook(&env, &c));
     env.maos_json(&["resume", "--agent", &id]);
-    assert_eq!(decision(&hook(&env, &sub)), "");
+    assert_write_allowed(&env, &sub, &hook(&env, &sub));
 }
 
 #[test]
 fn two_claude_sessions_in_one_project_conflict_on_one_file() {
     let env = Env::new();
-    assert_eq!(
-        decision(&hook(
-            &env,
-            &write_input(&env, "claude-A", None, "src/x.rs")
-        )),
-        ""
-    );
+    let x = write_input(&env, "claude-A", None, "src/x.rs");
+    assert_write_allowed(&env, &x, &hook(&env, &x));
     let out = hook(&env, &write_input(&env, "claude-B", None, "src/x.rs"));
     assert_eq!(decision(&out), "deny");
     assert!(String::from_utf8_lossy(&out.stdout).contains("src/x.rs"));
     // A stray subagent id never announced by SubagentStart is registered on the spot.
-    assert_eq!(
-        decision(&hook(
-            &env,
-            &write_input(&env, "claude-A", Some("stray-1"), "src/y.rs")
-        )),
-        ""
-    );
+    let y = write_input(&env, "claude-A", Some("stray-1"), "src/y.rs");
+    assert_write_allowed(&env, &y, &hook(&env, &y));
     let ps = env.maos_json(&["ps"]);
     assert!(
         ps[0]["agents"]
@@ -456,9 +459,10 @@ fn bad_input_is_a_non_blocking_error_and_stdin_left_open_still_answers() {
         assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
     }
     // `hook_with` fails the test if the hook does not answer within DEADLINE.
-    let out = hook_with(&env, &write_input(&env, "s-open", None, "a.rs"), &[], true);
+    let input = write_input(&env, "s-open", None, "a.rs");
+    let out = hook_with(&env, &input, &[], true);
     assert!(out.status.success());
-    assert_eq!(decision(&out), "", "the write is allowed");
+    assert_write_allowed(&env, &input, &out);
 }
 
 #[test]
@@ -839,6 +843,11 @@ fn parallel_subagents_writing_one_file_take_turns() {
         }
         let locks = env.maos_json(&["lock", "list"]);
         assert_eq!(locks["locks"].as_array().map(Vec::len), Some(1), "{locks}");
+        assert_eq!(
+            locks["locks"][0]["holder_role"],
+            format!("worker-{holder}"),
+            "the allowed one holds it: {locks}"
+        );
         // The holder finishes; its lock goes with it and the others try again.
         let stop = json!({"session_id": s, "cwd": env.project, "hook_event_name": "SubagentStop",
                           "agent_id": format!("sub-{holder}"), "agent_type": format!("worker-{holder}")});
