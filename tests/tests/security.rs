@@ -169,34 +169,29 @@ fn without_umask(cmd: &mut Command) {
     }
 }
 
-/// The socket is a socket of ours with mode 0600, in a directory of ours with mode 0700.
+/// The socket is a socket of ours with mode 0600, in a real directory of ours with mode 0700.
 fn assert_private_socket(socket: &std::path::Path, who: &str) {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    let meta = std::fs::symlink_metadata(socket)
-        .unwrap_or_else(|e| panic!("{who}: {}: {e}", socket.display()));
-    assert!(meta.file_type().is_socket(), "{who}: not a socket");
-    assert_eq!(meta.uid(), me, "{who}: the socket is ours");
-    assert_eq!(
-        meta.mode() & 0o7777,
-        0o600,
-        "{who}: socket mode {:o}",
-        meta.mode()
-    );
     let dir = socket.parent().expect("socket dir");
-    let meta = std::fs::symlink_metadata(dir).expect("socket dir");
-    assert!(
-        meta.is_dir(),
-        "{who}: the socket's directory is a real directory"
-    );
-    assert_eq!(meta.uid(), me, "{who}: the socket's directory is ours");
-    assert_eq!(
-        meta.mode() & 0o7777,
-        0o700,
-        "{who}: directory mode {:o}",
-        meta.mode()
-    );
+    for (path, what, mode) in [
+        (socket, "socket", 0o600),
+        (dir, "socket's directory", 0o700),
+    ] {
+        let meta = std::fs::symlink_metadata(path)
+            .unwrap_or_else(|e| panic!("{who}: {}: {e}", path.display()));
+        let kind = meta.file_type();
+        let right_kind = if path == dir {
+            kind.is_dir()
+        } else {
+            kind.is_socket()
+        };
+        assert!(right_kind, "{who}: the {what} is a {kind:?}");
+        assert_eq!(meta.uid(), me, "{who}: the {what} is ours");
+        let got = meta.mode() & 0o7777;
+        assert_eq!(got, mode, "{who}: the {what} has mode {got:o}");
+    }
 }
 
 /// Only its user may connect to the daemon's socket: 0600 in a 0700 directory, whether a
