@@ -97,6 +97,9 @@ impl From<FrameError> for ClientError {
             FrameError::Closed => ClientError::Unavailable(
                 "the daemon closed the connection (it may be shutting down); retry".into(),
             ),
+            e if is_timeout(&e) => ClientError::Unavailable(
+                "maosd accepted the connection but did not answer in time".into(),
+            ),
             other => ClientError::Unavailable(format!("talking to maosd failed: {other}")),
         }
     }
@@ -109,6 +112,16 @@ pub struct Client {
     started_by: StartedBy,
     /// May start the daemon, and so replace an outdated one; how long a start may take.
     autostart: Option<Duration>,
+    /// The bound on each read and write ([`Client::set_timeout`]), kept across a reconnect.
+    timeout: Option<Duration>,
+    /// A read or write ran out of that time: the daemon is stalled, not stopping, and a
+    /// reconnect would only wait as long again.
+    timed_out: bool,
+}
+
+/// A read or write that ran out of the socket's timeout.
+fn is_timeout(e: &FrameError) -> bool {
+    matches!(e, FrameError::Io(io) if matches!(io.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
 }
 
 fn not_running(e: &io::Error) -> bool {
@@ -188,7 +201,27 @@ impl Client {
             daemon_pid: None,
             started_by: StartedBy::default(),
             autostart: None,
+            timeout: None,
+            timed_out: false,
         })
+    }
+
+    /// Read one frame, noting a timeout.
+    fn read(&mut self) -> Result<ServerMsg, ClientError> {
+        read_frame(&mut self.stream).map_err(|e| {
+            self.timed_out |= is_timeout(&e);
+            e.into()
+        })
+    }
+
+    /// Connect again (after the daemon went away or was replaced), with the same timeout.
+    fn reconnect(&mut self, deadline: Duration) -> Result<(), ClientError> {
+        let timeout = self.timeout;
+        *self = Client::connect_within(true, deadline)?;
+        if let Some(t) = timeout {
+            self.set_timeout(t);
+        }
+        Ok(())
     }
 
     /// Read the daemon's answer to the hello, once.
@@ -196,7 +229,7 @@ impl Client {
         if let Some(pid) = self.daemon_pid {
             return Ok(pid);
         }
-        match read_frame(&mut self.stream)? {
+        match self.read()? {
             ServerMsg::Welcome {
                 protocol,
                 daemon_version,
@@ -223,7 +256,8 @@ impl Client {
     }
 
     /// Bound every read and write on the connection (the hook's deadline).
-    pub fn set_timeout(&self, d: Duration) {
+    pub fn set_timeout(&mut self, d: Duration) {
+        self.timeout = Some(d);
         let _ = self.stream.set_read_timeout(Some(d));
         let _ = self.stream.set_write_timeout(Some(d));
     }
@@ -244,7 +278,10 @@ impl Client {
     fn send(&mut self, msg: &ClientMsg) -> Result<(), ClientError> {
         let sent = write_frame(&mut self.stream, msg);
         self.welcome()?;
-        Ok(sent?)
+        sent.map_err(|e| {
+            self.timed_out |= is_timeout(&e);
+            e.into()
+        })
     }
 
     /// An outdated daemon answered the hello: when this client may, replace it with the
@@ -254,8 +291,7 @@ impl Client {
         match self.autostart {
             Some(deadline) if m.replaceable() => {
                 replace_outdated(&paths::socket_path(), deadline)?;
-                *self = Client::connect_within(true, deadline)?;
-                Ok(())
+                self.reconnect(deadline)
             }
             _ => Err(ClientError::Mismatch(m)),
         }
@@ -263,54 +299,73 @@ impl Client {
 
     /// The connection failed before the daemon answered the hello: that daemon was stopping
     /// (it serves nothing before its welcome, so the request was not served). When this client
-    /// may start the daemon, connect again, starting the next daemon if needed.
+    /// may start the daemon, connect again, starting the next daemon if needed. A daemon
+    /// that did not answer in time is not stopping: it is not asked again.
     fn reopen(&mut self, e: ClientError) -> Result<(), ClientError> {
         match self.autostart {
-            Some(deadline) if self.daemon_pid.is_none() => {
-                *self = Client::connect_within(true, deadline)?;
-                Ok(())
+            Some(deadline) if self.daemon_pid.is_none() && !self.timed_out => {
+                self.reconnect(deadline)
             }
             _ => Err(e),
         }
     }
 
+    /// Run `attempt` (a send, or a send and its response) until it gets past the hello. An
+    /// outdated daemon is replaced, once. A connection that fails before the welcome is opened
+    /// again, after a short pause, until the start deadline: a daemon that is stopping may
+    /// still accept a few connections and drop them unanswered, so one retry can land in it
+    /// again.
+    fn retrying<T>(
+        &mut self,
+        mut attempt: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let give_up = Instant::now() + self.autostart.unwrap_or_default();
+        let mut replaced = false;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match attempt(self) {
+                Err(e @ ClientError::Mismatch(_)) if replaced => return Err(still_outdated(e)),
+                Err(ClientError::Mismatch(m)) => {
+                    self.replace(m)?;
+                    replaced = true;
+                }
+                Err(e @ ClientError::Unavailable(_)) => {
+                    if Instant::now() >= give_up {
+                        return Err(e);
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(20));
+                    self.reopen(e)?;
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Send one request and wait for its response.
     pub fn request(&mut self, project: Option<&str>, body: Request) -> Result<Reply, ClientError> {
-        let msg = ClientMsg::Request {
+        let mut msg = ClientMsg::Request {
             id: 0,
             project: project.map(str::to_string),
             body,
         };
-        match self.exchange(msg) {
-            Err((ClientError::Mismatch(m), msg)) => {
-                self.replace(m)?;
-                self.exchange(msg).map_err(|(e, _)| still_outdated(e))
-            }
-            Err((e @ ClientError::Unavailable(_), msg)) => {
-                self.reopen(e)?;
-                self.exchange(msg).map_err(|(e, _)| e)
-            }
-            r => r.map_err(|(e, _)| e),
-        }
+        self.retrying(|c| c.exchange(&mut msg))
     }
 
-    /// Send a request and read its response; on failure the message comes back for a retry.
-    #[allow(clippy::result_large_err)]
-    fn exchange(&mut self, mut msg: ClientMsg) -> Result<Reply, (ClientError, ClientMsg)> {
+    /// Send a request (numbered on this connection) and read its response.
+    fn exchange(&mut self, msg: &mut ClientMsg) -> Result<Reply, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        if let ClientMsg::Request { id: slot, .. } = &mut msg {
+        if let ClientMsg::Request { id: slot, .. } = msg {
             *slot = id;
         }
-        if let Err(e) = self.send(&msg) {
-            return Err((e, msg));
-        }
-        self.response(id).map_err(|e| (e, msg))
+        self.send(msg)?;
+        self.response(id)
     }
 
     fn response(&mut self, id: u64) -> Result<Reply, ClientError> {
         loop {
-            match read_frame(&mut self.stream)? {
+            match self.read()? {
                 ServerMsg::Response { id: rid, result } if rid == id => {
                     return result.map_err(ClientError::Remote);
                 }
@@ -333,19 +388,7 @@ impl Client {
             project: project.to_string(),
             filter,
         };
-        if let Err(e) = self.send(&msg) {
-            match e {
-                ClientError::Mismatch(m) => {
-                    self.replace(m)?;
-                    self.send(&msg).map_err(still_outdated)?;
-                }
-                e @ ClientError::Unavailable(_) => {
-                    self.reopen(e)?;
-                    self.send(&msg)?;
-                }
-                e => return Err(e),
-            }
-        }
+        self.retrying(|c| c.send(&msg))?;
         match read_frame(&mut self.stream)? {
             ServerMsg::Response { result: Ok(_), .. } => {}
             ServerMsg::Response { result: Err(e), .. } | ServerMsg::Error { error: e } => {

@@ -13,8 +13,8 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
 use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use maos_proto::{ClientMsg, FrameError, PROTOCOL_VERSION, ServerMsg};
@@ -39,14 +39,72 @@ pub fn bin_dir() -> PathBuf {
         .and_then(Path::parent)
         .expect("test executable is not under target/<profile>/deps")
         .to_path_buf();
-    for bin in ["maos", "maosd"] {
-        assert!(
-            dir.join(bin).is_file(),
-            "{} is missing: run `cargo build --workspace --bins` first",
-            dir.join(bin).display()
-        );
+    static CHECKED: OnceLock<Result<(), String>> = OnceLock::new();
+    if let Err(e) = CHECKED.get_or_init(|| binaries_are_fresh(&dir)) {
+        panic!("{e}");
     }
     dir
+}
+
+/// `maos` and `maosd` exist and are newer than every source file they were built from, so that
+/// a bare `cargo test` (which builds no binary of another package) never runs stale ones.
+/// The sources are those cargo lists in each binary's dep-info file (`target/<profile>/maos.d`):
+/// exactly what a rebuild would be triggered by, so `cargo build --workspace --bins` always
+/// clears the refusal. Paths in it are rebased onto this workspace (a target directory may have
+/// been copied from another checkout). Checked once per test binary.
+fn binaries_are_fresh(dir: &Path) -> Result<(), String> {
+    let build = "run `cargo build --workspace --bins` first";
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("the tests package has no parent directory")?;
+    for bin in ["maos", "maosd"] {
+        let path = dir.join(bin);
+        let built = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .map_err(|e| format!("{}: {e}: {build}", path.display()))?;
+        // Without dep-info (binaries put there by hand) there is nothing to compare with.
+        let Ok(info) = std::fs::read_to_string(dir.join(format!("{bin}.d"))) else {
+            continue;
+        };
+        for source in dep_info_sources(&info, workspace) {
+            let newer = std::fs::metadata(&source)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t > built);
+            if newer {
+                return Err(format!(
+                    "{} is older than {}: {build}",
+                    path.display(),
+                    source.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The source files of a cargo dep-info file (`target: src1 src2 ...`, spaces escaped as
+/// `\ `), rebased from the workspace the target was built in onto `workspace`.
+fn dep_info_sources(info: &str, workspace: &Path) -> Vec<PathBuf> {
+    let Some((target, deps)) = info.lines().next().and_then(|l| l.split_once(": ")) else {
+        return Vec::new();
+    };
+    // `<root>/target/<profile>/<bin>`: the root the sources were listed under.
+    let built_in = Path::new(target)
+        .ancestors()
+        .find(|a| a.file_name() == Some(OsStr::new("target")))
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    let escaped = deps.replace("\\ ", "\0");
+    escaped
+        .split_whitespace()
+        .map(|d| PathBuf::from(d.replace('\0', " ")))
+        .map(
+            |d| match built_in.as_deref().map(|root| d.strip_prefix(root)) {
+                Some(Ok(rel)) => workspace.join(rel),
+                _ => d,
+            },
+        )
+        .collect()
 }
 
 pub fn maos_bin() -> PathBuf {
@@ -76,6 +134,45 @@ pub fn have_tool(name: &str, package: &str) -> bool {
         eprintln!("skipped: {name} is not installed (Debian package {package})");
     }
     found
+}
+
+/// A check that cannot run here (`why`: what it needs). On a developer's machine the test says
+/// it skips that check; on CI (`CI` set, where the tests run as root with the tools installed)
+/// it fails, so that a check never passes there unseen.
+pub fn skip_unless_ci(why: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "cannot run on this CI machine: {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
+/// Whether the tests run as root (to act as another user, chown, mount).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Run `cmd` without root's power to ignore file permissions (`CAP_DAC_OVERRIDE`,
+/// `CAP_DAC_READ_SEARCH`, dropped from its bounding set before the exec), so that a read-only
+/// directory refuses root's writes too. Where the capabilities cannot be dropped the command
+/// fails to start.
+#[cfg(target_os = "linux")]
+pub fn without_dac_override(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    const CAP_DAC_OVERRIDE: libc::c_ulong = 1;
+    const CAP_DAC_READ_SEARCH: libc::c_ulong = 2;
+    // SAFETY: prctl is async-signal-safe and changes only the child's own capabilities.
+    unsafe {
+        cmd.pre_exec(|| {
+            for cap in [CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH] {
+                if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Poll `cond` (every few milliseconds) until it holds; panic naming `what` after `timeout`.
@@ -793,7 +890,23 @@ impl Drop for Background {
 
 #[cfg(test)]
 mod tests {
-    use super::ts_micros;
+    use super::{dep_info_sources, ts_micros};
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn dep_info_sources_are_rebased_onto_this_workspace() {
+        let info = "/a/ws/target/debug/maos: /a/ws/src/main.rs /a/ws/my\\ dir/x.rs /elsewhere/y.rs\n\n\
+                    /a/ws/src/main.rs:\n";
+        assert_eq!(
+            dep_info_sources(info, Path::new("/b/wt")),
+            [
+                PathBuf::from("/b/wt/src/main.rs"),
+                PathBuf::from("/b/wt/my dir/x.rs"),
+                PathBuf::from("/elsewhere/y.rs"),
+            ]
+        );
+        assert!(dep_info_sources("", Path::new("/b")).is_empty());
+    }
 
     #[test]
     fn timestamps_parse_to_epoch_micros() {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use maos_tests::{DEADLINE, Env, Value, alive, argv, json, wait_until};
+use maos_tests::{DEADLINE, Env, Value, alive, argv, json, kill9, wait_until};
 
 /// What the clients were told had happened, per agent id.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -236,5 +236,76 @@ fn an_idle_projects_wal_is_emptied_and_nothing_is_lost() {
     env.kill9();
     let agents = env.maos_json(&["agent", "list", "--session", &sid]);
     assert_eq!(agents.as_array().map(Vec::len), Some(20), "{agents}");
+    assert_eq!(env.integrity_check(), "ok");
+}
+
+/// A reply means "committed": the daemon is killed the moment a client reads its success
+/// answer, and after the restart the acknowledged write is there. Each kind of write in turn
+/// (session create, agent register, lock acquire, a hook's write), 30 kills in all; a reply
+/// sent before its commit is lost in one of them.
+#[test]
+fn a_write_acknowledged_the_moment_before_kill_9_is_there_after_the_restart() {
+    const KILLS: usize = 30;
+    let env = Env::new();
+    let sid = env.session("acked then killed", &[]);
+    env.maos_json(&["session", "start", &sid]);
+    let holder = env.agent(Some(&sid), "holder", "takes locks");
+    env.maos_json(&["agent", "start", &holder]);
+    let root = Env::project_root(&env.project);
+    for i in 0..KILLS {
+        let kind = ["session", "agent", "lock", "hook"][i % 4];
+        let body = match kind {
+            "session" => json!({"request": "session_create", "objective": format!("s{i}")}),
+            "agent" => json!({"request": "agent_register", "session": sid,
+                              "role": "acked", "task": format!("t{i}")}),
+            "lock" => json!({"request": "lock_acquire", "agent": holder,
+                             "path": format!("lock{i}.rs"), "mode": "write",
+                             "wait": {"policy": "no_wait"}}),
+            _ => json!({"request": "hook", "event": "PreToolUse", "session_id": "claude-K",
+                        "tool_name": "Write", "tool_use_id": format!("toolu_{i}"),
+                        "paths": [env.project.join(format!("hook{i}.rs"))],
+                        "cwd": env.project, "maos_session": sid, "maos_agent": holder}),
+        };
+        // A daemon from the client's start (the first, or the one after the last kill).
+        let pid = env.daemon_pid();
+        let mut raw = env.raw();
+        assert_eq!(raw.hello(), pid);
+        let result = raw.request(Some(&root), body);
+        kill9(pid);
+        let ok = &result["Ok"]["data"];
+        assert!(ok.is_object(), "{kind} #{i} was refused: {result}");
+        wait_until(DEADLINE, "the killed daemon is gone", || !alive(pid));
+        match kind {
+            "session" => {
+                let id = ok["id"].as_str().expect("session id");
+                let s = env.maos_json(&["session", "show", id]);
+                assert_eq!(s["objective"], format!("s{i}"), "kill #{i}: {s}");
+            }
+            "agent" => {
+                let id = ok["id"].as_str().expect("agent id");
+                let agents = env.maos_json(&["agent", "list", "--session", &sid]);
+                assert!(
+                    maos_tests::ids(&agents).iter().any(|a| a == id),
+                    "kill #{i}: acknowledged agent {id} was lost: {agents}"
+                );
+            }
+            _ => {
+                if kind == "hook" {
+                    assert_eq!(ok["decision"], "allow", "{result}");
+                }
+                let path = format!("{kind}{i}.rs");
+                let locks = env.maos_json(&["lock", "list"]);
+                let held = locks["locks"]
+                    .as_array()
+                    .expect("locks")
+                    .iter()
+                    .any(|l| l["path"] == path.as_str() && l["holder"] == holder.as_str());
+                assert!(
+                    held,
+                    "kill #{i}: the acknowledged lock on {path} was lost: {locks}"
+                );
+            }
+        }
+    }
     assert_eq!(env.integrity_check(), "ok");
 }

@@ -137,11 +137,103 @@ fn assert_strict_output(what: &str, event: &str, out: &Output) {
     }
 }
 
-/// Replay one fixture through real `maos hook` processes, checking each answer.
+/// The files a write tool call touches, relative to the project (`None`: not a write).
+fn written_paths(env: &Env, input: &Value) -> Option<Vec<String>> {
+    let tool = &input["tool_input"];
+    let paths: Vec<String> = match input["tool_name"].as_str()? {
+        "Write" | "Edit" | "MultiEdit" => vec![tool["file_path"].as_str()?.to_string()],
+        "NotebookEdit" => vec![tool["notebook_path"].as_str()?.to_string()],
+        "apply_patch" => tool["command"]
+            .as_str()?
+            .lines()
+            .filter_map(|l| {
+                [
+                    "*** Add File: ",
+                    "*** Update File: ",
+                    "*** Delete File: ",
+                    "*** Move to: ",
+                ]
+                .iter()
+                .find_map(|p| l.strip_prefix(p))
+            })
+            .map(str::to_string)
+            .collect(),
+        _ => return None,
+    };
+    let root = format!("{}/", env.project.display());
+    Some(
+        paths
+            .into_iter()
+            .map(|p| p.strip_prefix(&root).map(str::to_string).unwrap_or(p))
+            .collect(),
+    )
+}
+
+/// Which maos agent each CLI thread (CLI session id, CLI subagent id) is, learnt from the
+/// agents registered while that thread's hook calls ran.
+#[derive(Default)]
+struct Writers {
+    seen: usize,
+    agents: std::collections::HashMap<(String, Option<String>), String>,
+}
+
+impl Writers {
+    /// Take in the agents registered by the call `input` just made.
+    fn learn(&mut self, env: &Env, input: &Value) {
+        let events = env.events(&[]);
+        let cli = input["session_id"].as_str().unwrap_or_default().to_string();
+        let sub = input["agent_id"].as_str().map(str::to_string);
+        for e in events.iter().skip(self.seen) {
+            if e["type"] != "agent_registered" {
+                continue;
+            }
+            let id = e["agent_id"].as_str().expect("agent id").to_string();
+            // A top-level agent is the thread's main thread; one with a parent is the
+            // subagent making the call (a PostToolUse of the main thread may register a
+            // subagent that never spoke: that one is not the caller).
+            let key = match (e["data"]["parent"].is_null(), &sub) {
+                (true, _) => (cli.clone(), None),
+                (false, Some(s)) => (cli.clone(), Some(s.clone())),
+                (false, None) => continue,
+            };
+            self.agents.entry(key).or_insert(id);
+        }
+        self.seen = events.len();
+    }
+
+    /// The call `input` was allowed to write: its caller now holds the write lock of every
+    /// file it touches.
+    fn assert_holds(&self, env: &Env, what: &str, input: &Value, paths: &[String]) {
+        let key = (
+            input["session_id"].as_str().unwrap_or_default().to_string(),
+            input["agent_id"].as_str().map(str::to_string),
+        );
+        let writer = self
+            .agents
+            .get(&key)
+            .unwrap_or_else(|| panic!("{what}: the writer {key:?} was never registered"));
+        let locks = env.maos_json(&["lock", "list"]);
+        for path in paths {
+            let held = locks["locks"].as_array().expect("locks").iter().any(|l| {
+                l["path"] == path.as_str() && l["holder"] == writer.as_str() && l["mode"] == "write"
+            });
+            assert!(
+                held,
+                "{what}: {writer} holds no write lock on {path}: {locks}"
+            );
+        }
+    }
+}
+
+/// Replay one fixture through real `maos hook` processes, checking each answer. An allowed
+/// write must have taken the write lock of every file it touches for its caller.
 fn replay(env: &Env, name: &str) {
     let project = env.project.to_string_lossy().into_owned();
+    let mut writers = Writers::default();
+    let mut locks_checked = 0;
     for (i, (expect, input)) in fixture(name, &project).into_iter().enumerate() {
         let out = hook(env, &input);
+        writers.learn(env, &input);
         let event = input["hook_event_name"].as_str().unwrap_or_default();
         let what = format!("{name} line {} ({event} {})", i + 1, input["tool_name"]);
         assert!(
@@ -161,12 +253,19 @@ fn replay(env: &Env, name: &str) {
                     .unwrap_or("");
                 assert!(reason.starts_with("maos: "), "{what}: reason {reason:?}");
             }
-            "allow" | "none" | "context-or-none" => assert_ne!(
-                d,
-                "deny",
-                "{what} must not be denied: {}",
-                String::from_utf8_lossy(&out.stdout)
-            ),
+            "allow" | "none" | "context-or-none" => {
+                assert_ne!(
+                    d,
+                    "deny",
+                    "{what} must not be denied: {}",
+                    String::from_utf8_lossy(&out.stdout)
+                );
+                if let Some(paths) = written_paths(env, &input).filter(|_| event == "PreToolUse") {
+                    assert_eq!(expect, "allow", "{what}: a write is expected to be allowed");
+                    writers.assert_holds(env, &what, &input, &paths);
+                    locks_checked += 1;
+                }
+            }
             "context" => assert!(
                 v["hookSpecificOutput"]["additionalContext"]
                     .as_str()
@@ -177,6 +276,7 @@ fn replay(env: &Env, name: &str) {
             other => panic!("{what}: unknown expectation {other}"),
         }
     }
+    assert!(locks_checked > 0, "{name}: no allowed write was checked");
 }
 
 #[test]
@@ -236,6 +336,23 @@ fn the_two_subagent_fixture_gets_the_expected_answers() {
     assert!(!has(b"pub struct Limiter;"), "the written content is not");
 }
 
+/// `input`, a write, was allowed: no decision, and its caller (by role: the subagent's type,
+/// else the orchestrator) holds the write lock of every file it touches.
+fn assert_write_allowed(env: &Env, input: &Value, out: &Output) {
+    assert_eq!(decision(out), "", "{}", describe(out));
+    let role = match (&input["agent_id"], input["agent_type"].as_str()) {
+        (Value::String(_), Some(kind)) => kind,
+        _ => "orchestrator",
+    };
+    let locks = env.maos_json(&["lock", "list"]);
+    for path in written_paths(env, input).expect("a write") {
+        let held = locks["locks"].as_array().expect("locks").iter().any(|l| {
+            l["path"] == path.as_str() && l["mode"] == "write" && l["holder_role"] == role
+        });
+        assert!(held, "the {role} holds no write lock on {path}: {locks}");
+    }
+}
+
 fn write_input(env: &Env, session: &str, agent: Option<&str>, file: &str) -> Value {
     let mut v = json!({
         "session_id": session, "cwd": env.project, "hook_event_name": "PreToolUse",
@@ -260,13 +377,11 @@ fn a_paused_session_denies_writes_until_resumed() {
     assert_eq!(decision(&out), "deny");
     assert!(String::from_utf8_lossy(&out.stdout).contains("maos resume"));
     env.maos_json(&["resume"]);
-    assert_eq!(
-        decision(&hook(&env, &write_input(&env, "s-1", None, "a.rs"))),
-        ""
-    );
+    let a = write_input(&env, "s-1", None, "a.rs");
+    assert_write_allowed(&env, &a, &hook(&env, &a));
     // One paused subagent: only its writes are refused, with the command that resumes it.
     let sub = write_input(&env, "s-1", Some("sub-p"), "b.rs");
-    assert_eq!(decision(&hook(&env, &sub)), "");
+    assert_write_allowed(&env, &sub, &hook(&env, &sub));
     let ps = env.maos_json(&["ps"]);
     let id = ps[0]["agents"]
         .as_array()
@@ -284,36 +399,24 @@ fn a_paused_session_denies_writes_until_resumed() {
         text.contains(&format!("maos resume --agent {id}")),
         "{text}"
     );
-    assert_eq!(
-        decision(&hook(&env, &write_input(&env, "s-1", None, "c.rs"))),
-        "",
-        "the orchestrator is not paused"
-    );
+    // The orchestrator is not paused.
+    let c = write_input(&env, "s-1", None, "c.rs");
+    assert_write_allowed(&env, &c, &hook(&env, &c));
     env.maos_json(&["resume", "--agent", &id]);
-    assert_eq!(decision(&hook(&env, &sub)), "");
+    assert_write_allowed(&env, &sub, &hook(&env, &sub));
 }
 
 #[test]
 fn two_claude_sessions_in_one_project_conflict_on_one_file() {
     let env = Env::new();
-    assert_eq!(
-        decision(&hook(
-            &env,
-            &write_input(&env, "claude-A", None, "src/x.rs")
-        )),
-        ""
-    );
+    let x = write_input(&env, "claude-A", None, "src/x.rs");
+    assert_write_allowed(&env, &x, &hook(&env, &x));
     let out = hook(&env, &write_input(&env, "claude-B", None, "src/x.rs"));
     assert_eq!(decision(&out), "deny");
     assert!(String::from_utf8_lossy(&out.stdout).contains("src/x.rs"));
     // A stray subagent id never announced by SubagentStart is registered on the spot.
-    assert_eq!(
-        decision(&hook(
-            &env,
-            &write_input(&env, "claude-A", Some("stray-1"), "src/y.rs")
-        )),
-        ""
-    );
+    let y = write_input(&env, "claude-A", Some("stray-1"), "src/y.rs");
+    assert_write_allowed(&env, &y, &hook(&env, &y));
     let ps = env.maos_json(&["ps"]);
     assert!(
         ps[0]["agents"]
@@ -356,9 +459,10 @@ fn bad_input_is_a_non_blocking_error_and_stdin_left_open_still_answers() {
         assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
     }
     // `hook_with` fails the test if the hook does not answer within DEADLINE.
-    let out = hook_with(&env, &write_input(&env, "s-open", None, "a.rs"), &[], true);
+    let input = write_input(&env, "s-open", None, "a.rs");
+    let out = hook_with(&env, &input, &[], true);
     assert!(out.status.success());
-    assert_eq!(decision(&out), "", "the write is allowed");
+    assert_write_allowed(&env, &input, &out);
 }
 
 #[test]
@@ -386,6 +490,100 @@ fn an_unreachable_daemon_fails_open_or_closed_on_request() {
     assert!(
         !env.socket.exists(),
         "with MAOS_NO_AUTOSTART=1 nothing starts a daemon"
+    );
+}
+
+/// A fake daemon on the socket: it accepts every connection and never reads or answers.
+struct Stall {
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Stall {
+    fn listen(socket: &std::path::Path) -> Stall {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::Ordering;
+        let dir = socket.parent().expect("socket dir");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .expect("socket dir");
+        let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind the fake");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let stall = Stall {
+            accepted: Default::default(),
+            stop: Default::default(),
+        };
+        let (accepted, stop) = (stall.accepted.clone(), stall.stop.clone());
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        held.push(conn);
+                        accepted.fetch_add(1, Ordering::SeqCst);
+                    }
+                    // Nothing to accept: look again soon (this thread only serves the fake).
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        stall
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Stall {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A daemon that accepts the connection and then never answers: the hook gives up within
+/// `MAOS_HOOK_TIMEOUT_MS` (the whole call, as README says) and applies the fail policy.
+#[test]
+fn a_daemon_that_accepts_and_stalls_gets_the_fail_policy_within_the_deadline() {
+    const TIMEOUT: Duration = Duration::from_millis(2000);
+    // Process start and exit on a loaded machine, not a second wait for the daemon.
+    const SLACK: Duration = Duration::from_millis(1500);
+    let env = Env::new();
+    let stall = Stall::listen(&env.socket);
+    let input = write_input(&env, "s-stall", None, "a.rs");
+    let ms = TIMEOUT.as_millis().to_string();
+    for (policy, want) in [("open", ""), ("closed", "deny")] {
+        let before = stall.accepted();
+        let t0 = std::time::Instant::now();
+        let out = hook_with(
+            &env,
+            &input,
+            &[("MAOS_HOOK_TIMEOUT_MS", &ms), ("MAOS_HOOK_FAIL", policy)],
+            false,
+        );
+        let took = t0.elapsed();
+        assert!(out.status.success(), "{policy}: {}", describe(&out));
+        assert!(
+            stall.accepted() > before,
+            "{policy}: the hook reached the fake daemon"
+        );
+        assert_eq!(decision(&out), want, "{policy}: {}", describe(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        if policy == "open" {
+            assert!(text.contains("not enforced"), "{text}");
+        } else {
+            assert!(text.contains("MAOS_HOOK_FAIL=closed"), "{text}");
+        }
+        assert!(
+            took < TIMEOUT + SLACK,
+            "{policy}: the hook took {took:?} with MAOS_HOOK_TIMEOUT_MS={ms}"
+        );
+    }
+    assert!(
+        env.daemons().is_empty(),
+        "no daemon was started beside the fake"
     );
 }
 
@@ -645,6 +843,11 @@ fn parallel_subagents_writing_one_file_take_turns() {
         }
         let locks = env.maos_json(&["lock", "list"]);
         assert_eq!(locks["locks"].as_array().map(Vec::len), Some(1), "{locks}");
+        assert_eq!(
+            locks["locks"][0]["holder_role"],
+            format!("worker-{holder}"),
+            "the allowed one holds it: {locks}"
+        );
         // The holder finishes; its lock goes with it and the others try again.
         let stop = json!({"session_id": s, "cwd": env.project, "hook_event_name": "SubagentStop",
                           "agent_id": format!("sub-{holder}"), "agent_type": format!("worker-{holder}")});
@@ -754,4 +957,187 @@ fn an_agents_own_task_list_feeds_the_briefing() {
         "{}",
         brief["text"]
     );
+}
+
+/// A lease lasts only while its holder shows signs of life, and every hook call of the holder
+/// is one: with a 3 s lease, the agent's tool calls keep its lock well past the first expiry,
+/// each call moving it on; once the calls stop, the lock expires.
+#[test]
+fn hook_calls_renew_the_callers_leases() {
+    const TTL_US: i64 = 3_000_000;
+    let env = Env::new();
+    let sid = env.session("leases", &[]);
+    env.maos_json(&["session", "start"]);
+    let aid = env.agent(None, "writer", "docs");
+    env.maos_json(&["agent", "start", &aid]);
+    env.maos_json(&["lock", "acquire", "held.rs", "--agent", &aid, "--ttl", "3s"]);
+    let expiry = |env: &Env| -> Option<i64> {
+        let locks = env.maos_json(&["lock", "list"]);
+        let lock = locks["locks"]
+            .as_array()
+            .expect("locks")
+            .iter()
+            .find(|l| l["path"] == "held.rs")?
+            .clone();
+        assert_eq!(lock["holder"], aid.as_str(), "{locks}");
+        Some(maos_tests::ts_micros(
+            lock["expires_at"].as_str().expect("expires_at"),
+        ))
+    };
+    let first = expiry(&env).expect("the lock is held");
+    let vars = [
+        ("MAOS_SESSION_ID", sid.as_str()),
+        ("MAOS_AGENT_ID", aid.as_str()),
+    ];
+    let (mut last, mut calls) = (first, 0);
+    // Until the daemon's clock (a renewal's expiry less the lease) is half a lease past the
+    // first expiry.
+    while last - TTL_US < first + TTL_US / 2 {
+        let event = ["PreToolUse", "PostToolUse"][calls % 2];
+        let input = json!({"session_id": "claude-L", "cwd": env.project,
+            "hook_event_name": event, "tool_name": "Bash", "tool_use_id": format!("t{calls}"),
+            "tool_input": {"command": "cargo test"}, "tool_response": {"stdout": ""}});
+        let out = hook_with(&env, &input, &vars, false);
+        assert!(out.status.success(), "{}", describe(&out));
+        assert_eq!(decision(&out), "");
+        let now = expiry(&env).unwrap_or_else(|| {
+            panic!(
+                "the lock expired although its holder made {} hook calls",
+                calls + 1
+            )
+        });
+        assert!(
+            now > last,
+            "{event} call {calls} did not renew the lease ({now} <= {last})"
+        );
+        (last, calls) = (now, calls + 1);
+        assert!(calls < 10_000, "the daemon's clock does not move");
+    }
+    // No more signs of life: the lease runs out and the lock is reaped.
+    maos_tests::wait_until(Duration::from_secs(15), "the lease runs out", || {
+        expiry(&env).is_none()
+    });
+    let expired = env.events(&["--type", "lock_expired"]);
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    assert_eq!(expired[0]["agent_id"], aid.as_str());
+}
+
+/// Who makes a hook call: (name, CLI subagent id, environment).
+type Caller<'a> = (&'a str, Option<&'a str>, &'a [(&'a str, &'a str)]);
+
+/// One write call of `tool` to `file` (relative to the project).
+fn tool_call(env: &Env, cli: &str, sub: Option<&str>, tool: &str, file: &str) -> Value {
+    let abs = env.project.join(file);
+    let input = match tool {
+        "NotebookEdit" => json!({"notebook_path": abs, "new_source": "x"}),
+        "apply_patch" => {
+            json!({"command": format!("*** Begin Patch\n*** Add File: {file}\n+x\n*** End Patch\n")})
+        }
+        "Bash" => json!({"command": "ls"}),
+        _ => json!({"file_path": abs, "content": "x", "old_string": "a", "new_string": "b"}),
+    };
+    let mut v = json!({"session_id": cli, "cwd": env.project, "hook_event_name": "PreToolUse",
+                       "tool_name": tool, "tool_use_id": format!("toolu_{tool}_{file}"),
+                       "tool_input": input});
+    if let Some(s) = sub {
+        v["agent_id"] = json!(s);
+        v["agent_type"] = json!("coder");
+    }
+    v
+}
+
+/// Pausing a session stops every write of every agent in it (main thread, subagent, an agent
+/// maos started), whatever the writing tool, and takes no lock; the pause survives a restart
+/// after `kill -9`; other tools still run. After `maos resume` the same writes are allowed and
+/// each takes its lock.
+#[test]
+fn a_paused_session_refuses_every_write_of_every_agent_and_takes_no_lock() {
+    const TOOLS: [&str; 5] = ["Write", "Edit", "MultiEdit", "NotebookEdit", "apply_patch"];
+    let env = Env::new();
+    let cli = "claude-P";
+    let start = json!({"session_id": cli, "cwd": env.project, "hook_event_name": "SessionStart", "source": "startup"});
+    assert!(hook(&env, &start).status.success());
+    let sub_start = json!({"session_id": cli, "cwd": env.project, "hook_event_name": "SubagentStart",
+                           "agent_id": "sub-1", "agent_type": "coder"});
+    assert!(hook(&env, &sub_start).status.success());
+    let sid = env.maos_json(&["ps"])[0]["id"]
+        .as_str()
+        .expect("session id")
+        .to_string();
+    let managed = env.agent(Some(&sid), "managed", "started by maos");
+    env.maos_json(&["agent", "start", &managed]);
+    let managed_vars = [
+        ("MAOS_SESSION_ID", sid.as_str()),
+        ("MAOS_AGENT_ID", managed.as_str()),
+    ];
+    let callers: [Caller; 3] = [
+        ("main", None, &[]),
+        ("sub", Some("sub-1"), &[]),
+        ("managed", None, &managed_vars),
+    ];
+    let file = |caller: &str, tool: &str| {
+        let ext = if tool == "NotebookEdit" {
+            "ipynb"
+        } else {
+            "rs"
+        };
+        format!("{caller}-{tool}.{ext}")
+    };
+    env.maos_json(&["pause", "--reason", "review"]);
+    let mut refused = 0;
+    for restart in [false, true] {
+        if restart {
+            env.kill9();
+        }
+        for (caller, sub, vars) in callers {
+            for tool in TOOLS {
+                let input = tool_call(&env, cli, sub, tool, &file(caller, tool));
+                let out = hook_with(&env, &input, vars, false);
+                let what = format!("{caller} {tool} (restarted: {restart})");
+                assert_eq!(decision(&out), "deny", "{what}: {}", describe(&out));
+                let text = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    text.contains("paused") && text.contains("maos resume"),
+                    "{what}: {text}"
+                );
+                refused += 1;
+            }
+            let bash = tool_call(&env, cli, sub, "Bash", "-");
+            assert_eq!(
+                decision(&hook_with(&env, &bash, vars, false)),
+                "",
+                "{caller} Bash"
+            );
+        }
+        assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
+    }
+    let denied = env.events(&["--type", "tool_denied"]);
+    assert_eq!(denied.len(), refused, "{denied:?}");
+    assert!(
+        denied.iter().all(|d| d["data"]["why"] == "paused"),
+        "{denied:?}"
+    );
+
+    env.maos_json(&["resume"]);
+    for (caller, sub, vars) in callers {
+        for tool in TOOLS {
+            let path = file(caller, tool);
+            let out = hook_with(&env, &tool_call(&env, cli, sub, tool, &path), vars, false);
+            assert_eq!(
+                decision(&out),
+                "",
+                "{caller} {tool} after resume: {}",
+                describe(&out)
+            );
+            let locks = env.maos_json(&["lock", "list"]);
+            assert!(
+                locks["locks"]
+                    .as_array()
+                    .expect("locks")
+                    .iter()
+                    .any(|l| l["path"] == path.as_str()),
+                "{caller} {tool}: no lock on {path}: {locks}"
+            );
+        }
+    }
 }

@@ -322,6 +322,55 @@ fn agents_that_end_while_the_daemon_is_down_are_recorded_after_a_kill_9() {
     assert_eq!(env.integrity_check(), "ok");
 }
 
+/// Start-up recovery on its own: the daemon that starts after a `kill -9` recovers every
+/// session that was running before any request names its project (it is started from another
+/// project, and the agent's supervisor is gone, so nothing reports the exit): the exit its
+/// supervisor recorded in `exit.json` is applied and the agent that became ready runs.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_restarted_daemon_recovers_running_sessions_before_any_request_names_them() {
+    let env = Env::new();
+    let mut text = "objective = \"start-up recovery\"\nstrategy = \"sequential\"\n".to_string();
+    text += &agent_entry("first", "", "while [ ! -e go ]; do sleep 0.02; done");
+    text += &agent_entry("second", "", "touch second.done");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let pid = pid_of(&env, &sid, "first");
+    let first = agent(&session(&env, &sid), "first")["id"]
+        .as_str()
+        .expect("agent id")
+        .to_string();
+    let supervisor = parent_of(pid).expect("supervisor");
+    let exit_json = env
+        .db_path()
+        .parent()
+        .expect("project dir")
+        .join("agents")
+        .join(&first)
+        .join("exit.json");
+    env.kill9();
+    std::fs::write(env.project.join("go"), "").expect("go");
+    wait_until(SLOW, "the agent ended and its exit is recorded", || {
+        !alive(pid) && exit_json.is_file()
+    });
+    // Nobody is left to report the exit: only the daemon's start-up can find it.
+    kill9(supervisor);
+    wait_until(SLOW, "the supervisor is gone", || !alive(supervisor));
+
+    let elsewhere = env.make_project("elsewhere");
+    let out = env.maos_in(&elsewhere, &["daemon", "start"]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    wait_until(SLOW, "the next agent ran after the restart", || {
+        env.project.join("second.done").is_file()
+    });
+    let s = wait_state(&env, &sid, "completed");
+    assert_eq!(agent(&s, "first")["state"], "completed", "{s}");
+    assert_eq!(agent(&s, "first")["exit_code"], 0, "{s}");
+    assert_eq!(agent(&s, "second")["state"], "completed", "{s}");
+    let recovered = env.events(&[&sid, "--type", "session_recovered"]);
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    assert!(!exit_json.exists(), "the applied exit record is deleted");
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn after_a_reboot_agents_are_resumable_and_resume_runs_the_resume_command() {

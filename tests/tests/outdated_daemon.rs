@@ -115,6 +115,46 @@ fn concurrent_clients_replace_an_older_daemon_exactly_once() {
     assert_eq!(env.daemon_pid(), daemons[0]);
 }
 
+/// What a client meets while a daemon stops (seen while an older one was replaced: "Connection
+/// reset by peer"): the stopping daemon still accepts a few connections and drops each without
+/// an answer, then stops listening. Here a fake does that to three connections in a row; the
+/// client must keep trying until the socket is free, start the daemon and get its answer (it
+/// used to retry once, and failed).
+#[test]
+fn connections_dropped_unanswered_by_a_stopping_daemon_are_retried_until_it_is_gone() {
+    use std::io::Read;
+    use std::os::unix::net::UnixListener;
+    const DROPPED: usize = 3;
+    let env = Env::new();
+    let dir = env.socket.parent().expect("socket dir");
+    std::fs::create_dir_all(dir).expect("socket dir");
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod");
+    let listener = UnixListener::bind(&env.socket).expect("bind the fake");
+    let socket = env.socket.clone();
+    let fake = std::thread::spawn(move || {
+        for _ in 0..DROPPED {
+            let (mut conn, _) = listener.accept().expect("accept");
+            // Wait for the client's hello to arrive, then close with it unread: a reset.
+            let mut first = [0u8; 1];
+            conn.read_exact(&mut first).expect("the client's hello");
+        }
+        drop(listener);
+        std::fs::remove_file(&socket).expect("remove the fake's socket");
+    });
+    let out = env.maos(&["--json", "ps"]);
+    // (A client that gave up early leaves the fake waiting for it: no join then.)
+    assert!(out.status.success(), "{}", describe(&out));
+    fake.join().expect("the fake daemon");
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).ok(),
+        Some(serde_json::json!([])),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(env.daemons().len(), 1, "the client started the daemon");
+}
+
 #[test]
 fn a_daemon_started_by_hand_is_refused_politely_and_left_running() {
     let env = Env::new();

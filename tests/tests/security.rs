@@ -1,21 +1,22 @@
 //! Who may talk to the daemon: only its own user. The client is run as another user for real
-//! (this needs root, as CI has; elsewhere the test says it was skipped).
+//! (this needs root, as CI has; elsewhere the test says it was skipped, and on CI it fails).
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Duration;
 
-use maos_tests::{Env, describe, maos_bin, run_with_timeout};
+use maos_tests::{
+    ChildGuard, DEADLINE, Env, describe, maos_bin, maosd_bin, run_with_timeout, wait_until,
+};
 
 /// `nobody` on Debian and most Linux systems; any uid other than ours would do.
 const OTHER_UID: u32 = 65534;
 
 #[test]
 fn a_client_of_another_user_is_refused_with_the_reason_and_changes_nothing() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: running the client as another user needs root");
+    if !maos_tests::is_root() {
+        maos_tests::skip_unless_ci("running the client as another user needs root");
         return;
     }
     let env = Env::new();
@@ -130,15 +131,14 @@ fn a_socket_directory_that_is_not_private_is_refused() {
     let link = root.join("link");
     std::os::unix::fs::symlink(&own, &link).expect("symlink");
     let mut cases = vec![(open.clone(), "chmod 700"), (link.clone(), "symlink")];
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if maos_tests::is_root() {
         let foreign = root.join("foreign");
         std::fs::create_dir_all(&foreign).expect("dir");
         std::fs::set_permissions(&foreign, std::fs::Permissions::from_mode(0o700)).expect("chmod");
         std::os::unix::fs::chown(&foreign, Some(OTHER_UID), Some(OTHER_UID)).expect("chown");
         cases.push((foreign, "owned by uid 65534"));
     } else {
-        eprintln!("the foreign-owner case is skipped: chown needs root");
+        maos_tests::skip_unless_ci("the foreign-owner case: chown needs root");
     }
     for (dir, want) in cases {
         let mut cmd = env.command(&maos_bin());
@@ -156,4 +156,67 @@ fn a_socket_directory_that_is_not_private_is_refused() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(!dir.join("maosd.sock").exists(), "no daemon listens there");
     }
+}
+
+/// Run `cmd` with umask 0, so that nothing maos creates is private by the umask's grace.
+fn without_umask(cmd: &mut Command) {
+    // SAFETY: umask is async-signal-safe and touches only the child's own state.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+}
+
+/// The socket is a socket of ours with mode 0600, in a real directory of ours with mode 0700.
+fn assert_private_socket(socket: &std::path::Path, who: &str) {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let dir = socket.parent().expect("socket dir");
+    for (path, what, mode) in [
+        (socket, "socket", 0o600),
+        (dir, "socket's directory", 0o700),
+    ] {
+        let meta = std::fs::symlink_metadata(path)
+            .unwrap_or_else(|e| panic!("{who}: {}: {e}", path.display()));
+        let kind = meta.file_type();
+        let right_kind = if path == dir {
+            kind.is_dir()
+        } else {
+            kind.is_socket()
+        };
+        assert!(right_kind, "{who}: the {what} is a {kind:?}");
+        assert_eq!(meta.uid(), me, "{who}: the {what} is ours");
+        let got = meta.mode() & 0o7777;
+        assert_eq!(got, mode, "{who}: the {what} has mode {got:o}");
+    }
+}
+
+/// Only its user may connect to the daemon's socket: 0600 in a 0700 directory, whether a
+/// client started the daemon or a person ran `maosd`, even under umask 0.
+#[test]
+fn the_socket_and_its_directory_are_private_whoever_started_the_daemon() {
+    let env = Env::new();
+    let mut cmd = env.maos_cmd_in(&env.project, &["ps"]);
+    without_umask(&mut cmd);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(env.maos_json(&["daemon", "status"])["started_by"], "client");
+    assert_private_socket(&env.socket, "a daemon a client started");
+
+    let env = Env::new();
+    let mut cmd = env.command(&maosd_bin());
+    cmd.arg("--foreground")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    without_umask(&mut cmd);
+    let _daemon = ChildGuard(cmd.spawn().expect("run maosd"));
+    wait_until(DEADLINE, "the hand-started maosd listens", || {
+        std::os::unix::net::UnixStream::connect(&env.socket).is_ok()
+    });
+    assert_eq!(env.maos_json(&["daemon", "status"])["started_by"], "manual");
+    assert_private_socket(&env.socket, "a maosd started by hand");
 }
