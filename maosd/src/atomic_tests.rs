@@ -55,6 +55,7 @@ fn id_of(o: &Outcome) -> String {
 struct Fixture {
     st: State,
     running: String,
+    planned: String,
     done: String,
     lead: String,
     child: String,
@@ -199,9 +200,16 @@ fn fixture(dir: &Path, db: &Path, rt: &tokio::runtime::Runtime) -> Fixture {
         checkpoints: Vec::new(),
     })
     .unwrap_or_default();
+    let planned = st
+        .sessions()
+        .iter()
+        .find(|x| x.policy.is_some())
+        .map(|x| x.id.to_string())
+        .unwrap_or_default();
     Fixture {
         st,
         running,
+        planned,
         done,
         lead,
         child,
@@ -599,6 +607,13 @@ fn a_request_that_fails_anywhere_changes_nothing() {
             let earlier = req(json!({ "request": "note", "session": f.running,
                                       "kind": "decision", "text": "earlier" }));
             if let Err(e) = cmd::handle(&mut tx, earlier) {
+                panic!("the earlier request: {}", e.message);
+            }
+            // And one in the plan session: every session the requests below change was
+            // already changed in this batch, so their own undo copies are exercised too.
+            let plan_note = req(json!({ "request": "note", "session": f.planned,
+                                        "kind": "decision", "text": "earlier too" }));
+            if let Err(e) = cmd::handle(&mut tx, plan_note) {
                 panic!("the earlier request: {}", e.message);
             }
             let before = snapshot(&tx);

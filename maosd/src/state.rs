@@ -279,6 +279,12 @@ struct StepUndo {
     /// this one (a session first touched by this request is restored from the transaction's
     /// own undo log instead, so it is copied only once).
     sessions: HashMap<SessionId, Option<SessionRecord>>,
+    /// Sessions this request touched first in the transaction.
+    first: HashSet<SessionId>,
+    /// Agents of sessions an earlier request changed, as they were before this one changed
+    /// them (when it changed nothing else of their session first), oldest first.
+    agents: Vec<(SessionId, AgentRecord)>,
+    agents_saved: HashSet<AgentId>,
     /// Keys added to (`true`) or taken from (`false`) the bookkeeping sets, in order.
     marks: Vec<(bool, Mark)>,
     events: usize,
@@ -440,15 +446,43 @@ impl<'a> Txn<'a> {
             let prev = self.st.session(id).cloned();
             self.undo.insert(id.clone(), prev);
             self.mark(true, Mark::Undo(id.clone()));
+            if let Some(step) = &mut self.step {
+                step.first.insert(id.clone());
+            }
         } else if let Some(step) = &mut self.step
             && !step.sessions.contains_key(id)
-            && !step
-                .marks
-                .iter()
-                .any(|m| matches!(m, (true, Mark::Undo(u)) if u == id))
+            && !step.first.contains(id)
         {
             step.sessions
                 .insert(id.clone(), self.st.session(id).cloned());
+        }
+    }
+
+    /// Save one agent before it changes: the whole session only the first time the batch
+    /// touches it, else (inside a step) just the agent, so a request that changes one agent of a
+    /// large session copies that agent, not the session.
+    fn save_agent(&mut self, sid: &SessionId, id: &AgentId) {
+        if self.step.is_none() || !self.undo.contains_key(sid) {
+            return self.save(sid);
+        }
+        self.change_point();
+        let Some(step) = &mut self.step else {
+            return;
+        };
+        if step.first.contains(sid)
+            || step.sessions.contains_key(sid)
+            || step.agents_saved.contains(id)
+        {
+            return;
+        }
+        if let Some(a) = self
+            .st
+            .by_id
+            .get(sid)
+            .and_then(|&i| self.st.sessions[i].agents.iter().find(|a| &a.id == id))
+        {
+            step.agents_saved.insert(id.clone());
+            step.agents.push((sid.clone(), a.clone()));
         }
     }
 
@@ -508,7 +542,7 @@ impl<'a> Txn<'a> {
     /// Mutable access to one agent (marks it for writing).
     pub fn agent_mut(&mut self, id: &AgentId) -> &mut AgentRecord {
         let sid = self.st.agent_session[id].clone();
-        self.save(&sid);
+        self.save_agent(&sid, id);
         self.dirty_agent(id);
         let i = self.st.by_id[&sid];
         let now = self.now;
@@ -757,6 +791,9 @@ impl<'a> Txn<'a> {
         let locks = self.st.locks.savepoint();
         self.step = Some(Box::new(StepUndo {
             sessions: HashMap::new(),
+            first: HashSet::new(),
+            agents: Vec::new(),
+            agents_saved: HashSet::new(),
             marks: Vec::new(),
             events: self.events.len(),
             next_seq: self.st.next_seq,
@@ -785,10 +822,12 @@ impl<'a> Txn<'a> {
     /// Put back what one failed step changed.
     fn undo_step(&mut self, step: StepUndo) {
         let StepUndo {
-            mut sessions,
+            sessions: changed_earlier,
+            agents,
             marks,
             ..
         } = step;
+        let mut sessions = HashMap::new();
         let mut reorder = false;
         for (added, m) in marks.into_iter().rev() {
             match (added, m) {
@@ -833,6 +872,33 @@ impl<'a> Txn<'a> {
             }
         }
         let st = &mut *self.st;
+        // Whole copies first: an agent copied before its session was copied whole is older
+        // than that copy, so it goes back over it.
+        for (id, prev) in changed_earlier {
+            match (prev, st.by_id.get(&id)) {
+                (Some(prev), Some(&i)) => st.sessions[i] = prev,
+                (Some(prev), None) => {
+                    st.sessions.push(prev);
+                    reorder = true;
+                }
+                (None, Some(_)) => st.sessions.retain(|s| s.id != id),
+                (None, None) => {}
+            }
+        }
+        if reorder {
+            st.sessions
+                .sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        }
+        st.reindex();
+        for (sid, prev) in agents {
+            if let Some(a) = st
+                .by_id
+                .get(&sid)
+                .and_then(|&i| st.sessions[i].agents.iter_mut().find(|a| a.id == prev.id))
+            {
+                *a = prev;
+            }
+        }
         for (id, prev) in sessions {
             match (prev, st.by_id.get(&id)) {
                 (Some(prev), Some(&i)) => st.sessions[i] = prev,
