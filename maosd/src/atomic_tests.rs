@@ -12,6 +12,18 @@ use serde_json::{Value, json};
 use super::*;
 use crate::cmd::{self, Outcome};
 
+/// Apply a wire request the way the daemon does: routed, then handled by the actor.
+fn handle(tx: &mut Txn<'_>, r: Request) -> Result<Outcome, ErrorBody> {
+    use crate::router::{ProjectRequest, ProjectRoute, Route};
+    match Route::of(r) {
+        Route::Project(ProjectRoute::Actor { request, .. }) => cmd::handle(tx, request),
+        Route::Project(ProjectRoute::Import { path, text }) => {
+            cmd::handle(tx, ProjectRequest::Import { path, text })
+        }
+        _ => panic!("not a request the actor applies"),
+    }
+}
+
 fn req(v: Value) -> Request {
     match serde_json::from_value(v.clone()) {
         Ok(r) => r,
@@ -29,7 +41,7 @@ fn apply_all(
     let mut tx = Txn::new(st);
     let mut out = Vec::new();
     for r in reqs {
-        match cmd::handle(&mut tx, r.clone()) {
+        match handle(&mut tx, r.clone()) {
             Ok(o) => out.push(o),
             Err(e) => panic!("fixture request {r:?}: {}", e.message),
         }
@@ -606,14 +618,14 @@ fn a_request_that_fails_anywhere_changes_nothing() {
             // An earlier request of the same batch: it stays whatever happens after it.
             let earlier = req(json!({ "request": "note", "session": f.running,
                                       "kind": "decision", "text": "earlier" }));
-            if let Err(e) = cmd::handle(&mut tx, earlier) {
+            if let Err(e) = handle(&mut tx, earlier) {
                 panic!("the earlier request: {}", e.message);
             }
             // And one in the plan session: every session the requests below change was
             // already changed in this batch, so their own undo copies are exercised too.
             let plan_note = req(json!({ "request": "note", "session": f.planned,
                                         "kind": "decision", "text": "earlier too" }));
-            if let Err(e) = cmd::handle(&mut tx, plan_note) {
+            if let Err(e) = handle(&mut tx, plan_note) {
                 panic!("the earlier request: {}", e.message);
             }
             let before = snapshot(&tx);
@@ -621,12 +633,12 @@ fn a_request_that_fails_anywhere_changes_nothing() {
             let result = match inject {
                 Inject::At(n) => {
                     tx.fail_at = Some(tx.changes + n);
-                    let r = tx.atomic(|tx| cmd::handle(tx, request));
+                    let r = tx.atomic(|tx| handle(tx, request));
                     tx.fail_at = None;
                     r.map(|r| r.map(|_| ()))
                 }
                 Inject::AtEnd => tx.atomic(|tx| {
-                    cmd::handle(tx, request)?;
+                    handle(tx, request)?;
                     Err(ErrorBody::new(ErrorCode::Internal, "injected"))
                 }),
             };
@@ -716,7 +728,7 @@ fn recovery_keeps_the_exit_file_until_its_commit() {
         exit_file: &Path,
     ) -> (Vec<AgentId>, usize, Txn<'a>) {
         let mut tx = Txn::new(st);
-        let report = match cmd::handle(
+        let report = match handle(
             &mut tx,
             req(json!({ "request": "recover", "session": sid })),
         ) {

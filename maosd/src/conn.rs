@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use maos_proto::{
-    ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, MAX_FRAME_LEN, Reply, Request,
-    ServerMsg,
+    ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, MAX_FRAME_LEN, Reply, ServerMsg,
 };
 use maos_store::EventQuery;
 use tokio::net::UnixStream;
@@ -20,8 +19,11 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tracing::{debug, info, warn};
 
 use crate::cmd::Outcome;
-use crate::project::{ProjectHandle, Subscription, storage_error};
-use crate::server::Daemon;
+use crate::daemon::Daemon;
+use crate::error::{bad_request, internal, storage_error, unusable_backup};
+use crate::project::{ProjectHandle, Subscription};
+use crate::reads;
+use crate::router::{ArchivedRead, DaemonRequest, ProjectRequest, ProjectRoute, Route};
 
 type Conn = Framed<UnixStream, LengthDelimitedCodec>;
 
@@ -69,7 +71,9 @@ enum Next {
 }
 
 async fn next(conn: &mut Conn, daemon: &Daemon) -> Next {
+    // A frame already sent is read (and answered) before shutdown ends the connection.
     let frame = tokio::select! {
+        biased;
         f = conn.next() => f,
         () = daemon.shutdown.cancelled() => return Next::End,
     };
@@ -175,7 +179,7 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
             Next::Bad { id, message } => {
                 let reply = ServerMsg::Response {
                     id: id.unwrap_or(0),
-                    result: Err(ErrorBody::new(ErrorCode::BadRequest, message)),
+                    result: Err(bad_request(message)),
                 };
                 if !send(&mut conn, &reply).await {
                     return;
@@ -185,11 +189,12 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
                 send_error(&mut conn, ErrorCode::BadRequest, "hello sent twice".into()).await;
             }
             Next::Msg(ClientMsg::Request { id, project, body }) => {
-                let stop = matches!(body, Request::DaemonStop);
+                let route = Route::of(body);
+                let stop = matches!(route, Route::Daemon(DaemonRequest::Stop));
                 // A lock request may wait a long time: if the client goes away meanwhile, drop
                 // the request (the actor then cancels the wait).
                 let result = tokio::select! {
-                    r = request(&daemon, &mut project_cache, project, body) => r,
+                    r = request(&daemon, &mut project_cache, project, route) => r,
                     _ = conn.next() => return,
                     () = daemon.shutdown.cancelled() => return,
                 };
@@ -217,76 +222,97 @@ async fn request(
     daemon: &Daemon,
     cache: &mut Option<(String, ProjectHandle)>,
     project: Option<String>,
-    body: Request,
+    route: Route,
 ) -> Result<Reply, ErrorBody> {
-    match body {
-        Request::Ping => return Ok(Reply::Pong),
-        Request::DaemonStatus => return Ok(Reply::Daemon(daemon.status().await)),
-        Request::DaemonStop => return Ok(Reply::Done),
-        _ => {}
-    }
-    let root = project.ok_or_else(|| {
-        ErrorBody::new(ErrorCode::BadRequest, "this request needs a project root")
-    })?;
-    let body = resolve_paths(&root, body)?;
-
-    if let Request::Restore { path, force } = &body {
-        let from = std::path::Path::new(path);
-        let check = maos_store::check_backup(from)
-            .await
-            .map_err(|e| ErrorBody::new(ErrorCode::BadRequest, format!("{e}; nothing replaced")))?;
-        let previous = daemon.projects.restore(&root, from, *force).await?;
-        *cache = None;
-        return Ok(Reply::Restored(maos_proto::RestoreReport {
-            from: path.clone(),
-            previous: previous.display().to_string(),
-            sessions: check.sessions,
-            events: check.events,
-        }));
-    }
-    if let Request::Gc {
-        older_than_secs,
-        dry_run,
-    } = body
-    {
-        let handle = daemon.projects.get(&root).await?;
-        let older_than = Duration::from_secs(older_than_secs);
-        let sync = daemon.config.synchronous == maos_store::Synchronous::Full;
-        return crate::gc::run(
-            &daemon.config.home,
-            &root,
-            &handle,
+    let call = match route {
+        Route::Daemon(DaemonRequest::Ping) => return Ok(Reply::Pong),
+        Route::Daemon(DaemonRequest::Status) => return Ok(Reply::Daemon(daemon.status().await)),
+        Route::Daemon(DaemonRequest::Stop) => return Ok(Reply::Done),
+        Route::Project(call) => call,
+    };
+    let root = project.ok_or_else(|| bad_request("this request needs a project root"))?;
+    match call {
+        ProjectRoute::Restore { path, force } => {
+            let from = std::path::Path::new(&path);
+            let check = maos_store::check_backup(from)
+                .await
+                .map_err(|e| unusable_backup(&e))?;
+            let previous = daemon.projects.restore(&root, from, force).await?;
+            *cache = None;
+            Ok(Reply::Restored(maos_proto::RestoreReport {
+                from: path,
+                previous: previous.display().to_string(),
+                sessions: check.sessions,
+                events: check.events,
+            }))
+        }
+        ProjectRoute::Gc {
             older_than,
             dry_run,
-            sync,
-        )
-        .await
-        .map(Reply::Gc);
+        } => {
+            let handle = daemon.projects.get(&root).await?;
+            let sync = daemon.config.synchronous == maos_store::Synchronous::Full;
+            crate::gc::run(
+                &daemon.config.home,
+                &root,
+                &handle,
+                older_than,
+                dry_run,
+                sync,
+            )
+            .await
+            .map(Reply::Gc)
+        }
+        ProjectRoute::Read(read) => reads::answer(cached(daemon, cache, root).await?, read).await,
+        ProjectRoute::Import { path, text } => {
+            let handle = cached(daemon, cache, root).await?;
+            reads::import_check(handle, &path, &text).await?;
+            actor(handle, ProjectRequest::Import { path, text }, None).await
+        }
+        ProjectRoute::Actor {
+            mut request,
+            archived,
+        } => {
+            // Resolving touches the filesystem (symlinks, worktrees), so it happens here, not
+            // in the actor.
+            request.resolve_paths(|path, cwd| lock_key(&root, path, cwd))?;
+            let handle = cached(daemon, cache, root).await?;
+            actor(handle, request, archived.as_deref()).await
+        }
     }
-    let handle = match cache {
+}
+
+/// The handle of the project at `root`: the connection's last one when it is that project's.
+async fn cached<'a>(
+    daemon: &Daemon,
+    cache: &'a mut Option<(String, ProjectHandle)>,
+    root: String,
+) -> Result<&'a ProjectHandle, ErrorBody> {
+    let entry = match cache.take() {
         // A closed handle: its project was restored meanwhile; the next get opens it anew.
-        Some((r, h)) if *r == root && !h.is_closed() => h,
-        _ => {
+        Some((r, h)) if r == root && !h.is_closed() => (r, h),
+        old => {
+            *cache = old;
             let h = daemon.projects.get(&root).await?;
-            &mut cache.insert((root, h)).1
+            (root, h)
         }
     };
-    if let Some(answer) = crate::reads::answer(handle, &body).await {
-        return answer;
-    }
-    // Only `session show` and `events` may fall back to the database (archived sessions).
-    let fallback = matches!(
-        body,
-        Request::SessionShow { session: Some(_) } | Request::Events { .. }
-    )
-    .then(|| body.clone());
-    let outcome = match handle.request(body).await {
+    Ok(&cache.insert(entry).1)
+}
+
+/// A request the actor applies; one it answers "not found" is answered from the database
+/// when `archived` says how (an archived session).
+async fn actor(
+    handle: &ProjectHandle,
+    request: ProjectRequest,
+    archived: Option<&ArchivedRead>,
+) -> Result<Reply, ErrorBody> {
+    let outcome = match handle.request(request).await {
         Err(e) if e.code == ErrorCode::NotFound => {
-            let archived = match &fallback {
-                Some(body) => crate::reads::archived(handle, body).await,
-                None => None,
+            return match archived {
+                Some(read) => reads::archived(handle, read).await,
+                None => Err(e),
             };
-            return archived.unwrap_or(Err(e));
         }
         other => other?,
     };
@@ -299,58 +325,20 @@ async fn request(
             .map(Reply::Events)
             .map_err(|e| storage_error(&e)),
         // The actor keeps parked replies and answers them itself.
-        Outcome::Park(_) => Err(ErrorBody::new(
-            ErrorCode::Internal,
+        Outcome::Park(_) => Err(internal(
             "a parked lock wait was answered without its outcome",
         )),
     }
 }
 
-/// Lock requests name paths as the agent sees them; the actor works on project-relative keys.
-/// Resolving touches the filesystem (symlinks, worktrees), so it happens here, not in the actor.
-fn resolve_paths(root: &str, body: Request) -> Result<Request, ErrorBody> {
-    let resolve = |path: &str, cwd: &Option<String>| {
-        let root = std::fs::canonicalize(root).map_err(|e| {
-            ErrorBody::new(ErrorCode::NotFound, format!("project root {root}: {e}"))
-        })?;
-        let cwd = cwd
-            .as_deref()
-            .map_or_else(|| root.clone(), std::path::PathBuf::from);
-        crate::lockpath::resolve(&root, &cwd, path).map(|p| p.as_str().to_string())
-    };
-    let mut body = body;
-    match &mut body {
-        Request::LockAcquire {
-            path, cwd, mode, ..
-        }
-        | Request::LockCheck {
-            path, cwd, mode, ..
-        } => {
-            // A workspace lock is the whole project, whatever path was named.
-            *path = match mode {
-                maos_core::LockMode::Workspace => String::new(),
-                _ => resolve(path, cwd)?,
-            };
-            *cwd = None;
-        }
-        Request::LockRelease { path, cwd, .. } => {
-            *path = resolve(path, cwd)?;
-            *cwd = None;
-        }
-        // A hook's write outside the project is not an error of the request: it is a denial.
-        Request::Hook(call) if crate::cmd::hook::writes_file(call.tool_name.as_deref()) => {
-            for p in &mut call.paths {
-                match resolve(p, &call.cwd) {
-                    Ok(key) => *p = key,
-                    Err(e) => {
-                        call.path_error.get_or_insert(e.message);
-                    }
-                }
-            }
-        }
-        _ => {}
-    }
-    Ok(body)
+/// The project-relative key of a path an agent named (relative to `cwd`, or to the root).
+fn lock_key(root: &str, path: &str, cwd: &Option<String>) -> Result<String, ErrorBody> {
+    let root = std::fs::canonicalize(root)
+        .map_err(|e| ErrorBody::new(ErrorCode::NotFound, format!("project root {root}: {e}")))?;
+    let cwd = cwd
+        .as_deref()
+        .map_or_else(|| root.clone(), std::path::PathBuf::from);
+    crate::lockpath::resolve(&root, &cwd, path).map(|p| p.as_str().to_string())
 }
 
 fn matches(q: &EventQuery, e: &EventRecord) -> bool {

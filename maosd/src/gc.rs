@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use maos_core::SessionId;
-use maos_proto::{ErrorBody, ErrorCode, GcEntry, GcReport, Request};
+use maos_proto::{ErrorBody, ErrorCode, GcEntry, GcReport};
 
-use crate::project::{ProjectHandle, storage_error};
+use crate::error::{file_error, internal, storage_error};
+use crate::project::ProjectHandle;
+use crate::router::ProjectRequest;
 
 /// Where `maos gc` writes the exports of the sessions it deletes.
 pub fn exports_dir(home: &Path, root: &str) -> PathBuf {
@@ -71,14 +73,17 @@ pub async fn run(
         match written {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                return Err(ErrorBody::new(
-                    ErrorCode::Storage,
-                    format!("cannot write {}: {e}; nothing more deleted", path.display()),
+                return Err(file_error(
+                    format_args!("cannot write {}", path.display()),
+                    e,
+                    "; nothing more deleted",
                 ));
             }
-            Err(e) => return Err(ErrorBody::new(ErrorCode::Internal, e.to_string())),
+            Err(e) => return Err(internal(e)),
         }
-        handle.request(Request::Purge { session: id }).await?;
+        handle
+            .request(ProjectRequest::Purge { session: id })
+            .await?;
         report.sessions.push(GcEntry {
             id: sid,
             exported_to: Some(path.display().to_string()),

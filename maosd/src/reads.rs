@@ -1,32 +1,28 @@
 //! The requests a connection answers from the project's read pool: the actor never waits for
-//! them (database health, history, export, backup), and the check an import makes there
-//! before the actor sees it (the database must not have its ids, archived ones included).
+//! them (database health, history, export, backup), the check an import makes there before
+//! the actor sees it (the database must not have its ids, archived ones included), and
+//! `session show` / `events` of an archived session.
 
-use maos_proto::{ErrorBody, ErrorCode, Reply, Request};
+use maos_proto::{ErrorBody, ErrorCode, Reply};
 
-use crate::project::{ProjectHandle, storage_error};
+use crate::error::{prefix_error, storage_error};
+use crate::project::ProjectHandle;
+use crate::router::{ArchivedRead, ReadRequest};
 
-/// The answer to `body` if it is one of these reads; an import whose ids the database has is
-/// refused here. None: the actor handles it.
-pub async fn answer(handle: &ProjectHandle, body: &Request) -> Option<Result<Reply, ErrorBody>> {
-    match body {
-        Request::DbCheck => Some(health(handle, None).await.map(Reply::DbCheck)),
-        Request::Backup { path } => Some(
-            health(handle, Some(std::path::Path::new(path)))
-                .await
-                .map(Reply::Backup),
-        ),
-        Request::History { limit } => Some(
-            handle
-                .reader()
-                .history(*limit)
-                .await
-                .map(Reply::History)
-                .map_err(|e| storage_error(&e)),
-        ),
-        Request::Export { session } => Some(export(handle, session).await),
-        Request::Import { path, text } => import_check(handle, path, text).await.err().map(Err),
-        _ => None,
+/// The answer to a read of the database.
+pub async fn answer(handle: &ProjectHandle, read: ReadRequest) -> Result<Reply, ErrorBody> {
+    match read {
+        ReadRequest::DbCheck => health(handle, None).await.map(Reply::DbCheck),
+        ReadRequest::Backup { path } => health(handle, Some(std::path::Path::new(&path)))
+            .await
+            .map(Reply::Backup),
+        ReadRequest::History { limit } => handle
+            .reader()
+            .history(limit)
+            .await
+            .map(Reply::History)
+            .map_err(|e| storage_error(&e)),
+        ReadRequest::Export { session } => export(handle, &session).await,
     }
 }
 
@@ -48,33 +44,28 @@ async fn health(
     })
 }
 
-/// `session show` and `events` of a session the actor does not have in memory (archived):
-/// answered from the database when `name` is one there. None: the actor's answer stands.
-pub async fn archived(handle: &ProjectHandle, body: &Request) -> Option<Result<Reply, ErrorBody>> {
-    match body {
-        Request::SessionShow {
-            session: Some(name),
-        } => Some(match export(handle, name).await {
+/// `session show` and `events` of a session the actor does not have in memory (archived),
+/// answered from the database.
+pub async fn archived(handle: &ProjectHandle, read: &ArchivedRead) -> Result<Reply, ErrorBody> {
+    match read {
+        ArchivedRead::Session(name) => match export(handle, name).await {
             Ok(Reply::Export(e)) => Ok(Reply::Session(Box::new(e.session))),
             other => other,
-        }),
-        Request::Events { filter, limit } if filter.agent.is_none() => {
-            let name = filter.session.as_deref()?;
-            let id = match session_id(handle, name).await {
-                Ok(id) => id,
-                Err(e) => return Some(Err(e)),
-            };
+        },
+        ArchivedRead::Events {
+            session,
+            filter,
+            limit,
+        } => {
+            let id = session_id(handle, session).await?;
             let query = crate::cmd::event_query(filter, Some(id), None, *limit);
-            Some(
-                handle
-                    .reader()
-                    .events(&query)
-                    .await
-                    .map(Reply::Events)
-                    .map_err(|e| storage_error(&e)),
-            )
+            handle
+                .reader()
+                .events(&query)
+                .await
+                .map(Reply::Events)
+                .map_err(|e| storage_error(&e))
         }
-        _ => None,
     }
 }
 
@@ -87,7 +78,7 @@ async fn session_id(handle: &ProjectHandle, name: &str) -> Result<String, ErrorB
         .map_err(|e| storage_error(&e))?;
     Ok(
         maos_core::resolve_prefix(name, ids.iter().map(String::as_str))
-            .map_err(|e| crate::state::prefix_error("session", e))?
+            .map_err(|e| prefix_error("session", e))?
             .to_string(),
     )
 }
@@ -106,7 +97,7 @@ async fn export(handle: &ProjectHandle, session: &str) -> Result<Reply, ErrorBod
 }
 
 /// A maos-session file whose session or agents the database already has is refused.
-async fn import_check(handle: &ProjectHandle, path: &str, text: &str) -> Result<(), ErrorBody> {
+pub async fn import_check(handle: &ProjectHandle, path: &str, text: &str) -> Result<(), ErrorBody> {
     let Some((sid, agents)) = maos_proto::export::ids_of(text) else {
         return Ok(());
     };

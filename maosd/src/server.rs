@@ -6,8 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use maos_core::Ts;
-use maos_proto::DaemonStatus;
 use maos_store::StoreOptions;
 use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
@@ -17,39 +15,13 @@ use tracing::{debug, error, info, warn};
 
 use crate::activation::Activated;
 use crate::config::Config;
+use crate::daemon::Daemon;
 use crate::project::Projects;
 
 /// Most connections served at once; more wait in the listen backlog.
 const MAX_CONNECTIONS: usize = 1024;
 /// How long shutdown waits for in-flight requests.
 const DRAIN: Duration = Duration::from_secs(10);
-
-/// What every connection shares.
-pub struct Daemon {
-    pub projects: Projects,
-    pub shutdown: CancellationToken,
-    pub config: Config,
-    started: Instant,
-    started_at: Ts,
-}
-
-impl Daemon {
-    pub async fn status(&self) -> DaemonStatus {
-        DaemonStatus {
-            pid: std::process::id(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            protocol: crate::protocol(),
-            started_at: self.started_at,
-            uptime_secs: self.started.elapsed().as_secs_f64(),
-            socket: self.config.socket.display().to_string(),
-            home: self.config.home.display().to_string(),
-            synchronous: self.config.synchronous.as_str().to_string(),
-            projects: self.projects.infos().await,
-            started_by: self.config.started_by,
-            idle_exit_secs: self.config.idle_exit.map(|d| d.as_secs_f64()),
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -196,13 +168,8 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
         synchronous: config.synchronous,
         max_page_count: config.max_page_count,
     };
-    let daemon = Arc::new(Daemon {
-        projects: Projects::new(&config.home, &config.socket, opts),
-        shutdown: CancellationToken::new(),
-        started: Instant::now(),
-        started_at: crate::state::now(),
-        config,
-    });
+    let projects = Projects::new(&config.home, &config.socket, opts);
+    let daemon = Arc::new(Daemon::new(config, projects));
     info!(
         pid = std::process::id(),
         socket = %daemon.config.socket.display(),
@@ -227,13 +194,16 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
     let me = maos_proto::paths::uid();
     let idle = Idle::new();
     loop {
+        // Shutdown first: a stopping daemon takes no new connection it would drop unanswered.
         let permit = tokio::select! {
-            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            biased;
             () = daemon.shutdown.cancelled() => break,
+            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
         };
         let accepted = tokio::select! {
-            a = listener.accept() => a,
+            biased;
             () = daemon.shutdown.cancelled() => break,
+            a = listener.accept() => a,
             () = idle.expired(idle_exit, &tracker, &daemon) => {
                 info!(
                     idle_secs = idle_exit.map_or(0.0, |d| d.as_secs_f64()),

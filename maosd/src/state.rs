@@ -11,6 +11,8 @@ use chrono::SubsecRound;
 use maos_core::{AgentId, HeldLock, LockTable, SessionId, Ts, resolve_prefix};
 use maos_proto::{AgentRecord, ErrorBody, ErrorCode, EventRecord, SessionRecord};
 use maos_store::Batch;
+
+use crate::error::prefix_error;
 use serde_json::Value;
 
 /// Now, UTC, truncated to microseconds (what the database stores).
@@ -200,14 +202,6 @@ impl State {
         let sid = self.agent_session.get(id)?;
         self.session(sid)?.agents.iter().find(|a| &a.id == id)
     }
-}
-
-pub(crate) fn prefix_error(kind: &str, e: maos_core::PrefixError) -> ErrorBody {
-    let code = match e {
-        maos_core::PrefixError::Ambiguous { .. } => ErrorCode::Ambiguous,
-        _ => ErrorCode::NotFound,
-    };
-    ErrorBody::new(code, format!("{kind}: {e}"))
 }
 
 /// The answer for a parked lock wait, delivered after the commit.

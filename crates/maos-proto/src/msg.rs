@@ -363,6 +363,17 @@ pub struct HookCall {
     pub todos: Option<Vec<Todo>>,
 }
 
+impl HookCall {
+    /// The call is of a tool that writes files (`Write`, `Edit`, `MultiEdit`, `NotebookEdit`,
+    /// Codex's `apply_patch`): its `paths` are files it writes, which take a lock.
+    pub fn writes_files(&self) -> bool {
+        matches!(
+            self.tool_name.as_deref(),
+            Some("Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch")
+        )
+    }
+}
+
 /// One item of an agent's own task list (Claude Code's `TodoWrite`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Todo {

@@ -5,8 +5,6 @@ use maos_proto::{ErrorBody, HookCall, Reply};
 use super::Outcome;
 use crate::state::Txn;
 
-pub use crate::ops::cli::writes_file;
-
 pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
     let answer = crate::ops::cli::hook(tx, call)?;
     Ok(Reply::Hook(answer).into())

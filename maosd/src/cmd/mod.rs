@@ -15,10 +15,11 @@ mod session;
 pub use query::{event_query, resolve_filter};
 
 use maos_core::{AgentId, SessionId};
-use maos_proto::{ErrorBody, ErrorCode, Reply, Request};
+use maos_proto::{ErrorBody, ErrorCode, Reply};
 use maos_store::EventQuery;
 
 pub(crate) use crate::ops::bad;
+use crate::router::ProjectRequest as Request;
 use crate::state::Txn;
 
 /// What handling a request produced.
@@ -118,10 +119,6 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             kind,
             text,
         } => brief::note(tx, session.as_deref(), agent.as_deref(), kind, text),
-        Request::Ping | Request::DaemonStatus | Request::DaemonStop => Err(ErrorBody::new(
-            ErrorCode::BadRequest,
-            "daemon requests do not take a project",
-        )),
         Request::AgentExited(exit) => managed::exited(tx, *exit),
         Request::SessionFromPlan { path, text, start } => {
             managed::from_plan(tx, &path, &text, start)
@@ -132,16 +129,6 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
         Request::SessionArchive { session } => session::archive(tx, &session),
         Request::Import { path, text } => session::import(tx, &path, &text),
         Request::Purge { session } => session::purge(tx, &session),
-        // The connection runs them on the read pool.
-        Request::DbCheck
-        | Request::History { .. }
-        | Request::Export { .. }
-        | Request::Backup { .. }
-        | Request::Gc { .. }
-        | Request::Restore { .. } => Err(ErrorBody::new(
-            ErrorCode::Internal,
-            "a read of the database reached the project actor",
-        )),
     }
 }
 

@@ -15,14 +15,6 @@ use crate::state::{SpawnIntent, Txn};
 /// Objective of a session the hook had to create, until the first prompt names it.
 const PLACEHOLDER: &str = "Claude Code session";
 
-/// Tools that write files: Claude Code's (`file_path` / `notebook_path`) and Codex's patch.
-pub fn writes_file(tool: Option<&str>) -> bool {
-    matches!(
-        tool,
-        Some("Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch")
-    )
-}
-
 /// Requests kept per project; ones the CLI never followed up are dropped oldest first.
 const MAX_INTENTS: usize = 256;
 
@@ -413,7 +405,7 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
             let agent = caller(tx, &sid, &call)?;
             tx.renew(&agent);
             match call.tool_name.as_deref() {
-                t if writes_file(t) => Ok(pre_write(tx, &sid, &agent, &call)),
+                _ if call.writes_files() => Ok(pre_write(tx, &sid, &agent, &call)),
                 Some("Agent" | "Task") => {
                     request_subagent(tx, &agent, &call);
                     Ok(answer(HookDecision::Allow, None, None))
@@ -424,7 +416,7 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
         "PostToolUse" => {
             let agent = caller(tx, &sid, &call)?;
             tx.renew(&agent);
-            if writes_file(call.tool_name.as_deref()) {
+            if call.writes_files() {
                 // Size and hash of what the tool sent, never the text itself.
                 let (bytes, sha256) = match &call.written {
                     Some(w) => (Some(w.bytes), Some(w.sha256.as_str())),

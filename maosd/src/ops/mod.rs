@@ -14,7 +14,7 @@ pub mod phase;
 pub mod process;
 pub mod session;
 
-use maos_proto::{ErrorBody, ErrorCode, SessionRecord};
+use maos_proto::{ErrorBody, SessionRecord};
 
 /// Work (starting agents, moving phases) happens only in a running session; the error says how
 /// to get there.
@@ -31,10 +31,4 @@ pub fn require_running(s: &SessionRecord, what: &str) -> Result<(), ErrorBody> {
     )))
 }
 
-pub fn invalid(e: impl std::fmt::Display) -> ErrorBody {
-    ErrorBody::new(ErrorCode::InvalidTransition, e.to_string())
-}
-
-pub fn bad(msg: impl Into<String>) -> ErrorBody {
-    ErrorBody::new(ErrorCode::BadRequest, msg)
-}
+pub use crate::error::{bad_request as bad, invalid};

@@ -7,16 +7,20 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use maos_proto::{ErrorBody, ErrorCode, EventFilter, EventRecord, ProjectInfo, Request};
-use maos_store::{EventQuery, Reader, Store, StoreError, StoreOptions};
-use tokio::sync::{Mutex, broadcast, mpsc, oneshot};
+use maos_proto::{ErrorBody, EventFilter, EventRecord, ProjectInfo};
+use maos_store::{EventQuery, Reader, Store, StoreOptions};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tracing::{debug, error, info, warn};
 
+use super::checkpointer::{self, Checkpoints};
+use super::files;
 use crate::cmd::{self, Outcome};
-use crate::state::{State, Txn};
+use crate::error::{actor_gone, handler_panicked, internal, storage_error};
+use crate::router::ProjectRequest;
+use crate::state::{Finished, State, Txn, Wakeup};
 
 /// Most requests applied in one transaction.
 const MAX_BATCH: usize = 512;
@@ -37,7 +41,7 @@ pub struct Subscription {
 
 enum Cmd {
     Request {
-        body: Request,
+        body: ProjectRequest,
         reply: oneshot::Sender<Reply>,
     },
     Subscribe {
@@ -66,15 +70,8 @@ pub struct ProjectHandle {
     reader: Reader,
 }
 
-fn actor_gone() -> ErrorBody {
-    ErrorBody::new(
-        ErrorCode::ShuttingDown,
-        "the project is closing (the daemon is stopping, or a backup is being restored); retry",
-    )
-}
-
 impl ProjectHandle {
-    pub async fn request(&self, body: Request) -> Reply {
+    pub async fn request(&self, body: ProjectRequest) -> Reply {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Cmd::Request { body, reply })
@@ -106,6 +103,15 @@ impl ProjectHandle {
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }
+
+    /// Have the actor commit what is queued before this, close its database, and stop;
+    /// returns once it has (at once if it was stopped already).
+    pub(super) async fn stop(&self) {
+        let (done, stopped) = oneshot::channel();
+        if self.tx.send(Cmd::Stop { done }).await.is_ok() {
+            let _ = stopped.await;
+        }
+    }
 }
 
 struct Actor {
@@ -125,13 +131,6 @@ struct Actor {
     me: mpsc::WeakSender<Cmd>,
     /// Asked to stop: answered once the database is closed.
     stopping: Option<oneshot::Sender<()>>,
-}
-
-pub fn storage_error(e: &StoreError) -> ErrorBody {
-    match e {
-        StoreError::Full(_) => ErrorBody::new(ErrorCode::StorageFull, e.to_string()),
-        _ => ErrorBody::new(ErrorCode::Storage, e.to_string()),
-    }
 }
 
 impl Actor {
@@ -199,10 +198,7 @@ impl Actor {
                         error!(
                             "a request handler panicked; the request failed, the daemon goes on"
                         );
-                        Err(ErrorBody::new(
-                            ErrorCode::Internal,
-                            "internal error while handling the request (see the daemon log)",
-                        ))
+                        Err(handler_panicked())
                     });
                     replies.push((reply, result, txn.is_dirty()));
                 }
@@ -243,13 +239,7 @@ impl Actor {
             match result {
                 Ok(()) => {
                     let done = txn.finish();
-                    wakeups = done.wakeups;
-                    for e in done.events {
-                        // No subscribers is fine.
-                        let _ = self.events.send(Arc::new(e));
-                    }
-                    self.execute(done.effects);
-                    self.write_checkpoints(done.checkpoints);
+                    wakeups = self.committed(done);
                 }
                 Err(e) => {
                     warn!(project = %self.root, error = %e, "commit failed; batch rolled back");
@@ -277,11 +267,8 @@ impl Actor {
                 }
             }
         }
-        for (wait, result) in wakeups {
-            if let Some(reply) = self.parked.remove(&wait) {
-                let _ = reply.send(result.map(Outcome::Reply));
-            }
-        }
+        // After the replies: a wait parked and granted in the same batch is answered too.
+        self.wake(wakeups);
         // Subscriptions are answered after the commit, so their snapshot covers it.
         for (filter, reply) in subs {
             let sub = cmd::resolve_filter(&self.state, &filter, None).map(|query| Subscription {
@@ -333,24 +320,26 @@ impl Actor {
         }
     }
 
-    /// The readable copy of each session's latest committed checkpoint:
-    /// `sessions/<id>/checkpoint.json` in the project's directory, replaced atomically.
-    fn write_checkpoints(&self, rows: Vec<maos_store::CheckpointRow>) {
-        let mut latest: HashMap<String, maos_store::CheckpointRow> = HashMap::new();
-        for r in rows {
-            latest.insert(r.session_id.to_string(), r);
-        }
-        if latest.is_empty() {
-            return;
-        }
-        let dir = self.runner.project_dir.join("sessions");
-        tokio::task::spawn_blocking(move || {
-            for (sid, row) in latest {
-                if let Err(e) = write_checkpoint_file(&dir.join(&sid), &row) {
-                    warn!(session = %sid, error = %e, "cannot write checkpoint.json");
-                }
+    /// Answer the parked lock waits that a commit ended.
+    fn wake(&mut self, wakeups: Vec<Wakeup>) {
+        for (wait, result) in wakeups {
+            if let Some(reply) = self.parked.remove(&wait) {
+                let _ = reply.send(result.map(Outcome::Reply));
             }
-        });
+        }
+    }
+
+    /// What follows every commit: its events go to subscribers, its process work is carried
+    /// out, and its checkpoints' readable files are written. Returns the answers for parked
+    /// lock waits, which the caller delivers.
+    fn committed(&self, done: Finished) -> Vec<Wakeup> {
+        for e in done.events {
+            // No subscribers is fine.
+            let _ = self.events.send(Arc::new(e));
+        }
+        self.execute(done.effects);
+        files::write_checkpoints(&self.runner.project_dir, done.checkpoints);
+        done.wakeups
     }
 
     /// At start (`all`): reconcile every managed session with its processes, then let each
@@ -391,15 +380,17 @@ impl Actor {
             Ok(()) => {
                 debug!(project = %self.root, ms = t1.elapsed().as_secs_f64() * 1e3, "recovery committed");
                 let done = txn.finish();
-                for e in done.events {
-                    let _ = self.events.send(Arc::new(e));
-                }
-                self.execute(done.effects);
-                self.write_checkpoints(done.checkpoints);
+                // A lost agent's exit frees its locks: waits granted by that are answered.
+                let wakeups = self.committed(done);
+                self.wake(wakeups);
             }
             Err(e) => {
                 warn!(project = %self.root, error = %e, "cannot commit the recovery; it runs again (at the next sweep or start)");
+                let locks_changed = txn.touched_locks();
                 txn.rollback();
+                if locks_changed {
+                    self.reload_locks(&storage_error(&e)).await;
+                }
             }
         }
     }
@@ -417,35 +408,6 @@ impl Actor {
             }
         }
     }
-}
-
-fn write_checkpoint_file(dir: &Path, row: &maos_store::CheckpointRow) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let state: serde_json::Value = serde_json::from_str(&row.state).unwrap_or_default();
-    let doc = serde_json::json!({
-        "session_id": row.session_id, "seq": row.seq, "at": row.ts, "reason": row.reason,
-        "checkpoint": state,
-    });
-    let tmp = dir.join("checkpoint.json.tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(
-        serde_json::to_string_pretty(&doc)
-            .unwrap_or_default()
-            .as_bytes(),
-    )?;
-    // No fsync: the durable checkpoint is the database row; this file is its readable copy,
-    // and the rename alone keeps it whole.
-    std::fs::rename(&tmp, dir.join("checkpoint.json"))
 }
 
 fn project_info(root: &str, hash: &str, st: &State) -> ProjectInfo {
@@ -476,235 +438,16 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// Every open project, opened on first use.
-pub struct Projects {
-    dir: PathBuf,
-    socket: PathBuf,
-    opts: StoreOptions,
-    open: Mutex<HashMap<String, ProjectHandle>>,
-    actors: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
-}
-
-impl Projects {
-    pub fn new(home: &Path, socket: &Path, opts: StoreOptions) -> Projects {
-        Projects {
-            dir: home.join("projects"),
-            socket: socket.to_path_buf(),
-            opts,
-            open: Mutex::new(HashMap::new()),
-            actors: std::sync::Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The actor of the project rooted at `root` (an absolute path), opening it if needed.
-    pub async fn get(&self, root: &str) -> Result<ProjectHandle, ErrorBody> {
-        let mut open = self.open.lock().await;
-        if let Some(h) = open.get(root) {
-            return Ok(h.clone());
-        }
-        let path = Path::new(root);
-        if !path.is_absolute() {
-            return Err(ErrorBody::new(
-                ErrorCode::BadRequest,
-                format!("project root {root:?} is not an absolute path"),
-            ));
-        }
-        let hash = maos_proto::paths::workspace_hash(path);
-        let dir = self.dir.join(&hash);
-        // Boxed as `Send` explicitly: sqlx's futures otherwise trip rustc's higher-ranked `Send`
-        // inference for every future that awaits this one.
-        let opening = open_project(
-            root.to_string(),
-            hash,
-            dir,
-            self.socket.clone(),
-            self.opts.clone(),
-        );
-        let h = opening.await.map_err(|e| {
-            error!(project = root, error = %e, "cannot open project");
-            e
-        })?;
-        if let Ok(mut actors) = self.actors.lock() {
-            actors.push(h.1);
-        }
-        open.insert(root.to_string(), h.0.clone());
-        Ok(h.0)
-    }
-
-    /// Open every project that has run managed agents (it has an `agents/` directory), so
-    /// that opening recovers its sessions.
-    pub async fn open_managed(&self) {
-        let roots: Vec<String> = match std::fs::read_dir(&self.dir) {
-            Ok(dir) => dir
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.join("agents").is_dir())
-                .filter_map(|p| {
-                    let text = std::fs::read_to_string(p.join("project.json")).ok()?;
-                    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-                    v["root"].as_str().map(str::to_string)
-                })
-                .collect(),
-            Err(_) => return,
-        };
-        for root in roots {
-            if let Err(e) = self.get(&root).await {
-                warn!(project = %root, error = %e.message, "cannot open the project to recover it");
-            }
-        }
-    }
-
-    /// Replace the project's database with the (already checked) file `from`: its actor, if
-    /// open, commits what it has and closes; the database moves aside to
-    /// `maos.db.before-restore-<time>` (with its WAL, if any); a copy of `from` takes its place;
-    /// the project opens again, which recovers its managed sessions. Refused while the
-    /// project has live sessions, unless `force`. Returns where the old database went.
-    pub async fn restore(
-        &self,
-        root: &str,
-        from: &Path,
-        force: bool,
-    ) -> Result<PathBuf, ErrorBody> {
-        let mut open = self.open.lock().await;
-        if let Some(h) = open.get(root) {
-            let live = h.info().await.map_or(0, |i| i.live_sessions);
-            if live > 0 && !force {
-                return Err(ErrorBody::new(
-                    ErrorCode::InvalidTransition,
-                    format!(
-                        "the project has {live} live session(s) that the restore would replace; \
-                         finish or cancel them, or pass --force"
-                    ),
-                ));
-            }
-            let (done, stopped) = oneshot::channel();
-            if h.tx.send(Cmd::Stop { done }).await.is_ok() {
-                let _ = stopped.await;
-            }
-            open.remove(root);
-        }
-        let hash = maos_proto::paths::workspace_hash(Path::new(root));
-        let dir = self.dir.join(&hash);
-        let io = |what: &str, e: std::io::Error| {
-            ErrorBody::new(
-                ErrorCode::Storage,
-                format!("{what}: {e}; the database is unchanged"),
-            )
-        };
-        maos_proto::paths::private_dir_all(&dir).map_err(|e| io("project directory", e))?;
-        let db = dir.join("maos.db");
-        let tmp = dir.join("maos.db.restore.tmp");
-        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
-        let previous = dir.join(format!("maos.db.before-restore-{stamp}"));
-        {
-            use std::io::Write;
-            let mut out = maos_proto::paths::private_file(&tmp).map_err(|e| io("copy", e))?;
-            let mut src = std::fs::File::open(from).map_err(|e| io("copy", e))?;
-            std::io::copy(&mut src, &mut out).map_err(|e| io("copy", e))?;
-            out.flush().map_err(|e| io("copy", e))?;
-            out.sync_all().map_err(|e| io("copy", e))?;
-        }
-        let mut moved = Vec::new();
-        for suffix in ["", "-wal", "-shm"] {
-            let (a, b) = (
-                PathBuf::from(format!("{}{suffix}", db.display())),
-                PathBuf::from(format!("{}{suffix}", previous.display())),
-            );
-            if a.exists() {
-                if let Err(e) = std::fs::rename(&a, &b) {
-                    for (a, b) in moved.iter().rev() {
-                        let _ = std::fs::rename(b, a);
-                    }
-                    let _ = std::fs::remove_file(&tmp);
-                    return Err(io("moving the database aside", e));
-                }
-                moved.push((a, b));
-            }
-        }
-        if let Err(e) = std::fs::rename(&tmp, &db) {
-            for (a, b) in moved.iter().rev() {
-                let _ = std::fs::rename(b, a);
-            }
-            return Err(io("putting the copy in place", e));
-        }
-        if let Ok(d) = std::fs::File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        drop(open);
-        self.get(root).await?;
-        info!(project = %root, from = %from.display(), previous = %previous.display(), "database restored");
-        Ok(previous)
-    }
-
-    /// Every open project's root and handle.
-    pub async fn handles(&self) -> Vec<(String, ProjectHandle)> {
-        let open = self.open.lock().await;
-        open.iter().map(|(r, h)| (r.clone(), h.clone())).collect()
-    }
-
-    /// Facts about every open project.
-    pub async fn infos(&self) -> Vec<ProjectInfo> {
-        let handles: Vec<_> = self.open.lock().await.values().cloned().collect();
-        let mut out = Vec::new();
-        for h in handles {
-            if let Some(i) = h.info().await {
-                out.push(i);
-            }
-        }
-        out.sort_by(|a, b| a.root.cmp(&b.root));
-        out
-    }
-
-    /// Close every project: once no connection holds a handle any more, each actor finishes
-    /// its queue, commits, and closes its database; this waits for all of them.
-    pub async fn close_all(&self) {
-        self.open.lock().await.clear();
-        let tasks = match self.actors.lock() {
-            Ok(mut a) => std::mem::take(&mut *a),
-            Err(_) => return,
-        };
-        for t in tasks {
-            let _ = t.await;
-        }
-    }
-}
-
 /// Open a project's database and start its actor. Takes everything by value: sqlx's futures
 /// trip rustc's higher-ranked `Send` inference when they hold borrowed arguments.
-async fn open_project(
+pub(super) async fn open(
     root: String,
     hash: String,
     dir: PathBuf,
     socket: PathBuf,
     opts: StoreOptions,
 ) -> Result<(ProjectHandle, tokio::task::JoinHandle<()>), ErrorBody> {
-    let io =
-        |e: std::io::Error| ErrorBody::new(ErrorCode::Storage, format!("{}: {e}", dir.display()));
-    maos_proto::paths::private_dir_all(&dir).map_err(io)?;
-    let meta = dir.join("project.json");
-    match std::fs::read_to_string(&meta) {
-        Ok(text) => {
-            let known: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-            if known["root"].as_str().is_some_and(|r| r != root) {
-                return Err(ErrorBody::new(
-                    ErrorCode::Storage,
-                    format!(
-                        "{} belongs to project {} (hash collision with {root})",
-                        dir.display(),
-                        known["root"]
-                    ),
-                ));
-            }
-        }
-        Err(_) => {
-            let text = serde_json::json!({ "root": root, "hash": hash }).to_string();
-            std::io::Write::write_all(
-                &mut maos_proto::paths::private_file(&meta).map_err(io)?,
-                text.as_bytes(),
-            )
-            .map_err(io)?;
-        }
-    }
+    files::claim(&dir, &root, &hash)?;
     let t0 = std::time::Instant::now();
     let mut store = Store::open(dir.join("maos.db"), opts)
         .await
@@ -721,12 +464,8 @@ async fn open_project(
     let (events, _) = broadcast::channel(EVENT_BUFFER);
     let reader = store.reader();
     let runner = crate::run::Runner {
-        exe: std::env::current_exe().map_err(|e| {
-            ErrorBody::new(
-                ErrorCode::Internal,
-                format!("cannot find the maosd binary: {e}"),
-            )
-        })?,
+        exe: std::env::current_exe()
+            .map_err(|e| internal(format_args!("cannot find the maosd binary: {e}")))?,
         socket,
         root: root.clone(),
         project_dir: dir.clone(),
@@ -751,7 +490,7 @@ async fn open_project(
         stopping: None,
     };
     actor.reconcile(true).await;
-    actor.checkpoints = Some(spawn_checkpoints(&actor.store, actor.root.clone()).await?);
+    actor.checkpoints = Some(checkpointer::spawn(&actor.store, actor.root.clone()).await?);
     if let Err(e) = actor.store.set_autocheckpoint(true).await {
         warn!(project = %actor.root, error = %e, "cannot restore the bound on the WAL");
     }
@@ -768,57 +507,4 @@ fn sweep_every() -> std::time::Duration {
         .filter(|&ms| ms > 0)
         .unwrap_or(10_000);
     std::time::Duration::from_millis(ms)
-}
-
-/// How often committed WAL frames are copied back into the database file.
-const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The background checkpoint task, and how to stop it.
-struct Checkpoints {
-    stop: tokio_util::sync::CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Checkpoints {
-    /// Stop the task and wait until its connection is closed: the store's connections close
-    /// last, and the last of them deletes the WAL before the project counts as closed (a
-    /// restore then moves one file aside, not a WAL a late close would have deleted).
-    async fn stop(self) {
-        self.stop.cancel();
-        let _ = self.task.await;
-    }
-}
-
-/// Checkpoint the project's WAL in the background, on its own connection, so that commits
-/// rarely pay for it (the write connection's own checkpoint is only a bound on the WAL's size).
-async fn spawn_checkpoints(store: &Store, root: String) -> Result<Checkpoints, ErrorBody> {
-    let mut cp = store.checkpointer().await.map_err(|e| storage_error(&e))?;
-    let stop = tokio_util::sync::CancellationToken::new();
-    let stopped = stop.clone();
-    let task = tokio::spawn(async move {
-        let mut every = tokio::time::interval(CHECKPOINT_EVERY);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The WAL's frame count at the last tick: unchanged and fully copied back means no
-        // commit for a whole tick, and the WAL is emptied.
-        let mut last = 0;
-        loop {
-            tokio::select! {
-                _ = every.tick() => {}
-                () = stopped.cancelled() => break,
-            }
-            match cp.run().await {
-                Ok((frames, copied)) if frames > 0 && frames == copied && frames == last => {
-                    match cp.truncate().await {
-                        Ok(()) => debug!(project = %root, frames, "idle: WAL emptied"),
-                        Err(e) => warn!(project = %root, error = %e, "cannot empty the WAL"),
-                    }
-                    last = 0;
-                }
-                Ok((frames, _)) => last = frames,
-                Err(e) => warn!(project = %root, error = %e, "background WAL checkpoint failed"),
-            }
-        }
-        cp.close().await;
-    });
-    Ok(Checkpoints { stop, task })
 }

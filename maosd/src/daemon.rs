@@ -1,0 +1,50 @@
+//! What every connection of the daemon shares: the open projects, the shutdown signal, the
+//! configuration, and the facts `maos daemon status` reports. The server builds it; the
+//! connections read it.
+
+use std::time::Instant;
+
+use maos_core::Ts;
+use maos_proto::DaemonStatus;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::project::Projects;
+
+/// What every connection shares.
+pub struct Daemon {
+    pub projects: Projects,
+    pub shutdown: CancellationToken,
+    pub config: Config,
+    started: Instant,
+    started_at: Ts,
+}
+
+impl Daemon {
+    /// A daemon that starts now.
+    pub fn new(config: Config, projects: Projects) -> Daemon {
+        Daemon {
+            projects,
+            shutdown: CancellationToken::new(),
+            started: Instant::now(),
+            started_at: crate::state::now(),
+            config,
+        }
+    }
+
+    pub async fn status(&self) -> DaemonStatus {
+        DaemonStatus {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            protocol: crate::protocol(),
+            started_at: self.started_at,
+            uptime_secs: self.started.elapsed().as_secs_f64(),
+            socket: self.config.socket.display().to_string(),
+            home: self.config.home.display().to_string(),
+            synchronous: self.config.synchronous.as_str().to_string(),
+            projects: self.projects.infos().await,
+            started_by: self.config.started_by,
+            idle_exit_secs: self.config.idle_exit.map(|d| d.as_secs_f64()),
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! The background WAL checkpointer: on its own connection it copies committed WAL frames back
+//! into the database file every second, so that commits rarely pay for it, and empties a WAL
+//! that stayed idle for a whole tick. Stopped (and its connection closed) before the store
+//! closes, so the store's last close deletes the WAL.
+
+use maos_proto::ErrorBody;
+use maos_store::Store;
+use tracing::{debug, warn};
+
+use crate::error::storage_error;
+
+/// How often committed WAL frames are copied back into the database file.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The background checkpoint task, and how to stop it.
+pub(super) struct Checkpoints {
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Checkpoints {
+    /// Stop the task and wait until its connection is closed: the store's connections close
+    /// last, and the last of them deletes the WAL before the project counts as closed (a
+    /// restore then moves one file aside, not a WAL a late close would have deleted).
+    pub(super) async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+/// Checkpoint the project's WAL in the background, on its own connection, so that commits
+/// rarely pay for it (the write connection's own checkpoint is only a bound on the WAL's size).
+pub(super) async fn spawn(store: &Store, root: String) -> Result<Checkpoints, ErrorBody> {
+    let mut cp = store.checkpointer().await.map_err(|e| storage_error(&e))?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopped = stop.clone();
+    let task = tokio::spawn(async move {
+        let mut every = tokio::time::interval(CHECKPOINT_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The WAL's frame count at the last tick: unchanged and fully copied back means no
+        // commit for a whole tick, and the WAL is emptied.
+        let mut last = 0;
+        loop {
+            tokio::select! {
+                _ = every.tick() => {}
+                () = stopped.cancelled() => break,
+            }
+            match cp.run().await {
+                Ok((frames, copied)) if frames > 0 && frames == copied && frames == last => {
+                    match cp.truncate().await {
+                        Ok(()) => debug!(project = %root, frames, "idle: WAL emptied"),
+                        Err(e) => warn!(project = %root, error = %e, "cannot empty the WAL"),
+                    }
+                    last = 0;
+                }
+                Ok((frames, _)) => last = frames,
+                Err(e) => warn!(project = %root, error = %e, "background WAL checkpoint failed"),
+            }
+        }
+        cp.close().await;
+    });
+    Ok(Checkpoints { stop, task })
+}

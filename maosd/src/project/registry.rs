@@ -1,0 +1,155 @@
+//! The registry of open projects: each opens on first use (or at start, when it has run
+//! managed agents, to recover them), closes for a restore and opens again on the restored
+//! file, and closes with the daemon.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use maos_proto::{ErrorBody, ErrorCode, ProjectInfo};
+use maos_store::StoreOptions;
+use tokio::sync::Mutex;
+use tracing::{error, info, warn};
+
+use super::actor::{self, ProjectHandle};
+use super::files;
+
+/// Every open project, opened on first use.
+pub struct Projects {
+    dir: PathBuf,
+    socket: PathBuf,
+    opts: StoreOptions,
+    open: Mutex<HashMap<String, ProjectHandle>>,
+    actors: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Projects {
+    pub fn new(home: &Path, socket: &Path, opts: StoreOptions) -> Projects {
+        Projects {
+            dir: home.join("projects"),
+            socket: socket.to_path_buf(),
+            opts,
+            open: Mutex::new(HashMap::new()),
+            actors: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The actor of the project rooted at `root` (an absolute path), opening it if needed.
+    pub async fn get(&self, root: &str) -> Result<ProjectHandle, ErrorBody> {
+        let mut open = self.open.lock().await;
+        if let Some(h) = open.get(root) {
+            return Ok(h.clone());
+        }
+        let path = Path::new(root);
+        if !path.is_absolute() {
+            return Err(ErrorBody::new(
+                ErrorCode::BadRequest,
+                format!("project root {root:?} is not an absolute path"),
+            ));
+        }
+        let hash = maos_proto::paths::workspace_hash(path);
+        let dir = self.dir.join(&hash);
+        // Boxed as `Send` explicitly: sqlx's futures otherwise trip rustc's higher-ranked `Send`
+        // inference for every future that awaits this one.
+        let opening = actor::open(
+            root.to_string(),
+            hash,
+            dir,
+            self.socket.clone(),
+            self.opts.clone(),
+        );
+        let h = opening.await.map_err(|e| {
+            error!(project = root, error = %e, "cannot open project");
+            e
+        })?;
+        if let Ok(mut actors) = self.actors.lock() {
+            actors.push(h.1);
+        }
+        open.insert(root.to_string(), h.0.clone());
+        Ok(h.0)
+    }
+
+    /// Open every project that has run managed agents (it has an `agents/` directory), so
+    /// that opening recovers its sessions.
+    pub async fn open_managed(&self) {
+        let roots: Vec<String> = match std::fs::read_dir(&self.dir) {
+            Ok(dir) => dir
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.join("agents").is_dir())
+                .filter_map(|p| files::recorded_root(&p))
+                .collect(),
+            Err(_) => return,
+        };
+        for root in roots {
+            if let Err(e) = self.get(&root).await {
+                warn!(project = %root, error = %e.message, "cannot open the project to recover it");
+            }
+        }
+    }
+
+    /// Replace the project's database with the (already checked) file `from`: its actor, if
+    /// open, commits what it has and closes; the database moves aside to
+    /// `maos.db.before-restore-<time>` (with its WAL, if any); a copy of `from` takes its place;
+    /// the project opens again, which recovers its managed sessions. Refused while the
+    /// project has live sessions, unless `force`. Returns where the old database went.
+    pub async fn restore(
+        &self,
+        root: &str,
+        from: &Path,
+        force: bool,
+    ) -> Result<PathBuf, ErrorBody> {
+        let mut open = self.open.lock().await;
+        if let Some(h) = open.get(root) {
+            let live = h.info().await.map_or(0, |i| i.live_sessions);
+            if live > 0 && !force {
+                return Err(ErrorBody::new(
+                    ErrorCode::InvalidTransition,
+                    format!(
+                        "the project has {live} live session(s) that the restore would replace; \
+                         finish or cancel them, or pass --force"
+                    ),
+                ));
+            }
+            h.stop().await;
+            open.remove(root);
+        }
+        let hash = maos_proto::paths::workspace_hash(Path::new(root));
+        let previous = files::replace_database(&self.dir.join(&hash), from)?;
+        drop(open);
+        self.get(root).await?;
+        info!(project = %root, from = %from.display(), previous = %previous.display(), "database restored");
+        Ok(previous)
+    }
+
+    /// Every open project's root and handle.
+    pub async fn handles(&self) -> Vec<(String, ProjectHandle)> {
+        let open = self.open.lock().await;
+        open.iter().map(|(r, h)| (r.clone(), h.clone())).collect()
+    }
+
+    /// Facts about every open project.
+    pub async fn infos(&self) -> Vec<ProjectInfo> {
+        let handles: Vec<_> = self.open.lock().await.values().cloned().collect();
+        let mut out = Vec::new();
+        for h in handles {
+            if let Some(i) = h.info().await {
+                out.push(i);
+            }
+        }
+        out.sort_by(|a, b| a.root.cmp(&b.root));
+        out
+    }
+
+    /// Close every project: once no connection holds a handle any more, each actor finishes
+    /// its queue, commits, and closes its database; this waits for all of them.
+    pub async fn close_all(&self) {
+        self.open.lock().await.clear();
+        let tasks = match self.actors.lock() {
+            Ok(mut a) => std::mem::take(&mut *a),
+            Err(_) => return,
+        };
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+}

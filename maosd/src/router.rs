@@ -1,0 +1,439 @@
+//! Where a request goes, decided once: [`Route::of`] turns the wire's [`Request`] into a typed
+//! route (as mini-redis's `Command::from_frame`), and each floor below takes only its own
+//! kind of request and matches it whole: the daemon's own requests, the registry's (restore)
+//! and retention's (gc), the read pool's ([`ReadRequest`]), and the project actor's
+//! ([`ProjectRequest`], applied by `cmd::handle`). Pure: nothing here touches a file.
+
+use std::time::Duration;
+
+use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy};
+use maos_proto::{
+    AgentExit, ErrorBody, EventFilter, HookCall, LockWait, NoteKind, Request, Target,
+};
+
+/// Where one request goes.
+pub enum Route {
+    /// Answered by the daemon itself: no project.
+    Daemon(DaemonRequest),
+    /// About one project: the request must name its root.
+    Project(ProjectRoute),
+}
+
+/// The requests about the daemon itself.
+pub enum DaemonRequest {
+    Ping,
+    Status,
+    /// Answered, then the daemon shuts down.
+    Stop,
+}
+
+/// How a project's request is answered.
+pub enum ProjectRoute {
+    /// `maos restore`: the registry closes the project, replaces its database, opens it again.
+    Restore { path: String, force: bool },
+    /// `maos gc`: exports read from the read pool, then one purge per session by the actor.
+    Gc { older_than: Duration, dry_run: bool },
+    /// Answered from the read pool; the actor never sees it.
+    Read(ReadRequest),
+    /// An import: the read pool checks that the database has none of its ids (archived ones
+    /// included), then the actor applies [`ProjectRequest::Import`].
+    Import { path: String, text: String },
+    /// Applied by the project actor. `archived`: where the actor does not have the session
+    /// (it is archived), the answer the database gives instead.
+    Actor {
+        request: ProjectRequest,
+        archived: Option<Box<ArchivedRead>>,
+    },
+}
+
+/// The requests the read pool answers.
+pub enum ReadRequest {
+    DbCheck,
+    Backup { path: String },
+    History { limit: Option<u32> },
+    Export { session: String },
+}
+
+/// `session show` and `events` of a session named by id or prefix, answered from the
+/// database when the actor does not have it.
+pub enum ArchivedRead {
+    Session(String),
+    Events {
+        session: String,
+        filter: EventFilter,
+        limit: Option<u32>,
+    },
+}
+
+/// The requests the project actor applies: the wire's project requests, field for field.
+#[derive(Clone, Debug)]
+pub enum ProjectRequest {
+    SessionCreate {
+        objective: String,
+        strategy: Strategy,
+        phases: Vec<String>,
+    },
+    SessionList {
+        all: bool,
+    },
+    SessionShow {
+        session: Option<String>,
+    },
+    SessionActivate {
+        session: String,
+    },
+    SessionTransition {
+        session: Option<String>,
+        op: SessionOp,
+        reason: Option<String>,
+    },
+    AgentRegister {
+        session: Option<String>,
+        role: String,
+        task: String,
+        depends_on: Vec<String>,
+        parent: Option<String>,
+    },
+    AgentTransition {
+        agent: String,
+        op: AgentOp,
+        exit_code: Option<i32>,
+        reason: Option<String>,
+    },
+    AgentList {
+        session: Option<String>,
+    },
+    PhaseAdd {
+        session: Option<String>,
+        name: String,
+    },
+    PhaseTransition {
+        session: Option<String>,
+        phase: Option<String>,
+        op: PhaseOp,
+        artifacts: serde_json::Value,
+    },
+    Pause {
+        session: Option<String>,
+        target: Target,
+        reason: Option<String>,
+        by: Option<String>,
+    },
+    Resume {
+        session: Option<String>,
+        target: Target,
+        by: Option<String>,
+    },
+    Ps {
+        all: bool,
+    },
+    Events {
+        filter: EventFilter,
+        limit: Option<u32>,
+    },
+    Status {
+        session: Option<String>,
+    },
+    /// `path`: a project-relative key once [`ProjectRequest::resolve_paths`] ran.
+    LockAcquire {
+        agent: String,
+        path: String,
+        cwd: Option<String>,
+        mode: LockMode,
+        wait: LockWait,
+        ttl_ms: Option<u64>,
+    },
+    LockRelease {
+        agent: Option<String>,
+        path: String,
+        cwd: Option<String>,
+        force: bool,
+        by: Option<String>,
+    },
+    LockReleaseAll {
+        agent: String,
+    },
+    LockList {
+        session: Option<String>,
+    },
+    LockCheck {
+        agent: Option<String>,
+        path: String,
+        cwd: Option<String>,
+        mode: LockMode,
+    },
+    Heartbeat {
+        agent: String,
+    },
+    Hook(Box<HookCall>),
+    Brief {
+        session: Option<String>,
+    },
+    Note {
+        session: Option<String>,
+        agent: Option<String>,
+        kind: NoteKind,
+        text: String,
+    },
+    AgentExited(Box<AgentExit>),
+    SessionFromPlan {
+        path: String,
+        text: String,
+        start: bool,
+    },
+    AgentLog {
+        agent: String,
+    },
+    Recover {
+        session: Option<String>,
+    },
+    Validate {
+        session: Option<String>,
+    },
+    SessionArchive {
+        session: String,
+    },
+    Import {
+        path: String,
+        text: String,
+    },
+    Purge {
+        session: String,
+    },
+}
+
+impl Route {
+    /// Classify a request: the only match on the wire's [`Request`] in the daemon.
+    pub fn of(body: Request) -> Route {
+        use ProjectRequest as P;
+        let project = Route::Project;
+        let read = |r| Route::Project(ProjectRoute::Read(r));
+        let actor = |request| {
+            Route::Project(ProjectRoute::Actor {
+                request,
+                archived: None,
+            })
+        };
+        match body {
+            Request::Ping => Route::Daemon(DaemonRequest::Ping),
+            Request::DaemonStatus => Route::Daemon(DaemonRequest::Status),
+            Request::DaemonStop => Route::Daemon(DaemonRequest::Stop),
+            Request::Restore { path, force } => project(ProjectRoute::Restore { path, force }),
+            Request::Gc {
+                older_than_secs,
+                dry_run,
+            } => project(ProjectRoute::Gc {
+                older_than: Duration::from_secs(older_than_secs),
+                dry_run,
+            }),
+            Request::DbCheck => read(ReadRequest::DbCheck),
+            Request::Backup { path } => read(ReadRequest::Backup { path }),
+            Request::History { limit } => read(ReadRequest::History { limit }),
+            Request::Export { session } => read(ReadRequest::Export { session }),
+            Request::Import { path, text } => project(ProjectRoute::Import { path, text }),
+            Request::SessionShow { session } => project(ProjectRoute::Actor {
+                archived: session.clone().map(|s| Box::new(ArchivedRead::Session(s))),
+                request: P::SessionShow { session },
+            }),
+            // An agent's events are the actor's alone: an archived session has no live agent.
+            Request::Events { filter, limit } => project(ProjectRoute::Actor {
+                archived: match (&filter.session, &filter.agent) {
+                    (Some(session), None) => Some(Box::new(ArchivedRead::Events {
+                        session: session.clone(),
+                        filter: filter.clone(),
+                        limit,
+                    })),
+                    _ => None,
+                },
+                request: P::Events { filter, limit },
+            }),
+            Request::SessionCreate {
+                objective,
+                strategy,
+                phases,
+            } => actor(P::SessionCreate {
+                objective,
+                strategy,
+                phases,
+            }),
+            Request::SessionList { all } => actor(P::SessionList { all }),
+            Request::SessionActivate { session } => actor(P::SessionActivate { session }),
+            Request::SessionTransition {
+                session,
+                op,
+                reason,
+            } => actor(P::SessionTransition {
+                session,
+                op,
+                reason,
+            }),
+            Request::AgentRegister {
+                session,
+                role,
+                task,
+                depends_on,
+                parent,
+            } => actor(P::AgentRegister {
+                session,
+                role,
+                task,
+                depends_on,
+                parent,
+            }),
+            Request::AgentTransition {
+                agent,
+                op,
+                exit_code,
+                reason,
+            } => actor(P::AgentTransition {
+                agent,
+                op,
+                exit_code,
+                reason,
+            }),
+            Request::AgentList { session } => actor(P::AgentList { session }),
+            Request::PhaseAdd { session, name } => actor(P::PhaseAdd { session, name }),
+            Request::PhaseTransition {
+                session,
+                phase,
+                op,
+                artifacts,
+            } => actor(P::PhaseTransition {
+                session,
+                phase,
+                op,
+                artifacts,
+            }),
+            Request::Pause {
+                session,
+                target,
+                reason,
+                by,
+            } => actor(P::Pause {
+                session,
+                target,
+                reason,
+                by,
+            }),
+            Request::Resume {
+                session,
+                target,
+                by,
+            } => actor(P::Resume {
+                session,
+                target,
+                by,
+            }),
+            Request::Ps { all } => actor(P::Ps { all }),
+            Request::Status { session } => actor(P::Status { session }),
+            Request::LockAcquire {
+                agent,
+                path,
+                cwd,
+                mode,
+                wait,
+                ttl_ms,
+            } => actor(P::LockAcquire {
+                agent,
+                path,
+                cwd,
+                mode,
+                wait,
+                ttl_ms,
+            }),
+            Request::LockRelease {
+                agent,
+                path,
+                cwd,
+                force,
+                by,
+            } => actor(P::LockRelease {
+                agent,
+                path,
+                cwd,
+                force,
+                by,
+            }),
+            Request::LockReleaseAll { agent } => actor(P::LockReleaseAll { agent }),
+            Request::LockList { session } => actor(P::LockList { session }),
+            Request::LockCheck {
+                agent,
+                path,
+                cwd,
+                mode,
+            } => actor(P::LockCheck {
+                agent,
+                path,
+                cwd,
+                mode,
+            }),
+            Request::Heartbeat { agent } => actor(P::Heartbeat { agent }),
+            Request::Hook(call) => actor(P::Hook(call)),
+            Request::Brief { session } => actor(P::Brief { session }),
+            Request::Note {
+                session,
+                agent,
+                kind,
+                text,
+            } => actor(P::Note {
+                session,
+                agent,
+                kind,
+                text,
+            }),
+            Request::AgentExited(exit) => actor(P::AgentExited(exit)),
+            Request::SessionFromPlan { path, text, start } => {
+                actor(P::SessionFromPlan { path, text, start })
+            }
+            Request::AgentLog { agent } => actor(P::AgentLog { agent }),
+            Request::Recover { session } => actor(P::Recover { session }),
+            Request::Validate { session } => actor(P::Validate { session }),
+            Request::SessionArchive { session } => actor(P::SessionArchive { session }),
+            Request::Purge { session } => actor(P::Purge { session }),
+        }
+    }
+}
+
+impl ProjectRequest {
+    /// Lock requests and a hook's writes name paths as the agent sees them; the actor works on
+    /// project-relative keys. `resolve(path, cwd)` gives a path's key (it touches the
+    /// filesystem, so the connection supplies it and the actor never runs it).
+    pub fn resolve_paths(
+        &mut self,
+        resolve: impl Fn(&str, &Option<String>) -> Result<String, ErrorBody>,
+    ) -> Result<(), ErrorBody> {
+        match self {
+            ProjectRequest::LockAcquire {
+                path, cwd, mode, ..
+            }
+            | ProjectRequest::LockCheck {
+                path, cwd, mode, ..
+            } => {
+                // A workspace lock is the whole project, whatever path was named.
+                *path = match mode {
+                    LockMode::Workspace => String::new(),
+                    _ => resolve(path, cwd)?,
+                };
+                *cwd = None;
+            }
+            ProjectRequest::LockRelease { path, cwd, .. } => {
+                *path = resolve(path, cwd)?;
+                *cwd = None;
+            }
+            // A hook's write outside the project is not an error of the request: it is a
+            // denial, which the hook handler gives.
+            ProjectRequest::Hook(call) if call.writes_files() => {
+                for p in &mut call.paths {
+                    match resolve(p, &call.cwd) {
+                        Ok(key) => *p = key,
+                        Err(e) => {
+                            call.path_error.get_or_insert(e.message);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
