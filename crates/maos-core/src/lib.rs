@@ -3,13 +3,16 @@
 //! are passed in.
 
 pub mod duration;
+pub mod export;
 pub mod graph;
 pub mod ids;
 pub mod lock;
 pub mod patch;
 pub mod plan;
 pub mod progress;
+pub mod record;
 pub mod schedule;
+pub mod spec;
 pub mod state;
 pub mod workflow;
 
