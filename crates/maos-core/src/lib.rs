@@ -2,6 +2,7 @@
 //! progress and the lock table. Pure: no I/O, no clock reads, no randomness — time and uuids
 //! are passed in.
 
+pub mod brief;
 pub mod duration;
 pub mod export;
 pub mod graph;

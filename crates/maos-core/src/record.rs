@@ -7,7 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::spec::{AgentSpec, RunPolicy};
-use crate::{AgentId, AgentState, LockMode, SessionId, SessionState, Strategy, Ts, Workflow};
+use crate::{
+    AgentId, AgentState, LockMode, Progress, SessionId, SessionState, Strategy, Ts, Workflow,
+};
 
 /// A session: the unit of work of one objective, with its phases and agents.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -72,6 +74,14 @@ pub struct ErrorRecord {
     pub message: String,
     #[serde(default)]
     pub agent_id: Option<AgentId>,
+}
+
+impl SessionRecord {
+    /// Percent done, phase k/n, phase timing and ETA at `now` (the figures of `maos status`).
+    pub fn progress(&self, now: Ts) -> Progress {
+        let states: Vec<AgentState> = self.agents.iter().map(|a| a.state).collect();
+        crate::progress(&self.workflow, &states, now)
+    }
 }
 
 /// A session's context usage, for the briefing: the compactions its agent CLIs reported
