@@ -1,9 +1,11 @@
 //! TOML with positions: the file as a tree of values, each with its byte range.
 //!
 //! `toml::Spanned` fails on values toml has no position for (implicit tables such as `a` in
-//! `a.b = 1`), so the tree below speaks serde_spanned's protocol itself: a deserializer that
-//! knows positions answers `deserialize_struct(SPANNED_NAME, SPANNED_FIELDS)` with a map of
-//! start, end and value; one that does not, answers as for any value. The names are
+//! `a.b = 1`: toml 0.8 answers "invalid type: string \"b\", expected a borrowed string"), and
+//! `toml::de::ValueDeserializer` gives no positions at all, so the tree below speaks
+//! serde_spanned's protocol itself: a deserializer that knows positions answers
+//! `deserialize_struct(SPANNED_NAME, SPANNED_FIELDS)` with a map of start, end and value; one
+//! that does not, answers as for any value. The names are
 //! serde_spanned 0.6's (the version toml 0.8 uses); `errors_table` and
 //! `implicit_tables_have_positions` fail if they change.
 
