@@ -18,7 +18,8 @@ pub struct AgentSpec {
     pub role: String,
     /// What the agent should do (`{task}` in its command).
     pub task: String,
-    /// The argv that starts it: non-empty, `command[0]` non-empty. May use [`PLACEHOLDERS`](crate::plan::PLACEHOLDERS).
+    /// The argv that starts it: non-empty, `command[0]` non-empty. May use the
+    /// [`PLACEHOLDERS`](crate::plan::PLACEHOLDERS).
     pub command: Vec<String>,
     /// The argv that resumes an interrupted run, if it can be resumed.
     #[serde(default)]
@@ -26,7 +27,8 @@ pub struct AgentSpec {
     /// Names of other agents of the plan that must complete before this one starts.
     #[serde(default)]
     pub depends_on: Vec<String>,
-    /// 0-based index into [`Plan::phases`](crate::plan::Plan::phases) (the file writes a name, or a number from 1).
+    /// 0-based index into [`Plan::phases`](crate::plan::Plan::phases) (the file writes a name,
+    /// or a number from 1).
     #[serde(default)]
     pub phase: Option<u32>,
     /// Pipeline stage, from 1 (strategy pipeline only).
