@@ -2,15 +2,19 @@
 //! progress and the lock table. Pure: no I/O, no clock reads, no randomness — time and uuids
 //! are passed in.
 
+pub mod brief;
 pub mod duration;
+pub mod export;
 pub mod graph;
 pub mod ids;
 pub mod lock;
 pub mod patch;
 pub mod plan;
 pub mod progress;
+pub mod record;
 pub mod recovery;
 pub mod schedule;
+pub mod spec;
 pub mod state;
 pub mod workflow;
 

@@ -5,9 +5,9 @@
 use maos_core::plan::{PlanError, parse};
 use proptest::prelude::*;
 
-/// The example plan of `plan.rs`'s module documentation (every feature of the format).
+/// The example plan of `plan/mod.rs`'s module documentation (every feature of the format).
 fn doc_example() -> String {
-    let src = include_str!("../src/plan.rs");
+    let src = include_str!("../src/plan/mod.rs");
     let mut out = String::new();
     let mut inside = false;
     for line in src.lines().take_while(|l| l.starts_with("//!")) {
@@ -27,7 +27,7 @@ fn doc_example() -> String {
     }
     assert!(
         out.contains("[[agent]]"),
-        "no example plan found in plan.rs"
+        "no example plan found in plan/mod.rs"
     );
     out
 }

@@ -4,37 +4,12 @@
 //! import turns into the same thing. Pure: no I/O, ids and the time come from the caller.
 
 use maos_core::{AgentId, AgentState, SessionId, SessionState, Strategy, Ts, Workflow};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{AgentRecord, ErrorRecord, EventRecord, Note, NoteKind, SessionRecord};
+pub use maos_core::export::{ExportedCheckpoint, FORMAT, SessionExport, VERSION};
 
-/// `format` of our own files.
-pub const FORMAT: &str = "maos-session";
-/// The newest `version` this build writes and reads.
-pub const VERSION: u32 = 1;
-
-/// One session with everything the database holds about it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SessionExport {
-    pub format: String,
-    pub version: u32,
-    pub exported_at: Ts,
-    pub session: SessionRecord,
-    /// Its timeline, oldest first (`seq` as in the project it comes from).
-    pub events: Vec<EventRecord>,
-    pub checkpoints: Vec<ExportedCheckpoint>,
-}
-
-/// A checkpoint row; `state` is the snapshot itself (JSON), not a string of it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ExportedCheckpoint {
-    /// The last event it includes (in the exported timeline).
-    pub seq: u64,
-    pub ts: Ts,
-    pub reason: String,
-    pub state: Value,
-}
+use crate::{AgentRecord, ErrorRecord, Note, NoteKind, SessionRecord};
 
 /// Why a file cannot be imported (one line each).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use maos_core::HeldLock;
-use maos_proto::{EventRecord, SessionRecord};
+use maos_core::record::{EventRecord, SessionRecord};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
@@ -136,7 +136,7 @@ pub struct Batch<'a> {
     pub sessions: Vec<&'a SessionRecord>,
     /// Sessions whose phase rows changed (all their phases are written).
     pub phases_of: Vec<&'a SessionRecord>,
-    pub agents: Vec<&'a maos_proto::AgentRecord>,
+    pub agents: Vec<&'a maos_core::record::AgentRecord>,
     pub events: &'a [EventRecord],
     /// Locks granted, or whose lease moved (upserted by token).
     pub locks: Vec<LockRow<'a>>,
@@ -470,7 +470,7 @@ impl Reader {
         session: &'a str,
     ) -> std::pin::Pin<
         Box<
-            dyn Future<Output = Result<Option<maos_proto::export::SessionExport>, StoreError>>
+            dyn Future<Output = Result<Option<maos_core::export::SessionExport>, StoreError>>
                 + Send
                 + 'a,
         >,
@@ -483,7 +483,11 @@ impl Reader {
         &self,
         limit: Option<u32>,
     ) -> std::pin::Pin<
-        Box<dyn Future<Output = Result<Vec<maos_proto::HistoryEntry>, StoreError>> + Send + '_>,
+        Box<
+            dyn Future<Output = Result<Vec<maos_core::record::HistoryEntry>, StoreError>>
+                + Send
+                + '_,
+        >,
     > {
         Box::pin(rows::history(&self.pool, limit))
     }

@@ -1,11 +1,11 @@
 //! Row mapping: records ⇄ SQL rows. Writes pass each table's rows as one JSON array.
 
 use chrono::DateTime;
+use maos_core::record::{AgentRecord, EventRecord, SessionRecord};
 use maos_core::{
     AgentId, AgentState, CheckpointResult, HeldLock, Phase, PhaseState, SessionId, SessionState,
     Strategy, Ts, Workflow,
 };
-use maos_proto::{AgentRecord, EventRecord, SessionRecord};
 use serde::Serialize;
 use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite};
@@ -46,13 +46,16 @@ struct SessionRow<'a> {
 #[derive(Serialize, serde::Deserialize, Default)]
 struct SessionData {
     #[serde(default)]
-    notes: Vec<maos_proto::Note>,
+    notes: Vec<maos_core::record::Note>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     policy: Option<maos_core::plan::RunPolicy>,
-    #[serde(default, skip_serializing_if = "maos_proto::ContextUsage::is_empty")]
-    context: maos_proto::ContextUsage,
+    #[serde(
+        default,
+        skip_serializing_if = "maos_core::record::ContextUsage::is_empty"
+    )]
+    context: maos_core::record::ContextUsage,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    todos: Vec<maos_proto::AgentTodos>,
+    todos: Vec<maos_core::record::AgentTodos>,
 }
 
 #[derive(Serialize)]
@@ -83,7 +86,7 @@ struct AgentData {
     #[serde(default)]
     spec: Option<Box<maos_core::plan::AgentSpec>>,
     #[serde(default)]
-    process: Option<maos_proto::ProcessInfo>,
+    process: Option<maos_core::record::ProcessInfo>,
     #[serde(default)]
     attempts: u32,
 }
@@ -94,7 +97,7 @@ struct AgentDataOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     spec: Option<&'a maos_core::plan::AgentSpec>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    process: Option<&'a maos_proto::ProcessInfo>,
+    process: Option<&'a maos_core::record::ProcessInfo>,
     attempts: u32,
 }
 
@@ -725,7 +728,7 @@ pub(crate) async fn existing(
 pub(crate) async fn export(
     pool: &SqlitePool,
     session: &str,
-) -> Result<Option<maos_proto::export::SessionExport>, StoreError> {
+) -> Result<Option<maos_core::export::SessionExport>, StoreError> {
     let mut conn = pool.acquire().await?;
     let Some(rec) = read_sessions(&mut conn, Which::One(session)).await?.pop() else {
         return Ok(None);
@@ -742,7 +745,7 @@ pub(crate) async fn export(
         .await?
         .into_iter()
         .map(|c| {
-            Ok(maos_proto::export::ExportedCheckpoint {
+            Ok(maos_core::export::ExportedCheckpoint {
                 seq: c.seq,
                 ts: c.ts,
                 reason: c.reason,
@@ -751,9 +754,9 @@ pub(crate) async fn export(
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    Ok(Some(maos_proto::export::SessionExport {
-        format: maos_proto::export::FORMAT.into(),
-        version: maos_proto::export::VERSION,
+    Ok(Some(maos_core::export::SessionExport {
+        format: maos_core::export::FORMAT.into(),
+        version: maos_core::export::VERSION,
         exported_at: chrono::Utc::now(),
         session: rec,
         events,
@@ -778,7 +781,7 @@ pub(crate) async fn gc_candidates(
 pub(crate) async fn history(
     pool: &SqlitePool,
     limit: Option<u32>,
-) -> Result<Vec<maos_proto::HistoryEntry>, StoreError> {
+) -> Result<Vec<maos_core::record::HistoryEntry>, StoreError> {
     let rows = sqlx::query(
         "SELECT s.id, s.objective, s.state, s.strategy, s.created_at, s.started_at, s.ended_at,
             s.archived, (SELECT count(*) FROM session_agents a WHERE a.session_id = s.id) AS agents
@@ -791,7 +794,7 @@ pub(crate) async fn history(
     .await?;
     rows.iter()
         .map(|row| {
-            Ok(maos_proto::HistoryEntry {
+            Ok(maos_core::record::HistoryEntry {
                 id: id_of(row, "id", SessionId::parse)?,
                 objective: row.try_get("objective")?,
                 state: parse(row, "state")?,

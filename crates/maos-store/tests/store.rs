@@ -2,10 +2,10 @@
 //! history filters work, and a full disk is reported as `Full` without corrupting anything.
 
 use chrono::{SubsecRound, Utc};
+use maos_core::record::{AgentRecord, ErrorRecord, EventRecord, PauseInfo, SessionRecord};
 use maos_core::{
     AgentId, AgentState, CheckpointResult, SessionId, SessionState, Strategy, Workflow,
 };
-use maos_proto::{AgentRecord, ErrorRecord, EventRecord, PauseInfo, SessionRecord};
 use maos_store::{Batch, EventQuery, Store, StoreError, StoreOptions, Synchronous};
 use serde_json::json;
 
@@ -44,18 +44,18 @@ fn session(n: u128) -> SessionRecord {
         policy: Some(maos_core::plan::RunPolicy::default()),
         agents: vec![],
         // Not the default: it must round-trip through the session's data column.
-        context: maos_proto::ContextUsage {
+        context: maos_core::record::ContextUsage {
             compactions: 2,
             last_compaction: Some(t),
             last_trigger: Some("auto".into()),
             subagent_tokens: 123_456,
             subagents_reported: 3,
         },
-        todos: vec![maos_proto::AgentTodos {
+        todos: vec![maos_core::record::AgentTodos {
             agent: maos_core::AgentId::from_uuid(uuid::Uuid::from_u128(n)),
             role: None,
             at: t,
-            items: vec![maos_proto::Todo {
+            items: vec![maos_core::record::Todo {
                 content: "write the store tests".into(),
                 status: "in_progress".into(),
             }],
@@ -96,7 +96,7 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
             workdir: Some("sub".into()),
             retries: Some(2),
         })),
-        process: Some(maos_proto::ProcessInfo {
+        process: Some(maos_core::record::ProcessInfo {
             pid: 4242,
             start_time: Some(99),
             started_at: t,

@@ -1,0 +1,71 @@
+//! Positions: where each part of the plan is in the file, and a byte offset as a line and
+//! column.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use super::PlanError;
+use super::check::Loc;
+
+/// Byte ranges of the places `check` can name, recorded while reading the file.
+#[derive(Default)]
+pub(super) struct Spans(pub(super) HashMap<Loc, Range<usize>>);
+
+impl Spans {
+    pub(super) fn put(&mut self, at: Loc, span: Range<usize>) {
+        self.0.insert(at, span);
+    }
+
+    /// The place's range, else its nearest enclosing place's, else the start of the file.
+    pub(super) fn at(&self, at: Loc) -> Range<usize> {
+        let mut cur = Some(at);
+        while let Some(loc) = cur {
+            if let Some(span) = self.0.get(&loc) {
+                return span.clone();
+            }
+            cur = loc.parent();
+        }
+        0..0
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub(super) fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+    let line = before.matches('\n').count() + 1;
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+pub(super) fn error_at(text: &str, offset: usize, message: String) -> PlanError {
+    let (line, column) = line_column(text, offset);
+    PlanError {
+        line,
+        column,
+        message: one_line(message),
+    }
+}
+
+/// A message stays on one line: it quotes keys and values as the file wrote them, and a
+/// quoted TOML key or string can hold a newline or other control characters.
+pub(super) fn one_line(message: String) -> String {
+    if !message.chars().any(char::is_control) {
+        return message;
+    }
+    message
+        .chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}

@@ -1,0 +1,274 @@
+//! The domain records: a session with its phases, agents, notes and errors, an agent, an event
+//! of the timeline, and the views of held locks. They are the daemon's in-memory model, the rows
+//! the store writes (as JSON), the records of `maos export` files and the stable `--json` shapes
+//! of the CLI, so every field is part of the public contract: add fields with
+//! `#[serde(default)]`, never rename. (The wire crate re-exports them at its root.)
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{AgentSpec, RunPolicy};
+use crate::{
+    AgentId, AgentState, LockMode, Progress, SessionId, SessionState, Strategy, Ts, Workflow,
+};
+
+/// A session: the unit of work of one objective, with its phases and agents.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: SessionId,
+    pub objective: String,
+    pub state: SessionState,
+    pub strategy: Strategy,
+    /// The project's active session (the default target of commands).
+    pub active: bool,
+    pub created_at: Ts,
+    pub updated_at: Ts,
+    #[serde(default)]
+    pub started_at: Option<Ts>,
+    #[serde(default)]
+    pub ended_at: Option<Ts>,
+    /// The workflow structure (phases, and when the last one completed), captured at creation;
+    /// it grows only by explicit plan updates.
+    pub workflow: Workflow,
+    #[serde(default)]
+    pub paused_phases: Vec<String>,
+    #[serde(default)]
+    pub pause: Option<PauseInfo>,
+    #[serde(default)]
+    pub resume_count: u32,
+    #[serde(default)]
+    pub errors: Vec<ErrorRecord>,
+    /// Facts recorded for the briefing (`maos note`), oldest first.
+    #[serde(default)]
+    pub notes: Vec<Note>,
+    /// How maos runs the session's agents, for a session made from a plan; `None` for
+    /// sessions whose agents maos does not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<RunPolicy>,
+    #[serde(default)]
+    pub agents: Vec<AgentRecord>,
+    /// How much context its agents used, as their CLIs' hooks reported it.
+    #[serde(default)]
+    pub context: ContextUsage,
+    /// Each agent's own task list (`TodoWrite`), as it last wrote it.
+    #[serde(default)]
+    pub todos: Vec<AgentTodos>,
+}
+
+/// Who paused a session, why, and what was in progress at the time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PauseInfo {
+    pub at: Ts,
+    #[serde(default)]
+    pub by: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Agents that were running when the session was paused.
+    #[serde(default)]
+    pub in_progress: Vec<AgentId>,
+}
+
+/// An error recorded on a session (agent failures, failed checkpoints).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorRecord {
+    pub at: Ts,
+    pub message: String,
+    #[serde(default)]
+    pub agent_id: Option<AgentId>,
+}
+
+impl SessionRecord {
+    /// Percent done, phase k/n, phase timing and ETA at `now` (the figures of `maos status`).
+    pub fn progress(&self, now: Ts) -> Progress {
+        let states: Vec<AgentState> = self.agents.iter().map(|a| a.state).collect();
+        crate::progress(&self.workflow, &states, now)
+    }
+}
+
+/// A session's context usage, for the briefing: the compactions its agent CLIs reported
+/// (`PreCompact`) and the tokens its subagents reported when they finished (`PostToolUse` on
+/// `Agent`). The hooks tell no more (no per-turn token counts).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextUsage {
+    /// Times an agent's context was compacted.
+    #[serde(default)]
+    pub compactions: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_compaction: Option<Ts>,
+    /// What started the last one: `manual` (`/compact`) or `auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_trigger: Option<String>,
+    /// Tokens the finished subagents reported, in all.
+    #[serde(default)]
+    pub subagent_tokens: u64,
+    /// Subagents that reported their tokens.
+    #[serde(default)]
+    pub subagents_reported: u32,
+}
+
+impl ContextUsage {
+    pub fn is_empty(&self) -> bool {
+        *self == ContextUsage::default()
+    }
+}
+
+/// What kind of fact a note records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteKind {
+    /// A decision, with its rationale.
+    Decision,
+    /// Work completed, with its outcome.
+    Done,
+    /// An error or blocker.
+    Error,
+    /// Work still to do.
+    Pending,
+}
+
+/// A fact recorded for the briefing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Note {
+    pub kind: NoteKind,
+    pub text: String,
+    /// The agent it is about, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentId>,
+    pub at: Ts,
+}
+
+/// An agent of a session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    pub id: AgentId,
+    pub session_id: SessionId,
+    pub role: String,
+    /// 1 for the first agent of a role in the session, 2 for the second, ...
+    pub instance: u32,
+    pub task: String,
+    pub state: AgentState,
+    #[serde(default)]
+    pub paused: bool,
+    #[serde(default)]
+    pub parent: Option<AgentId>,
+    #[serde(default)]
+    pub depends_on: Vec<AgentId>,
+    pub created_at: Ts,
+    pub updated_at: Ts,
+    #[serde(default)]
+    pub started_at: Option<Ts>,
+    #[serde(default)]
+    pub ended_at: Option<Ts>,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// The agent CLI's own session id (e.g. Claude Code's `session_id`), kept for resume;
+    /// stored, never parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_session_id: Option<String>,
+    /// The agent CLI's own subagent id (Claude Code's `agent_id`); stored, never parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_agent_id: Option<String>,
+    /// How maos runs this agent (from a plan); `None` for agents maos does not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<Box<AgentSpec>>,
+    /// The process of its current attempt, while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessInfo>,
+    /// Processes started for it so far (retries and resumes included).
+    #[serde(default)]
+    pub attempts: u32,
+}
+
+/// A managed agent's running process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    /// The process, which leads its own process group.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot on Linux): tells pid reuse apart.
+    #[serde(default)]
+    pub start_time: Option<u64>,
+    pub started_at: Ts,
+    /// The supervisor watching it (`maosd supervise`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<u32>,
+}
+
+/// One item of an agent's own task list (Claude Code's `TodoWrite`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Todo {
+    /// The item's text: its first line, at most 200 characters.
+    pub content: String,
+    /// As the CLI says it: `pending`, `in_progress` or `completed`.
+    pub status: String,
+}
+
+/// An agent's task list, as it last wrote it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentTodos {
+    pub agent: AgentId,
+    /// The agent's role, for the briefing (not stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    pub at: Ts,
+    pub items: Vec<Todo>,
+}
+
+impl AgentTodos {
+    /// Items done, of all.
+    pub fn completed(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|t| t.status == "completed")
+            .count()
+    }
+}
+
+/// One entry of a project's append-only timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Monotonic per project.
+    pub seq: u64,
+    pub ts: Ts,
+    pub session_id: Option<SessionId>,
+    pub agent_id: Option<AgentId>,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub data: serde_json::Value,
+}
+
+/// A finished session as `maos history` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub id: SessionId,
+    pub objective: String,
+    pub state: SessionState,
+    pub strategy: Strategy,
+    pub created_at: Ts,
+    pub started_at: Option<Ts>,
+    pub ended_at: Option<Ts>,
+    pub agents: u32,
+    /// Archived: out of the daemon's memory and `ps`, kept in the database.
+    pub archived: bool,
+}
+
+/// A held lock as shown to users.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockView {
+    /// Project-relative path ("." for the whole project).
+    pub path: String,
+    pub mode: LockMode,
+    pub holder: AgentId,
+    pub holder_role: String,
+    pub session_id: SessionId,
+    /// Fencing token: per project, strictly increasing across grants and restarts.
+    pub token: u64,
+    pub acquired_at: Ts,
+    pub expires_at: Ts,
+}
+
+/// A held lock in `maos ps`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsLock {
+    pub path: String,
+    pub mode: LockMode,
+    pub token: u64,
+}

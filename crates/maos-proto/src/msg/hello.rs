@@ -1,0 +1,121 @@
+//! The handshake and the envelopes: what a client sends ([`ClientMsg`]: hello, a request, a
+//! subscription) and what the daemon sends back ([`ServerMsg`]: welcome, a response, an event,
+//! a connection error), and who started the daemon.
+
+use serde::{Deserialize, Serialize};
+
+use super::{EventFilter, Reply, Request};
+use crate::ErrorBody;
+use maos_core::record::EventRecord;
+
+/// Client → daemon.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClientMsg {
+    /// Always the first frame: the client's protocol version.
+    Hello {
+        protocol: u32,
+        client_version: String,
+    },
+    /// One request; `project` is the canonical project root (None for daemon-wide requests).
+    Request {
+        id: u64,
+        #[serde(default)]
+        project: Option<String>,
+        body: Request,
+    },
+    /// Turn this connection into a stream of the project's events matching `filter`, starting
+    /// after `filter.after_seq` (history first, then live events, no gap, no duplicate).
+    Subscribe {
+        id: u64,
+        project: String,
+        filter: EventFilter,
+    },
+}
+
+/// Daemon → client. Externally tagged (`{"response": {...}}`): the client decodes a frame in
+/// one pass, without serde buffering it first as it must for internally tagged enums.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerMsg {
+    /// The answer to every hello, also when the protocols differ (then an [`ServerMsg::Error`]
+    /// follows and the daemon closes): the client learns who runs and whether it may replace it.
+    Welcome {
+        protocol: u32,
+        daemon_version: String,
+        pid: u32,
+        #[serde(default)]
+        started_by: StartedBy,
+    },
+    Response {
+        id: u64,
+        result: Result<Reply, ErrorBody>,
+    },
+    Event {
+        id: u64,
+        event: EventRecord,
+    },
+    /// A connection-level error (bad frame, version mismatch); the daemon may close afterwards.
+    Error {
+        error: ErrorBody,
+    },
+}
+
+/// Who started the daemon. A client replaces an outdated daemon only when a client started it;
+/// one that a service manager owns is restarted through the service manager.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartedBy {
+    /// Started on demand by a `maos` client (`maosd --autostarted`).
+    Client,
+    /// Started by hand (`maosd` in a terminal), or not said (an older daemon).
+    #[default]
+    Manual,
+    /// Socket-activated by systemd (or `systemd-socket-activate`).
+    Systemd,
+    /// Socket-activated by launchd.
+    Launchd,
+}
+
+impl StartedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartedBy::Client => "client",
+            StartedBy::Manual => "manual",
+            StartedBy::Systemd => "systemd",
+            StartedBy::Launchd => "launchd",
+        }
+    }
+
+    /// Socket-activated by a service manager.
+    pub fn is_service(self) -> bool {
+        matches!(self, StartedBy::Systemd | StartedBy::Launchd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use maos_core::SessionOp;
+
+    use super::*;
+    use crate::Request;
+
+    #[test]
+    fn request_wire_shape_is_stable() {
+        let msg = ClientMsg::Request {
+            id: 7,
+            project: Some("/p".into()),
+            body: Request::SessionTransition {
+                session: None,
+                op: SessionOp::Pause,
+                reason: Some("lunch".into()),
+            },
+        };
+        let v = serde_json::to_value(&msg).unwrap();
+        assert_eq!(v["kind"], "request");
+        assert_eq!(v["body"]["request"], "session_transition");
+        assert_eq!(v["body"]["op"], "pause");
+        let back: ClientMsg = serde_json::from_value(v).unwrap();
+        assert!(matches!(back, ClientMsg::Request { id: 7, .. }));
+    }
+}

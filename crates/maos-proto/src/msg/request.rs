@@ -1,0 +1,434 @@
+//! Every request the daemon understands, and what some of them carry: a hook call, a managed
+//! agent's exit, a lock request's wait policy.
+
+use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy, Ts};
+use serde::{Deserialize, Serialize};
+
+use super::EventFilter;
+use maos_core::record::{NoteKind, Todo};
+
+/// What a pause or resume applies to inside a session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "scope", content = "name", rename_all = "snake_case")]
+pub enum Target {
+    Session,
+    Agent(String),
+    Phase(String),
+}
+
+/// Every request the daemon understands. Sessions and agents are named by id or unique prefix;
+/// `None` for a session means the project's active session.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum Request {
+    Ping,
+    DaemonStatus,
+    DaemonStop,
+    SessionCreate {
+        objective: String,
+        #[serde(default)]
+        strategy: Strategy,
+        #[serde(default)]
+        phases: Vec<String>,
+    },
+    SessionList {
+        #[serde(default)]
+        all: bool,
+    },
+    SessionShow {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    SessionActivate {
+        session: String,
+    },
+    SessionTransition {
+        #[serde(default)]
+        session: Option<String>,
+        op: SessionOp,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    AgentRegister {
+        #[serde(default)]
+        session: Option<String>,
+        role: String,
+        task: String,
+        #[serde(default)]
+        depends_on: Vec<String>,
+        #[serde(default)]
+        parent: Option<String>,
+    },
+    AgentTransition {
+        agent: String,
+        op: AgentOp,
+        #[serde(default)]
+        exit_code: Option<i32>,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    AgentList {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// Grow a running session's plan by one phase, appended after the others.
+    PhaseAdd {
+        #[serde(default)]
+        session: Option<String>,
+        name: String,
+    },
+    PhaseTransition {
+        #[serde(default)]
+        session: Option<String>,
+        /// Name, or number (1-based); None = the current phase.
+        #[serde(default)]
+        phase: Option<String>,
+        op: PhaseOp,
+        /// Free JSON recorded on the phase when it completes or fails.
+        #[serde(default)]
+        artifacts: serde_json::Value,
+    },
+    Pause {
+        #[serde(default)]
+        session: Option<String>,
+        target: Target,
+        #[serde(default)]
+        reason: Option<String>,
+        #[serde(default)]
+        by: Option<String>,
+    },
+    Resume {
+        #[serde(default)]
+        session: Option<String>,
+        target: Target,
+        #[serde(default)]
+        by: Option<String>,
+    },
+    Ps {
+        #[serde(default)]
+        all: bool,
+    },
+    Events {
+        #[serde(default)]
+        filter: EventFilter,
+        #[serde(default)]
+        limit: Option<u32>,
+    },
+    Status {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// Take a lock for an agent. `path` is absolute or relative to `cwd`; the daemon resolves
+    /// it to a project-relative key (symlinks and worktrees included).
+    LockAcquire {
+        agent: String,
+        path: String,
+        #[serde(default)]
+        cwd: Option<String>,
+        mode: LockMode,
+        #[serde(default)]
+        wait: LockWait,
+        /// Lease length; the daemon's default when absent.
+        #[serde(default)]
+        ttl_ms: Option<u64>,
+    },
+    /// Release one lock. Only its holder may, unless `force` (logged with `by`).
+    LockRelease {
+        #[serde(default)]
+        agent: Option<String>,
+        path: String,
+        #[serde(default)]
+        cwd: Option<String>,
+        #[serde(default)]
+        force: bool,
+        #[serde(default)]
+        by: Option<String>,
+    },
+    /// Release every lock of an agent and end its waits.
+    LockReleaseAll {
+        agent: String,
+    },
+    LockList {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// Would this agent be blocked on this path, and by whom?
+    LockCheck {
+        #[serde(default)]
+        agent: Option<String>,
+        path: String,
+        #[serde(default)]
+        cwd: Option<String>,
+        #[serde(default = "default_check_mode")]
+        mode: LockMode,
+    },
+    /// The project's database health (`maos doctor`).
+    DbCheck,
+    /// Finished sessions, newest first, archived ones included (`maos history`).
+    History {
+        #[serde(default)]
+        limit: Option<u32>,
+    },
+    /// Delete finished sessions that ended more than `older_than_secs` ago, each exported to
+    /// the project's `exports/` directory first (`maos gc`); `dry_run` only lists them.
+    Gc {
+        older_than_secs: u64,
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// Delete one finished session (full id) with everything it recorded. `maos gc` sends it
+    /// once the session is exported; there is no command for it on its own.
+    Purge {
+        session: String,
+    },
+    /// A consistent copy of the project's database, taken while the daemon serves, written to
+    /// `path` (absolute, must not exist) (`maos backup`).
+    Backup {
+        path: String,
+    },
+    /// Replace the project's database with a backup (`maos restore`): `path` (absolute) is
+    /// checked first; the old database is kept aside. Refused while sessions are live, unless
+    /// `force`.
+    Restore {
+        path: String,
+        #[serde(default)]
+        force: bool,
+    },
+    /// One session with its timeline and checkpoints, archived or not (`maos export`).
+    Export {
+        session: String,
+    },
+    /// A session file, maos's own or an orchestrator's (`maos import`): its path (for
+    /// messages) and text.
+    Import {
+        path: String,
+        text: String,
+    },
+    /// Take a finished session out of the daemon's memory and `ps`; it stays in the database
+    /// (its events too) and in `maos history` (`maos session archive`).
+    SessionArchive {
+        session: String,
+    },
+    /// A managed agent's process ended: its supervisor reports (see `AgentExit`).
+    AgentExited(Box<AgentExit>),
+    /// A session from a plan file (`maos session create --plan`, `maos run`): the file's path
+    /// (for error messages) and its text; `start` also starts it.
+    SessionFromPlan {
+        path: String,
+        text: String,
+        #[serde(default)]
+        start: bool,
+    },
+    /// Where a managed agent's output goes (`maos logs`).
+    AgentLog {
+        agent: String,
+    },
+    /// Reconcile managed sessions with their processes now (`maos recover`).
+    Recover {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// What does not add up (`maos validate`).
+    Validate {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// A sign of life: renews every lease of the agent.
+    Heartbeat {
+        agent: String,
+    },
+    /// One hook call of an agent CLI (`maos hook`).
+    Hook(Box<HookCall>),
+    /// Where a session stands (`maos brief`): built from live state only.
+    Brief {
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// Record a fact for the briefing (`maos note`).
+    Note {
+        #[serde(default)]
+        session: Option<String>,
+        /// The agent the note is about (an agent of that session).
+        #[serde(default)]
+        agent: Option<String>,
+        kind: NoteKind,
+        text: String,
+    },
+}
+
+impl Request {
+    /// True when the request changes state (and so is acknowledged only after a commit).
+    pub fn is_write(&self) -> bool {
+        !matches!(
+            self,
+            Request::Ping
+                | Request::DaemonStatus
+                | Request::SessionList { .. }
+                | Request::SessionShow { .. }
+                | Request::AgentList { .. }
+                | Request::Ps { .. }
+                | Request::Events { .. }
+                | Request::Status { .. }
+                | Request::LockList { .. }
+                | Request::LockCheck { .. }
+                | Request::DbCheck
+                | Request::History { .. }
+                | Request::Export { .. }
+                | Request::Backup { .. }
+                | Request::Gc { dry_run: true, .. }
+                | Request::AgentLog { .. }
+                | Request::Validate { .. }
+                | Request::Brief { .. }
+        )
+    }
+}
+
+/// One hook call of an agent CLI, reduced to what maos needs: ids, the event, the tool and the
+/// path it writes. Never file contents.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HookCall {
+    /// `hook_event_name`: SessionStart, PreToolUse, SubagentStop, ...
+    pub event: String,
+    /// The CLI's session id (the same for the main thread and its subagents).
+    pub session_id: String,
+    /// Present inside a subagent.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    #[serde(default)]
+    pub agent_type: Option<String>,
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    #[serde(default)]
+    pub tool_use_id: Option<String>,
+    /// The files a writing tool targets, as the CLI named them (the daemon resolves them):
+    /// one for `Write`/`Edit`/`MultiEdit`/`NotebookEdit`, every file of a Codex `apply_patch`.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// SessionStart's `source`, SessionEnd's `reason`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// First line of the prompt, or the subagent tool's description.
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// The subagent tool's prompt, first line.
+    #[serde(default)]
+    pub prompt_line: Option<String>,
+    /// Size and SHA-256 of what a write put in the file (PostToolUse), never the content.
+    #[serde(default)]
+    pub written: Option<Written>,
+    /// PostToolUse of the subagent tool: the child's `agentId` and what it used.
+    #[serde(default)]
+    pub subagent: Option<SubagentResult>,
+    /// `MAOS_SESSION_ID` / `MAOS_AGENT_ID` of an agent started by maos: they win over guessing.
+    #[serde(default)]
+    pub maos_session: Option<String>,
+    #[serde(default)]
+    pub maos_agent: Option<String>,
+    /// Set by the daemon when `file_path` does not resolve inside the project.
+    #[serde(default)]
+    pub path_error: Option<String>,
+    /// PostToolUse of `TodoWrite`: the agent's whole task list as it now stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todos: Option<Vec<Todo>>,
+}
+
+impl HookCall {
+    /// The call is of a tool that writes files (`Write`, `Edit`, `MultiEdit`, `NotebookEdit`,
+    /// Codex's `apply_patch`): its `paths` are files it writes, which take a lock.
+    pub fn writes_files(&self) -> bool {
+        matches!(
+            self.tool_name.as_deref(),
+            Some("Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch")
+        )
+    }
+}
+
+/// Size and hash of the text a write tool sent (its content, new string or patch).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Written {
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// A subagent tool's result (`tool_response` of PostToolUse `Agent`/`Task`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubagentResult {
+    /// The child's `agent_id`.
+    pub agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tool_use_count: Option<u64>,
+}
+
+/// How a managed agent's process ended, as its supervisor saw it. Sent to the daemon
+/// (`AgentExited`) and also written to the agent's `exit.json`, so an exit that happened while
+/// the daemon was down is applied when it starts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentExit {
+    pub agent: String,
+    /// The agent's process (its process group leader).
+    pub pid: u32,
+    /// The process's start time (clock ticks since boot on Linux), telling pid reuse apart.
+    #[serde(default)]
+    pub start_time: Option<u64>,
+    /// Exit code, when it exited.
+    #[serde(default)]
+    pub code: Option<i32>,
+    /// Signal number, when a signal ended it.
+    #[serde(default)]
+    pub signal: Option<i32>,
+    pub ended_at: Ts,
+    /// A Claude Code session id the agent printed (`--output-format json` → `session_id`).
+    #[serde(default)]
+    pub claude_session_id: Option<String>,
+}
+
+fn default_check_mode() -> LockMode {
+    LockMode::Write
+}
+
+/// How long a lock request may wait for conflicting holders.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "snake_case")]
+pub enum LockWait {
+    /// Refuse at once with `lock_conflict`.
+    #[default]
+    NoWait,
+    /// Wait up to `ms` milliseconds, then `lock_timeout`.
+    Wait { ms: u64 },
+    /// Wait until granted (or a deadlock ends the wait).
+    Forever,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_are_classified() {
+        assert!(Request::DaemonStop.is_write());
+        assert!(!Request::Ps { all: true }.is_write());
+    }
+
+    #[test]
+    fn brief_is_a_read_and_note_a_write() {
+        assert!(!Request::Brief { session: None }.is_write());
+        let note: Request = serde_json::from_value(serde_json::json!(
+            {"request": "note", "kind": "decision", "text": "use SQLite"}
+        ))
+        .unwrap();
+        assert!(note.is_write());
+        assert!(matches!(
+            note,
+            Request::Note { session: None, agent: None, kind: NoteKind::Decision, ref text }
+                if text == "use SQLite"
+        ));
+    }
+}

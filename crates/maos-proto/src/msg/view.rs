@@ -1,0 +1,187 @@
+//! The views replies carry besides the records: `ps`, `status`, locks and waiters, recovery and
+//! validation reports, maintenance reports (`gc`, `restore`, `doctor`), the daemon's status.
+
+use maos_core::{AgentId, AgentState, LockMode, Progress, SessionId, SessionState, Strategy, Ts};
+use serde::{Deserialize, Serialize};
+
+use super::StartedBy;
+use maos_core::record::{LockView, PsLock, SessionRecord};
+
+/// A session as `maos ps` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsSession {
+    pub id: SessionId,
+    pub objective: String,
+    pub state: SessionState,
+    pub strategy: Strategy,
+    pub active: bool,
+    pub created_at: Ts,
+    /// Phase position `[k, n]` (1-based; `[0, 0]` without phases; never `k > n`).
+    pub phase: (usize, usize),
+    pub agents: Vec<PsAgent>,
+}
+
+/// An agent as `maos ps` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsAgent {
+    pub id: AgentId,
+    pub role: String,
+    pub instance: u32,
+    pub task: String,
+    pub state: AgentState,
+    pub paused: bool,
+    #[serde(default)]
+    pub parent: Option<AgentId>,
+    #[serde(default)]
+    pub started_at: Option<Ts>,
+    #[serde(default)]
+    pub ended_at: Option<Ts>,
+    /// Locks the agent holds.
+    #[serde(default)]
+    pub locks: Vec<PsLock>,
+}
+
+/// `maos status`: a session with its progress figures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusView {
+    pub session: SessionRecord,
+    pub progress: Progress,
+}
+
+/// `maos lock list`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockList {
+    pub locks: Vec<LockView>,
+    pub waiters: Vec<WaiterView>,
+}
+
+/// A queued lock request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WaiterView {
+    pub path: String,
+    pub mode: LockMode,
+    pub agent: AgentId,
+    pub role: String,
+    pub since: Ts,
+    #[serde(default)]
+    pub deadline: Option<Ts>,
+}
+
+/// `maos lock check`: `blocked` is true when the request would have to wait.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockCheck {
+    pub path: String,
+    pub mode: LockMode,
+    pub blocked: bool,
+    pub holders: Vec<LockView>,
+    pub queued: Vec<WaiterView>,
+}
+
+/// One project the daemon has open.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProjectInfo {
+    pub root: String,
+    pub hash: String,
+    pub sessions: usize,
+    pub live_sessions: usize,
+    /// Sequence number of the project's last event.
+    #[serde(default)]
+    pub last_seq: u64,
+    /// Managed agents whose process runs (or is being started) now.
+    #[serde(default)]
+    pub running_agents: usize,
+}
+
+/// `maos daemon status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    pub version: String,
+    pub protocol: u32,
+    pub started_at: Ts,
+    pub uptime_secs: f64,
+    pub socket: String,
+    pub home: String,
+    pub synchronous: String,
+    pub projects: Vec<ProjectInfo>,
+    #[serde(default)]
+    pub started_by: StartedBy,
+    /// Exit after this many idle seconds (socket-activated daemons only); None: never.
+    #[serde(default)]
+    pub idle_exit_secs: Option<f64>,
+}
+
+/// What `maos recover` (and the daemon at start) did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryReport {
+    pub sessions: Vec<SessionRecovery>,
+}
+
+/// The recovery of one session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecovery {
+    pub session: SessionId,
+    /// `continue`, `resume_agents`, `resume_session`, `restart_phase` or `mark_failed`.
+    pub plan: String,
+    pub next_step: String,
+    /// Agents whose process still runs: watched again.
+    #[serde(default)]
+    pub readopted: Vec<AgentId>,
+    /// Agents that ended while the daemon was down, with the exit their supervisor recorded.
+    #[serde(default)]
+    pub exits_applied: Vec<AgentId>,
+    /// Agents whose process is gone, that can be resumed (`maos resume`).
+    #[serde(default)]
+    pub resumable: Vec<AgentId>,
+    /// Agents whose process is gone, that cannot be resumed.
+    #[serde(default)]
+    pub failed: Vec<AgentId>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// An inconsistency found by `maos validate`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Problem {
+    pub session: SessionId,
+    #[serde(default)]
+    pub agent: Option<AgentId>,
+    /// `running_without_process`, `process_gone`, `lock_of_finished_agent`, `stale_checkpoint`.
+    pub kind: String,
+    pub message: String,
+}
+
+/// What `maos restore` put in place, and where the database it replaced is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RestoreReport {
+    pub from: String,
+    pub previous: String,
+    pub sessions: u64,
+    pub events: u64,
+}
+
+/// What `maos gc` deleted (or, with `dry_run`, would delete).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GcReport {
+    /// Sessions that ended before this are deleted.
+    pub cutoff: Ts,
+    pub dry_run: bool,
+    pub sessions: Vec<GcEntry>,
+}
+
+/// One session `maos gc` deleted: where its export is (None in a dry run).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GcEntry {
+    pub id: SessionId,
+    pub exported_to: Option<String>,
+}
+
+/// A project database's health.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DbCheckView {
+    pub path: String,
+    pub bytes: u64,
+    pub wal_bytes: u64,
+    /// `PRAGMA quick_check`: "ok", or the problems found.
+    pub quick_check: String,
+}
