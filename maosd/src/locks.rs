@@ -16,6 +16,18 @@ fn path_str(p: &LockPath) -> String {
 }
 
 /// A held lock as users see it.
+/// The locks held by agents of one session (`None`: every lock), by path then token.
+pub fn held_views(st: &State, session: Option<&maos_core::SessionId>) -> Vec<LockView> {
+    let mut locks: Vec<_> = st
+        .locks
+        .held()
+        .filter_map(|l| view(st, l))
+        .filter(|v| session.is_none_or(|s| &v.session_id == s))
+        .collect();
+    locks.sort_by(|a, b| a.path.cmp(&b.path).then(a.token.cmp(&b.token)));
+    locks
+}
+
 pub fn view(st: &State, l: &HeldLock) -> Option<LockView> {
     let a = st.agent(&l.holder)?;
     Some(LockView {

@@ -3,28 +3,12 @@
 //! the project's live state with its locks, and notes are recorded with their caps.
 
 use maos_core::Ts;
-use maos_proto::{Briefing, ErrorBody, ErrorCode, Note, NoteKind, Reply};
-use serde_json::json;
+use maos_proto::{Briefing, ErrorBody, NoteKind, Reply};
 
-use super::{Outcome, bad};
+use super::Outcome;
 use crate::state::{State, Txn};
 
-/// Longest note accepted, in bytes.
-pub const MAX_NOTE: usize = 4096;
-/// Most notes a session keeps in its record: the newest. Every note stays on the timeline
-/// (`note_recorded`), and the record is rewritten whole at each change of its session, so an
-/// unbounded list would make every later change slower.
-pub const MAX_NOTES: usize = 1000;
-
-/// Keep the newest [`MAX_NOTES`] of `notes`; how many older ones were dropped.
-pub fn cap_notes(notes: &mut Vec<Note>) -> usize {
-    let excess = notes.len().saturating_sub(MAX_NOTES);
-    notes.drain(..excess);
-    excess
-}
-
-/// `maos note KIND TEXT [--agent ID]`: record a fact for the briefing, with a `note_recorded`
-/// event. The agent must belong to the session.
+/// `maos note KIND TEXT [--agent ID]`: the agent must belong to the session.
 pub fn note(
     tx: &mut Txn<'_>,
     session: Option<&str>,
@@ -32,21 +16,8 @@ pub fn note(
     kind: NoteKind,
     text: String,
 ) -> Result<Outcome, ErrorBody> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err(bad(
-            "the note is empty: say what was decided, done, went wrong or is left to do",
-        ));
-    }
-    if text.len() > MAX_NOTE {
-        return Err(bad(format!(
-            "the note is {} bytes; the limit is {MAX_NOTE}",
-            text.len()
-        )));
-    }
     let st = tx.state();
-    let s = st.resolve_session(session)?;
-    let sid = s.id.clone();
+    let sid = st.resolve_session(session)?.id.clone();
     let agent = agent
         .map(|a| {
             st.resolve_agent(a, Some(&sid))
@@ -59,47 +30,21 @@ pub fn note(
                 })
         })
         .transpose()?;
-    let now = tx.now;
-    let aid = agent.as_ref().map(|(id, _)| id.clone());
-    let notes = &mut tx.session_mut(&sid).notes;
-    notes.push(Note {
-        kind,
-        text: text.to_string(),
-        agent: aid.clone(),
-        at: now,
-    });
-    cap_notes(notes);
-    tx.event(
-        Some(&sid),
-        aid.as_ref(),
-        "note_recorded",
-        json!({ "kind": kind, "text": text }),
-    );
-    // A request naming a live agent is a sign of life.
-    if let Some((id, true)) = &agent {
-        tx.renew(id);
-    }
+    crate::ops::brief::note(tx, &sid, agent, kind, &text)?;
     Ok(Reply::Done.into())
 }
 
-/// The briefing of a session (`None`: the active one) at `now`, from live state only.
+/// `maos brief`: the briefing of a session (`None`: the active one).
 pub fn brief(st: &State, session: Option<&str>, now: Ts) -> Result<Briefing, ErrorBody> {
-    let s = st.resolve_session(session)?;
-    let locks = match super::lock::list(st, Some(s.id.as_str()))? {
-        Outcome::Reply(Reply::Locks(l)) => l.locks,
-        _ => {
-            return Err(ErrorBody::new(
-                ErrorCode::Internal,
-                "the lock list gave an unexpected answer",
-            ));
-        }
-    };
-    Ok(maos_core::brief::build(s, locks, now))
+    let sid = st.resolve_session(session)?.id.clone();
+    crate::ops::brief::briefing(st, &sid, now)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::brief::MAX_NOTES;
+    use serde_json::json;
 
     #[test]
     fn a_session_keeps_its_newest_notes() {

@@ -89,13 +89,7 @@ pub fn list(st: &State, session: Option<&str>) -> Result<Outcome, ErrorBody> {
         sid.as_ref()
             .is_none_or(|s| st.agent(holder).is_some_and(|a| &a.session_id == s))
     };
-    let mut locks: Vec<_> = st
-        .locks
-        .held()
-        .filter(|l| in_session(&l.holder))
-        .filter_map(|l| view(st, l))
-        .collect();
-    locks.sort_by(|a, b| a.path.cmp(&b.path).then(a.token.cmp(&b.token)));
+    let locks = crate::locks::held_views(st, sid.as_ref());
     let waiters = st
         .locks
         .waiters()

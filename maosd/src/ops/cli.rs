@@ -385,7 +385,7 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
             let again = matches!(call.source.as_deref(), Some("resume" | "compact" | "clear"));
             orchestrator(tx, &sid, &call)?;
             let context = (history || again)
-                .then(|| crate::cmd::brief::brief(tx.state(), Some(sid.as_str()), tx.now).ok())
+                .then(|| super::brief::briefing(tx.state(), &sid, tx.now).ok())
                 .flatten()
                 .map(|b| b.text);
             Ok(answer(HookDecision::None, None, context))

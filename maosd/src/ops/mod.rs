@@ -8,6 +8,7 @@
 //! every request in [`Txn::atomic`](crate::state::Txn::atomic).
 
 pub mod agent;
+pub mod brief;
 pub mod cli;
 pub mod lock;
 pub mod phase;

@@ -136,15 +136,11 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<SessionId, Err
     if let Some(n) = rec
         .notes
         .iter()
-        .find(|n| n.text.len() > crate::cmd::brief::MAX_NOTE)
+        .find(|n| n.text.len() > super::brief::MAX_NOTE)
     {
-        return Err(too_long(
-            "a note",
-            n.text.len(),
-            crate::cmd::brief::MAX_NOTE,
-        ));
+        return Err(too_long("a note", n.text.len(), super::brief::MAX_NOTE));
     }
-    crate::cmd::brief::cap_notes(&mut rec.notes);
+    super::brief::cap_notes(&mut rec.notes);
     let sid = rec.id.clone();
     let agents = std::mem::take(&mut rec.agents);
     rec.active = false;
