@@ -3,23 +3,8 @@
 //! Exit codes: 0 success; 1 the daemon refused the request (the message and, with `--json`,
 //! the error code say why); 2 bad command line; 3 the daemon could not be reached or started.
 
-/// `println!` for the CLI's output: when stdout is closed (`maos ... | head`), the process ends
-/// quietly, as `events --follow` does, instead of panicking like `println!`.
-macro_rules! outln {
-    () => {
-        $crate::write_stdout(format_args!("\n"))
-    };
-    ($($arg:tt)*) => {
-        $crate::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
-    };
-}
-
-/// `print!` that ends the process quietly when stdout is closed (see `outln!`).
-macro_rules! out {
-    ($($arg:tt)*) => {
-        $crate::write_stdout(format_args!($($arg)*))
-    };
-}
+#[macro_use]
+extern crate maos_client;
 
 mod cli;
 mod client;
@@ -28,7 +13,6 @@ mod doctor;
 mod hook;
 mod install;
 mod managed;
-mod output;
 mod service;
 mod shell;
 mod transfer;
@@ -39,6 +23,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::{AgentCmd, Cli, Cmd, DaemonCmd, EventsArgs, LockCmd, PhaseCmd, SessionCmd};
 use client::{Client, ClientError};
+use maos_client::output;
 use maos_core::{AgentOp, PhaseOp, SessionOp, Strategy, Ts};
 use maos_proto::{ErrorBody, ErrorCode, EventFilter, LockWait, Reply, Request, Target};
 
@@ -87,14 +72,6 @@ fn project_root(cli: &Cli) -> Res<String> {
     Ok(maos_proto::paths::project_root(&start)
         .to_string_lossy()
         .into_owned())
-}
-
-/// Write to stdout; a closed stdout (the reader went away) ends the process quietly.
-fn write_stdout(args: std::fmt::Arguments) {
-    let mut out = std::io::stdout().lock();
-    if out.write_fmt(args).and_then(|()| out.flush()).is_err() {
-        std::process::exit(0);
-    }
 }
 
 fn print_json(v: &impl serde::Serialize) -> Res {
@@ -165,7 +142,7 @@ fn show(json: bool, reply: Reply) -> Res {
             l.path,
             l.mode,
             l.holder_role,
-            output::short(l.holder.as_str()),
+            l.holder.short(),
             l.token,
             l.expires_at.format("%F %T")
         ),
@@ -197,8 +174,8 @@ fn show(json: bool, reply: Reply) -> Res {
             b.quick_check
         ),
         Reply::Log { path, .. } => outln!("{path}"),
-        Reply::Recovery(r) => print(&managed::recovery(&r)),
-        Reply::Validation(p) => print(&managed::problems(&p)),
+        Reply::Recovery(r) => print(&output::recovery(&r)),
+        Reply::Validation(p) => print(&output::problems(&p)),
         Reply::Brief(b) => print(&b.text),
         Reply::Pong | Reply::Done | Reply::Subscribed => outln!("ok"),
     }
@@ -248,11 +225,7 @@ fn run(cli: &Cli) -> Res {
     }
     let body = match &cli.cmd {
         Cmd::Daemon { cmd } => return daemon(cmd, json),
-        Cmd::Demo {
-            part,
-            keep,
-            verbose,
-        } => return demo::run(part.as_deref(), *keep, *verbose).map_err(usage),
+        Cmd::Demo { args } => return demo::run(args),
         Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
             let root = project_root(cli)?;
             let path = install::settings_path(std::path::Path::new(&root), t.user, t.codex)
