@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::failure::{Res, usage};
+
 /// maos: keeps multi-agent coding sessions safe, durable and resumable.
 #[derive(Parser, Debug)]
 #[command(
@@ -28,6 +30,26 @@ pub struct Cli {
     pub version: bool,
     #[command(subcommand)]
     pub cmd: Cmd,
+}
+
+impl Cli {
+    /// The project root this invocation works on, as the daemon names it.
+    pub fn project_root(&self) -> Res<String> {
+        let start = match &self.project {
+            Some(p) => p.clone(),
+            None => std::env::current_dir()
+                .map_err(|e| usage(format!("cannot read the current directory: {e}")))?,
+        };
+        if self.project.is_some() && !start.is_dir() {
+            return Err(usage(format!(
+                "project directory {} does not exist",
+                start.display()
+            )));
+        }
+        Ok(maos_proto::paths::project_root(&start)
+            .to_string_lossy()
+            .into_owned())
+    }
 }
 
 #[derive(Subcommand, Debug)]

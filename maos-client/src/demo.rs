@@ -9,7 +9,7 @@ use std::process::Command;
 
 use maos_proto::{ErrorBody, ErrorCode};
 
-use crate::{Failure, Res};
+use crate::failure::{Failure, Res};
 
 /// The tour's binary, looked for next to this one, then on `PATH`.
 const DEMO: &str = "maos-demo";

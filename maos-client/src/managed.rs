@@ -8,7 +8,7 @@ use maos_proto::{Reply, Request};
 
 use crate::cli::Cli;
 use crate::client::Client;
-use crate::{Failure, Res, project_root, usage};
+use crate::failure::{Failure, Res, usage};
 
 /// How often `maos logs --follow` looks for new output.
 const POLL: Duration = Duration::from_millis(200);
@@ -16,7 +16,7 @@ const POLL: Duration = Duration::from_millis(200);
 /// `maos logs AGENT [--follow]`: print the agent's output file; with `--follow`, keep
 /// printing what it writes until the agent has ended and nothing more comes.
 pub fn logs(cli: &Cli, agent: &str, follow: bool) -> Res {
-    let root = project_root(cli)?;
+    let root = cli.project_root()?;
     let mut client = Client::connect(true)?;
     let ask = |client: &mut Client| -> Res<(String, maos_core::AgentState)> {
         match client.request(
