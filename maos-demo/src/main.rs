@@ -1,13 +1,12 @@
-//! `maos-demo` (what `maos demo` runs): a newcomer's tour, in a throw-away project with its own daemon (its own
-//! `MAOS_HOME` and socket, so the user's real state is never touched). Part 1 (`hooks`) replays
-//! a Claude Code session with two subagents through real `maos hook` processes, one per event,
-//! fed exactly the JSON Claude Code sends: the conflicting write is denied, `maos ps` shows the
-//! spawn tree, `maos events` the timeline. Part 2 (`managed`) runs a plan of small local
-//! agents under the adaptive strategy, kills the daemon with SIGKILL while two of them run, lets
-//! them finish while it is down, and shows the restarted daemon's recovery and the completed
-//! session. Part 3 (`cli`) drives a session with phases and agents through its life by running
-//! real `maos` commands, and prints each command with its output.
-
+//! `maos-demo`, what `maos demo` runs: a newcomer's tour, in a throw-away project with its own
+//! daemon (its own `MAOS_HOME` and socket, so the user's real state is never touched). Part 1
+//! (`hooks`) replays a Claude Code session with two subagents through real `maos hook` processes,
+//! one per event, fed exactly the JSON Claude Code sends: the conflicting write is denied, `maos
+//! ps` shows the spawn tree, `maos events` the timeline. Part 2 (`managed`) runs a plan of small
+//! local agents under the adaptive strategy, kills the daemon with SIGKILL while two of them run,
+//! lets them finish while it is down, and shows the restarted daemon's recovery and the completed
+//! session. Part 3 (`cli`) drives a session with phases and agents through its life by running real
+//! `maos` commands, and prints each command with its output.
 //!
 //! It drives the `maos` that started it (`MAOS_DEMO_CLIENT`, set by `maos demo`), else the
 //! `maos` next to this binary, else the one on `PATH`.
@@ -44,8 +43,8 @@ struct Args {
     verbose: bool,
 }
 
-/// The parts: the Claude Code replay, the managed session that survives a
-/// kill -9 of its daemon, then the CLI tour (or just one of them).
+/// The parts: the Claude Code replay, the managed session that survives a kill -9 of its
+/// daemon, then the CLI tour (or just one of them).
 fn run(part: Option<&str>, keep: bool, verbose: bool) -> Result<(), String> {
     let parts: &[&str] = match part {
         None => &["hooks", "managed", "cli"],
