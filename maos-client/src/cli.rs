@@ -1,8 +1,11 @@
 //! The command line. Every command takes `--json` for a stable, documented machine shape.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::failure::{Res, usage};
 
 /// maos: keeps multi-agent coding sessions safe, durable and resumable.
 #[derive(Parser, Debug)]
@@ -27,6 +30,26 @@ pub struct Cli {
     pub version: bool,
     #[command(subcommand)]
     pub cmd: Cmd,
+}
+
+impl Cli {
+    /// The project root this invocation works on, as the daemon names it.
+    pub fn project_root(&self) -> Res<String> {
+        let start = match &self.project {
+            Some(p) => p.clone(),
+            None => std::env::current_dir()
+                .map_err(|e| usage(format!("cannot read the current directory: {e}")))?,
+        };
+        if self.project.is_some() && !start.is_dir() {
+            return Err(usage(format!(
+                "project directory {} does not exist",
+                start.display()
+            )));
+        }
+        Ok(maos_proto::paths::project_root(&start)
+            .to_string_lossy()
+            .into_owned())
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -165,18 +188,17 @@ pub enum Cmd {
     },
     /// Show maos at work in a throw-away project and daemon: a Claude Code session replayed
     /// through `maos hook`, a managed session that survives a kill -9 of its daemon, then a
-    /// tour of the CLI.
+    /// tour of the CLI. Runs `maos-demo` (built with the workspace), passing its arguments:
+    /// `hooks`, `managed` or `cli` for one part only, `--keep`, `--verbose` (`maos demo --help`).
+    #[command(disable_help_flag = true)]
     Demo {
-        /// Run one part only: `hooks` (the Claude Code replay), `managed` (a plan run by maos,
-        /// its daemon killed half-way) or `cli` (the CLI tour).
-        #[arg(value_parser = ["hooks", "managed", "cli"])]
-        part: Option<String>,
-        /// Keep the demo's temporary directory (its database and logs) afterwards.
-        #[arg(long)]
-        keep: bool,
-        /// Show the JSON each `maos hook` call gets and answers.
-        #[arg(long, short)]
-        verbose: bool,
+        /// The arguments of `maos-demo`.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<OsString>,
     },
 }
 

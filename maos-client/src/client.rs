@@ -499,6 +499,20 @@ pub fn terminate(pid: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Wait until the process is gone (the daemon commits and closes its databases first).
+pub fn wait_for_exit(pid: u32) -> Result<(), ClientError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if exited(pid) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Err(ClientError::Unavailable(format!(
+        "maosd (pid {pid}) did not exit within 30s"
+    )))
+}
+
 /// Whether the process is gone (a zombie counts as gone: its parent may never reap it).
 pub fn exited(pid: u32) -> bool {
     // SAFETY: kill with signal 0 only checks that the process exists.

@@ -1,66 +1,22 @@
-//! The client side of managed sessions: `maos logs`, and how recovery and validation reports
-//! read.
+//! The client side of managed sessions: `maos logs` (how recovery and validation reports read
+//! is in `output`).
 
-use std::fmt::Write as _;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::time::Duration;
 
-use maos_proto::{Problem, RecoveryReport, Reply, Request};
+use maos_proto::{Reply, Request};
 
 use crate::cli::Cli;
 use crate::client::Client;
-use crate::{Failure, Res, project_root, usage};
+use crate::failure::{Failure, Res, usage};
 
 /// How often `maos logs --follow` looks for new output.
 const POLL: Duration = Duration::from_millis(200);
 
-fn ids(list: &[maos_core::AgentId]) -> String {
-    list.iter()
-        .map(|a| crate::output::short(a.as_str()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-pub fn recovery(r: &RecoveryReport) -> String {
-    if r.sessions.is_empty() {
-        return "no managed session to recover\n".to_string();
-    }
-    let mut out = String::new();
-    for s in &r.sessions {
-        let _ = writeln!(out, "session {}: {}", s.session, s.plan);
-        for (what, list) in [
-            ("re-adopted (still running)", &s.readopted),
-            ("exit applied (ended while maos was down)", &s.exits_applied),
-            ("resumable", &s.resumable),
-            ("failed (process gone, no exit recorded)", &s.failed),
-        ] {
-            if !list.is_empty() {
-                let _ = writeln!(out, "  {what}: {}", ids(list));
-            }
-        }
-        for n in &s.notes {
-            let _ = writeln!(out, "  note: {n}");
-        }
-        let _ = writeln!(out, "  next: {}", s.next_step);
-    }
-    out
-}
-
-pub fn problems(p: &[Problem]) -> String {
-    if p.is_empty() {
-        return "no problems found\n".to_string();
-    }
-    let mut out = String::new();
-    for x in p {
-        let _ = writeln!(out, "{} {}: {}", x.session, x.kind, x.message);
-    }
-    out
-}
-
 /// `maos logs AGENT [--follow]`: print the agent's output file; with `--follow`, keep
 /// printing what it writes until the agent has ended and nothing more comes.
 pub fn logs(cli: &Cli, agent: &str, follow: bool) -> Res {
-    let root = project_root(cli)?;
+    let root = cli.project_root()?;
     let mut client = Client::connect(true)?;
     let ask = |client: &mut Client| -> Res<(String, maos_core::AgentState)> {
         match client.request(

@@ -1,18 +1,12 @@
 //! Human output: `docker ps`-style tables and short summaries. `--json` bypasses all of this.
 
 use chrono::Utc;
-use maos_core::{Progress, Ts};
+use maos_core::{Progress, Ts, ids::short};
 use maos_proto::{
-    AgentRecord, DaemonStatus, EventRecord, LockCheck, LockList, PsSession, SessionRecord,
-    StatusView,
+    AgentRecord, DaemonStatus, EventRecord, LockCheck, LockList, Problem, PsSession,
+    RecoveryReport, SessionRecord, StatusView,
 };
 use std::fmt::Write;
-
-/// Ids are shown to 8 hex digits; any unique prefix is accepted back.
-pub fn short(id: &str) -> &str {
-    let cut = id.find('_').map_or(0, |i| i + 1) + 8;
-    id.get(..cut).unwrap_or(id)
-}
 
 /// "42s", "7m", "3h", "2d".
 pub fn human_secs(secs: f64) -> String {
@@ -492,6 +486,49 @@ pub fn lock_check(c: &LockCheck) -> String {
             w.path,
             w.mode
         );
+    }
+    out
+}
+
+fn ids(list: &[maos_core::AgentId]) -> String {
+    list.iter()
+        .map(|a| a.short())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn recovery(r: &RecoveryReport) -> String {
+    if r.sessions.is_empty() {
+        return "no managed session to recover\n".to_string();
+    }
+    let mut out = String::new();
+    for s in &r.sessions {
+        let _ = writeln!(out, "session {}: {}", s.session, s.plan);
+        for (what, list) in [
+            ("re-adopted (still running)", &s.readopted),
+            ("exit applied (ended while maos was down)", &s.exits_applied),
+            ("resumable", &s.resumable),
+            ("failed (process gone, no exit recorded)", &s.failed),
+        ] {
+            if !list.is_empty() {
+                let _ = writeln!(out, "  {what}: {}", ids(list));
+            }
+        }
+        for n in &s.notes {
+            let _ = writeln!(out, "  note: {n}");
+        }
+        let _ = writeln!(out, "  next: {}", s.next_step);
+    }
+    out
+}
+
+pub fn problems(p: &[Problem]) -> String {
+    if p.is_empty() {
+        return "no problems found\n".to_string();
+    }
+    let mut out = String::new();
+    for x in p {
+        let _ = writeln!(out, "{} {}: {}", x.session, x.kind, x.message);
     }
     out
 }

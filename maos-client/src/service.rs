@@ -17,7 +17,8 @@ use serde_json::json;
 
 use crate::cli::ServiceArgs;
 use crate::client::{Client, ClientError};
-use crate::{Failure, Res, print_json};
+use crate::failure::{Failure, Res};
+use crate::show::print_json;
 
 const SOCKET_UNIT: &str = include_str!("../../systemd/maosd.socket");
 const SERVICE_UNIT: &str = include_str!("../../systemd/maosd.service");
@@ -371,7 +372,7 @@ fn stop_unmanaged_daemon(socket: &Path, manager: Manager) -> Res<Option<u32>> {
         Err(e) => return Err(cannot(e.body().message)),
     };
     drop(c);
-    crate::wait_for_exit(pid)?;
+    crate::client::wait_for_exit(pid)?;
     remove_stale_socket(socket);
     Ok(Some(pid))
 }

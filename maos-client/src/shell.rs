@@ -16,7 +16,8 @@ use maos_proto::{
 };
 
 use crate::cli::Cli;
-use crate::{Failure, Res};
+use crate::failure::{Failure, Res, usage};
+use crate::show::print_json;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -49,7 +50,7 @@ pub fn completions(shell: &str) -> Res {
         "zsh" => Shell::Zsh,
         "fish" => Shell::Fish,
         other => {
-            return Err(crate::usage(format!(
+            return Err(usage(format!(
                 "no completions for shell {other:?} (bash, zsh or fish)"
             )));
         }
@@ -116,7 +117,7 @@ pub fn man(dir: Option<&Path>, json: bool) -> Res {
         written.push(path);
     }
     if json {
-        return crate::print_json(&serde_json::json!({ "dir": dir, "pages": written }));
+        return print_json(&serde_json::json!({ "dir": dir, "pages": written }));
     }
     outln!("wrote {} man pages to {}", written.len(), dir.display());
     Ok(())
@@ -326,7 +327,7 @@ pub fn version(json: bool) -> Res {
     let socket = paths::socket_path();
     let daemon = probe(&socket);
     if json {
-        return crate::print_json(&version_json(daemon.as_ref()));
+        return print_json(&version_json(daemon.as_ref()));
     }
     emit(version_lines(&socket, daemon.as_ref()).as_bytes())
 }

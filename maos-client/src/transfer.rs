@@ -7,12 +7,12 @@ use maos_proto::{MAX_FRAME_LEN, Reply, Request};
 
 use crate::cli::Cli;
 use crate::client::Client;
-use crate::{Res, project_root, usage};
+use crate::failure::{Res, usage};
 
 /// Write the session (archived ones too) as maos-session JSON: to `output`, replaced whole,
 /// mode 0600, or to stdout.
 pub fn export(cli: &Cli, session: &str, output: Option<&Path>) -> Res {
-    let root = project_root(cli)?;
+    let root = cli.project_root()?;
     let mut client = Client::connect(true)?;
     let reply = client.request(
         Some(&root),

@@ -58,7 +58,7 @@ pub fn waiter_view(st: &State, w: &WaiterInfo) -> WaiterView {
 
 /// "backend (agt_1a2b3c4d)": how an agent is named in messages.
 pub fn who(st: &State, id: &AgentId) -> String {
-    let short = id.as_str().get(..12).unwrap_or(id.as_str());
+    let short = id.short();
     match st.agent(id) {
         Some(a) => format!("{} ({short})", a.role),
         None => short.to_string(),

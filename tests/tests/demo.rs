@@ -359,3 +359,32 @@ fn an_unknown_demo_part_is_refused() {
     let out = run_with_timeout(cmd, DEMO_TIMEOUT);
     assert!(!out.status.success(), "{}", describe(&out));
 }
+
+/// `maos demo` runs `maos-demo`, found next to `maos` or on `PATH`; without it, one line says
+/// how to get it, and the exit code is not 0.
+#[test]
+fn without_maos_demo_one_line_says_how_to_build_it() {
+    let env = Env::new();
+    let alone = env.root().join("alone");
+    std::fs::create_dir_all(&alone).expect("create a directory for a lone maos");
+    let maos = alone.join("maos");
+    std::fs::copy(maos_bin(), &maos).expect("copy maos");
+    let mut cmd = env.command(&maos);
+    cmd.args(["demo", "hooks"]).env("PATH", &alone);
+    let out = run_with_timeout(cmd, DEADLINE);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(
+        lines.len() == 1
+            && lines[0].contains("maos-demo")
+            && lines[0].contains("cargo build --release --workspace --bins"),
+        "expected one line naming maos-demo and how to build it: {}",
+        describe(&out)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "nothing on stdout: {}",
+        describe(&out)
+    );
+}

@@ -61,6 +61,11 @@ macro_rules! id_type {
             pub fn as_str(&self) -> &str {
                 &self.0
             }
+
+            /// The id as people see it (see [`short`]).
+            pub fn short(&self) -> &str {
+                short(&self.0)
+            }
         }
 
         impl fmt::Display for $name {
@@ -96,6 +101,17 @@ id_type!(
     "agent",
     "agt_"
 );
+
+/// Hex digits an id is shown with.
+const SHOWN_HEX: usize = 8;
+
+/// An id as people see it: its prefix and the first 8 hex digits ("agt_1a2b3c4d"). Every
+/// command accepts such a prefix back (see [`resolve_prefix`]). Text shorter than that, or
+/// without a prefix (the first 8 characters), is shortened as far as it goes.
+pub fn short(id: &str) -> &str {
+    let cut = id.find('_').map_or(0, |i| i + 1) + SHOWN_HEX;
+    id.get(..cut).unwrap_or(id)
+}
 
 /// How many matches an ambiguity message lists.
 const MAX_LISTED: usize = 5;
@@ -177,6 +193,16 @@ mod tests {
 
     fn uuid(n: u128) -> uuid::Uuid {
         uuid::Uuid::from_u128(n)
+    }
+
+    #[test]
+    fn short_keeps_the_prefix_and_eight_hex_digits() {
+        let a = AgentId::from_uuid(uuid(0x0123_4567_89ab_cdef << 64));
+        assert_eq!(a.short(), "agt_01234567");
+        assert_eq!(short("sess_0123456789abcdef"), "sess_01234567");
+        assert_eq!(short("0123456789"), "01234567");
+        assert_eq!(short("agt_12"), "agt_12");
+        assert_eq!(short(""), "");
     }
 
     #[test]

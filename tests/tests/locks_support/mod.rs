@@ -75,9 +75,9 @@ pub fn wait_queued(env: &Env, agent: &str, path: &str) {
     });
 }
 
-/// How messages name an agent: its id's first 12 characters ("agt_1a2b3c4d").
+/// How messages name an agent: "agt_1a2b3c4d".
 pub fn short(id: &str) -> &str {
-    &id[..12]
+    maos_core::ids::short(id)
 }
 
 pub fn token(v: &Value) -> u64 {

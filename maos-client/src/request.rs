@@ -1,0 +1,155 @@
+//! The request a command line asks for: ids, paths and flags as the daemon takes them.
+
+use maos_core::{AgentOp, PhaseOp, SessionOp, Ts};
+use maos_proto::{EventFilter, LockWait, Request, Target};
+
+use crate::cli::{self, EventsArgs, LockCmd};
+use crate::failure::{Res, usage};
+
+/// A plan file becomes a request with its text: the daemon parses it (and names the line of
+/// a mistake), so the client stays small.
+pub fn plan_request(path: &std::path::Path, start: bool) -> Res<Request> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read the plan {}: {e}", path.display())))?;
+    Ok(Request::SessionFromPlan {
+        path: path.display().to_string(),
+        text,
+        start,
+    })
+}
+
+/// Parse `--since`: RFC 3339, or an age like 30s / 10m / 2h / 1d.
+fn parse_since(s: &str) -> Res<Ts> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&chrono::Utc));
+    }
+    let bad = || {
+        usage(format!(
+            "--since {s:?}: expected an RFC 3339 time (2026-11-22T10:00:00Z) or an age such as 30s, 10m, 2h, 1d"
+        ))
+    };
+    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = s.split_at(split);
+    let n: i64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86400,
+        _ => return Err(bad()),
+    };
+    Ok(chrono::Utc::now() - chrono::Duration::seconds(secs))
+}
+
+/// "500ms", "30s", "5m", "1h", "1d", or plain seconds.
+pub fn parse_duration(flag: &str, s: &str) -> Res<std::time::Duration> {
+    maos_core::duration::parse(s).map_err(|e| usage(format!("{flag} {e}")))
+}
+
+fn lock_mode(s: &str) -> Res<maos_core::LockMode> {
+    s.parse()
+        .map_err(|e: maos_core::ParseEnumError| usage(e.to_string()))
+}
+
+fn cwd() -> Option<String> {
+    std::env::current_dir()
+        .ok()
+        .map(|d| d.to_string_lossy().into_owned())
+}
+
+pub fn lock_request(cmd: &LockCmd) -> Res<Request> {
+    Ok(match cmd {
+        LockCmd::Acquire {
+            path,
+            agent,
+            mode,
+            no_wait: _,
+            wait,
+            wait_forever,
+            ttl,
+        } => Request::LockAcquire {
+            agent: agent.clone(),
+            path: path.clone(),
+            cwd: cwd(),
+            mode: lock_mode(mode)?,
+            wait: match (wait, wait_forever) {
+                (_, true) => LockWait::Forever,
+                (Some(w), false) => LockWait::Wait {
+                    ms: parse_duration("--wait", w)?.as_millis() as u64,
+                },
+                (None, false) => LockWait::NoWait,
+            },
+            ttl_ms: ttl
+                .as_deref()
+                .map(|t| parse_duration("--ttl", t).map(|d| d.as_millis() as u64))
+                .transpose()?,
+        },
+        LockCmd::Release { path, agent, force } => Request::LockRelease {
+            agent: agent.clone(),
+            path: path.clone(),
+            cwd: cwd(),
+            force: *force,
+            by: whoami(),
+        },
+        LockCmd::ReleaseAll { agent } => Request::LockReleaseAll {
+            agent: agent.clone(),
+        },
+        LockCmd::List { session } => Request::LockList {
+            session: session.clone(),
+        },
+        LockCmd::Check { path, agent, mode } => Request::LockCheck {
+            agent: agent.clone(),
+            path: path.clone(),
+            cwd: cwd(),
+            mode: lock_mode(mode)?,
+        },
+    })
+}
+
+pub fn whoami() -> Option<String> {
+    std::env::var("USER").ok().filter(|u| !u.is_empty())
+}
+
+pub fn target(agent: &Option<String>, phase: &Option<String>) -> Target {
+    match (agent, phase) {
+        (Some(a), _) => Target::Agent(a.clone()),
+        (None, Some(p)) => Target::Phase(p.clone()),
+        (None, None) => Target::Session,
+    }
+}
+
+pub fn session_op(t: &cli::SessionTarget, op: SessionOp) -> Request {
+    Request::SessionTransition {
+        session: t.session.clone(),
+        op,
+        reason: t.reason.clone(),
+    }
+}
+
+pub fn agent_op(t: &cli::AgentTarget, op: AgentOp) -> Request {
+    Request::AgentTransition {
+        agent: t.agent.clone(),
+        op,
+        exit_code: t.exit_code,
+        reason: t.reason.clone(),
+    }
+}
+
+pub fn phase_op(t: &cli::PhaseTarget, op: PhaseOp, artifacts: serde_json::Value) -> Request {
+    Request::PhaseTransition {
+        session: t.session.clone(),
+        phase: t.phase.clone(),
+        op,
+        artifacts,
+    }
+}
+
+pub fn event_filter(a: &EventsArgs) -> Res<EventFilter> {
+    Ok(EventFilter {
+        session: a.session.clone(),
+        types: a.types.clone(),
+        agent: a.agent.clone(),
+        since: a.since.as_deref().map(parse_since).transpose()?,
+        after_seq: None,
+    })
+}

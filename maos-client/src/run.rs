@@ -1,0 +1,331 @@
+//! Running a parsed command line: the commands that are one request and one reply, and
+//! those with more to do (`events --follow`, `daemon ...`, the local commands).
+
+use std::process::ExitCode;
+
+use maos_core::{AgentOp, PhaseOp, SessionOp, Strategy};
+use maos_proto::{ErrorBody, ErrorCode, Reply, Request};
+
+use crate::cli::{AgentCmd, Cli, Cmd, DaemonCmd, EventsArgs, PhaseCmd, SessionCmd};
+use crate::client::{self, Client, ClientError};
+use crate::failure::{Failure, Res, usage};
+use crate::request::{
+    agent_op, event_filter, lock_request, parse_duration, phase_op, plan_request, session_op,
+    target, whoami,
+};
+use crate::show::{emit_events, print_json, show, show_human};
+use crate::{demo, doctor, hook, install, managed, service, shell, transfer};
+
+pub fn run(cli: &Cli) -> Res {
+    let json = cli.json;
+    // `maos --version SUBCOMMAND ...`, as git does: the version, not the subcommand.
+    if cli.version {
+        return shell::version(json);
+    }
+    let body = match &cli.cmd {
+        Cmd::Daemon { cmd } => return daemon(cmd, json),
+        Cmd::Demo { args } => return demo::run(args),
+        Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
+            let root = cli.project_root()?;
+            let path = install::settings_path(std::path::Path::new(&root), t.user, t.codex)
+                .map_err(usage)?;
+            let done = match &cli.cmd {
+                Cmd::InstallHooks(_) => install::install(&path, t.codex),
+                _ => install::uninstall(&path),
+            }
+            .map_err(|m| Failure {
+                body: ErrorBody::new(ErrorCode::BadRequest, m),
+                exit: 1,
+            })?;
+            if json {
+                return print_json(&serde_json::json!({ "path": path, "message": done }));
+            }
+            outln!("{done}");
+            return Ok(());
+        }
+        Cmd::Completions { shell } => return shell::completions(shell),
+        Cmd::Man { dir } => return shell::man(dir.as_deref(), json),
+        Cmd::Doctor => {
+            let root = cli.project_root()?;
+            return match doctor::run(&root, json) {
+                true => Ok(()),
+                // The report says what failed.
+                false => Err(Failure {
+                    body: ErrorBody::new(ErrorCode::BadRequest, ""),
+                    exit: 1,
+                }),
+            };
+        }
+        Cmd::Hook => {
+            return match hook::run(cli.project.clone()) {
+                ExitCode::SUCCESS => Ok(()),
+                // The hook printed its one-line reason already.
+                _ => Err(Failure {
+                    body: ErrorBody::new(ErrorCode::BadRequest, ""),
+                    exit: 1,
+                }),
+            };
+        }
+        Cmd::Events(args) if args.follow => return follow(cli, args),
+        Cmd::Session { cmd } => match cmd {
+            SessionCmd::Create {
+                plan: Some(plan), ..
+            } => plan_request(plan, false)?,
+            SessionCmd::Create {
+                objective,
+                strategy,
+                phases,
+                ..
+            } => Request::SessionCreate {
+                objective: objective.clone().unwrap_or_default(),
+                strategy: strategy
+                    .parse::<Strategy>()
+                    .map_err(|e| usage(e.to_string()))?,
+                phases: phases.clone(),
+            },
+            SessionCmd::List { all } => Request::SessionList { all: *all },
+            SessionCmd::Show { session } => Request::SessionShow {
+                session: session.clone(),
+            },
+            SessionCmd::Activate { session } => Request::SessionActivate {
+                session: session.clone(),
+            },
+            SessionCmd::Archive { session } => Request::SessionArchive {
+                session: session.clone(),
+            },
+            SessionCmd::Start(t) => session_op(t, SessionOp::Start),
+            SessionCmd::Complete(t) => session_op(t, SessionOp::Complete),
+            SessionCmd::Fail(t) => session_op(t, SessionOp::Fail),
+            SessionCmd::Cancel(t) => session_op(t, SessionOp::Cancel),
+        },
+        Cmd::Agent { cmd } => match cmd {
+            AgentCmd::Register {
+                role,
+                task,
+                depends_on,
+                parent,
+                session,
+            } => Request::AgentRegister {
+                session: session.clone(),
+                role: role.clone(),
+                task: task.clone(),
+                depends_on: depends_on.clone(),
+                parent: parent.clone(),
+            },
+            AgentCmd::Start(t) => agent_op(t, AgentOp::Start),
+            AgentCmd::Complete(t) => agent_op(t, AgentOp::Complete),
+            AgentCmd::Fail(t) => agent_op(t, AgentOp::Fail),
+            AgentCmd::Cancel(t) => agent_op(t, AgentOp::Cancel),
+            AgentCmd::List { session } => Request::AgentList {
+                session: session.clone(),
+            },
+            AgentCmd::Heartbeat { agent } => Request::Heartbeat {
+                agent: agent.clone(),
+            },
+        },
+        Cmd::Lock { cmd } => lock_request(cmd)?,
+        Cmd::Phase { cmd } => match cmd {
+            PhaseCmd::Start(t) => phase_op(t, PhaseOp::Start, serde_json::Value::Null),
+            PhaseCmd::Skip(t) => phase_op(t, PhaseOp::Skip, serde_json::Value::Null),
+            PhaseCmd::Complete {
+                target,
+                failed,
+                artifacts,
+            } => {
+                let artifacts = match artifacts {
+                    Some(a) => serde_json::from_str(a)
+                        .map_err(|e| usage(format!("--artifacts is not valid JSON: {e}")))?,
+                    None => serde_json::Value::Null,
+                };
+                let op = if *failed {
+                    PhaseOp::Fail
+                } else {
+                    PhaseOp::Complete
+                };
+                phase_op(target, op, artifacts)
+            }
+            PhaseCmd::Add { name, session } => Request::PhaseAdd {
+                session: session.clone(),
+                name: name.clone(),
+            },
+        },
+        Cmd::Ps { all } => Request::Ps { all: *all },
+        Cmd::History { limit } => Request::History {
+            limit: Some(*limit),
+        },
+        Cmd::Run { plan } => plan_request(plan, true)?,
+        Cmd::Export { session, output } => {
+            return transfer::export(cli, session, output.as_deref());
+        }
+        Cmd::Import { file } => transfer::import_request(file)?,
+        Cmd::Backup { output } => transfer::backup_request(output.as_deref())?,
+        Cmd::Restore { file, force } => Request::Restore {
+            path: std::fs::canonicalize(file)
+                .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?
+                .display()
+                .to_string(),
+            force: *force,
+        },
+        Cmd::Gc {
+            older_than,
+            dry_run,
+        } => Request::Gc {
+            older_than_secs: parse_duration("--older-than", older_than)?.as_secs(),
+            dry_run: *dry_run,
+        },
+        Cmd::Logs { agent, follow } => return managed::logs(cli, agent, *follow),
+        Cmd::Recover { session } => Request::Recover {
+            session: session.clone(),
+        },
+        Cmd::Validate { session } => Request::Validate {
+            session: session.clone(),
+        },
+        Cmd::Pause(a) => Request::Pause {
+            session: a.session.clone(),
+            target: target(&a.agent, &a.phase),
+            reason: a.reason.clone(),
+            by: whoami(),
+        },
+        Cmd::Resume(a) => Request::Resume {
+            session: a.session.clone(),
+            target: target(&a.agent, &a.phase),
+            by: whoami(),
+        },
+        Cmd::Events(args) => Request::Events {
+            filter: event_filter(args)?,
+            limit: args.limit,
+        },
+        Cmd::Status { session } => Request::Status {
+            session: session.clone(),
+        },
+        Cmd::Brief { session } => Request::Brief {
+            session: session.clone(),
+        },
+        Cmd::Note(n) => Request::Note {
+            session: n.session.clone(),
+            agent: n.agent.clone(),
+            kind: n.kind.into(),
+            text: n.text.join(" "),
+        },
+    };
+    let root = cli.project_root()?;
+    let mut client = Client::connect(true)?;
+    let reply = client.request(Some(&root), body)?;
+    // `validate` fails when it found something, in JSON too.
+    let problems = matches!(&reply, Reply::Validation(p) if !p.is_empty());
+    let shown = if json {
+        show(true, reply)
+    } else {
+        show_human(cli, reply)
+    };
+    shown?;
+    if problems {
+        return Err(Failure {
+            body: ErrorBody::new(ErrorCode::BadRequest, ""),
+            exit: 1,
+        });
+    }
+    Ok(())
+}
+
+/// `events --follow`: the history (honouring --limit), then live events without a gap.
+pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
+    let root = cli.project_root()?;
+    let mut filter = event_filter(args)?;
+    let mut client = Client::connect(true)?;
+    if let Some(limit) = args.limit {
+        let reply = client.request(
+            Some(&root),
+            Request::Events {
+                filter: filter.clone(),
+                limit: Some(limit),
+            },
+        )?;
+        if let Reply::Events(events) = reply {
+            filter.after_seq = Some(events.last().map_or(u64::MAX, |e| e.seq));
+            // An empty window still means: start from now, not from the beginning.
+            if events.is_empty() {
+                filter.after_seq = None;
+            }
+            emit_events(cli.json, &events);
+        }
+    }
+    for event in client.subscribe(&root, filter)? {
+        let event = event?;
+        emit_events(cli.json, std::slice::from_ref(&event));
+    }
+    Ok(())
+}
+
+pub fn daemon(cmd: &DaemonCmd, json: bool) -> Res {
+    match cmd {
+        DaemonCmd::Install(a) => service::install(a, json),
+        DaemonCmd::Uninstall(a) => service::uninstall(a, json),
+        DaemonCmd::Status => {
+            let mut c = Client::connect(false)?;
+            show(json, c.request(None, Request::DaemonStatus)?)
+        }
+        DaemonCmd::Start => {
+            let already = Client::connect(false).is_ok();
+            let mut c = Client::connect(true)?;
+            let reply = c.request(None, Request::DaemonStatus)?;
+            if !json {
+                outln!(
+                    "{}",
+                    if already {
+                        "maosd was already running"
+                    } else {
+                        "maosd started"
+                    }
+                );
+            }
+            show(json, reply)
+        }
+        DaemonCmd::Stop => {
+            let mut c = match Client::connect(false) {
+                Ok(c) => c,
+                Err(ClientError::Unavailable(_)) => {
+                    if json {
+                        return print_json(
+                            &serde_json::json!({"stopped": false, "running": false}),
+                        );
+                    }
+                    outln!("maosd is not running");
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let (pid, by) = match c.started_by() {
+                Ok(by) => {
+                    let pid = c.daemon_pid()?;
+                    c.request(None, Request::DaemonStop)?;
+                    (pid, by)
+                }
+                // It speaks another protocol: it cannot take the request, but a signal works
+                // the same (it finishes in-flight requests, then exits).
+                Err(ClientError::Mismatch(m)) if !m.started_by.is_service() => {
+                    client::terminate(m.pid).map_err(|e| {
+                        ClientError::Unavailable(format!("cannot stop maosd (pid {}): {e}", m.pid))
+                    })?;
+                    (m.pid, m.started_by)
+                }
+                Err(e) => return Err(e.into()),
+            };
+            drop(c);
+            client::wait_for_exit(pid)?;
+            if json {
+                return print_json(
+                    &serde_json::json!({"stopped": true, "pid": pid, "started_by": by}),
+                );
+            }
+            outln!("maosd (pid {pid}) stopped");
+            if by.is_service() {
+                outln!(
+                    "{} starts it again on the next connection; `maos daemon uninstall` removes the service",
+                    by.as_str()
+                );
+            }
+            Ok(())
+        }
+    }
+}

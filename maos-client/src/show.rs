@@ -1,0 +1,204 @@
+//! Printing a reply: as JSON with `--json`, else the human view (the tables of
+//! `maos_client::output`, or a line saying what a command did).
+
+use std::io::Write;
+
+use maos_client::output;
+use maos_proto::Reply;
+
+use crate::cli::{AgentCmd, Cli, Cmd, SessionCmd};
+use crate::failure::{Res, usage};
+
+pub fn print_json(v: &impl serde::Serialize) -> Res {
+    let text = serde_json::to_string_pretty(v).map_err(|e| usage(e.to_string()))?;
+    outln!("{text}");
+    Ok(())
+}
+
+pub fn print(text: &str) {
+    out!("{text}");
+}
+
+/// Print a reply as JSON or as the human view.
+pub fn show(json: bool, reply: Reply) -> Res {
+    if json {
+        return match reply {
+            Reply::Session(s) => print_json(&s),
+            Reply::Sessions(s) => print_json(&s),
+            Reply::Agent(a) => print_json(&a),
+            Reply::Agents(a) => print_json(&a),
+            Reply::Status(s) => print_json(&s),
+            Reply::Ps(s) => print_json(&s),
+            Reply::Daemon(d) => print_json(&d),
+            Reply::Events(events) => {
+                for e in &events {
+                    outln!("{}", serde_json::to_string(e).unwrap_or_default());
+                }
+                Ok(())
+            }
+            Reply::Lock(l) => print_json(&l),
+            Reply::Released(l) => print_json(&l),
+            Reply::Locks(l) => print_json(&l),
+            Reply::LockCheck(c) => print_json(&c),
+            Reply::Renewed { leases } => print_json(&serde_json::json!({ "leases": leases })),
+            Reply::Hook(h) => print_json(&h),
+            Reply::DbCheck(c) => print_json(&c),
+            Reply::History(h) => print_json(&h),
+            Reply::Export(e) => print_json(&e),
+            Reply::Backup(b) => print_json(&b),
+            Reply::Gc(g) => print_json(&g),
+            Reply::Restored(r) => print_json(&r),
+            Reply::Log { agent, path, state } => {
+                print_json(&serde_json::json!({ "agent": agent, "path": path, "state": state }))
+            }
+            Reply::Recovery(r) => print_json(&r),
+            Reply::Validation(p) => print_json(&p),
+            Reply::Brief(b) => print_json(&b),
+            Reply::Pong | Reply::Done | Reply::Subscribed => {
+                print_json(&serde_json::json!({"ok": true}))
+            }
+        };
+    }
+    match reply {
+        Reply::Session(s) => print(&output::session(&s)),
+        Reply::Sessions(s) => print(&output::session_list(&s)),
+        Reply::Agent(a) => print(&output::agents(std::slice::from_ref(&a))),
+        Reply::Agents(a) => print(&output::agents(&a)),
+        Reply::Status(s) => print(&output::status(&s)),
+        Reply::Ps(s) => print(&output::ps(&s)),
+        Reply::Daemon(d) => print(&output::daemon(&d)),
+        Reply::Events(events) => {
+            for e in &events {
+                outln!("{}", output::event_line(e));
+            }
+        }
+        Reply::Lock(l) => outln!(
+            "locked {} ({}) for {} {}: fencing token {}, lease until {}",
+            l.path,
+            l.mode,
+            l.holder_role,
+            l.holder.short(),
+            l.token,
+            l.expires_at.format("%F %T")
+        ),
+        Reply::Released(l) if l.is_empty() => outln!("no locks released"),
+        Reply::Released(l) => {
+            for l in &l {
+                outln!("released {} ({}), token {}", l.path, l.mode, l.token);
+            }
+        }
+        Reply::Locks(l) => print(&output::locks(&l)),
+        Reply::LockCheck(c) => print(&output::lock_check(&c)),
+        Reply::Renewed { leases } => outln!("renewed {leases} lease(s)"),
+        Reply::Hook(h) => outln!("{:?}", h.decision),
+        Reply::DbCheck(c) => outln!("{}: {}", c.path, c.quick_check),
+        Reply::History(h) => print(&output::history(&h)),
+        Reply::Export(e) => print_json(&e)?,
+        Reply::Gc(g) => print(&output::gc(&g)),
+        Reply::Restored(r) => outln!(
+            "restored {} ({} sessions, {} events); the replaced database is {}",
+            r.from,
+            r.sessions,
+            r.events,
+            r.previous
+        ),
+        Reply::Backup(b) => outln!(
+            "backed up to {} ({:.1} MiB, integrity {})",
+            b.path,
+            b.bytes as f64 / 1_048_576.0,
+            b.quick_check
+        ),
+        Reply::Log { path, .. } => outln!("{path}"),
+        Reply::Recovery(r) => print(&output::recovery(&r)),
+        Reply::Validation(p) => print(&output::problems(&p)),
+        Reply::Brief(b) => print(&b.text),
+        Reply::Pong | Reply::Done | Reply::Subscribed => outln!("ok"),
+    }
+    Ok(())
+}
+
+pub fn show_human(cli: &Cli, reply: Reply) -> Res {
+    match (&cli.cmd, reply) {
+        (
+            Cmd::Session {
+                cmd: SessionCmd::Archive { .. },
+            },
+            Reply::Session(s),
+        ) => {
+            outln!(
+                "archived session {} ({}); `maos history` lists it",
+                s.id,
+                s.state
+            );
+            Ok(())
+        }
+        (Cmd::Ps { .. }, Reply::Ps(s)) => {
+            print(&output::ps(&s));
+            Ok(())
+        }
+        (Cmd::Import { file }, Reply::Session(s)) => {
+            outln!(
+                "imported session {} ({}, {} agents) from {}",
+                s.id,
+                s.state,
+                s.agents.len(),
+                file.display()
+            );
+            Ok(())
+        }
+        (
+            Cmd::Session {
+                cmd: SessionCmd::Create { .. },
+            },
+            Reply::Session(s),
+        ) => {
+            let active = if s.active {
+                " (now the active session)"
+            } else {
+                ""
+            };
+            outln!("created session {}{active}", s.id);
+            Ok(())
+        }
+        (Cmd::Run { plan }, Reply::Session(s)) => {
+            outln!(
+                "session {} from {}: {} agent(s), {}",
+                s.id,
+                plan.display(),
+                s.agents.len(),
+                s.state
+            );
+            print(&output::session(&s));
+            Ok(())
+        }
+        (
+            Cmd::Agent {
+                cmd: AgentCmd::Register { .. },
+            },
+            Reply::Agent(a),
+        ) => {
+            outln!("registered agent {} ({} #{})", a.id, a.role, a.instance);
+            Ok(())
+        }
+        (Cmd::Note(_), Reply::Done) => {
+            outln!("noted");
+            Ok(())
+        }
+        (_, reply) => show(false, reply),
+    }
+}
+
+pub fn emit_events(json: bool, events: &[maos_proto::EventRecord]) {
+    let mut out = std::io::stdout().lock();
+    for e in events {
+        let line = if json {
+            serde_json::to_string(e).unwrap_or_default()
+        } else {
+            output::event_line(e)
+        };
+        // A closed pipe (e.g. `| head`) ends the stream quietly.
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            std::process::exit(0);
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The demo's harness: a throw-away project with its own daemon (its own `MAOS_HOME` and
+//! socket), `maos` commands run in it and echoed with their output, and the narration.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// The `maos` this tour drives: the one that started it (`maos demo` sets `MAOS_DEMO_CLIENT`),
+/// else the one next to this binary, else `maos` on `PATH`.
+fn client() -> PathBuf {
+    if let Some(p) = std::env::var_os("MAOS_DEMO_CLIENT").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|me| Some(me.parent()?.join("maos")))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("maos"))
+}
+
+/// A throw-away project and its own daemon, and the `maos` commands run in it.
+pub struct Demo {
+    pub exe: PathBuf,
+    pub dir: PathBuf,
+    pub home: PathBuf,
+    pub socket: PathBuf,
+    pub project: PathBuf,
+    keep: bool,
+}
+
+impl Demo {
+    pub fn new(keep: bool) -> Result<Demo, String> {
+        let exe = client();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!("maos-demo-{}-{nanos}", std::process::id()));
+        let project = dir.join("project");
+        std::fs::create_dir_all(project.join(".maos"))
+            .map_err(|e| format!("cannot create {}: {e}", project.display()))?;
+        // Canonical, as the paths an agent CLI sends are (a symlinked TMPDIR would differ).
+        let dir = std::fs::canonicalize(&dir)
+            .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?;
+        let project = dir.join("project");
+        let run = dir.join("run");
+        maos_proto::paths::ensure_private_dir(&run).map_err(|e| e.to_string())?;
+        Ok(Demo {
+            exe,
+            home: dir.join("home"),
+            socket: run.join("maosd.sock"),
+            project,
+            dir,
+            keep,
+        })
+    }
+
+    /// Run `maos ARGS` in the demo project, echoing the command and its output.
+    pub fn run(&self, args: &[&str]) -> Result<String, String> {
+        let shown: Vec<String> = args
+            .iter()
+            .map(|a| {
+                if a.contains(' ') || a.contains('{') {
+                    format!("'{a}'")
+                } else {
+                    (*a).to_string()
+                }
+            })
+            .collect();
+        outln!("{}", paint("1", &format!("$ maos {}", shown.join(" "))));
+        let out = self.command(args)?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        out!("{stdout}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !stderr.trim().is_empty() {
+            out!("{stderr}");
+        }
+        outln!();
+        if !out.status.success() {
+            return Err(format!(
+                "`maos {}` failed: {}",
+                args.join(" "),
+                stderr.trim()
+            ));
+        }
+        Ok(stdout)
+    }
+
+    /// Like `run`, for a step that is expected to be refused.
+    pub fn refused(&self, args: &[&str]) -> Result<(), String> {
+        match self.run(args) {
+            Err(_) => Ok(()),
+            Ok(_) => Err(format!(
+                "`maos {}` should have been refused",
+                args.join(" ")
+            )),
+        }
+    }
+
+    pub fn command(&self, args: &[&str]) -> Result<std::process::Output, String> {
+        self.base(args)
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))
+    }
+
+    /// Start `maos ARGS` in the background (echoed with a trailing `&`).
+    pub fn spawn(&self, args: &[&str]) -> Result<std::process::Child, String> {
+        outln!("{}", paint("1", &format!("$ maos {} &", args.join(" "))));
+        self.base(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))
+    }
+
+    /// Wait (with a deadline) until `maos lock list` shows a queued request.
+    pub fn until_waiting(&self) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            let out = self.command(&["--json", "lock", "list"])?;
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            if v["waiters"].as_array().is_some_and(|w| !w.is_empty()) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Err("the background lock request never queued".into())
+    }
+
+    pub fn base(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(args)
+            .current_dir(&self.project)
+            .env("MAOS_HOME", &self.home)
+            .env("MAOS_SOCKET", &self.socket)
+            .env("MAOS_PROJECT", &self.project)
+            .env_remove("MAOS_NO_AUTOSTART");
+        cmd
+    }
+
+    /// The id printed by `created session ID` / `registered agent ID (...)`.
+    pub fn id_of(out: &str) -> Result<String, String> {
+        out.split_whitespace()
+            .nth(2)
+            .map(str::to_string)
+            .ok_or_else(|| format!("no id in {out:?}"))
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.command(&["daemon", "stop"]);
+        if self.keep {
+            outln!(
+                "kept {} (database under home/projects/)",
+                self.dir.display()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Bold or coloured text on a terminal, plain text in a pipe.
+pub fn paint(code: &str, text: &str) -> String {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+pub fn say(text: &str) {
+    outln!("{}", paint("36", &format!("# {text}")));
+}
+
+impl Demo {
+    /// `maos --json ARGS`, not shown: its answer.
+    pub fn json(&self, args: &[&str]) -> Result<Value, String> {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.command(&all)?;
+        if !out.status.success() {
+            return Err(format!(
+                "`maos {}` failed: {}",
+                all.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("`maos {}` did not answer JSON: {e}", all.join(" ")))
+    }
+
+    /// The events of `maos --json events ARGS` (one JSON object a line).
+    pub fn events(&self, args: &[&str]) -> Result<Vec<Value>, String> {
+        let mut all = vec!["--json", "events"];
+        all.extend_from_slice(args);
+        let out = self.command(&all)?;
+        if !out.status.success() {
+            return Err(format!(
+                "`maos {}` failed: {}",
+                all.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).map_err(|e| format!("an event that is not JSON: {e}")))
+            .collect()
+    }
+}

@@ -1,0 +1,86 @@
+//! `maos-demo`, what `maos demo` runs: a newcomer's tour, in a throw-away project with its own
+//! daemon (its own `MAOS_HOME` and socket, so the user's real state is never touched). Part 1
+//! (`hooks`) replays a Claude Code session with two subagents through real `maos hook` processes,
+//! one per event, fed exactly the JSON Claude Code sends: the conflicting write is denied, `maos
+//! ps` shows the spawn tree, `maos events` the timeline. Part 2 (`managed`) runs a plan of small
+//! local agents under the adaptive strategy, kills the daemon with SIGKILL while two of them run,
+//! lets them finish while it is down, and shows the restarted daemon's recovery and the completed
+//! session. Part 3 (`cli`) drives a session with phases and agents through its life by running real
+//! `maos` commands, and prints each command with its output.
+//!
+//! It drives the `maos` that started it (`MAOS_DEMO_CLIENT`, set by `maos demo`), else the
+//! `maos` next to this binary, else the one on `PATH`.
+
+#[macro_use]
+extern crate maos_client;
+
+mod demo;
+mod hooks;
+mod managed;
+mod tour;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use demo::say;
+
+/// Show maos at work in a throw-away project and daemon: a Claude Code session replayed
+/// through `maos hook`, a managed session that survives a kill -9 of its daemon, then a tour
+/// of the CLI.
+#[derive(Parser, Debug)]
+#[command(name = "maos-demo", bin_name = "maos demo", version)]
+struct Args {
+    /// Run one part only: `hooks` (the Claude Code replay), `managed` (a plan run by maos, its
+    /// daemon killed half-way) or `cli` (the CLI tour).
+    #[arg(value_parser = ["hooks", "managed", "cli"])]
+    part: Option<String>,
+    /// Keep the demo's temporary directory (its database and logs) afterwards.
+    #[arg(long)]
+    keep: bool,
+    /// Show the JSON each `maos hook` call gets and answers.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+/// The parts: the Claude Code replay, the managed session that survives a kill -9 of its
+/// daemon, then the CLI tour (or just one of them).
+fn run(part: Option<&str>, keep: bool, verbose: bool) -> Result<(), String> {
+    let parts: &[&str] = match part {
+        None => &["hooks", "managed", "cli"],
+        Some(p @ ("hooks" | "managed" | "cli")) => &[p],
+        Some(other) => {
+            return Err(format!("no demo part {other:?}: use hooks, managed or cli"));
+        }
+    };
+    for (i, p) in parts.iter().enumerate() {
+        if parts.len() > 1 {
+            if i > 0 {
+                outln!();
+            }
+            let what = match *p {
+                "hooks" => "a Claude Code session with two subagents, through `maos hook`",
+                "managed" => "maos runs a plan's agents itself, and its daemon is killed half-way",
+                _ => "the same ideas driven by hand with the maos CLI",
+            };
+            say(&format!("part {} of {}: {what}", i + 1, parts.len()));
+        }
+        match *p {
+            "hooks" => hooks::replay(keep, verbose)?,
+            "managed" => managed::run(keep)?,
+            _ => tour::run(keep)?,
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args.part.as_deref(), args.keep, args.verbose) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("maos: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
