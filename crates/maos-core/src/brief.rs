@@ -52,7 +52,7 @@ use crate::record::{
 };
 use crate::{
     AgentId, AgentState, CheckpointResult, PhaseState, Progress, SessionId, SessionState, Strategy,
-    Ts,
+    Ts, ids::short,
 };
 
 /// Longest briefing text, in bytes.
@@ -424,12 +424,6 @@ fn brief_agent(s: &SessionRecord, locks: &[LockView], a: &AgentRecord) -> BriefA
             .collect(),
         waiting_for,
     }
-}
-
-/// "agt_1a2b3c4d": ids are shown to 8 hex digits (any unique prefix is accepted back).
-fn short(id: &str) -> &str {
-    let cut = id.find('_').map_or(0, |i| i + 1) + 8;
-    id.get(..cut).unwrap_or(id)
 }
 
 /// "coder (agt_1a2b3c4d)", "coder#2 (agt_…)" for a role's second agent.
@@ -1464,7 +1458,6 @@ mod tests {
 
     #[test]
     fn short_texts_and_durations() {
-        assert_eq!(short("agt_0123456789abcdef"), "agt_01234567");
         assert_eq!(clip("abcdef", 4), "abc…");
         assert_eq!(one_line(" a\n  b\tc "), "a b c");
         assert_eq!(dur(59.9), "59s");

@@ -69,7 +69,7 @@ pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let name = label("`maos hook` PreToolUse Write", sync);
     let mut rows = vec![
         Metric::new(&name, "median ratio to empty binary", median(&mut r), "×")
-            .goal(Goal::AtMost(1.3)),
+            .goal(Goal::AtMost(1.2)),
         Metric::new(&name, "`maos hook` median", hook * 1e6, "µs"),
         Metric::new(&name, "empty binary median", median(&mut tb) * 1e6, "µs"),
     ];
@@ -163,7 +163,7 @@ pub fn scen_ps(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let name = label(&format!("`maos ps` (10 sessions × {per} agents)"), sync);
     let rows = vec![
         Metric::new(&name, "median ratio to empty binary", median(&mut r), "×")
-            .goal(Goal::AtMost(1.5)),
+            .goal(Goal::AtMost(1.3)),
         Metric::new(&name, "`maos ps` median", median(&mut ta) * 1e6, "µs"),
         Metric::new(&name, "empty binary median", median(&mut tb) * 1e6, "µs"),
         Metric::new(
