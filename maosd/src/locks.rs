@@ -8,9 +8,6 @@ use serde_json::json;
 
 use crate::state::{State, Txn};
 
-/// Default lease: ten minutes without any sign of life from the holder.
-pub const DEFAULT_TTL_US: i64 = 10 * 60 * 1_000_000;
-
 fn path_str(p: &LockPath) -> String {
     p.to_string()
 }

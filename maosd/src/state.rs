@@ -32,6 +32,9 @@ pub struct SpawnIntent {
     pub(crate) claimed_by: Option<AgentId>,
 }
 
+/// Default lease: ten minutes without any sign of life from the holder.
+pub const DEFAULT_TTL_US: i64 = 10 * 60 * 1_000_000;
+
 /// The live state of one project.
 #[derive(Debug, Default)]
 #[cfg_attr(test, derive(Clone))]
@@ -67,7 +70,7 @@ impl State {
         let mut st = State {
             sessions,
             next_seq: last_seq + 1,
-            lock_ttl_us: crate::locks::DEFAULT_TTL_US,
+            lock_ttl_us: DEFAULT_TTL_US,
             ..State::default()
         };
         st.reindex();

@@ -16,6 +16,7 @@ pub mod recovery;
 pub mod schedule;
 pub mod spec;
 pub mod state;
+pub mod validate;
 pub mod workflow;
 
 pub use graph::*;

@@ -1,7 +1,7 @@
 //! Requests about managed sessions and agents (plans, exits, recovery, validation, logs).
 
-use maos_core::{AgentId, AgentOp, AgentState, SessionId};
-use maos_proto::{AgentExit, ErrorBody, Problem, Reply};
+use maos_core::{AgentId, AgentOp, SessionId};
+use maos_proto::{AgentExit, ErrorBody, Reply};
 
 use super::{Outcome, agent_reply, session_reply};
 use crate::ops::process;
@@ -43,6 +43,29 @@ pub fn recover(tx: &mut Txn<'_>, session: Option<&str>) -> Result<Outcome, Error
     Ok(Reply::Recovery(report).into())
 }
 
+/// What validation asks of the system: processes, locks, checkpoints.
+struct Live<'a>(&'a crate::state::State);
+
+impl maos_core::validate::Facts for Live<'_> {
+    fn launching(&self, agent: &AgentId) -> bool {
+        self.0.is_launching(agent)
+    }
+    fn alive(&self, p: &maos_proto::ProcessInfo) -> bool {
+        process::live_process(Some(p))
+    }
+    fn held(&self, agent: &AgentId) -> Vec<maos_core::LockPath> {
+        self.0
+            .locks
+            .held_by(agent)
+            .into_iter()
+            .map(|l| l.path.clone())
+            .collect()
+    }
+    fn last_checkpoint(&self, session: &SessionId) -> Option<maos_core::Ts> {
+        self.0.last_checkpoint(session)
+    }
+}
+
 /// `maos validate [SESSION]`: what does not add up.
 pub fn validate(tx: &Txn<'_>, session: Option<&str>) -> Result<Outcome, ErrorBody> {
     let st = tx.state();
@@ -54,69 +77,7 @@ pub fn validate(tx: &Txn<'_>, session: Option<&str>) -> Result<Outcome, ErrorBod
             .filter(|s| !s.state.is_terminal())
             .collect(),
     };
-    let mut problems = Vec::new();
-    let problem = |s: &SessionId, a: Option<&AgentId>, kind: &str, message: String| Problem {
-        session: s.clone(),
-        agent: a.cloned(),
-        kind: kind.to_string(),
-        message,
-    };
-    for s in sessions {
-        for a in &s.agents {
-            if a.spec.is_some()
-                && a.state == AgentState::Running
-                && !a.paused
-                && !st.is_launching(&a.id)
-            {
-                match &a.process {
-                    None => problems.push(problem(
-                        &s.id,
-                        Some(&a.id),
-                        "running_without_process",
-                        format!("agent {} ({}) is running but has no process", a.id, a.role),
-                    )),
-                    Some(p) if !process::live_process(Some(p)) => {
-                        problems.push(problem(
-                            &s.id,
-                            Some(&a.id),
-                            "process_gone",
-                            format!(
-                                "agent {} ({}) is running but its process {} is gone; run `maos recover`",
-                                a.id, a.role, p.pid
-                            ),
-                        ))
-                    }
-                    _ => {}
-                }
-            }
-            if a.state.is_terminal() {
-                for l in st.locks.held_by(&a.id) {
-                    problems.push(problem(
-                        &s.id,
-                        Some(&a.id),
-                        "lock_of_finished_agent",
-                        format!("{} holds {} but is {}", a.id, l.path, a.state),
-                    ));
-                }
-            }
-        }
-        if let Some(at) = st.last_checkpoint(&s.id) {
-            let later = s
-                .agents
-                .iter()
-                .filter_map(|a| a.ended_at)
-                .chain(s.workflow.phases.iter().filter_map(|p| p.ended_at))
-                .any(|t| t > at);
-            if later && s.policy.is_some() {
-                problems.push(problem(
-                    &s.id,
-                    None,
-                    "stale_checkpoint",
-                    format!("the last checkpoint ({at}) is older than the session's state"),
-                ));
-            }
-        }
-    }
+    let problems = maos_core::validate::check(sessions, &Live(st));
     Ok(Reply::Validation(problems).into())
 }
 

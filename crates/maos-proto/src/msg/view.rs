@@ -140,16 +140,7 @@ pub struct SessionRecovery {
     pub notes: Vec<String>,
 }
 
-/// An inconsistency found by `maos validate`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Problem {
-    pub session: SessionId,
-    #[serde(default)]
-    pub agent: Option<AgentId>,
-    /// `running_without_process`, `process_gone`, `lock_of_finished_agent`, `stale_checkpoint`.
-    pub kind: String,
-    pub message: String,
-}
+pub use maos_core::validate::Problem;
 
 /// What `maos restore` put in place, and where the database it replaced is.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
