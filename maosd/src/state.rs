@@ -122,6 +122,29 @@ impl State {
         }
     }
 
+    /// Put sessions back as they were saved (`None`: it did not exist), each in its place in
+    /// creation order, and rebuild the indexes.
+    fn put_back(&mut self, saved: impl IntoIterator<Item = (SessionId, Option<SessionRecord>)>) {
+        let mut reorder = false;
+        for (id, prev) in saved {
+            match (prev, self.by_id.get(&id)) {
+                (Some(prev), Some(&i)) => self.sessions[i] = prev,
+                // Taken out of memory (archived, purged) since: back in its place.
+                (Some(prev), None) => {
+                    self.sessions.push(prev);
+                    reorder = true;
+                }
+                (None, Some(_)) => self.sessions.retain(|s| s.id != id),
+                (None, None) => {}
+            }
+        }
+        if reorder {
+            self.sessions
+                .sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        }
+        self.reindex();
+    }
+
     fn reindex(&mut self) {
         self.by_id.clear();
         self.agent_session.clear();
@@ -825,7 +848,6 @@ impl<'a> Txn<'a> {
             ..
         } = step;
         let mut sessions = HashMap::new();
-        let mut reorder = false;
         for (added, m) in marks.into_iter().rev() {
             match (added, m) {
                 (true, Mark::Undo(id)) => {
@@ -871,22 +893,7 @@ impl<'a> Txn<'a> {
         let st = &mut *self.st;
         // Whole copies first: an agent copied before its session was copied whole is older
         // than that copy, so it goes back over it.
-        for (id, prev) in changed_earlier {
-            match (prev, st.by_id.get(&id)) {
-                (Some(prev), Some(&i)) => st.sessions[i] = prev,
-                (Some(prev), None) => {
-                    st.sessions.push(prev);
-                    reorder = true;
-                }
-                (None, Some(_)) => st.sessions.retain(|s| s.id != id),
-                (None, None) => {}
-            }
-        }
-        if reorder {
-            st.sessions
-                .sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        }
-        st.reindex();
+        st.put_back(changed_earlier);
         for (sid, prev) in agents {
             if let Some(a) = st
                 .by_id
@@ -896,22 +903,7 @@ impl<'a> Txn<'a> {
                 *a = prev;
             }
         }
-        for (id, prev) in sessions {
-            match (prev, st.by_id.get(&id)) {
-                (Some(prev), Some(&i)) => st.sessions[i] = prev,
-                (Some(prev), None) => {
-                    st.sessions.push(prev);
-                    reorder = true;
-                }
-                (None, Some(_)) => st.sessions.retain(|s| s.id != id),
-                (None, None) => {}
-            }
-        }
-        if reorder {
-            st.sessions
-                .sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        }
-        st.reindex();
+        st.put_back(sessions);
         st.checkpointed.extend(step.checkpointed);
         if let Some(intents) = step.spawn_intents {
             st.spawn_intents = intents;
@@ -968,21 +960,8 @@ impl<'a> Txn<'a> {
     /// The commit failed: restore memory to what it was before this transaction.
     pub fn rollback(self) {
         let st = self.st;
-        let unarchive = !self.archived.is_empty() || !self.purged.is_empty();
-        for (id, prev) in self.undo {
-            match (prev, st.by_id.get(&id)) {
-                (Some(prev), Some(&i)) => st.sessions[i] = prev,
-                // Archived in this transaction: back in its place (creation order).
-                (Some(prev), None) => st.sessions.push(prev),
-                (None, _) => st.sessions.retain(|s| s.id != id),
-            }
-        }
-        if unarchive {
-            st.sessions
-                .sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        }
+        st.put_back(self.undo);
         st.next_seq = self.first_seq;
-        st.reindex();
         // Read by the lock table's reload that follows a failed commit touching locks.
         st.rolled_back_leases = self.gone_leases;
     }
