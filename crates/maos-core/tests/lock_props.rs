@@ -263,40 +263,14 @@ impl Model {
         let waits_before = self.lt.waiters();
         let now = t(self.now);
         match *op {
-            Op::Acquire {
-                who,
-                path,
-                mode,
-                policy,
-                wait_s,
-                ttl_s,
-            } => {
-                let holder = agent(who);
-                let mode = MODES[mode];
-                let path = if mode == LockMode::Workspace {
-                    LockPath::root()
-                } else {
-                    LockPath::new(PATHS[path]).map_err(|e| TestCaseError::fail(e.to_string()))?
-                };
-                let wait = match policy {
-                    0 => WaitPolicy::NoWait,
-                    1 => WaitPolicy::Wait {
-                        until: t(self.now + wait_s),
-                    },
-                    _ => WaitPolicy::Forever,
-                };
+            Op::Acquire { .. } => {
+                let req = lock_request(op, self.now);
+                let (holder, mode, path, wait) =
+                    (req.holder.clone(), req.mode, req.path.clone(), req.wait);
                 let may_wait = match wait {
                     WaitPolicy::NoWait => false,
                     WaitPolicy::Wait { until } => until > now,
                     WaitPolicy::Forever => true,
-                };
-                let req = LockRequest {
-                    holder: holder.clone(),
-                    born: born(&holder),
-                    path: path.clone(),
-                    mode,
-                    wait,
-                    ttl_us: ttl_s * 1_000_000,
                 };
                 let owns = |m: LockMode| {
                     held_before
@@ -581,42 +555,56 @@ proptest! {
 
 // ---- savepoints ----
 
+/// The lock request an `Op::Acquire` makes at `now` (seconds); any other op is a no-wait
+/// request of agent 0 on the root.
+fn lock_request(op: &Op, now: i64) -> LockRequest {
+    let Op::Acquire {
+        who,
+        path,
+        mode,
+        policy,
+        wait_s,
+        ttl_s,
+    } = *op
+    else {
+        return LockRequest {
+            holder: agent(0),
+            born: born(&agent(0)),
+            path: LockPath::root(),
+            mode: LockMode::Write,
+            wait: WaitPolicy::NoWait,
+            ttl_us: 1,
+        };
+    };
+    let holder = agent(who);
+    let mode = MODES[mode];
+    let path = if mode == LockMode::Workspace {
+        LockPath::root()
+    } else {
+        LockPath::new(PATHS[path]).unwrap_or_else(|_| LockPath::root())
+    };
+    let wait = match policy {
+        0 => WaitPolicy::NoWait,
+        1 => WaitPolicy::Wait {
+            until: t(now + wait_s),
+        },
+        _ => WaitPolicy::Forever,
+    };
+    LockRequest {
+        born: born(&holder),
+        holder,
+        path,
+        mode,
+        wait,
+        ttl_us: ttl_s * 1_000_000,
+    }
+}
+
 /// Apply one operation to a table directly, returning everything it answered (for comparing
 /// two tables operation by operation).
 fn apply(lt: &mut LockTable, op: &Op, now: &mut i64) -> String {
     match *op {
-        Op::Acquire {
-            who,
-            path,
-            mode,
-            policy,
-            wait_s,
-            ttl_s,
-        } => {
-            let holder = agent(who);
-            let mode = MODES[mode];
-            let path = if mode == LockMode::Workspace {
-                LockPath::root()
-            } else {
-                LockPath::new(PATHS[path]).unwrap_or_else(|_| LockPath::root())
-            };
-            let wait = match policy {
-                0 => WaitPolicy::NoWait,
-                1 => WaitPolicy::Wait {
-                    until: t(*now + wait_s),
-                },
-                _ => WaitPolicy::Forever,
-            };
-            let req = LockRequest {
-                holder: holder.clone(),
-                born: born(&holder),
-                path,
-                mode,
-                wait,
-                ttl_us: ttl_s * 1_000_000,
-            };
-            format!("{:?}", lt.acquire(req, t(*now)))
-        }
+        Op::Acquire { .. } => format!("{:?}", lt.acquire(lock_request(op, *now), t(*now))),
         Op::Release { who, path, force } => {
             let path = LockPath::new(PATHS[path]).unwrap_or_else(|_| LockPath::root());
             format!("{:?}", lt.release(&agent(who), &path, force, t(*now)))
