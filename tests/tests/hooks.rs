@@ -372,10 +372,16 @@ fn a_paused_session_denies_writes_until_resumed() {
     let env = Env::new();
     let start = json!({"session_id": "s-1", "cwd": env.project, "hook_event_name": "SessionStart", "source": "startup"});
     assert!(hook(&env, &start).status.success());
-    env.maos_json(&["pause", "--reason", "review"]);
+    env.maos_json(&["pause", "--reason", "review the schema\nfirst"]);
     let out = hook(&env, &write_input(&env, "s-1", None, "a.rs"));
     assert_eq!(decision(&out), "deny");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("maos resume"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("maos resume"), "{text}");
+    // The pause's reason reaches the model, on one line.
+    assert!(
+        text.contains("paused") && text.contains(": review the schema first"),
+        "{text}"
+    );
     env.maos_json(&["resume"]);
     let a = write_input(&env, "s-1", None, "a.rs");
     assert_write_allowed(&env, &a, &hook(&env, &a));

@@ -322,12 +322,29 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
     let paused_agent = st.agent(agent).is_some_and(|a| a.paused);
     if paused_session || paused_agent {
         let (what, how) = if paused_session {
-            ("this session", "`maos resume`".to_string())
+            // Who paused it and why reach the model: it may be told what to do meanwhile.
+            let why = st
+                .session(sid)
+                .and_then(|s| s.pause.as_ref())
+                .map(|p| match (p.by.as_deref(), p.reason.as_deref()) {
+                    (Some(by), Some(r)) => format!(" by {by}: {}", one_line(r)),
+                    (None, Some(r)) => format!(": {}", one_line(r)),
+                    (Some(by), None) => format!(" by {by}"),
+                    (None, None) => String::new(),
+                })
+                .unwrap_or_default();
+            (
+                format!("this session is paused{why}"),
+                "`maos resume`".to_string(),
+            )
         } else {
-            ("this agent", format!("`maos resume --agent {agent}`"))
+            (
+                "this agent is paused".to_string(),
+                format!("`maos resume --agent {agent}`"),
+            )
         };
         let reason = format!(
-            "maos: {what} is paused, so no files may be written now. Stop and wait; a person resumes it with {how}."
+            "maos: {what}. No files may be written now. Stop and wait; a person resumes it with {how}."
         );
         return deny(tx, agent, call, "paused", reason);
     }
@@ -494,5 +511,14 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
             Ok(answer(HookDecision::None, None, None))
         }
         _ => Ok(answer(HookDecision::None, None, None)),
+    }
+}
+
+/// A text on one line, at most 300 characters (it goes into a message for the model).
+fn one_line(s: &str) -> String {
+    let line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line,
     }
 }
