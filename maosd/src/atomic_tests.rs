@@ -58,8 +58,11 @@ fn apply_all(
 
 fn id_of(o: &Outcome) -> String {
     match o {
-        Outcome::Reply(maos_proto::Reply::Session(s)) => s.id.to_string(),
-        Outcome::Reply(maos_proto::Reply::Agent(a)) => a.id.to_string(),
+        Outcome::Reply(r) => match &**r {
+            maos_proto::Reply::Session(s) => s.id.to_string(),
+            maos_proto::Reply::Agent(a) => a.id.to_string(),
+            _ => panic!("expected a session or an agent"),
+        },
         _ => panic!("expected a session or an agent"),
     }
 }
@@ -732,7 +735,10 @@ fn recovery_keeps_the_exit_file_until_its_commit() {
             &mut tx,
             req(json!({ "request": "recover", "session": sid })),
         ) {
-            Ok(Outcome::Reply(maos_proto::Reply::Recovery(r))) => r,
+            Ok(Outcome::Reply(r)) => match *r {
+                maos_proto::Reply::Recovery(r) => r,
+                _ => panic!("recover answered something else"),
+            },
             Ok(_) => panic!("recover answered something else"),
             Err(e) => panic!("recover: {}", e.message),
         };

@@ -317,7 +317,7 @@ async fn actor(
         other => other?,
     };
     match outcome {
-        Outcome::Reply(r) => Ok(r),
+        Outcome::Reply(r) => Ok(*r),
         Outcome::History(q) => handle
             .reader()
             .events(&q)

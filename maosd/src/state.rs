@@ -1034,6 +1034,7 @@ mod tests {
                 task: String::new(),
                 state: maos_core::AgentState::Pending,
                 paused: false,
+                pause: None,
                 parent: None,
                 depends_on: vec![],
                 created_at: t,

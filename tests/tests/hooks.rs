@@ -397,7 +397,7 @@ fn a_paused_session_denies_writes_until_resumed() {
         .and_then(|a| a["id"].as_str())
         .expect("the subagent")
         .to_string();
-    env.maos_json(&["pause", "--agent", &id]);
+    env.maos_json(&["pause", "--agent", &id, "--reason", "wait for the API"]);
     let out = hook(&env, &sub);
     assert_eq!(decision(&out), "deny");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -405,6 +405,7 @@ fn a_paused_session_denies_writes_until_resumed() {
         text.contains(&format!("maos resume --agent {id}")),
         "{text}"
     );
+    assert!(text.contains(": wait for the API"), "{text}");
     // The orchestrator is not paused.
     let c = write_input(&env, "s-1", None, "c.rs");
     assert_write_allowed(&env, &c, &hook(&env, &c));

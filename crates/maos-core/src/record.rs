@@ -148,6 +148,9 @@ pub struct AgentRecord {
     pub state: AgentState,
     #[serde(default)]
     pub paused: bool,
+    /// Who paused the agent and why, while it is paused on its own (not with its session).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<Box<PauseInfo>>,
     #[serde(default)]
     pub parent: Option<AgentId>,
     #[serde(default)]

@@ -205,6 +205,7 @@ fn orchestrator(
             task: text_of(a, &["task", "description", "current_task"]).unwrap_or_default(),
             state: agent_state,
             paused: false,
+            pause: None,
             parent: None,
             depends_on: Vec::new(),
             created_at: now,

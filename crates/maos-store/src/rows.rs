@@ -89,6 +89,8 @@ struct AgentData {
     process: Option<maos_core::record::ProcessInfo>,
     #[serde(default)]
     attempts: u32,
+    #[serde(default)]
+    pause: Option<Box<maos_core::record::PauseInfo>>,
 }
 
 /// [`AgentData`] as written, borrowed from the record.
@@ -99,6 +101,8 @@ struct AgentDataOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     process: Option<&'a maos_core::record::ProcessInfo>,
     attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pause: Option<&'a maos_core::record::PauseInfo>,
 }
 
 #[derive(Serialize)]
@@ -333,6 +337,7 @@ pub(crate) async fn write_batch(
                         spec: a.spec.as_deref(),
                         process: a.process.as_ref(),
                         attempts: a.attempts,
+                        pause: a.pause.as_deref(),
                     })?,
                 })
             })
@@ -650,6 +655,7 @@ fn agent_from_row(row: &SqliteRow, session_id: SessionId) -> Result<AgentRecord,
         spec: data.spec,
         process: data.process,
         attempts: data.attempts,
+        pause: data.pause,
     })
 }
 

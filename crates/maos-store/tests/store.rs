@@ -73,6 +73,12 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
         task: "do it".into(),
         state: AgentState::Running,
         paused: true,
+        pause: Some(Box::new(maos_core::record::PauseInfo {
+            at: t,
+            by: Some("ana".into()),
+            reason: Some("review first".into()),
+            in_progress: Vec::new(),
+        })),
         parent: parent.cloned(),
         depends_on: parent.into_iter().cloned().collect(),
         created_at: t,

@@ -24,7 +24,9 @@ use crate::state::Txn;
 
 /// What handling a request produced.
 pub enum Outcome {
-    Reply(Reply),
+    /// Boxed: a reply is large (a whole session), the other outcomes are small, and outcomes
+    /// are moved through the batch's list of answers.
+    Reply(Box<Reply>),
     /// A lock request queued behind conflicting holders: the actor keeps the reply until the
     /// wait ends (granted, timed out, deadlock victim, or the agent finished).
     Park(maos_core::WaitId),
@@ -34,7 +36,7 @@ pub enum Outcome {
 
 impl From<Reply> for Outcome {
     fn from(r: Reply) -> Self {
-        Outcome::Reply(r)
+        Outcome::Reply(Box::new(r))
     }
 }
 

@@ -68,6 +68,7 @@ pub fn register(
         task: task.trim().to_string(),
         state: AgentState::Pending,
         paused: false,
+        pause: None,
         parent,
         depends_on: deps,
         created_at: tx.now,
@@ -150,6 +151,7 @@ pub fn transition(
         AgentOp::Complete | AgentOp::Fail | AgentOp::Cancel => {
             a.ended_at = Some(now);
             a.paused = false;
+            a.pause = None;
             if exit_code.is_some() {
                 a.exit_code = exit_code;
             }

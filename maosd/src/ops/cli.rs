@@ -321,25 +321,17 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
         .is_some_and(|s| s.state == SessionState::Paused);
     let paused_agent = st.agent(agent).is_some_and(|a| a.paused);
     if paused_session || paused_agent {
+        // Who paused it and why reach the model: it may be told what to do meanwhile.
         let (what, how) = if paused_session {
-            // Who paused it and why reach the model: it may be told what to do meanwhile.
-            let why = st
-                .session(sid)
-                .and_then(|s| s.pause.as_ref())
-                .map(|p| match (p.by.as_deref(), p.reason.as_deref()) {
-                    (Some(by), Some(r)) => format!(" by {by}: {}", one_line(r)),
-                    (None, Some(r)) => format!(": {}", one_line(r)),
-                    (Some(by), None) => format!(" by {by}"),
-                    (None, None) => String::new(),
-                })
-                .unwrap_or_default();
+            let why = st.session(sid).and_then(|s| s.pause.as_ref());
             (
-                format!("this session is paused{why}"),
+                format!("this session is paused{}", pause_why(why)),
                 "`maos resume`".to_string(),
             )
         } else {
+            let why = st.agent(agent).and_then(|a| a.pause.as_deref());
             (
-                "this agent is paused".to_string(),
+                format!("this agent is paused{}", pause_why(why)),
                 format!("`maos resume --agent {agent}`"),
             )
         };
@@ -511,6 +503,16 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
             Ok(answer(HookDecision::None, None, None))
         }
         _ => Ok(answer(HookDecision::None, None, None)),
+    }
+}
+
+/// " by ana: review the schema first", from a pause's record (empty without one).
+fn pause_why(p: Option<&maos_proto::PauseInfo>) -> String {
+    match p.map(|p| (p.by.as_deref(), p.reason.as_deref())) {
+        Some((Some(by), Some(r))) => format!(" by {by}: {}", one_line(r)),
+        Some((None, Some(r))) => format!(": {}", one_line(r)),
+        Some((Some(by), None)) => format!(" by {by}"),
+        _ => String::new(),
     }
 }
 

@@ -381,6 +381,7 @@ fn end_live_agents(tx: &mut Txn<'_>, id: &SessionId) {
         if let Ok(next) = a.state.apply(AgentOp::Cancel) {
             a.state = next;
             a.paused = false;
+            a.pause = None;
             a.ended_at = Some(now);
             tx.event(
                 Some(id),
@@ -468,7 +469,17 @@ pub fn set_paused(
             }
             agent_set_paused(a.state, a.paused, pause)
                 .map_err(|e| invalid(format!("agent {aid}: {e}")))?;
-            tx.agent_mut(&aid).paused = pause;
+            let now = tx.now;
+            let a = tx.agent_mut(&aid);
+            a.paused = pause;
+            a.pause = pause.then(|| {
+                Box::new(PauseInfo {
+                    at: now,
+                    by: by.clone(),
+                    reason: reason.clone(),
+                    in_progress: Vec::new(),
+                })
+            });
             super::process::signal_agents(tx, std::slice::from_ref(&aid), pause);
             tx.renew(&aid);
             let kind = if pause {

@@ -324,7 +324,7 @@ impl Actor {
     fn wake(&mut self, wakeups: Vec<Wakeup>) {
         for (wait, result) in wakeups {
             if let Some(reply) = self.parked.remove(&wait) {
-                let _ = reply.send(result.map(Outcome::Reply));
+                let _ = reply.send(result.map(Outcome::from));
             }
         }
     }
