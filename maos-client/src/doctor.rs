@@ -76,8 +76,10 @@ fn binary() -> Check {
     }
 }
 
-/// Hook settings of one CLI: project, project-local and user files.
-fn hooks(root: &Path, codex: bool) -> Vec<Check> {
+/// Hook settings of one CLI: project, project-local and user files, and whether its hooks
+/// are installed anywhere. A CLI maos is not installed for is only mentioned, unless maos is
+/// installed for no CLI at all (`other`: installed for the other one).
+fn hooks(root: &Path, codex: bool, other: bool) -> (Vec<Check>, bool) {
     let name = if codex {
         "Codex hooks"
     } else {
@@ -112,11 +114,14 @@ fn hooks(root: &Path, codex: bool) -> Vec<Check> {
             Err(e) => out.push(check(name, Level::Fail, e)),
         }
     }
-    if !found.is_empty() {
+    let installed = !found.is_empty();
+    if installed {
         out.insert(0, check(name, Level::Ok, found.join(", ")));
     } else if out.is_empty() {
         let (level, how) = if codex {
             (Level::Info, "`maos install-hooks --codex` if you use Codex")
+        } else if other {
+            (Level::Info, "`maos install-hooks` if you use Claude Code")
         } else {
             (
                 Level::Fail,
@@ -125,7 +130,7 @@ fn hooks(root: &Path, codex: bool) -> Vec<Check> {
         };
         out.push(check(name, level, format!("not installed: {how}")));
     }
-    out
+    (out, installed)
 }
 
 fn mib(bytes: u64) -> String {
@@ -289,8 +294,9 @@ fn daemon(root: &str, service: Option<&svc::Installed>) -> Vec<Check> {
 /// Run every check and print the report; true when nothing failed.
 pub fn run(root: &str, json: bool) -> bool {
     let mut checks = vec![binary()];
-    checks.extend(hooks(Path::new(root), false));
-    checks.extend(hooks(Path::new(root), true));
+    let (codex, for_codex) = hooks(Path::new(root), true, false);
+    checks.extend(hooks(Path::new(root), false, for_codex).0);
+    checks.extend(codex);
     let socket = paths::socket_path();
     let mine = svc::installed_for(&socket);
     let (service_check, service_json) = service(&socket, mine.as_ref());

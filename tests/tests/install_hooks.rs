@@ -141,6 +141,15 @@ fn doctor_reports_each_part_of_the_set_up() {
     assert_eq!(level(&r, "daemon"), ["ok"]);
     assert_eq!(level(&r, "versions"), ["ok"]);
     assert_eq!(level(&r, "database"), ["ok"]);
+    // Installed for Codex only: Claude Code's hooks are only mentioned, and doctor passes.
+    env.maos_json(&["install-hooks", "--codex"]);
+    let (code, r) = doctor(&env, &[&bin_dir]);
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(level(&r, "Codex hooks"), ["ok"]);
+    assert_eq!(level(&r, "Claude Code hooks"), ["info"]);
+    env.maos_json(&["uninstall-hooks", "--codex"]);
+    let (code, _) = doctor(&env, &[&bin_dir]);
+    assert_eq!(code, Some(1), "no CLI set up fails again");
     // Set up: every check passes.
     env.maos_json(&["install-hooks"]);
     let (code, r) = doctor(&env, &[&bin_dir]);
