@@ -113,6 +113,17 @@ impl Txn<'_> {
         self.refusal_event(sid.as_ref(), Some(holder), kind, data);
     }
 
+    /// A lock the requester got at once: a new grant (its token is at least `token_before`,
+    /// the table's next token before the request) is recorded; a renewal of a lock it held
+    /// only marks its lease for writing.
+    pub fn taken(&mut self, lock: &HeldLock, token_before: u64) {
+        if lock.token >= token_before {
+            self.granted(lock, false);
+        } else {
+            self.touch_holder(&lock.holder);
+        }
+    }
+
     /// A grant: written at commit, recorded with its fencing token.
     pub fn granted(&mut self, lock: &HeldLock, waited: bool) {
         self.touch_holder(&lock.holder);

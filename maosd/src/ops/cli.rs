@@ -4,7 +4,8 @@
 //! write lock, which the calling agent then holds until it stops.
 
 use maos_core::{
-    AgentId, AgentOp, AgentState, LockMode, SessionId, SessionOp, SessionState, Strategy,
+    AgentId, AgentOp, AgentState, HeldLock, LockError, LockMode, LockPath, LockRequest, SessionId,
+    SessionOp, SessionState, Strategy, WaitPolicy, WaiterInfo,
 };
 use maos_proto::{ErrorBody, HookAnswer, HookCall, HookDecision};
 use serde_json::json;
@@ -281,12 +282,9 @@ fn deny(
     answer(HookDecision::Deny, Some(reason), None)
 }
 
-/// Who holds or waits for `key` ahead of `agent`, in words for the model; empty if free.
-fn blockers(tx: &Txn<'_>, agent: &AgentId, key: &maos_core::LockPath) -> Vec<String> {
-    let st = tx.state();
-    let blockers = st.locks.check(agent, key, LockMode::Write);
-    blockers
-        .holders
+/// Who holds or waits for the file ahead of the writer, in words for the model.
+fn blockers(st: &crate::state::State, holders: &[HeldLock], queued: &[WaiterInfo]) -> String {
+    holders
         .iter()
         .map(|h| {
             let task = st
@@ -300,12 +298,12 @@ fn blockers(tx: &Txn<'_>, agent: &AgentId, key: &maos_core::LockPath) -> Vec<Str
             )
         })
         .chain(
-            blockers
-                .queued
+            queued
                 .iter()
                 .map(|w| format!("{} is waiting for it", who(st, &w.holder))),
         )
-        .collect()
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A write: inside the project, not paused, and the write lock of every file it touches for
@@ -340,35 +338,51 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
         );
         return deny(tx, agent, call, "paused", reason);
     }
-    let mut keys = Vec::with_capacity(call.paths.len());
+    let born = match super::lock::live_agent(tx.state(), agent.as_str()) {
+        Ok(a) => a.created_at,
+        Err(e) => {
+            let reason = format!("maos: {}", e.message);
+            return deny(tx, agent, call, e.code.as_str(), reason);
+        }
+    };
+    let ttl_us = tx.state().lock_ttl_us;
+    let mut reqs = Vec::with_capacity(call.paths.len());
     for path in &call.paths {
-        match maos_core::LockPath::new(path) {
-            Ok(k) => keys.push(k),
+        match LockPath::new(path) {
+            Ok(path) => reqs.push(LockRequest {
+                holder: agent.clone(),
+                born,
+                path,
+                mode: LockMode::Write,
+                wait: WaitPolicy::NoWait,
+                ttl_us,
+            }),
             Err(e) => return deny(tx, agent, call, "bad_path", format!("maos: {e}")),
         }
     }
-    for key in &keys {
-        let holders = blockers(tx, agent, key);
-        if !holders.is_empty() {
+    // Every file of the call or none (a patch never keeps some of its locks). Its leases were
+    // renewed already.
+    let (now, token_before) = (tx.now, tx.state().locks.next_token());
+    match tx.locks_mut().acquire_all(reqs, now) {
+        Ok(locks) => {
+            for lock in &locks {
+                tx.taken(lock, token_before);
+            }
+        }
+        Err(LockError::Conflict {
+            path,
+            holders,
+            queued,
+            ..
+        }) => {
             let reason = format!(
-                "maos: {key} is being written by another agent: {}. Do not edit it now: work on other files, or finish and let that agent complete first, then retry.",
-                holders.join("; ")
+                "maos: {path} is being written by another agent: {}. Do not edit it now: work on other files, or finish and let that agent complete first, then retry.",
+                blockers(tx.state(), &holders, &queued)
             );
             return deny(tx, agent, call, "lock_conflict", reason);
         }
-    }
-    let ttl_us = tx.state().lock_ttl_us;
-    for key in keys {
-        // Conflicts were ruled out above; what is left fails on the first file (the agent
-        // itself), so a call never keeps some of its locks. Its leases were renewed already.
-        if let Err(e) = super::lock::acquire(
-            tx,
-            agent,
-            key,
-            LockMode::Write,
-            maos_core::WaitPolicy::NoWait,
-            ttl_us,
-        ) {
+        Err(e) => {
+            let e = super::lock::lock_error(tx.state(), &e);
             let reason = format!("maos: {}", e.message);
             return deny(tx, agent, call, e.code.as_str(), reason);
         }

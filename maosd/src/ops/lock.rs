@@ -150,11 +150,7 @@ pub fn acquire(
     };
     match tx.locks_mut().acquire(req, now) {
         Ok(Acquired::Granted(lock)) => {
-            if lock.token >= token_before {
-                tx.granted(&lock, false);
-            } else {
-                tx.touch_holder(&holder); // idempotent: a renewal
-            }
+            tx.taken(&lock, token_before);
             Ok(Taken::Granted(lock))
         }
         Ok(Acquired::Queued {

@@ -61,6 +61,16 @@ pub struct LockSavepoint {
     next_wait: WaitId,
 }
 
+/// A request tried now: granted, or blocked by these holders (tokens) and earlier waiters.
+enum Now {
+    Granted(HeldLock),
+    Blocked {
+        path: LockPath,
+        holders: Vec<u64>,
+        queued: Vec<WaitId>,
+    },
+}
+
 /// What [`LockTable::acquire`] would do with a request right now.
 enum Decision {
     /// Already held (same path and mode, or Write held and Read asked): renew that lock.
@@ -159,32 +169,19 @@ impl LockTable {
     /// `Wait` deadline not after `now`), [`LockError::Deadlock`] when waiting would close a
     /// wait-for cycle in which the requester is the youngest agent. An error changes nothing.
     pub fn acquire(&mut self, req: LockRequest, now: Ts) -> Result<Acquired, LockError> {
-        if req.ttl_us <= 0 {
-            return Err(LockError::BadTtl(req.ttl_us));
-        }
-        let path = if req.mode == LockMode::Workspace {
-            LockPath::root()
-        } else {
-            req.path.clone()
-        };
-        let (holders, queued) = match self.decide(&req.holder, req.mode, &path) {
-            Decision::Renew | Decision::Grant => {
-                let lock = self.grant(&req.holder, req.mode, &path, req.ttl_us, now);
-                return Ok(Acquired::Granted(lock));
-            }
-            Decision::Blocked { holders, queued } => (holders, queued),
+        let (path, holders, queued) = match self.grant_now(&req, now)? {
+            Now::Granted(lock) => return Ok(Acquired::Granted(lock)),
+            Now::Blocked {
+                path,
+                holders,
+                queued,
+            } => (path, holders, queued),
         };
         let deadline = match req.wait {
             WaitPolicy::Forever => None,
             WaitPolicy::Wait { until } if until > now => Some(until),
             WaitPolicy::NoWait | WaitPolicy::Wait { .. } => {
-                let conflicts = self.describe(&holders, &queued);
-                return Err(LockError::Conflict {
-                    path,
-                    mode: req.mode,
-                    holders: conflicts.holders,
-                    queued: conflicts.queued,
-                });
+                return Err(self.conflict(path, req.mode, &holders, &queued));
             }
         };
         let victims = self.deadlock_victims(&req.holder, req.born, &path, &holders, &queued)?;
@@ -216,6 +213,39 @@ impl LockTable {
             victims,
             granted,
         })
+    }
+
+    /// Take every requested lock now, or none: each is granted at once under the rules of
+    /// [`LockTable::acquire`] (its wait policy is ignored: nothing is queued), and the first
+    /// that cannot be ([`LockError::Conflict`], [`LockError::BadTtl`]) undoes the grants
+    /// before it. Returns the grants in request order.
+    pub fn acquire_all(
+        &mut self,
+        reqs: Vec<LockRequest>,
+        now: Ts,
+    ) -> Result<Vec<HeldLock>, LockError> {
+        let sp = self.savepoint();
+        let mut granted = Vec::with_capacity(reqs.len());
+        for req in &reqs {
+            match self.grant_now(req, now) {
+                Ok(Now::Granted(lock)) => granted.push(lock),
+                Ok(Now::Blocked {
+                    path,
+                    holders,
+                    queued,
+                }) => {
+                    let e = self.conflict(path, req.mode, &holders, &queued);
+                    self.rollback_to(sp);
+                    return Err(e);
+                }
+                Err(e) => {
+                    self.rollback_to(sp);
+                    return Err(e);
+                }
+            }
+        }
+        self.release_savepoint(sp);
+        Ok(granted)
     }
 
     /// Release the locks of `holder` on exactly `path` (every mode it holds there). With
@@ -496,6 +526,45 @@ impl LockTable {
     }
 
     // ---- decisions ----
+
+    /// Grant the request now if nothing stands in the way, else say who does.
+    fn grant_now(&mut self, req: &LockRequest, now: Ts) -> Result<Now, LockError> {
+        if req.ttl_us <= 0 {
+            return Err(LockError::BadTtl(req.ttl_us));
+        }
+        let path = if req.mode == LockMode::Workspace {
+            LockPath::root()
+        } else {
+            req.path.clone()
+        };
+        Ok(match self.decide(&req.holder, req.mode, &path) {
+            Decision::Renew | Decision::Grant => {
+                Now::Granted(self.grant(&req.holder, req.mode, &path, req.ttl_us, now))
+            }
+            Decision::Blocked { holders, queued } => Now::Blocked {
+                path,
+                holders,
+                queued,
+            },
+        })
+    }
+
+    /// The refusal of a request that may not wait for these holders and waiters.
+    fn conflict(
+        &self,
+        path: LockPath,
+        mode: LockMode,
+        holders: &[u64],
+        queued: &[WaitId],
+    ) -> LockError {
+        let conflicts = self.describe(holders, queued);
+        LockError::Conflict {
+            path,
+            mode,
+            holders: conflicts.holders,
+            queued: conflicts.queued,
+        }
+    }
 
     fn decide(&self, holder: &AgentId, mode: LockMode, path: &LockPath) -> Decision {
         if self.own_lock(holder, mode, path).is_some()

@@ -642,3 +642,50 @@ fn wait_outcomes_and_errors_serialize() {
     assert!(policy.get("wait").is_some(), "{policy}");
     assert_eq!(serde_json::to_value(WaitPolicy::NoWait).unwrap(), "no_wait");
 }
+
+#[test]
+fn acquire_all_takes_every_lock_or_none() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(2, "b", W, NoWait), t(0)));
+    let token = lt.next_token();
+    // "b" is held by agent 2: agent 1 gets neither file, and nothing moved.
+    let refused = lt.acquire_all(vec![req(1, "a", W, Forever), req(1, "b", W, Forever)], t(1));
+    match refused {
+        Err(LockError::Conflict { path, holders, .. }) => {
+            assert_eq!(path, p("b"));
+            assert_eq!(holders.len(), 1);
+            assert_eq!(holders[0].holder, agent(2));
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(lt.held_by(&agent(1)).is_empty(), "no lock kept");
+    assert!(
+        lt.waiters().is_empty(),
+        "nothing queued, whatever the wait policy"
+    );
+    assert_eq!(lt.next_token(), token, "no token spent");
+    // A bad lease refuses the whole call too.
+    let bad = LockRequest {
+        ttl_us: 0,
+        ..req(1, "c", W, NoWait)
+    };
+    assert!(matches!(
+        lt.acquire_all(vec![req(1, "a", W, NoWait), bad], t(1)),
+        Err(LockError::BadTtl(0))
+    ));
+    assert!(lt.held_by(&agent(1)).is_empty());
+    // Free files: all granted, in request order, each renewing an own lock it already holds.
+    let all = lt
+        .acquire_all(vec![req(1, "a", W, NoWait), req(1, "c", W, NoWait)], t(2))
+        .unwrap_or_default();
+    let paths: Vec<_> = all.iter().map(|l| l.path.clone()).collect();
+    assert_eq!(paths, [p("a"), p("c")]);
+    let again = lt
+        .acquire_all(vec![req(1, "a", W, NoWait)], t(3))
+        .unwrap_or_default();
+    assert_eq!(again[0].token, all[0].token, "a renewal keeps its token");
+    assert_eq!(
+        again[0].expires_at,
+        t(3) + chrono::TimeDelta::microseconds(TTL)
+    );
+}
