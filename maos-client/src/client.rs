@@ -297,17 +297,12 @@ impl Client {
         }
     }
 
-    /// The connection failed before the daemon answered the hello: that daemon was stopping
-    /// (it serves nothing before its welcome, so the request was not served). When this client
-    /// may start the daemon, connect again, starting the next daemon if needed. A daemon
+    /// Whether a failed connection may be opened again: it failed before the daemon answered
+    /// the hello, so that daemon was stopping (it serves nothing before its welcome: the
+    /// request was not served), and this client may start the next daemon if needed. A daemon
     /// that did not answer in time is not stopping: it is not asked again.
-    fn reopen(&mut self, e: ClientError) -> Result<(), ClientError> {
-        match self.autostart {
-            Some(deadline) if self.daemon_pid.is_none() && !self.timed_out => {
-                self.reconnect(deadline)
-            }
-            _ => Err(e),
-        }
+    fn may_reopen(&self) -> bool {
+        self.autostart.is_some() && self.daemon_pid.is_none() && !self.timed_out
     }
 
     /// Run `attempt` (a send, or a send and its response) until it gets past the hello. An
@@ -330,12 +325,12 @@ impl Client {
                     replaced = true;
                 }
                 Err(e @ ClientError::Unavailable(_)) => {
-                    if Instant::now() >= give_up {
+                    if !self.may_reopen() || Instant::now() >= give_up {
                         return Err(e);
                     }
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(20));
-                    self.reopen(e)?;
+                    self.reconnect(self.autostart.unwrap_or_default())?;
                 }
                 r => return r,
             }
