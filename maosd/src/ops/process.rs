@@ -733,43 +733,51 @@ struct Found {
     can_resume: bool,
 }
 
-/// What became of a running managed agent's process.
-enum Seen {
-    /// It runs: its exit is still to come.
-    Running,
-    /// It is gone. Its supervisor may still run (it then has the exit to report), and may have
-    /// recorded the exit (`exit.json`: None if there is none).
-    Gone {
-        supervised: bool,
-        exit: Result<Option<maos_proto::AgentExit>, String>,
-    },
+/// What recovery found of a running managed agent's process.
+struct Looked {
+    seen: recovery::Seen,
+    /// The exit its supervisor recorded for its current process.
+    exit: Option<maos_proto::AgentExit>,
+    /// Why its exit file could not be read.
+    unreadable: Option<String>,
 }
 
 /// Look at an agent's process, then its supervisor, then its exit file: in this order, so
 /// that an exit the supervisor records meanwhile is seen (it writes the file, then ends).
-fn look(f: &Found, project_dir: &std::path::Path) -> Seen {
-    if f.process
-        .as_ref()
-        .is_some_and(|p| crate::procs::alive(p.pid, p.start_time))
-    {
-        return Seen::Running;
+fn look(f: &Found, project_dir: &std::path::Path) -> Looked {
+    let process = f.process.as_ref();
+    let mut looked = Looked {
+        seen: recovery::Seen::Running,
+        exit: None,
+        unreadable: None,
+    };
+    if process.is_some_and(|p| crate::procs::alive(p.pid, p.start_time)) {
+        return looked;
     }
-    let supervised = f
-        .process
-        .as_ref()
+    let supervised = process
         .and_then(|p| p.supervisor)
         .is_some_and(|s| crate::procs::alive(s, None));
     let files = crate::procs::agent_files(project_dir, f.id.as_str());
-    Seen::Gone {
-        supervised,
-        exit: crate::procs::read_exit(&files.exit),
-    }
+    let exit = match crate::procs::read_exit(&files.exit) {
+        Ok(Some(e)) if process.is_none_or(|p| p.pid == e.pid) => {
+            looked.exit = Some(e);
+            ExitFile::Current
+        }
+        Ok(Some(_)) => ExitFile::Earlier,
+        Ok(None) => ExitFile::Missing,
+        Err(e) => {
+            looked.unreadable = Some(e);
+            ExitFile::Unreadable
+        }
+    };
+    looked.seen = recovery::Seen::Gone { supervised, exit };
+    looked
 }
 
 fn recover_session(
     tx: &mut Txn<'_>,
     sid: &SessionId,
-    agents: Vec<(Found, Seen)>,
+    agents: Vec<(Found, Looked)>,
     runner: &Runner,
 ) -> Result<SessionRecovery, ErrorBody> {
     let mut r = SessionRecovery {
@@ -784,12 +792,12 @@ fn recover_session(
     };
     let mut checkpointed = false;
     for (
-        Found {
-            id,
-            process,
-            can_resume,
+        Found { id, can_resume, .. },
+        Looked {
+            seen,
+            exit,
+            unreadable,
         },
-        seen,
     ) in agents
     {
         // The state as it was, before recovery changes anything (only when it does).
@@ -799,30 +807,10 @@ fn recover_session(
                 checkpointed = true;
             }
         };
+        if let Some(e) = unreadable {
+            r.notes.push(format!("agent {id}: {e}"));
+        }
         let files = crate::procs::agent_files(&runner.project_dir, id.as_str());
-        let (seen, exit) = match seen {
-            Seen::Running => (recovery::Seen::Running, None),
-            Seen::Gone { supervised, exit } => {
-                let (file, exit) = match exit {
-                    Ok(Some(e)) if process.as_ref().is_none_or(|p| p.pid == e.pid) => {
-                        (ExitFile::Current, Some(e))
-                    }
-                    Ok(Some(_)) => (ExitFile::Earlier, None),
-                    Ok(None) => (ExitFile::Missing, None),
-                    Err(e) => {
-                        r.notes.push(format!("agent {id}: {e}"));
-                        (ExitFile::Unreadable, None)
-                    }
-                };
-                (
-                    recovery::Seen::Gone {
-                        supervised,
-                        exit: file,
-                    },
-                    exit,
-                )
-            }
-        };
         if let recovery::Seen::Gone {
             exit: ExitFile::Earlier,
             ..
@@ -831,12 +819,11 @@ fn recover_session(
             // From an earlier attempt: that exit was applied when it happened.
             tx.effect(crate::run::Effect::RemoveFile(files.exit.clone()));
         }
-        match recovery::fate(seen, tx.state().is_launching(&id), can_resume) {
-            Fate::Readopt => r.readopted.push(id),
-            Fate::ApplyExit => {
-                let Some(exit) = exit else {
-                    continue;
-                };
+        match (
+            recovery::fate(seen, tx.state().is_launching(&id), can_resume),
+            exit,
+        ) {
+            (Fate::ApplyExit, Some(exit)) => {
                 before(tx);
                 ended(tx, &id, exit, runner)?;
                 // Deleted once this is committed: if the commit fails, the next recovery
@@ -844,7 +831,9 @@ fn recover_session(
                 tx.effect(crate::run::Effect::RemoveFile(files.exit));
                 r.exits_applied.push(id);
             }
-            Fate::Interrupt => {
+            // A recorded exit is applied; without one (never so) the agent is kept as it is.
+            (Fate::Readopt | Fate::ApplyExit, _) => r.readopted.push(id),
+            (Fate::Interrupt, _) => {
                 before(tx);
                 tx.agent_mut(&id).process = None;
                 super::agent::transition(
@@ -856,7 +845,7 @@ fn recover_session(
                 )?;
                 r.resumable.push(id);
             }
-            Fate::Fail => {
+            (Fate::Fail, _) => {
                 before(tx);
                 tx.agent_mut(&id).process = None;
                 super::agent::transition(
