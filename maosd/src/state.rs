@@ -283,7 +283,6 @@ pub struct Txn<'a> {
 
 /// A set of the transaction's bookkeeping that a request added a key to or took one from.
 enum Mark {
-    Undo(SessionId),
     Session(SessionId),
     Phases(SessionId),
     Agent(AgentId),
@@ -464,11 +463,7 @@ impl<'a> Txn<'a> {
         self.change_point();
         if !self.undo.contains_key(id) {
             let prev = self.st.session(id).cloned();
-            self.undo.insert(id.clone(), prev);
-            self.mark(true, Mark::Undo(id.clone()));
-            if let Some(step) = &mut self.step {
-                step.first.insert(id.clone());
-            }
+            self.first_touch(id.clone(), prev);
         } else if let Some(step) = &mut self.step
             && !step.sessions.contains_key(id)
             && !step.first.contains(id)
@@ -517,6 +512,15 @@ impl<'a> Txn<'a> {
                 std::panic::resume_unwind(Box::new("injected failure"));
             }
         }
+    }
+
+    /// The batch touches a session for the first time: how it was (`None`: it did not exist)
+    /// goes into the batch's undo log, which also serves the request doing it.
+    fn first_touch(&mut self, id: SessionId, prev: Option<SessionRecord>) {
+        if let Some(step) = &mut self.step {
+            step.first.insert(id.clone());
+        }
+        self.undo.insert(id, prev);
     }
 
     fn mark(&mut self, added: bool, m: Mark) {
@@ -577,8 +581,8 @@ impl<'a> Txn<'a> {
 
     pub fn insert_session(&mut self, s: SessionRecord) {
         self.change_point();
-        if self.undo.insert(s.id.clone(), None).is_none() {
-            self.mark(true, Mark::Undo(s.id.clone()));
+        if !self.undo.contains_key(&s.id) {
+            self.first_touch(s.id.clone(), None);
         }
         self.dirty_session(&s.id);
         self.dirty_phases(&s.id);
@@ -844,20 +848,17 @@ impl<'a> Txn<'a> {
         let StepUndo {
             sessions: changed_earlier,
             agents,
+            first,
             marks,
             ..
         } = step;
-        let mut sessions = HashMap::new();
+        // First touched by this step: the transaction's undo entry is its state before it.
+        let sessions: Vec<_> = first
+            .into_iter()
+            .filter_map(|id| self.undo.remove(&id).map(|prev| (id, prev)))
+            .collect();
         for (added, m) in marks.into_iter().rev() {
             match (added, m) {
-                (true, Mark::Undo(id)) => {
-                    // First touched by this step: the transaction's undo entry is its state
-                    // before the step.
-                    if let Some(prev) = self.undo.remove(&id) {
-                        sessions.insert(id, prev);
-                    }
-                }
-                (false, Mark::Undo(_)) => {}
                 (true, Mark::Session(id)) => {
                     self.dirty_sessions.remove(&id);
                 }
