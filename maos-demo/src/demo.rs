@@ -179,33 +179,29 @@ pub fn say(text: &str) {
 impl Demo {
     /// `maos --json ARGS`, not shown: its answer.
     pub fn json(&self, args: &[&str]) -> Result<Value, String> {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let out = self.command(&all)?;
+        let (stdout, line) = self.quiet(&[&["--json"], args].concat())?;
+        serde_json::from_slice(&stdout)
+            .map_err(|e| format!("`maos {line}` did not answer JSON: {e}"))
+    }
+
+    /// `maos ARGS`, not shown: its stdout, and the command line (for messages); a failure is
+    /// its stderr.
+    fn quiet(&self, all: &[&str]) -> Result<(Vec<u8>, String), String> {
+        let out = self.command(all)?;
+        let line = all.join(" ");
         if !out.status.success() {
             return Err(format!(
-                "`maos {}` failed: {}",
-                all.join(" "),
+                "`maos {line}` failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("`maos {}` did not answer JSON: {e}", all.join(" ")))
+        Ok((out.stdout, line))
     }
 
     /// The events of `maos --json events ARGS` (one JSON object a line).
     pub fn events(&self, args: &[&str]) -> Result<Vec<Value>, String> {
-        let mut all = vec!["--json", "events"];
-        all.extend_from_slice(args);
-        let out = self.command(&all)?;
-        if !out.status.success() {
-            return Err(format!(
-                "`maos {}` failed: {}",
-                all.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        String::from_utf8_lossy(&out.stdout)
+        let (stdout, _) = self.quiet(&[&["--json", "events"], args].concat())?;
+        String::from_utf8_lossy(&stdout)
             .lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| serde_json::from_str(l).map_err(|e| format!("an event that is not JSON: {e}")))
