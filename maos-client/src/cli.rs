@@ -168,7 +168,11 @@ pub enum Cmd {
         session: Option<String>,
     },
     /// Answer an agent CLI's hook call: one JSON object on stdin (see README: Hooks).
-    Hook,
+    Hook {
+        /// The CLI that calls: claude (the default), codex or gemini.
+        #[arg(long, value_name = "CLI", value_parser = ["claude", "codex", "gemini"])]
+        cli: Option<String>,
+    },
     /// Add maos's hooks to .claude/settings.json (or the user's, or Codex's), keeping the rest.
     InstallHooks(HookTarget),
     /// Remove exactly the hooks install-hooks added.

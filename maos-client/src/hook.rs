@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use maos_proto::{HookDecision, Reply, Request};
+use maos_proto::{Cli, HookDecision, ProcessRef, Reply, Request};
 use serde_json::{Value, json};
 
 use crate::client::Client;
@@ -53,10 +53,54 @@ fn unreachable(event: &str, why: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub fn run(project: Option<PathBuf>) -> ExitCode {
+/// `maos hook` or `maos hook --cli NAME` (also `--cli=NAME`), read without clap: `None` when
+/// the arguments are not the hook's (clap then handles them), else the CLI named or why not.
+pub fn fast_args(
+    mut args: impl Iterator<Item = std::ffi::OsString>,
+) -> Option<Result<Cli, String>> {
+    if args.next()? != "hook" {
+        return None;
+    }
+    let rest: Vec<std::ffi::OsString> = args.collect();
+    let name = match &rest[..] {
+        [] => return Some(Ok(Cli::default())),
+        [flag, name] if flag == "--cli" => name.to_str()?,
+        [flag] => flag.to_str()?.strip_prefix("--cli=")?,
+        _ => return None,
+    };
+    Some(name.parse::<Cli>().map_err(|e| e.to_string()))
+}
+
+/// The agent CLI's own process: the hook's nearest ancestor that is not a shell (CLIs run
+/// hooks directly or through `sh -c`). Two or three small `/proc` reads; `None` off Linux.
+fn cli_process() -> Option<ProcessRef> {
+    const SHELLS: &[&str] = &[
+        "sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "busybox",
+    ];
+    let mut pid = std::os::unix::process::parent_id();
+    for _ in 0..4 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (comm, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+        let mut fields = rest.split(' ');
+        let ppid: u32 = fields.nth(1)?.parse().ok()?;
+        // `starttime` is field 22 of the line; `rest` starts at field 3.
+        let start_time = fields.nth(18).and_then(|t| t.parse().ok());
+        if !SHELLS.contains(&comm) || ppid <= 1 {
+            return Some(ProcessRef { pid, start_time });
+        }
+        pid = ppid;
+    }
+    None
+}
+
+pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
     // One object, never waiting for EOF: some CLI versions keep stdin open.
     let call = match input::parse(std::io::stdin().lock(), MAX_INPUT) {
-        Ok(c) => c,
+        Ok(mut c) => {
+            c.cli = cli;
+            c.process = cli_process();
+            c
+        }
         Err(e) => {
             eprintln!("maos hook: {e}; nothing was done");
             return ExitCode::from(1);

@@ -111,11 +111,17 @@ fn fast_path() -> Option<Cli> {
 
 fn main() -> ExitCode {
     // The hook runs on every tool call of every agent: no clap, straight to work.
-    if std::env::args_os().nth(1).is_some_and(|a| a == "hook") && std::env::args_os().count() == 2 {
+    if let Some(cli) = hook::fast_args(std::env::args_os().skip(1)) {
         let project = std::env::var_os("MAOS_PROJECT")
             .filter(|p| !p.is_empty())
             .map(std::path::PathBuf::from);
-        return hook::run(project);
+        return match cli {
+            Ok(cli) => hook::run(project, cli),
+            Err(e) => {
+                eprintln!("maos hook: {e}; nothing was done");
+                ExitCode::from(1)
+            }
+        };
     }
     // `maos --version`: no subcommand for clap to require; it asks the daemon, never starts it.
     if let Some(json) = shell::version_args(std::env::args_os().skip(1)) {

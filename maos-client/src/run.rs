@@ -56,8 +56,13 @@ pub fn run(cli: &Cli) -> Res {
                 }),
             };
         }
-        Cmd::Hook => {
-            return match hook::run(cli.project.clone()) {
+        Cmd::Hook { cli: which } => {
+            let which = which
+                .as_deref()
+                .unwrap_or("claude")
+                .parse()
+                .unwrap_or_default();
+            return match hook::run(cli.project.clone(), which) {
                 ExitCode::SUCCESS => Ok(()),
                 // The hook printed its one-line reason already.
                 _ => Err(Failure {

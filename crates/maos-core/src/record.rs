@@ -11,6 +11,38 @@ use crate::{
     AgentId, AgentState, LockMode, Progress, SessionId, SessionState, Strategy, Ts, Workflow,
 };
 
+crate::state::named_enum! {
+    /// The agent CLI a window runs: whose hook contract a call speaks and whose words its
+    /// agent's texts use.
+    #[derive(Default)]
+    pub enum Cli("agent CLI") {
+        #[default]
+        Claude => "claude",
+        Codex => "codex",
+        Gemini => "gemini",
+    }
+}
+
+impl Cli {
+    /// The CLI's name as people know it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Cli::Claude => "Claude Code",
+            Cli::Codex => "Codex",
+            Cli::Gemini => "Gemini CLI",
+        }
+    }
+}
+
+/// A process as seen at one moment: its pid and its start time (clock ticks since boot on
+/// Linux), which tells a reused pid apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRef {
+    pub pid: u32,
+    #[serde(default)]
+    pub start_time: Option<u64>,
+}
+
 /// A session: the unit of work of one objective, with its phases and agents.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecord {

@@ -194,6 +194,7 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
         event,
         session_id,
         tool_name,
+        ..HookCall::default()
     })
 }
 

@@ -313,3 +313,33 @@ fn a_todo_list_is_read_from_todowrite_after_the_call_only() {
     .expect("a call");
     assert!(odd.todos.is_none());
 }
+
+/// `maos hook [--cli NAME]` is read before clap: the CLI named, Claude Code by default, a
+/// one-line error for an unknown name, and anything else left to clap.
+#[test]
+fn the_hook_reads_which_cli_calls_it_without_clap() {
+    use maos_proto::Cli;
+    let args = |a: &[&str]| super::fast_args(a.iter().map(std::ffi::OsString::from));
+    assert_eq!(args(&["hook"]), Some(Ok(Cli::Claude)));
+    assert_eq!(args(&["hook", "--cli", "codex"]), Some(Ok(Cli::Codex)));
+    assert_eq!(args(&["hook", "--cli=gemini"]), Some(Ok(Cli::Gemini)));
+    let Some(Err(e)) = args(&["hook", "--cli", "cursor"]) else {
+        panic!("an unknown CLI is not refused")
+    };
+    assert!(
+        e.contains("unknown agent CLI \"cursor\"") && e.contains("claude|codex|gemini"),
+        "{e}"
+    );
+    assert_eq!(args(&["hook", "--help"]), None);
+    assert_eq!(args(&["ps"]), None);
+    assert_eq!(args(&[]), None);
+}
+
+/// The lookup of the calling CLI's process: the nearest ancestor that is not a shell, here the
+/// test binary's parent (cargo or the test runner), with its start time.
+#[test]
+fn the_calling_cli_process_is_found() {
+    let p = super::cli_process().expect("an ancestor process");
+    assert_eq!(p.pid, std::os::unix::process::parent_id());
+    assert!(p.start_time.is_some_and(|t| t > 0), "{p:?}");
+}

@@ -17,8 +17,8 @@ pub use maos_core::brief::{
     FactSource,
 };
 pub use maos_core::record::{
-    AgentRecord, AgentTodos, ContextUsage, ErrorRecord, EventRecord, HistoryEntry, LockView, Note,
-    NoteKind, PauseInfo, ProcessInfo, PsLock, SessionRecord, Todo,
+    AgentRecord, AgentTodos, Cli, ContextUsage, ErrorRecord, EventRecord, HistoryEntry, LockView,
+    Note, NoteKind, PauseInfo, ProcessInfo, ProcessRef, PsLock, SessionRecord, Todo,
 };
 pub use reply::*;
 pub use request::*;

@@ -5,7 +5,7 @@ use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy, Ts};
 use serde::{Deserialize, Serialize};
 
 use super::EventFilter;
-use maos_core::record::{NoteKind, Todo};
+use maos_core::record::{Cli, NoteKind, ProcessRef, Todo};
 
 /// What a pause or resume applies to inside a session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -287,6 +287,9 @@ impl Request {
 /// path it writes. Never file contents.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HookCall {
+    /// The CLI that called (`maos hook --cli NAME`; Claude Code when not said).
+    #[serde(default)]
+    pub cli: Cli,
     /// `hook_event_name`: SessionStart, PreToolUse, SubagentStop, ...
     pub event: String,
     /// The CLI's session id (the same for the main thread and its subagents).
@@ -332,6 +335,10 @@ pub struct HookCall {
     /// PostToolUse of `TodoWrite`: the agent's whole task list as it now stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub todos: Option<Vec<Todo>>,
+    /// The CLI's own process (the hook's nearest ancestor that is not a shell), so that a
+    /// window that ends without saying so is noticed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessRef>,
 }
 
 impl HookCall {
