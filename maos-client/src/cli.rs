@@ -208,12 +208,27 @@ pub enum Cmd {
 
 #[derive(Args, Debug)]
 pub struct HookTarget {
-    /// The user's settings (~/.claude/settings.json) instead of the project's.
+    /// The user's settings (~/.claude/settings.json, ~/.codex/hooks.json,
+    /// ~/.gemini/settings.json) instead of the project's.
     #[arg(long)]
     pub user: bool,
     /// Codex's hooks file (.codex/hooks.json) instead of Claude Code's settings.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "gemini")]
     pub codex: bool,
+    /// Gemini CLI's settings (.gemini/settings.json) instead of Claude Code's.
+    #[arg(long)]
+    pub gemini: bool,
+}
+
+impl HookTarget {
+    /// The CLI these flags name (Claude Code without one).
+    pub fn cli(&self) -> maos_proto::Cli {
+        match (self.codex, self.gemini) {
+            (true, _) => maos_proto::Cli::Codex,
+            (_, true) => maos_proto::Cli::Gemini,
+            _ => maos_proto::Cli::Claude,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use maos_proto::service::{self as svc, Manager};
-use maos_proto::{Reply, Request, paths};
+use maos_proto::{Cli, Reply, Request, paths};
 use serde::Serialize;
 
 use crate::client::Client;
@@ -78,17 +78,22 @@ fn binary() -> Check {
 
 /// Hook settings of one CLI: project, project-local and user files, and whether its hooks
 /// are installed anywhere. A CLI maos is not installed for is only mentioned, unless maos is
-/// installed for no CLI at all (`other`: installed for the other one).
-fn hooks(root: &Path, codex: bool, other: bool) -> (Vec<Check>, bool) {
-    let name = if codex {
-        "Codex hooks"
-    } else {
-        "Claude Code hooks"
+/// installed for no CLI at all (`other`: installed for another one).
+fn hooks(root: &Path, cli: Cli, other: bool) -> (Vec<Check>, bool) {
+    let name = match cli {
+        Cli::Claude => "Claude Code hooks",
+        Cli::Codex => "Codex hooks",
+        Cli::Gemini => "Gemini CLI hooks",
+    };
+    let flag = match cli {
+        Cli::Claude => "",
+        Cli::Codex => " --codex",
+        Cli::Gemini => " --gemini",
     };
     let mut files = Vec::new();
     for user in [false, true] {
-        if let Ok(p) = install::settings_path(root, user, codex) {
-            if !codex && !user {
+        if let Ok(p) = install::settings_path(root, user, cli) {
+            if cli == Cli::Claude && !user {
                 files.push(p.with_file_name("settings.local.json"));
             }
             files.push(p);
@@ -97,17 +102,16 @@ fn hooks(root: &Path, codex: bool, other: bool) -> (Vec<Check>, bool) {
     let mut found = Vec::new();
     let mut out = Vec::new();
     for f in &files {
-        match install::installed(f, codex) {
+        match install::installed(f, cli) {
             Ok(Installed::Yes) => found.push(f.display().to_string()),
             Ok(Installed::No) => {}
             Ok(Installed::Partly(missing)) => out.push(check(
                 name,
                 Level::Warn,
                 format!(
-                    "{}: no current maos hook for {}; run `maos install-hooks{}` again",
+                    "{}: no current maos hook for {}; run `maos install-hooks{flag}` again",
                     f.display(),
                     missing.join(", "),
-                    if codex { " --codex" } else { "" }
                 ),
             )),
             // The CLI cannot read it either, so no hook in it runs.
@@ -118,15 +122,16 @@ fn hooks(root: &Path, codex: bool, other: bool) -> (Vec<Check>, bool) {
     if installed {
         out.insert(0, check(name, Level::Ok, found.join(", ")));
     } else if out.is_empty() {
-        let (level, how) = if codex {
-            (Level::Info, "`maos install-hooks --codex` if you use Codex")
-        } else if other {
-            (Level::Info, "`maos install-hooks` if you use Claude Code")
+        let level = if cli == Cli::Claude && !other {
+            Level::Fail
         } else {
-            (
-                Level::Fail,
-                "run `maos install-hooks` (or `--user` for every project)",
-            )
+            Level::Info
+        };
+        let how = match (cli, level) {
+            (Cli::Claude, Level::Fail) => {
+                "run `maos install-hooks` (or `--user` for every project)".to_string()
+            }
+            _ => format!("`maos install-hooks{flag}` if you use {}", cli.label()),
         };
         out.push(check(name, level, format!("not installed: {how}")));
     }
@@ -294,9 +299,11 @@ fn daemon(root: &str, service: Option<&svc::Installed>) -> Vec<Check> {
 /// Run every check and print the report; true when nothing failed.
 pub fn run(root: &str, json: bool) -> bool {
     let mut checks = vec![binary()];
-    let (codex, for_codex) = hooks(Path::new(root), true, false);
-    checks.extend(hooks(Path::new(root), false, for_codex).0);
+    let (codex, for_codex) = hooks(Path::new(root), Cli::Codex, false);
+    let (gemini, for_gemini) = hooks(Path::new(root), Cli::Gemini, false);
+    checks.extend(hooks(Path::new(root), Cli::Claude, for_codex || for_gemini).0);
     checks.extend(codex);
+    checks.extend(gemini);
     let socket = paths::socket_path();
     let mine = svc::installed_for(&socket);
     let (service_check, service_json) = service(&socket, mine.as_ref());

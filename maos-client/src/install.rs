@@ -4,11 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
+use maos_proto::Cli;
 use serde_json::{Map, Value, json};
 
-/// The command every entry runs (found on PATH, so the file can be shared by a team).
+/// The command every entry starts with (found on PATH, so the file can be shared by a team).
 const COMMAND: &str = "maos hook";
-/// Seconds Claude Code gives the hook.
+/// Seconds the CLI gives the hook.
 const TIMEOUT_S: u64 = 10;
 
 /// (event, matcher) pairs maos listens to in Claude Code; `None` = every occurrence.
@@ -39,8 +40,42 @@ const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
     ("Stop", None),
 ];
 
-fn events(codex: bool) -> &'static [(&'static str, Option<&'static str>)] {
-    if codex { CODEX_EVENTS } else { CLAUDE_EVENTS }
+/// Gemini CLI's: its write tools are `write_file` and `replace`.
+const GEMINI_EVENTS: &[(&str, Option<&str>)] = &[
+    ("SessionStart", None),
+    ("BeforeAgent", None),
+    ("BeforeTool", Some("write_file|replace")),
+    ("AfterTool", Some("write_file|replace|run_shell_command")),
+    ("AfterAgent", None),
+    ("PreCompress", None),
+    ("SessionEnd", None),
+];
+
+fn events(cli: Cli) -> &'static [(&'static str, Option<&'static str>)] {
+    match cli {
+        Cli::Claude => CLAUDE_EVENTS,
+        Cli::Codex => CODEX_EVENTS,
+        Cli::Gemini => GEMINI_EVENTS,
+    }
+}
+
+/// The command maos's entries run for `cli` (Claude Code's is the plain one, as maos has
+/// always written it).
+pub fn command(cli: Cli) -> String {
+    match cli {
+        Cli::Claude => COMMAND.to_string(),
+        other => format!("{COMMAND} --cli {other}"),
+    }
+}
+
+/// One hook entry of maos for `cli`, in that CLI's shape.
+fn entry(cli: Cli) -> Value {
+    match cli {
+        // Gemini CLI counts its timeout in milliseconds and shows the hook's name.
+        Cli::Gemini => json!({ "type": "command", "command": command(cli), "name": "maos",
+                               "timeout": TIMEOUT_S * 1000 }),
+        _ => json!({ "type": "command", "command": command(cli), "timeout": TIMEOUT_S }),
+    }
 }
 
 /// How far maos's hooks are installed in a settings file.
@@ -54,13 +89,13 @@ pub enum Installed {
 }
 
 /// Whether `path` has maos's hook on every event it needs (a broken file is an error).
-pub fn installed(path: &Path, codex: bool) -> Result<Installed, String> {
+pub fn installed(path: &Path, cli: Cli) -> Result<Installed, String> {
     let settings = read(path)?;
     // An entry of ours with another matcher (written by an older maos) misses tools.
     let current = |group: &Value, matcher: &Option<&str>| {
         is_ours(group) && matcher.is_none_or(|m| group["matcher"].as_str() == Some(m))
     };
-    let missing: Vec<&'static str> = events(codex)
+    let missing: Vec<&'static str> = events(cli)
         .iter()
         .filter(|(event, matcher)| {
             !settings
@@ -73,13 +108,14 @@ pub fn installed(path: &Path, codex: bool) -> Result<Installed, String> {
         .collect();
     Ok(match missing.len() {
         0 => Installed::Yes,
-        n if n == events(codex).len() => Installed::No,
+        n if n == events(cli).len() => Installed::No,
         _ => Installed::Partly(missing),
     })
 }
 
-/// Which settings file: the project's `.claude/settings.json`, the user's, or Codex's.
-pub fn settings_path(root: &Path, user: bool, codex: bool) -> Result<PathBuf, String> {
+/// Which settings file of `cli`: the project's (`.claude/settings.json`, `.codex/hooks.json`,
+/// `.gemini/settings.json`), or the same under the user's home.
+pub fn settings_path(root: &Path, user: bool, cli: Cli) -> Result<PathBuf, String> {
     let base = if user {
         std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
@@ -88,11 +124,11 @@ pub fn settings_path(root: &Path, user: bool, codex: bool) -> Result<PathBuf, St
     } else {
         root.to_path_buf()
     };
-    Ok(if codex {
-        base.join(".codex/hooks.json")
-    } else {
-        base.join(".claude/settings.json")
-    })
+    Ok(base.join(match cli {
+        Cli::Claude => ".claude/settings.json",
+        Cli::Codex => ".codex/hooks.json",
+        Cli::Gemini => ".gemini/settings.json",
+    }))
 }
 
 fn is_ours(group: &Value) -> bool {
@@ -157,7 +193,7 @@ fn strip(settings: &mut Map<String, Value>) -> bool {
     changed
 }
 
-pub fn install(path: &Path, codex: bool) -> Result<String, String> {
+pub fn install(path: &Path, cli: Cli) -> Result<String, String> {
     let mut settings = read(path)?;
     strip(&mut settings);
     let hooks = settings
@@ -169,9 +205,8 @@ pub fn install(path: &Path, codex: bool) -> Result<String, String> {
             path.display()
         ));
     };
-    for (event, matcher) in events(codex) {
-        let mut group =
-            json!({ "hooks": [ { "type": "command", "command": COMMAND, "timeout": TIMEOUT_S } ] });
+    for (event, matcher) in events(cli) {
+        let mut group = json!({ "hooks": [entry(cli)] });
         if let Some(m) = matcher {
             group["matcher"] = json!(m);
         }

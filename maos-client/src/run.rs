@@ -27,10 +27,10 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::Demo { args } => return demo::run(args),
         Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
             let root = cli.project_root()?;
-            let path = install::settings_path(std::path::Path::new(&root), t.user, t.codex)
+            let path = install::settings_path(std::path::Path::new(&root), t.user, t.cli())
                 .map_err(usage)?;
             let done = match &cli.cmd {
-                Cmd::InstallHooks(_) => install::install(&path, t.codex),
+                Cmd::InstallHooks(_) => install::install(&path, t.cli()),
                 _ => install::uninstall(&path),
             }
             .map_err(|m| Failure {
