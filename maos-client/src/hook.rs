@@ -1,9 +1,9 @@
 //! `maos hook`: the agent CLI calls this on every hook event with one JSON object on stdin.
 //! It forwards what maos needs (ids, event, tool, the path written; never file contents) and
 //! answers in the CLI's own terms (HOOKS.md): nothing to allow, a `permissionDecision: deny`
-//! object to refuse, `additionalContext` to inform. It never blocks the agent by accident:
-//! exit 1 is a non-blocking "hook error", and an unreachable daemon fails open (tool runs,
-//! the user is told) unless `MAOS_HOOK_FAIL=closed`.
+//! object to refuse (Gemini CLI: `{"decision":"deny","reason":...}`), `additionalContext` to
+//! inform. It never blocks the agent by accident: exit 1 is a non-blocking "hook error", and
+//! an unreachable daemon fails open (tool runs, the user is told) unless `MAOS_HOOK_FAIL=closed`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -29,22 +29,35 @@ fn print(v: &Value) {
     let _ = writeln!(out, "{v}");
 }
 
-fn deny(reason: &str) {
-    print(&json!({"hookSpecificOutput": {
-        "hookEventName": "PreToolUse",
-        "permissionDecision": "deny",
-        "permissionDecisionReason": reason,
-    }}));
+/// The refusal of a tool call in `cli`'s terms. Gemini CLI reads a top-level decision (exit 0,
+/// the JSON on stdout is the answer) and shows the model `Tool execution blocked: <reason>`.
+fn denial(cli: Cli, reason: &str) -> Value {
+    match cli {
+        Cli::Gemini => json!({"decision": "deny", "reason": reason}),
+        _ => json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }}),
+    }
+}
+
+fn deny(cli: Cli, reason: &str) {
+    print(&denial(cli, reason));
 }
 
 /// The daemon could not answer: the tool runs (fail open) and the user hears about it, or,
-/// with `MAOS_HOOK_FAIL=closed`, a write is refused.
-fn unreachable(event: &str, why: &str) -> ExitCode {
+/// with `MAOS_HOOK_FAIL=closed`, a write is refused. `systemMessage` is shown to the user by
+/// each CLI (Gemini CLI too, and with no decision it allows).
+fn unreachable(cli: Cli, event: &str, why: &str) -> ExitCode {
     let closed = env("MAOS_HOOK_FAIL").is_some_and(|v| v.eq_ignore_ascii_case("closed"));
     if closed && event == "PreToolUse" {
-        deny(&format!(
-            "maos could not check this tool call ({why}) and MAOS_HOOK_FAIL=closed refuses it; retry once `maos daemon status` works"
-        ));
+        deny(
+            cli,
+            &format!(
+                "maos could not check this tool call ({why}) and MAOS_HOOK_FAIL=closed refuses it; retry once `maos daemon status` works"
+            ),
+        );
     } else {
         print(
             &json!({ "systemMessage": format!("maos: {why}; file locks are not enforced for this call") }),
@@ -93,12 +106,63 @@ fn cli_process() -> Option<ProcessRef> {
     None
 }
 
+/// Variables maos reads that Gemini CLI strips from a hook's environment under its strict
+/// sanitization (`GITHUB_SHA` set): `MAOS_*` name the daemon and the agent, the XDG ones are
+/// where the socket and the state are by default.
+const GEMINI_STRIPPED: &[&str] = &[
+    "MAOS_SOCKET",
+    "MAOS_HOME",
+    "MAOS_SESSION_ID",
+    "MAOS_AGENT_ID",
+    "MAOS_HOOK_FAIL",
+    "MAOS_HOOK_TIMEOUT_MS",
+    "MAOS_NO_AUTOSTART",
+    "XDG_RUNTIME_DIR",
+    "XDG_STATE_HOME",
+];
+
+/// Gemini CLI may have stripped maos's variables from the hook's environment: take those
+/// missing here from the environment the CLI itself was started with (`/proc/PID/environ`,
+/// one small read), so the hook reaches the daemon and names the
+/// agent the CLI was started as. Linux only; elsewhere the hook's own environment stands.
+fn recover_gemini_env(cli: Option<ProcessRef>) {
+    let missing: Vec<&str> = GEMINI_STRIPPED
+        .iter()
+        .copied()
+        .filter(|k| std::env::var_os(k).is_none())
+        .collect();
+    let Some(p) = cli.filter(|_| !missing.is_empty()) else {
+        return;
+    };
+    let Ok(environ) = std::fs::read(format!("/proc/{}/environ", p.pid)) else {
+        return;
+    };
+    for entry in environ.split(|b| *b == 0) {
+        let Some(eq) = entry.iter().position(|b| *b == b'=') else {
+            continue;
+        };
+        let (key, value) = (&entry[..eq], &entry[eq + 1..]);
+        let (Ok(key), Ok(value)) = (std::str::from_utf8(key), std::str::from_utf8(value)) else {
+            continue;
+        };
+        if missing.contains(&key) && !value.is_empty() {
+            // SAFETY: the hook is single-threaded (no thread has been started yet), so no
+            // other thread reads the environment while it is set.
+            unsafe { std::env::set_var(key, value) };
+        }
+    }
+}
+
 pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
-    // One object, never waiting for EOF: some CLI versions keep stdin open.
-    let call = match input::parse(std::io::stdin().lock(), MAX_INPUT) {
+    let process = cli_process();
+    if cli == Cli::Gemini {
+        recover_gemini_env(process);
+    }
+    // One object, never waiting for EOF: some CLI versions keep stdin open (Gemini CLI's
+    // has no trailing newline and is closed).
+    let call = match input::parse(std::io::stdin().lock(), MAX_INPUT, cli) {
         Ok(mut c) => {
-            c.cli = cli;
-            c.process = cli_process();
+            c.process = process;
             c
         }
         Err(e) => {
@@ -121,16 +185,16 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
     let timeout = Duration::from_millis(timeout.max(1));
     let mut client = match Client::connect_within(true, timeout) {
         Ok(c) => c,
-        Err(e) => return unreachable(&event, &e.body().message),
+        Err(e) => return unreachable(cli, &event, &e.body().message),
     };
     client.set_timeout(timeout);
     let answer = match client.request(Some(&root), Request::Hook(Box::new(call))) {
         Ok(Reply::Hook(a)) => a,
-        Ok(_) => return unreachable(&event, "the daemon gave an unexpected answer"),
-        Err(e) => return unreachable(&event, &e.body().message),
+        Ok(_) => return unreachable(cli, &event, "the daemon gave an unexpected answer"),
+        Err(e) => return unreachable(cli, &event, &e.body().message),
     };
     match (answer.decision, event.as_str()) {
-        (HookDecision::Deny, _) => deny(answer.reason.as_deref().unwrap_or("refused by maos")),
+        (HookDecision::Deny, _) => deny(cli, answer.reason.as_deref().unwrap_or("refused by maos")),
         (_, "SessionStart" | "UserPromptSubmit") => {
             if let Some(ctx) = answer.context {
                 print(&json!({"hookSpecificOutput": {

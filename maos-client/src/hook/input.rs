@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::io::Read;
 
-use maos_proto::{HookCall, SubagentResult, Todo, Written};
+use maos_proto::{Cli, HookCall, SubagentResult, Todo, Written};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -79,13 +79,14 @@ fn patch_of(input: &Value) -> Option<&str> {
         .filter(|t| maos_core::patch::is_patch(t))
 }
 
-/// Size and SHA-256 of the text a write sends: Write's content, Edit's new string,
-/// MultiEdit's new strings, NotebookEdit's new source, a patch. Only these two numbers leave
+/// Size and SHA-256 of the text a write sends: Write's (and Gemini CLI's `write_file`'s)
+/// content, Edit's (and `replace`'s) new string, MultiEdit's new strings, NotebookEdit's new
+/// source, a patch. Only these two numbers leave
 /// this process; the text itself never does.
 fn written(tool: &str, input: &Value) -> Option<Written> {
     let parts: Vec<&str> = match tool {
-        "Write" => vec![input.get("content")?.as_str()?],
-        "Edit" => vec![input.get("new_string")?.as_str()?],
+        "Write" | "write_file" => vec![input.get("content")?.as_str()?],
+        "Edit" | "replace" => vec![input.get("new_string")?.as_str()?],
         "NotebookEdit" => vec![input.get("new_source")?.as_str()?],
         "MultiEdit" => input
             .get("edits")?
@@ -145,12 +146,33 @@ fn subagent_of(response: &Value) -> Option<SubagentResult> {
     })
 }
 
-/// The call from one hook input object (lenient: unknown fields ignored, most optional).
-pub fn call_of(v: &Value) -> Result<HookCall, String> {
+/// The event the daemon knows for Gemini CLI's `event`: its tool, agent-turn and compression
+/// events under Claude Code's names (the daemon is CLI-agnostic); the others as they are
+/// (`SessionStart` and `SessionEnd` are the same; the model and notification events are not
+/// installed and mean nothing to the daemon).
+pub fn gemini_event(event: &str) -> &str {
+    match event {
+        "BeforeTool" => "PreToolUse",
+        "AfterTool" => "PostToolUse",
+        // Its input has the user's `prompt`.
+        "BeforeAgent" => "UserPromptSubmit",
+        // The agent's turn is over, as Claude Code's Stop.
+        "AfterAgent" => "Stop",
+        "PreCompress" => "PreCompact",
+        other => other,
+    }
+}
+
+/// The call from one hook input object of `cli` (lenient: unknown fields ignored, most
+/// optional).
+pub fn call_of(v: &Value, cli: Cli) -> Result<HookCall, String> {
     if !v.is_object() {
         return Err("the input is JSON but not an object".into());
     }
-    let event = text(v, "hook_event_name").ok_or("hook input has no hook_event_name")?;
+    let mut event = text(v, "hook_event_name").ok_or("hook input has no hook_event_name")?;
+    if cli == Cli::Gemini {
+        event = gemini_event(&event).to_string();
+    }
     let session_id = text(v, "session_id").ok_or("hook input has no session_id")?;
     let tool_name = text(v, "tool_name");
     let tool = tool_name.as_deref().unwrap_or("");
@@ -194,11 +216,12 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
         event,
         session_id,
         tool_name,
+        cli,
         ..HookCall::default()
     })
 }
 
-/// The whole parse of one hook input: [`read_value`], then [`call_of`].
-pub fn parse<R: Read>(r: R, limit: u64) -> Result<HookCall, String> {
-    call_of(&read_value(r, limit)?)
+/// The whole parse of one hook input of `cli`: [`read_value`], then [`call_of`].
+pub fn parse<R: Read>(r: R, limit: u64, cli: Cli) -> Result<HookCall, String> {
+    call_of(&read_value(r, limit)?, cli)
 }

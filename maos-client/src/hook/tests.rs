@@ -2,6 +2,7 @@
 //! panics and every refusal is one line saying what is wrong.
 
 use super::input::{MAX_INPUT, call_of, parse, read_value};
+use maos_proto::Cli;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -152,7 +153,7 @@ proptest! {
     /// Any bytes at all: a value or a one-line refusal, never a panic.
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        if let Err(e) = parse(&bytes[..], MAX_INPUT) {
+        if let Err(e) = parse(&bytes[..], MAX_INPUT, Cli::Claude) {
             one_line(&e)?;
         }
     }
@@ -162,7 +163,7 @@ proptest! {
     fn arbitrary_text_never_panics(
         text in prop_oneof![".{0,64}", "[\\[\\]{}\":,0-9a-z \\\\ntfe.-]{0,64}"]
     ) {
-        if let Err(e) = parse(text.as_bytes(), MAX_INPUT) {
+        if let Err(e) = parse(text.as_bytes(), MAX_INPUT, Cli::Claude) {
             one_line(&e)?;
         }
     }
@@ -172,7 +173,7 @@ proptest! {
     #[test]
     fn arbitrary_json_never_panics(v in json_value()) {
         let text = serde_json::to_string(&v).unwrap();
-        match parse(text.as_bytes(), MAX_INPUT) {
+        match parse(text.as_bytes(), MAX_INPUT, Cli::Claude) {
             Ok(call) => {
                 prop_assert_eq!(Some(call.event.as_str()), v["hook_event_name"].as_str());
                 prop_assert_eq!(Some(call.session_id.as_str()), v["session_id"].as_str());
@@ -191,7 +192,7 @@ proptest! {
     /// that of the text sent, and a call survives the trip to the daemon (serde round trip).
     #[test]
     fn hook_like_input_never_panics(v in hook_like()) {
-        match call_of(&v) {
+        match call_of(&v, Cli::Claude) {
             Ok(call) => {
                 if let Some(w) = &call.written {
                     prop_assert_eq!(w.sha256.len(), 64);
@@ -234,7 +235,7 @@ proptest! {
 fn deep_nesting_is_refused_in_one_line() {
     for (open, close) in [("[", "]"), ("{\"a\":", "}")] {
         let text = format!("{}1{}", open.repeat(10_000), close.repeat(10_000));
-        let e = parse(text.as_bytes(), MAX_INPUT).unwrap_err();
+        let e = parse(text.as_bytes(), MAX_INPUT, Cli::Claude).unwrap_err();
         assert!(e.contains("128 levels deep"), "{e}");
         assert!(!e.contains('\n'), "{e}");
     }
@@ -244,7 +245,7 @@ fn deep_nesting_is_refused_in_one_line() {
         "[".repeat(200),
         "]".repeat(200)
     );
-    let e = parse(text.as_bytes(), MAX_INPUT).unwrap_err();
+    let e = parse(text.as_bytes(), MAX_INPUT, Cli::Claude).unwrap_err();
     assert!(e.contains("levels deep"), "{e}");
     // Up to the limit is fine.
     let text = format!(
@@ -252,7 +253,7 @@ fn deep_nesting_is_refused_in_one_line() {
         "[".repeat(100),
         "]".repeat(100)
     );
-    assert!(parse(text.as_bytes(), MAX_INPUT).is_ok());
+    assert!(parse(text.as_bytes(), MAX_INPUT, Cli::Claude).is_ok());
 }
 
 #[test]
@@ -269,7 +270,7 @@ fn refusals_say_what_is_wrong() {
         ),
     ];
     for (input, want) in cases {
-        let e = parse(input, MAX_INPUT).unwrap_err();
+        let e = parse(input, MAX_INPUT, Cli::Claude).unwrap_err();
         assert!(e.contains(want), "{input:?}: {e}");
         assert!(!e.contains('\n'), "{e}");
     }
@@ -281,6 +282,7 @@ fn one_value_is_read_and_what_follows_is_left() {
     let call = parse(
         &b"{\"hook_event_name\":\"Stop\",\"session_id\":\"s\"} trailing junk {"[..],
         MAX_INPUT,
+        Cli::Claude,
     )
     .unwrap();
     assert_eq!(
@@ -298,6 +300,7 @@ fn a_todo_list_is_read_from_todowrite_after_the_call_only() {
         call_of(
             &json!({"session_id": "s", "hook_event_name": event, "tool_name": tool,
                         "tool_input": {"todos": items}}),
+            Cli::Claude,
         )
         .expect("a call")
     };
@@ -308,8 +311,11 @@ fn a_todo_list_is_read_from_todowrite_after_the_call_only() {
     assert!(call("PreToolUse", "TodoWrite").todos.is_none());
     assert!(call("PostToolUse", "Write").todos.is_none());
     // Not a list: no list, and no error either (the hook never fails the tool).
-    let odd = call_of(&json!({"session_id": "s", "hook_event_name": "PostToolUse",
-                              "tool_name": "TodoWrite", "tool_input": {"todos": "nope"}}))
+    let odd = call_of(
+        &json!({"session_id": "s", "hook_event_name": "PostToolUse",
+                              "tool_name": "TodoWrite", "tool_input": {"todos": "nope"}}),
+        Cli::Claude,
+    )
     .expect("a call");
     assert!(odd.todos.is_none());
 }
@@ -318,7 +324,6 @@ fn a_todo_list_is_read_from_todowrite_after_the_call_only() {
 /// one-line error for an unknown name, and anything else left to clap.
 #[test]
 fn the_hook_reads_which_cli_calls_it_without_clap() {
-    use maos_proto::Cli;
     let args = |a: &[&str]| super::fast_args(a.iter().map(std::ffi::OsString::from));
     assert_eq!(args(&["hook"]), Some(Ok(Cli::Claude)));
     assert_eq!(args(&["hook", "--cli", "codex"]), Some(Ok(Cli::Codex)));
@@ -342,4 +347,117 @@ fn the_calling_cli_process_is_found() {
     let p = super::cli_process().expect("an ancestor process");
     assert_eq!(p.pid, std::os::unix::process::parent_id());
     assert!(p.start_time.is_some_and(|t| t > 0), "{p:?}");
+}
+
+/// One Gemini CLI hook input as the real 0.61.0 sends it (no trailing newline).
+fn gemini(event: &str, extra: Value) -> maos_proto::HookCall {
+    let mut v = json!({"session_id": "g1", "transcript_path": "/t.json", "cwd": "/repo/sub",
+                       "hook_event_name": event, "timestamp": "2026-11-25T22:00:00.000Z"});
+    for (k, x) in extra.as_object().expect("an object") {
+        v[k] = x.clone();
+    }
+    let text = serde_json::to_string(&v).unwrap();
+    assert!(!text.ends_with('\n'));
+    parse(text.as_bytes(), MAX_INPUT, Cli::Gemini).expect("a call")
+}
+
+/// Gemini CLI's events are read as the ones the daemon knows, with the CLI on the call; the
+/// same names from another CLI are left as they are.
+#[test]
+fn gemini_events_map_onto_the_daemons() {
+    let cases = [
+        ("BeforeTool", "PreToolUse"),
+        ("AfterTool", "PostToolUse"),
+        ("BeforeAgent", "UserPromptSubmit"),
+        ("AfterAgent", "Stop"),
+        ("PreCompress", "PreCompact"),
+        ("SessionStart", "SessionStart"),
+        ("SessionEnd", "SessionEnd"),
+        ("BeforeModel", "BeforeModel"),
+    ];
+    for (theirs, ours) in cases {
+        let call = gemini(theirs, json!({}));
+        assert_eq!(call.event, ours, "{theirs}");
+        assert_eq!(call.cli, Cli::Gemini);
+        assert_eq!(call.cwd.as_deref(), Some("/repo/sub"));
+    }
+    let claude = call_of(
+        &json!({"session_id": "s", "hook_event_name": "BeforeTool"}),
+        Cli::Claude,
+    )
+    .unwrap();
+    assert_eq!(
+        (claude.event.as_str(), claude.cli),
+        ("BeforeTool", Cli::Claude)
+    );
+    // The prompt of a turn, the trigger of a compression, the source and reason of a session.
+    let prompt = gemini(
+        "BeforeAgent",
+        json!({"prompt": "\n  fix the parser\nthen more"}),
+    );
+    assert_eq!(prompt.summary.as_deref(), Some("fix the parser"));
+    let compress = gemini("PreCompress", json!({"trigger": "auto"}));
+    assert_eq!(compress.source.as_deref(), Some("auto"));
+    assert_eq!(
+        gemini("SessionStart", json!({"source": "resume"}))
+            .source
+            .as_deref(),
+        Some("resume")
+    );
+    assert_eq!(
+        gemini("SessionEnd", json!({"reason": "exit"}))
+            .source
+            .as_deref(),
+        Some("exit")
+    );
+}
+
+/// `write_file` and `replace` are writes: their path (relative to `cwd` as the model gave it,
+/// resolved by the daemon) takes a lock before, and after the call what they sent is hashed,
+/// never kept; other tools are not writes.
+#[test]
+fn gemini_write_tools_lock_their_path_and_hash_what_they_sent() {
+    let write = json!({"tool_name": "write_file",
+                       "tool_input": {"file_path": "notes/a.md", "content": "hello"}});
+    let before = gemini("BeforeTool", write.clone());
+    assert!(before.writes_files());
+    assert_eq!(before.paths, ["notes/a.md"]);
+    assert_eq!(before.written, None);
+    let after = gemini("AfterTool", write);
+    let w = after.written.expect("the write's size and hash");
+    assert_eq!(w.bytes, 5);
+    assert_eq!(
+        w.sha256,
+        "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+    );
+    let replace = gemini(
+        "AfterTool",
+        json!({"tool_name": "replace", "tool_input": {"file_path": "/repo/b.rs",
+               "instruction": "rename", "old_string": "a", "new_string": "hello",
+               "allow_multiple": false}}),
+    );
+    assert!(replace.writes_files());
+    assert_eq!(replace.paths, ["/repo/b.rs"]);
+    assert_eq!(replace.written.map(|w| w.bytes), Some(5));
+    let shell = gemini(
+        "BeforeTool",
+        json!({"tool_name": "run_shell_command", "tool_input": {"command": "echo > x"}}),
+    );
+    assert!(!shell.writes_files());
+    assert!(shell.paths.is_empty());
+}
+
+/// What a denial looks like to each CLI: Gemini CLI's own top-level decision, Claude Code's
+/// and Codex's `permissionDecision`.
+#[test]
+fn a_denial_is_in_the_clis_own_terms() {
+    assert_eq!(
+        super::denial(Cli::Gemini, "maos: a.rs is held"),
+        json!({"decision": "deny", "reason": "maos: a.rs is held"})
+    );
+    for cli in [Cli::Claude, Cli::Codex] {
+        let d = super::denial(cli, "why");
+        assert_eq!(d["hookSpecificOutput"]["permissionDecision"], "deny");
+        assert_eq!(d["hookSpecificOutput"]["permissionDecisionReason"], "why");
+    }
 }

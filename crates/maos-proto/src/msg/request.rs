@@ -304,7 +304,8 @@ pub struct HookCall {
     #[serde(default)]
     pub tool_use_id: Option<String>,
     /// The files a writing tool targets, as the CLI named them (the daemon resolves them):
-    /// one for `Write`/`Edit`/`MultiEdit`/`NotebookEdit`, every file of a Codex `apply_patch`.
+    /// one for `Write`/`Edit`/`MultiEdit`/`NotebookEdit` (and Gemini CLI's `write_file`/
+    /// `replace`, whose path may be relative to `cwd`), every file of a Codex `apply_patch`.
     #[serde(default)]
     pub paths: Vec<String>,
     #[serde(default)]
@@ -343,11 +344,20 @@ pub struct HookCall {
 
 impl HookCall {
     /// The call is of a tool that writes files (`Write`, `Edit`, `MultiEdit`, `NotebookEdit`,
-    /// Codex's `apply_patch`): its `paths` are files it writes, which take a lock.
+    /// Codex's `apply_patch`, Gemini CLI's `write_file` and `replace`): its `paths` are files
+    /// it writes, which take a lock.
     pub fn writes_files(&self) -> bool {
         matches!(
             self.tool_name.as_deref(),
-            Some("Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch")
+            Some(
+                "Write"
+                    | "Edit"
+                    | "MultiEdit"
+                    | "NotebookEdit"
+                    | "apply_patch"
+                    | "write_file"
+                    | "replace"
+            )
         )
     }
 }
