@@ -218,6 +218,9 @@ pub struct HookTarget {
     /// Gemini CLI's settings (.gemini/settings.json) instead of Claude Code's.
     #[arg(long)]
     pub gemini: bool,
+    /// Answer yes to the trust question (for scripts).
+    #[arg(long)]
+    pub yes: bool,
 }
 
 impl HookTarget {

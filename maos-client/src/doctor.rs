@@ -138,6 +138,45 @@ fn hooks(root: &Path, cli: Cli, other: bool) -> (Vec<Check>, bool) {
     (out, installed)
 }
 
+/// Whether Gemini CLI trusts the project folder: it runs no hook of its settings elsewhere.
+fn gemini_trust(root: &Path) -> Check {
+    use crate::gemini::{self, Trust};
+    const NAME: &str = "Gemini CLI trust";
+    // The fix names the settings maos is installed in (the project's first).
+    let user = install::settings_path(root, false, Cli::Gemini)
+        .and_then(|p| install::installed(&p, Cli::Gemini))
+        .map_or(true, |i| i != Installed::Yes);
+    let file = gemini::trust_file()
+        .map(|f| f.display().to_string())
+        .unwrap_or_default();
+    match gemini::trust(root) {
+        Ok(Trust::Trusted(rule)) => check(NAME, Level::Ok, format!("{rule} trusted in {file}")),
+        Ok(Trust::Off) => check(
+            NAME,
+            Level::Ok,
+            "folder trust is off in the user's settings (security.folderTrust.enabled)",
+        ),
+        Ok(Trust::Distrusted(rule)) => check(
+            NAME,
+            Level::Fail,
+            format!(
+                "{file} distrusts {rule} (DO_NOT_TRUST): Gemini CLI runs no hook here; change that rule to trust {}",
+                root.display()
+            ),
+        ),
+        Ok(Trust::Unknown) => check(
+            NAME,
+            Level::Fail,
+            format!(
+                "{} is not trusted: Gemini CLI runs no hook here (a headless run exits 55); run `{}`",
+                root.display(),
+                gemini::fix(user)
+            ),
+        ),
+        Err(e) => check(NAME, Level::Fail, e),
+    }
+}
+
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
@@ -304,6 +343,9 @@ pub fn run(root: &str, json: bool) -> bool {
     checks.extend(hooks(Path::new(root), Cli::Claude, for_codex || for_gemini).0);
     checks.extend(codex);
     checks.extend(gemini);
+    if for_gemini {
+        checks.push(gemini_trust(Path::new(root)));
+    }
     let socket = paths::socket_path();
     let mine = svc::installed_for(&socket);
     let (service_check, service_json) = service(&socket, mine.as_ref());

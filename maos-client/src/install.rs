@@ -40,12 +40,17 @@ const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
     ("Stop", None),
 ];
 
-/// Gemini CLI's: its write tools are `write_file` and `replace`.
+/// Gemini CLI's (0.61.0): its write tools are `write_file` and `replace`. Its tool matchers
+/// are unanchored regular expressions (`replace` alone would also match an MCP tool named
+/// `..._replace_...`), so they are anchored.
 const GEMINI_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("BeforeAgent", None),
-    ("BeforeTool", Some("write_file|replace")),
-    ("AfterTool", Some("write_file|replace|run_shell_command")),
+    ("BeforeTool", Some("^(write_file|replace)$")),
+    (
+        "AfterTool",
+        Some("^(write_file|replace|run_shell_command)$"),
+    ),
     ("AfterAgent", None),
     ("PreCompress", None),
     ("SessionEnd", None),

@@ -11,6 +11,7 @@ mod client;
 mod demo;
 mod doctor;
 mod failure;
+mod gemini;
 mod hook;
 mod install;
 mod managed;

@@ -14,7 +14,7 @@ use crate::request::{
     target, whoami,
 };
 use crate::show::{emit_events, print_json, show, show_human};
-use crate::{demo, doctor, hook, install, managed, service, shell, transfer};
+use crate::{demo, doctor, gemini, hook, install, managed, service, shell, transfer};
 
 pub fn run(cli: &Cli) -> Res {
     let json = cli.json;
@@ -29,8 +29,14 @@ pub fn run(cli: &Cli) -> Res {
             let root = cli.project_root()?;
             let path = install::settings_path(std::path::Path::new(&root), t.user, t.cli())
                 .map_err(usage)?;
-            let done = match &cli.cmd {
-                Cmd::InstallHooks(_) => install::install(&path, t.cli()),
+            let root = std::path::Path::new(&root);
+            let done = match (&cli.cmd, t.cli()) {
+                // Gemini CLI runs hooks only in a trusted folder: install and uninstall see to it.
+                (Cmd::InstallHooks(_), maos_proto::Cli::Gemini) => {
+                    gemini::install(root, &path, t.user, t.yes)
+                }
+                (Cmd::InstallHooks(_), which) => install::install(&path, which),
+                (_, maos_proto::Cli::Gemini) => gemini::uninstall(root, &path),
                 _ => install::uninstall(&path),
             }
             .map_err(|m| Failure {
