@@ -52,7 +52,9 @@ const GEMINI_EVENTS: &[(&str, Option<&str>)] = &[
         Some("^(write_file|replace|run_shell_command)$"),
     ),
     ("AfterAgent", None),
-    ("PreCompress", None),
+    // Its other matchers are exact: only a manual compression (`/compress`); an automatic
+    // PreCompress comes before every model turn, whether it compresses or not.
+    ("PreCompress", Some("manual")),
     ("SessionEnd", None),
 ];
 

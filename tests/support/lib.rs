@@ -22,6 +22,7 @@ pub use serde_json::{Value, json};
 
 pub mod client;
 pub mod daemon;
+pub mod fake_http;
 pub mod procfs;
 pub mod tempdir;
 

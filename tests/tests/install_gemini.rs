@@ -91,6 +91,7 @@ fn install_with_yes_trusts_the_folder_and_uninstall_removes_exactly_that() {
     assert_eq!(before["matcher"], "^(write_file|replace)$");
     assert_eq!(before["hooks"][0]["command"], "maos hook --cli gemini");
     assert_eq!(before["hooks"][0]["timeout"], 10000);
+    assert_eq!(v["hooks"]["PreCompress"][0]["matcher"], "manual");
     let trust = read(&trust_file(&env));
     assert_eq!(trust["/somewhere/else"], "TRUST_PARENT");
     assert_eq!(trust[root(&env)], "TRUST_FOLDER", "{trust}");

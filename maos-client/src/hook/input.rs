@@ -149,8 +149,10 @@ fn subagent_of(response: &Value) -> Option<SubagentResult> {
 /// The event the daemon knows for Gemini CLI's `event`: its tool, agent-turn and compression
 /// events under Claude Code's names (the daemon is CLI-agnostic); the others as they are
 /// (`SessionStart` and `SessionEnd` are the same; the model and notification events are not
-/// installed and mean nothing to the daemon).
-pub fn gemini_event(event: &str) -> &str {
+/// installed and mean nothing to the daemon). Gemini CLI 0.61.0 fires `PreCompress` with
+/// `trigger: auto` before every model turn, before it even checks whether to compress: only a
+/// `manual` one (`/compress`) is known to compress, so only that one is a `PreCompact`.
+pub fn gemini_event<'a>(event: &'a str, trigger: Option<&str>) -> &'a str {
     match event {
         "BeforeTool" => "PreToolUse",
         "AfterTool" => "PostToolUse",
@@ -158,7 +160,7 @@ pub fn gemini_event(event: &str) -> &str {
         "BeforeAgent" => "UserPromptSubmit",
         // The agent's turn is over, as Claude Code's Stop.
         "AfterAgent" => "Stop",
-        "PreCompress" => "PreCompact",
+        "PreCompress" if trigger == Some("manual") => "PreCompact",
         other => other,
     }
 }
@@ -171,7 +173,7 @@ pub fn call_of(v: &Value, cli: Cli) -> Result<HookCall, String> {
     }
     let mut event = text(v, "hook_event_name").ok_or("hook input has no hook_event_name")?;
     if cli == Cli::Gemini {
-        event = gemini_event(&event).to_string();
+        event = gemini_event(&event, v.get("trigger").and_then(Value::as_str)).to_string();
     }
     let session_id = text(v, "session_id").ok_or("hook input has no session_id")?;
     let tool_name = text(v, "tool_name");

@@ -370,7 +370,6 @@ fn gemini_events_map_onto_the_daemons() {
         ("AfterTool", "PostToolUse"),
         ("BeforeAgent", "UserPromptSubmit"),
         ("AfterAgent", "Stop"),
-        ("PreCompress", "PreCompact"),
         ("SessionStart", "SessionStart"),
         ("SessionEnd", "SessionEnd"),
         ("BeforeModel", "BeforeModel"),
@@ -396,8 +395,15 @@ fn gemini_events_map_onto_the_daemons() {
         json!({"prompt": "\n  fix the parser\nthen more"}),
     );
     assert_eq!(prompt.summary.as_deref(), Some("fix the parser"));
-    let compress = gemini("PreCompress", json!({"trigger": "auto"}));
-    assert_eq!(compress.source.as_deref(), Some("auto"));
+    // Only a manual compression is one: Gemini CLI sends an automatic PreCompress before
+    // every model turn, compressing or not.
+    let compress = gemini("PreCompress", json!({"trigger": "manual"}));
+    assert_eq!(compress.event, "PreCompact");
+    assert_eq!(compress.source.as_deref(), Some("manual"));
+    assert_eq!(
+        gemini("PreCompress", json!({"trigger": "auto"})).event,
+        "PreCompress"
+    );
     assert_eq!(
         gemini("SessionStart", json!({"source": "resume"}))
             .source

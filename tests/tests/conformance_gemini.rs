@@ -1,0 +1,596 @@
+//! Conformance with the real Gemini CLI: the pinned npm release (installed once into a cache
+//! outside the repository by `tests/conformance/install.sh`) runs offline against a scripted
+//! fake Gemini API on 127.0.0.1, with maos's hooks installed by `maos install-hooks --gemini`
+//! and the real maosd behind them. Each scenario checks three sides: what the model received
+//! back (the `functionResponse` in the recorded requests), the files on disk, and maos's own
+//! view (`events`, `lock list`).
+//!
+//! Where the client cannot be installed or started, the test skips with the reason, and fails
+//! on CI (`CI` set).
+//!
+//! Observed of Gemini CLI 0.61.0 driven this way (`gemini -p PROMPT --yolo -m
+//! gemini-2.5-flash`, `GOOGLE_GEMINI_BASE_URL`, `GEMINI_API_KEY=dummy`, the API-key auth
+//! selected in the temporary HOME's `~/.gemini/settings.json`):
+//! - It calls only `POST /v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse`
+//!   (SSE, `data: {candidates: [{content: {role: "model", parts}}]}`), once per model turn,
+//!   nothing else on the network. A `functionCall` part is a tool call; the CLI gives it an
+//!   id (`write_file_<ms>_0`) and sends the result back in the next request as a
+//!   `functionResponse` whose `response` is `{"output": ...}` on success and
+//!   `{"error": "Tool execution blocked: <reason>"}` when a BeforeTool hook denies (exit 0,
+//!   `{"decision":"deny","reason":...}` on stdout).
+//! - Hooks of one `-p` run, in order: SessionStart (`source: startup`) before the first
+//!   request, its `hookSpecificOutput.additionalContext` put into the first user turn before
+//!   the prompt as `<hook_context>...</hook_context>`; BeforeAgent with the `prompt`;
+//!   PreCompress with `trigger: auto` before every model request, although nothing is
+//!   compressed (the CLI fires it before checking the threshold: maos installs it for
+//!   `manual` only); BeforeTool / AfterTool around each tool; AfterAgent; SessionEnd with
+//!   `reason: exit`. The model's relative `file_path` arrives as given, with `cwd` the
+//!   project.
+//! - A hook's `systemMessage` is printed on stderr as `Hook system message: ...`. Project
+//!   hooks get a warning on stderr each run ("project-level hooks have been detected").
+//! - In a folder not in `~/.gemini/trustedFolders.json` it prints "Approval mode overridden
+//!   to \"default\" because the current folder is not trusted" and exits 55 before any hook
+//!   or request.
+//! - With `GITHUB_SHA` set, hooks get only a few variables (PATH, HOME, TMPDIR, ...):
+//!   `MAOS_*` and `XDG_*` are gone (the hook takes them from the CLI's own environment).
+//! - Even `gemini --version` writes into `$HOME/.gemini` (it leaves
+//!   `projects.json.<uuid>.tmp` files): every run here has a HOME in the test's directory,
+//!   and TMPDIR too. A run takes 6 to 15 s (node starting up).
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use maos_tests::fake_http::{FakeApi, Recorded, Response, npm_client};
+use maos_tests::{Env, Value, bin_dir, json, skip_unless_ci};
+
+const PACKAGE: &str = "@google/gemini-cli";
+const VERSION: &str = "0.61.0";
+const MODEL: &str = "gemini-2.5-flash";
+/// How long one `gemini -p` run may take before it is killed and the test fails.
+const RUN_DEADLINE: Duration = Duration::from_secs(60);
+/// The word in the prompt that makes the script play its tool calls.
+const CUE: &str = "MAOS-CONFORMANCE";
+
+/// The `gemini` executable of the pinned release, installed on first use; `Err` says why not.
+fn gemini() -> Result<PathBuf, String> {
+    static GEMINI: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    GEMINI
+        .get_or_init(|| npm_client(PACKAGE, VERSION, "gemini"))
+        .clone()
+}
+
+/// One tool call the fake model makes: Gemini's function name and its arguments.
+#[derive(Clone)]
+struct Call {
+    name: &'static str,
+    args: Value,
+}
+
+/// The `functionResponse` parts of a request's history, in order.
+fn function_responses(body: &Value) -> Vec<Value> {
+    body["contents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["parts"].as_array())
+        .flatten()
+        .filter_map(|p| p.get("functionResponse").cloned())
+        .collect()
+}
+
+/// The text of the user's turns of a request (the prompt and what hooks put before it).
+fn user_text(body: &Value) -> String {
+    body["contents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["role"] == "user")
+        .filter_map(|c| c["parts"].as_array())
+        .flatten()
+        .filter_map(|p| p["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The streamed answer (`alt=sse`) of one model turn: `parts` and the usual metadata.
+fn sse(parts: Value) -> Response {
+    let chunk = json!({
+        "candidates": [{"content": {"role": "model", "parts": parts},
+                        "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
+                          "totalTokenCount": 15},
+        "modelVersion": MODEL,
+    });
+    Response {
+        status: 200,
+        content_type: "text/event-stream",
+        body: format!("data: {chunk}\r\n\r\n"),
+    }
+}
+
+/// A fake Gemini API: a request whose prompt has [`CUE`] gets the next of `calls` (one per
+/// model turn, after the previous one's result came back), then text; anything else (a
+/// helper request of the CLI) gets text. Every request is recorded.
+fn fake_model(calls: Vec<Call>) -> FakeApi {
+    FakeApi::start(RUN_DEADLINE, move |r: &Recorded| {
+        if r.method != "POST" || !r.target.starts_with("/v1beta/models/") {
+            return Response::not_found();
+        }
+        if r.target.contains(":countTokens") {
+            return Response {
+                status: 200,
+                content_type: "application/json",
+                body: json!({"totalTokens": 10}).to_string(),
+            };
+        }
+        let done = function_responses(&r.body).len();
+        let reply = match calls.get(done) {
+            Some(c) if user_text(&r.body).contains(CUE) => {
+                sse(json!([{"functionCall": {"name": c.name, "args": c.args}}]))
+            }
+            _ => sse(json!([{"text": "Done."}])),
+        };
+        if r.target.contains(":streamGenerateContent") {
+            reply
+        } else {
+            // The non-streaming form: the one chunk as a plain JSON body.
+            let body = reply.body.trim().trim_start_matches("data: ").to_string();
+            Response {
+                status: 200,
+                content_type: "application/json",
+                body,
+            }
+        }
+    })
+}
+
+/// The model requests (`:streamGenerateContent`) recorded.
+fn model_requests(api: &FakeApi) -> Vec<Value> {
+    api.requests()
+        .into_iter()
+        .filter(|r| r.target.contains(":streamGenerateContent"))
+        .map(|r| r.body)
+        .collect()
+}
+
+/// What came back to the model for its tool calls, in order (each `functionResponse`'s
+/// `response` object as text).
+fn tool_results(api: &FakeApi) -> Vec<String> {
+    model_requests(api)
+        .iter()
+        .map(function_responses)
+        .max_by_key(Vec::len)
+        .unwrap_or_default()
+        .iter()
+        .map(|f| f["response"].to_string())
+        .collect()
+}
+
+/// The temporary HOME of the client: Gemini CLI's user settings select the API-key auth
+/// (else it exits 41 asking for an auth method) and send no usage statistics.
+fn gemini_home(env: &Env) -> PathBuf {
+    let home = env.root().join("user");
+    let dir = home.join(".gemini");
+    std::fs::create_dir_all(&dir).expect("create ~/.gemini");
+    let path = dir.join("settings.json");
+    let mut settings: Value = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| json!({}));
+    settings["security"]["auth"]["selectedType"] = json!("gemini-api-key");
+    settings["privacy"]["usageStatisticsEnabled"] = json!(false);
+    std::fs::write(&path, settings.to_string()).expect("write ~/.gemini/settings.json");
+    home
+}
+
+/// `gemini -p PROMPT --yolo` in the project with the fake model behind it; killed (its whole
+/// process group) if it outlives [`RUN_DEADLINE`].
+fn run_gemini(env: &Env, gemini: &Path, api: &FakeApi, prompt: &str) -> Output {
+    run_gemini_with(env, gemini, api, prompt, &[])
+}
+
+/// [`run_gemini`] with `extra` variables in the client's environment.
+fn run_gemini_with(
+    env: &Env,
+    gemini: &Path,
+    api: &FakeApi,
+    prompt: &str,
+    extra: &[(&str, &str)],
+) -> Output {
+    let home = gemini_home(env);
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into())
+    );
+    let mut cmd = Command::new(gemini);
+    cmd.env_clear()
+        .env("PATH", path)
+        .env("HOME", &home)
+        .env("USER", "e2e-tester")
+        .env("TMPDIR", env.root())
+        .env("MAOS_HOME", &env.home)
+        .env("MAOS_SOCKET", &env.socket)
+        .env("GOOGLE_GEMINI_BASE_URL", api.base_url())
+        .env("GEMINI_API_KEY", "dummy")
+        .envs(extra.iter().copied())
+        .current_dir(&env.project)
+        .args(["-p", prompt, "--yolo", "-m", MODEL])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let child = cmd.spawn().expect("spawn gemini");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let started = Instant::now();
+    let out = rx.recv_timeout(RUN_DEADLINE);
+    if out.is_err() {
+        // SAFETY: kill(2) of the process group we made for the client.
+        unsafe {
+            libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+        }
+    }
+    let out = out
+        .unwrap_or_else(|_| panic!("gemini did not finish within {RUN_DEADLINE:?}"))
+        .expect("gemini's output");
+    eprintln!(
+        "gemini -p took {:?}: {}\nstdout: {}\nstderr: {}",
+        started.elapsed(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The client, and an environment whose project has maos's Gemini CLI hooks installed with
+/// `--yes`; `None` (after saying why) where the client cannot run here.
+fn setup() -> Option<(Env, PathBuf)> {
+    let gemini = match gemini() {
+        Ok(g) => g,
+        Err(why) => {
+            skip_unless_ci(&format!("the real Gemini CLI cannot run: {why}"));
+            return None;
+        }
+    };
+    let env = Env::new();
+    env.maos_json(&["install-hooks", "--gemini", "--yes"]);
+    Some((env, gemini))
+}
+
+/// The one agent id on the events of `kind` (the window's agent).
+fn agent_of(env: &Env, kind: &str) -> String {
+    let events = env.events(&["--type", kind]);
+    let ids: std::collections::BTreeSet<&str> = events
+        .iter()
+        .filter_map(|e| e["agent_id"].as_str())
+        .collect();
+    let [id] = ids.into_iter().collect::<Vec<_>>()[..] else {
+        panic!("not one agent on {kind}: {events:?}")
+    };
+    id.to_string()
+}
+
+/// Right after `install-hooks --gemini --yes`, the model's `write_file` with a path relative
+/// to the project is allowed and written, and maos recorded it for the window's agent, which
+/// took the file's lock before the write and let go of it when its turn ended.
+#[test]
+fn an_allowed_relative_write_is_recorded_and_locked_for_the_window() {
+    let Some((env, gemini)) = setup() else { return };
+    let api = fake_model(vec![Call {
+        name: "write_file",
+        args: json!({"file_path": "notes/hello.txt", "content": "hello from the model\n"}),
+    }]);
+    let out = run_gemini(
+        &env,
+        &gemini,
+        &api,
+        &format!("{CUE}: write notes/hello.txt"),
+    );
+    assert!(out.status.success(), "gemini failed: {out:?}");
+    // The model's side: the tool's success came back.
+    let results = tool_results(&api);
+    let [result] = &results[..] else {
+        panic!("not one tool result: {results:?}")
+    };
+    assert!(!result.contains("blocked"), "{result}");
+    // The disk.
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("notes/hello.txt")).expect("written"),
+        "hello from the model\n"
+    );
+    // maos's view.
+    let window = agent_of(&env, "file_modified");
+    let modified = env.events(&["--type", "file_modified"]);
+    let [write] = &modified[..] else {
+        panic!("not one file_modified: {modified:?}")
+    };
+    assert_eq!(write["data"]["path"], "notes/hello.txt", "{write}");
+    assert_eq!(write["data"]["tool"], "write_file", "{write}");
+    assert_eq!(write["data"]["bytes"], 21, "{write}");
+    let acquired = env.events(&["--type", "lock_acquired"]);
+    let [lock] = &acquired[..] else {
+        panic!("not one lock_acquired: {acquired:?}")
+    };
+    assert_eq!(lock["agent_id"], window.as_str(), "{lock}");
+    assert_eq!(lock["data"]["path"], "notes/hello.txt", "{lock}");
+    assert!(
+        lock["seq"].as_u64() < write["seq"].as_u64(),
+        "{lock} {write}"
+    );
+    assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
+    // The window's turn: its prompt, and no compaction (Gemini CLI's automatic PreCompress
+    // before each model turn compresses nothing).
+    let prompts = env.events(&["--type", "prompt_submitted"]);
+    assert!(
+        matches!(&prompts[..], [p] if p["agent_id"] == window.as_str()),
+        "{prompts:?}"
+    );
+    assert_eq!(
+        env.events(&["--type", "context_compacted"]),
+        Vec::<Value>::new()
+    );
+}
+
+/// Under GitHub Actions (`GITHUB_SHA` set) Gemini CLI strips every variable but a few from a
+/// hook's environment, `MAOS_SOCKET` and `MAOS_HOME` among them: the hook takes them from the
+/// CLI's own environment, so the write is still locked and recorded by the test's daemon (and
+/// no other daemon is started).
+#[test]
+fn with_geminis_strict_sanitizing_the_hook_still_reaches_the_daemon() {
+    let Some((env, gemini)) = setup() else { return };
+    let api = fake_model(vec![Call {
+        name: "write_file",
+        args: json!({"file_path": "ci.txt", "content": "from CI\n"}),
+    }]);
+    let out = run_gemini_with(
+        &env,
+        &gemini,
+        &api,
+        &format!("{CUE}: write ci.txt"),
+        &[("GITHUB_SHA", "0123456789abcdef")],
+    );
+    assert!(out.status.success(), "gemini failed: {out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("not enforced"),
+        "{out:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("ci.txt")).expect("written"),
+        "from CI\n"
+    );
+    let acquired = env.events(&["--type", "lock_acquired"]);
+    assert!(
+        matches!(&acquired[..], [l] if l["data"]["path"] == "ci.txt"),
+        "{acquired:?}"
+    );
+    let modified = env.events(&["--type", "file_modified"]);
+    assert!(
+        matches!(&modified[..], [m] if m["data"]["path"] == "ci.txt"),
+        "{modified:?}"
+    );
+    // Without them the hook would have started a daemon of its own: its state under the
+    // client's HOME, its socket under TMPDIR (both kept by Gemini CLI).
+    let stray = env.root().join("user/.local/state/maos");
+    if let Some(pid) = std::fs::read_to_string(stray.join("maosd.pid"))
+        .ok()
+        .and_then(|p| p.trim().parse().ok())
+    {
+        maos_tests::kill9(pid);
+    }
+    assert!(
+        !stray.exists(),
+        "a second daemon's home: {}",
+        stray.display()
+    );
+}
+
+/// A file another agent holds: maos's hook denies the model's `write_file` and its `replace`
+/// of it; the model receives each denial as Gemini CLI words it, `Tool execution blocked:`
+/// then maos's reason naming the file and the holder; the file is unchanged, the lock still
+/// the holder's, and both denials are recorded for the window's agent.
+#[test]
+fn writes_to_a_file_another_agent_holds_are_denied_to_the_model() {
+    let Some((env, gemini)) = setup() else { return };
+    env.session("conformance", &[]);
+    env.maos_json(&["session", "start"]);
+    let holder = env.agent(None, "holder", "owns held.txt");
+    env.maos_json(&["agent", "start", &holder]);
+    env.maos_json(&["lock", "acquire", "held.txt", "--agent", &holder]);
+    let file = env.project.join("held.txt");
+    std::fs::write(&file, "original\n").expect("write held.txt");
+    let api = fake_model(vec![
+        Call {
+            name: "write_file",
+            args: json!({"file_path": "held.txt", "content": "clobbered\n"}),
+        },
+        Call {
+            name: "replace",
+            args: json!({"file_path": "held.txt", "instruction": "change it",
+                         "old_string": "original", "new_string": "clobbered"}),
+        },
+    ]);
+    let out = run_gemini(&env, &gemini, &api, &format!("{CUE}: change held.txt"));
+    assert!(out.status.success(), "gemini failed: {out:?}");
+
+    // The model's side: both calls came back blocked with maos's reason.
+    let results = tool_results(&api);
+    assert_eq!(results.len(), 2, "{results:?}");
+    let named = format!("holder ({})", holder.get(..12).unwrap_or(&holder));
+    for result in &results {
+        eprintln!("the model received: {result}");
+        assert!(
+            result.contains("Tool execution blocked: maos: held.txt"),
+            "{result}"
+        );
+        assert!(
+            result.contains(&named),
+            "the holder {named} is not named: {result}"
+        );
+    }
+    // The disk.
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "original\n");
+    // maos's view.
+    let locks = env.maos_json(&["lock", "list"]);
+    let locks = locks["locks"].as_array().expect("locks");
+    assert!(
+        matches!(&locks[..], [l] if l["path"] == "held.txt" && l["holder"] == holder.as_str()),
+        "{locks:?}"
+    );
+    let window = agent_of(&env, "tool_denied");
+    assert_ne!(window, holder);
+    let denied = env.events(&["--type", "tool_denied"]);
+    let tools: Vec<&Value> = denied.iter().map(|d| &d["data"]["tool"]).collect();
+    assert_eq!(
+        tools,
+        [&json!("write_file"), &json!("replace")],
+        "{denied:?}"
+    );
+    assert_eq!(
+        env.events(&["--type", "file_modified"]),
+        Vec::<Value>::new()
+    );
+}
+
+/// A paused session: the model's write is denied with the pause's reason in the text it
+/// receives, and nothing is written; after `maos resume` the same write goes through.
+#[test]
+fn a_pause_reason_reaches_the_model_and_resume_lets_the_write_through() {
+    let Some((env, gemini)) = setup() else { return };
+    let session = env.session("conformance", &[]);
+    env.maos_json(&["session", "start"]);
+    let reason = "reviewing the schema, hands off";
+    env.maos_json(&["pause", &session, "--reason", reason]);
+    let file = env.project.join("paused.txt");
+    let call = || {
+        vec![Call {
+            name: "write_file",
+            args: json!({"file_path": "paused.txt", "content": "after the pause\n"}),
+        }]
+    };
+    let api = fake_model(call());
+    let out = run_gemini(&env, &gemini, &api, &format!("{CUE}: write paused.txt"));
+    assert!(out.status.success(), "gemini failed: {out:?}");
+    let results = tool_results(&api);
+    let [result] = &results[..] else {
+        panic!("not one tool result: {results:?}")
+    };
+    eprintln!("the model received: {result}");
+    assert!(
+        result.contains("Tool execution blocked: maos: "),
+        "{result}"
+    );
+    assert!(
+        result.contains(reason),
+        "the pause's reason is missing: {result}"
+    );
+    assert!(!file.exists(), "written during the pause");
+    assert_eq!(env.events(&["--type", "tool_denied"]).len(), 1);
+
+    env.maos_json(&["resume", &session]);
+    let api = fake_model(call());
+    let out = run_gemini(&env, &gemini, &api, &format!("{CUE}: write paused.txt"));
+    assert!(out.status.success(), "gemini failed: {out:?}");
+    let results = tool_results(&api);
+    assert!(
+        matches!(&results[..], [r] if !r.contains("blocked")),
+        "{results:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("written after resume"),
+        "after the pause\n"
+    );
+    let modified = env.events(&["--type", "file_modified"]);
+    assert!(
+        matches!(&modified[..], [m] if m["data"]["path"] == "paused.txt"),
+        "{modified:?}"
+    );
+}
+
+/// With history in the project (a note), the briefing maos gives at SessionStart reaches the
+/// model: Gemini CLI puts it before the prompt of the first request, in `<hook_context>`.
+#[test]
+fn the_briefing_reaches_the_model_at_session_start() {
+    let Some((env, gemini)) = setup() else { return };
+    env.session("conformance", &[]);
+    env.maos_json(&["session", "start"]);
+    let note = "the parser now reads Gemini CLI's input";
+    env.maos_json(&["note", "done", note]);
+    let api = fake_model(Vec::new());
+    let out = run_gemini(&env, &gemini, &api, "say hello");
+    assert!(out.status.success(), "gemini failed: {out:?}");
+    let requests = model_requests(&api);
+    let first = requests.first().expect("a model request");
+    let text = user_text(first);
+    let at = text
+        .find("<hook_context>")
+        .unwrap_or_else(|| panic!("no hook context before the prompt: {text}"));
+    let context = &text[at..];
+    assert!(
+        context.contains(note),
+        "the note is not in the briefing: {context}"
+    );
+    assert!(
+        context.find(note) < context.find("say hello"),
+        "the briefing comes after the prompt: {context}"
+    );
+}
+
+/// Without `--yes` and without a terminal, install leaves the folder untrusted: doctor fails
+/// naming the fix, and the real client refuses the folder (exit 55) before any hook or model
+/// request. After the fix it runs the hooks.
+#[test]
+fn without_consent_gemini_runs_no_hook_and_doctor_names_the_fix() {
+    let gemini = match gemini() {
+        Ok(g) => g,
+        Err(why) => return skip_unless_ci(&format!("the real Gemini CLI cannot run: {why}")),
+    };
+    let env = Env::new();
+    let out = env.maos_json(&["install-hooks", "--gemini"]);
+    let fix = "`maos install-hooks --gemini --yes`";
+    assert!(
+        out["message"].as_str().is_some_and(|m| m.contains(fix)),
+        "{out}"
+    );
+    let mut doctor = env.maos_cmd_in(&env.project, &["--json", "doctor"]);
+    doctor.env("PATH", bin_dir());
+    let report: Value =
+        serde_json::from_slice(&doctor.output().expect("doctor").stdout).expect("doctor's report");
+    let trust = report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["check"] == "Gemini CLI trust")
+        .unwrap_or_else(|| panic!("no trust check: {report}"));
+    assert_eq!(trust["level"], "fail", "{trust}");
+    assert!(
+        trust["detail"].as_str().is_some_and(|d| d.contains(fix)),
+        "{trust}"
+    );
+    assert_eq!(report["ok"], false);
+
+    let api = fake_model(Vec::new());
+    let out = run_gemini(&env, &gemini, &api, "say hello");
+    assert_eq!(out.status.code(), Some(55), "{out:?}");
+    assert!(model_requests(&api).is_empty());
+    assert_eq!(
+        env.events(&["--type", "prompt_submitted"]),
+        Vec::<Value>::new()
+    );
+
+    env.maos_json(&["install-hooks", "--gemini", "--yes"]);
+    let out = run_gemini(&env, &gemini, &api, "say hello");
+    assert!(out.status.success(), "{out:?}");
+    let prompts = env.events(&["--type", "prompt_submitted"]);
+    assert!(
+        matches!(&prompts[..], [p] if p["data"]["first_line"] == "say hello"),
+        "{prompts:?}"
+    );
+}
