@@ -45,26 +45,6 @@ pub enum Trust {
     Off,
 }
 
-/// A JSON object file, empty when missing; a broken one is a one-line error.
-fn read_object(path: &Path) -> Result<Map<String, Value>, String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) if text.trim().is_empty() => Ok(Map::new()),
-        Ok(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Object(m)) => Ok(m),
-            Ok(_) => Err(format!(
-                "{}: not a JSON object; left unchanged",
-                path.display()
-            )),
-            Err(e) => Err(format!(
-                "{}: not valid JSON ({e}; maos reads no comments); left unchanged",
-                path.display()
-            )),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
-    }
-}
-
 /// Write beside it and rename, owner-only (as Gemini CLI writes it).
 fn write_object(path: &Path, v: &Map<String, Value>) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -88,7 +68,7 @@ fn write_object(path: &Path, v: &Map<String, Value>) -> Result<(), String> {
 /// The rules of the trust file, each checked as Gemini CLI checks them (a value that is not a
 /// trust level makes Gemini CLI refuse to start).
 fn rules(file: &Path) -> Result<Map<String, Value>, String> {
-    let rules = read_object(file)?;
+    let rules = install::read(file)?;
     for (path, level) in &rules {
         if !matches!(
             level.as_str(),
@@ -111,7 +91,7 @@ fn real(p: &Path) -> PathBuf {
 /// parent directory), or that trust is off in the user's settings.
 pub fn trust(root: &Path) -> Result<Trust, String> {
     let settings = install::settings_path(root, true, Cli::Gemini)?;
-    let off = read_object(&settings).ok().and_then(|s| {
+    let off = install::read(&settings).ok().and_then(|s| {
         s.get("security")?
             .get("folderTrust")?
             .get("enabled")?
@@ -150,7 +130,7 @@ fn add(root: &Path, file: &Path) -> Result<(), String> {
     let mut rules = rules(file)?;
     rules.insert(key.clone(), Value::from(TRUST_FOLDER));
     let record = record_path()?;
-    let mut noted = read_object(&record)?;
+    let mut noted = install::read(&record)?;
     write_object(file, &rules)?;
     noted.insert(key, Value::from(file.to_string_lossy().into_owned()));
     if let Some(dir) = record.parent() {
@@ -222,7 +202,7 @@ pub fn uninstall(root: &Path, settings: &Path) -> Result<String, String> {
     let file = trust_file()?;
     let mut rules = rules(&file)?;
     let record = record_path()?;
-    let mut noted = read_object(&record)?;
+    let mut noted = install::read(&record)?;
     let mut done = vec![install::uninstall(settings)?];
     let key = root.to_string_lossy().into_owned();
     let left = [false, true].iter().any(|user| {

@@ -148,7 +148,8 @@ fn is_ours(group: &Value) -> bool {
     })
 }
 
-fn read(path: &Path) -> Result<Map<String, Value>, String> {
+/// A JSON object file, empty when missing or blank; anything else is a one-line error.
+pub fn read(path: &Path) -> Result<Map<String, Value>, String> {
     match std::fs::read_to_string(path) {
         Ok(text) if text.trim().is_empty() => Ok(Map::new()),
         Ok(text) => match serde_json::from_str::<Value>(&text) {

@@ -21,8 +21,8 @@ use maos_proto::{ClientMsg, FrameError, PROTOCOL_VERSION, ServerMsg};
 pub use serde_json::{Value, json};
 
 pub mod client;
+pub mod clients;
 pub mod daemon;
-pub mod fake_http;
 pub mod procfs;
 pub mod tempdir;
 

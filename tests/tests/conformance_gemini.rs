@@ -37,13 +37,12 @@
 //!   `projects.json.<uuid>.tmp` files): every run here has a HOME in the test's directory,
 //!   and TMPDIR too. A run takes 6 to 15 s (node starting up).
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use maos_tests::fake_http::{FakeApi, Recorded, Response, npm_client};
+use maos_tests::clients::{FakeApi, Recorded, Response, npm_client, run_client};
 use maos_tests::{Env, Value, bin_dir, json, skip_unless_ci};
 
 const PACKAGE: &str = "@google/gemini-cli";
@@ -187,7 +186,7 @@ fn gemini_home(env: &Env) -> PathBuf {
 }
 
 /// `gemini -p PROMPT --yolo` in the project with the fake model behind it; killed (its whole
-/// process group) if it outlives [`RUN_DEADLINE`].
+/// process group) and the test failed if it outlives [`RUN_DEADLINE`].
 fn run_gemini(env: &Env, gemini: &Path, api: &FakeApi, prompt: &str) -> Output {
     run_gemini_with(env, gemini, api, prompt, &[])
 }
@@ -218,36 +217,8 @@ fn run_gemini_with(
         .env("GEMINI_API_KEY", "dummy")
         .envs(extra.iter().copied())
         .current_dir(&env.project)
-        .args(["-p", prompt, "--yolo", "-m", MODEL])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let child = cmd.spawn().expect("spawn gemini");
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let started = Instant::now();
-    let out = rx.recv_timeout(RUN_DEADLINE);
-    if out.is_err() {
-        // SAFETY: kill(2) of the process group we made for the client.
-        unsafe {
-            libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
-        }
-    }
-    let out = out
-        .unwrap_or_else(|_| panic!("gemini did not finish within {RUN_DEADLINE:?}"))
-        .expect("gemini's output");
-    eprintln!(
-        "gemini -p took {:?}: {}\nstdout: {}\nstderr: {}",
-        started.elapsed(),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+        .args(["-p", prompt, "--yolo", "-m", MODEL]);
+    run_client(cmd, RUN_DEADLINE).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The client, and an environment whose project has maos's Gemini CLI hooks installed with

@@ -1,15 +1,17 @@
 //! Plumbing for the conformance tests with real agent CLIs: a pinned npm release installed
-//! once into a cache (`tests/conformance/install.sh`), and a scripted fake model API on
-//! 127.0.0.1 that records every request and answers each with what the test's script says.
-//! The API's wire format (Anthropic's, Gemini's, ...) is the test's: this module only speaks
-//! HTTP/1.1, one request per connection.
+//! once into a cache (`tests/conformance/install.sh`), a run of the client bounded by a
+//! deadline, and a scripted fake model API on 127.0.0.1 that records every request and
+//! answers each with what the test's script says. The API's wire format (Anthropic's,
+//! Gemini's, ...) is the test's: this module only speaks HTTP/1.1, one request per
+//! connection.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -56,6 +58,42 @@ pub fn npm_client(package: &str, version: &str, bin: &str) -> Result<PathBuf, St
         ));
     }
     Ok(bin)
+}
+
+/// Runs the client `cmd` to its end (stdin closed, stdout and stderr captured, in a process
+/// group of its own) and prints how it went; `Err` when it outlived `deadline`, after its
+/// whole group was killed.
+pub fn run_client(mut cmd: Command, deadline: Duration) -> Result<Output, String> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let what = format!("{:?}", cmd.get_program());
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {what}: {e}"))?;
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let started = Instant::now();
+    let Ok(out) = rx.recv_timeout(deadline) else {
+        // SAFETY: kill(2) of the process group made for the client.
+        unsafe {
+            libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+        }
+        return Err(format!("{what} did not finish within {deadline:?}"));
+    };
+    let out = out.map_err(|e| format!("{what}'s output: {e}"))?;
+    eprintln!(
+        "{what} took {:?}: {}\nstdout: {}\nstderr: {}",
+        started.elapsed(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(out)
 }
 
 /// One answer of the fake API.
