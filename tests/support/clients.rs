@@ -68,7 +68,12 @@ pub fn run_client(mut cmd: Command, deadline: Duration) -> Result<Output, String
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    let what = format!("{:?}", cmd.get_program());
+    let program = Path::new(cmd.get_program());
+    let what = program
+        .file_name()
+        .unwrap_or(program.as_os_str())
+        .to_string_lossy()
+        .into_owned();
     let child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {what}: {e}"))?;
@@ -107,8 +112,8 @@ impl Response {
     pub fn not_found() -> Response {
         Response {
             status: 404,
-            content_type: "application/json",
-            body: "{}".into(),
+            content_type: "text/plain",
+            body: String::new(),
         }
     }
 }
