@@ -296,3 +296,42 @@ fn geminis_own_input_locks_relative_paths_and_is_denied_in_its_terms() {
     let denied = env.events(&["--type", "tool_denied"]);
     assert_eq!(denied.len(), 1, "{denied:?}");
 }
+
+/// On a terminal (a pty from util-linux `script`) install asks before trusting the folder:
+/// "y" trusts it, anything else leaves it untrusted and says how to trust it later.
+#[test]
+fn on_a_terminal_install_asks_before_trusting() {
+    if !maos_tests::have_tool("script", "util-linux") {
+        return;
+    }
+    for (answer, trusted) in [("y\n", true), ("n\n", false)] {
+        let env = Env::new();
+        let maos = maos_tests::maos_bin();
+        // The answer is piped into the pty; a hang fails the test at the deadline.
+        let mut cmd = env.command(Path::new("sh"));
+        cmd.args([
+            "-c",
+            r#"printf '%s' "$ANSWER" | script -qec "$MAOS install-hooks --gemini" /dev/null"#,
+        ])
+        .env("ANSWER", answer)
+        .env("MAOS", &maos);
+        let out = maos_tests::run_with_timeout(cmd, maos_tests::COMMAND_TIMEOUT);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            text.contains("Gemini CLI runs hooks only in folders you trust. Trust"),
+            "not asked: {text}"
+        );
+        assert!(settings(&env).exists(), "{text}");
+        if trusted {
+            assert_eq!(
+                read(&trust_file(&env))[root(&env)],
+                "TRUST_FOLDER",
+                "{text}"
+            );
+        } else {
+            assert!(!trust_file(&env).exists(), "{text}");
+            assert!(text.contains("will not run these hooks until"), "{text}");
+        }
+    }
+}
