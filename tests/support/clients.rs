@@ -68,12 +68,7 @@ pub fn run_client(mut cmd: Command, deadline: Duration) -> Result<Output, String
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    let program = Path::new(cmd.get_program());
-    let what = program
-        .file_name()
-        .unwrap_or(program.as_os_str())
-        .to_string_lossy()
-        .into_owned();
+    let what = format!("{:?}", cmd.get_program());
     let child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {what}: {e}"))?;
@@ -112,8 +107,8 @@ impl Response {
     pub fn not_found() -> Response {
         Response {
             status: 404,
-            content_type: "text/plain",
-            body: String::new(),
+            content_type: "application/json",
+            body: "{}".into(),
         }
     }
 }

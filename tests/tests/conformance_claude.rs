@@ -7,12 +7,14 @@
 //! Where the client cannot be installed or started, the test skips with the reason, and fails
 //! on CI (`CI` set).
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
-use maos_tests::clients::{FakeApi, Response, npm_client, run_client};
 use maos_tests::{Env, Value, bin_dir, json, skip_unless_ci};
 
 const PACKAGE: &str = "@anthropic-ai/claude-code";
@@ -25,9 +27,45 @@ const TOOL_USE_ID: &str = "toolu_maos_conformance_1";
 /// The `claude` executable of the pinned release, installed on first use; `Err` says why not.
 fn claude() -> Result<PathBuf, String> {
     static CLAUDE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    CLAUDE
-        .get_or_init(|| npm_client(PACKAGE, VERSION, "claude"))
-        .clone()
+    CLAUDE.get_or_init(install).clone()
+}
+
+fn install() -> Result<PathBuf, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/install.sh");
+    let out = Command::new("sh")
+        .arg(&script)
+        .args([PACKAGE, VERSION])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default();
+        return Err(format!(
+            "npm could not install {PACKAGE}@{VERSION} ({}): {first}",
+            out.status
+        ));
+    }
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let bin = Path::new(&dir).join("node_modules/.bin/claude");
+    let version = Command::new(&bin)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+    let text = String::from_utf8_lossy(&version.stdout);
+    if !version.status.success() || !text.starts_with(VERSION) {
+        return Err(format!(
+            "{} --version answered {:?} ({})",
+            bin.display(),
+            text.trim(),
+            version.status
+        ));
+    }
+    Ok(bin)
 }
 
 /// What the fake model answers to one request.
@@ -41,45 +79,119 @@ enum Reply {
 /// A scripted fake Anthropic Messages API: it answers `POST /v1/messages` with the SSE stream
 /// of the reply `script` picks for the request body, and records every request.
 struct FakeModel {
-    api: FakeApi,
+    port: u16,
+    requests: Arc<Mutex<Vec<(String, Value)>>>,
 }
 
 impl FakeModel {
     fn start(script: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> FakeModel {
-        let api = FakeApi::start(RUN_DEADLINE, move |r| {
-            let t = &r.target;
-            if r.method != "POST" || !t.starts_with("/v1/messages") || t.contains("count_tokens") {
-                return Response::not_found();
-            }
-            Response {
-                status: 200,
-                content_type: "text/event-stream",
-                body: sse_of(
-                    &script(&r.body),
-                    r.body["model"].as_str().unwrap_or("claude"),
-                ),
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake model API");
+        let port = listener.local_addr().expect("local addr").port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(script);
+        let recorded = Arc::clone(&requests);
+        // The thread ends with the test process; every connection is served by its own thread.
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (script, recorded) = (Arc::clone(&script), Arc::clone(&recorded));
+                std::thread::spawn(move || {
+                    if let Err(e) = serve(stream, &*script, &recorded) {
+                        eprintln!("fake model API: {e}");
+                    }
+                });
             }
         });
-        FakeModel { api }
+        FakeModel { port, requests }
     }
 
     fn base_url(&self) -> String {
-        self.api.base_url()
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     /// The target of every recorded request.
     fn targets(&self) -> Vec<String> {
-        self.api.requests().into_iter().map(|r| r.target).collect()
+        let all = self.requests.lock().expect("requests");
+        all.iter().map(|(target, _)| target.clone()).collect()
     }
 
     /// The recorded `/v1/messages` request bodies.
     fn messages_requests(&self) -> Vec<Value> {
-        self.api
-            .requests()
-            .into_iter()
-            .filter(|r| r.target.starts_with("/v1/messages"))
-            .map(|r| r.body)
+        let all = self.requests.lock().expect("requests");
+        all.iter()
+            .filter(|(target, _)| target.starts_with("/v1/messages"))
+            .map(|(_, body)| body.clone())
             .collect()
+    }
+}
+
+/// One HTTP/1.1 request on `stream`, answered and closed.
+fn serve(
+    stream: TcpStream,
+    script: &dyn Fn(&Value) -> Reply,
+    recorded: &Mutex<Vec<(String, Value)>>,
+) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(RUN_DEADLINE))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let (method, target) = (
+        parts.next().unwrap_or_default().to_string(),
+        parts.next().unwrap_or_default().to_string(),
+    );
+    let (mut length, mut chunked) = (0usize, false);
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header)? == 0 || header.trim().is_empty() {
+            break;
+        }
+        let (name, value) = header.split_once(':').unwrap_or((&header, ""));
+        match name.trim().to_ascii_lowercase().as_str() {
+            "content-length" => length = value.trim().parse().unwrap_or(0),
+            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
+            _ => {}
+        }
+    }
+    let body = if chunked {
+        read_chunked(&mut reader)?
+    } else {
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        body
+    };
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let mut stream = stream;
+    if method != "POST" || !target.starts_with("/v1/messages") || target.contains("count_tokens") {
+        recorded.lock().expect("requests").push((target, body));
+        return stream.write_all(
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+    }
+    let sse = sse_of(&script(&body), body["model"].as_str().unwrap_or("claude"));
+    recorded.lock().expect("requests").push((target, body));
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        sse.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(sse.as_bytes())?;
+    stream.flush()
+}
+
+fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut size = String::new();
+        reader.read_line(&mut size)?;
+        let size = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        let mut chunk = vec![0; size + 2];
+        reader.read_exact(&mut chunk)?;
+        if size == 0 {
+            return Ok(body);
+        }
+        body.extend_from_slice(&chunk[..size]);
     }
 }
 
@@ -226,12 +338,39 @@ fn run_claude(env: &Env, claude: &Path, model: &FakeModel, prompt: &str) -> Outp
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .current_dir(&env.project)
         .args(["-p", prompt, "--permission-mode", "acceptEdits"])
-        .args(["--allowedTools", "Bash,Read,Write,Edit,Agent"]);
-    let out = run_client(cmd, RUN_DEADLINE);
+        .args(["--allowedTools", "Bash,Read,Write,Edit,Agent"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let child = cmd.spawn().expect("spawn claude");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let started = Instant::now();
+    let out = rx.recv_timeout(RUN_DEADLINE);
+    if out.is_err() {
+        // SAFETY: kill(2) of the process group we made for the client.
+        unsafe {
+            libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+        }
+    }
     if !tmp_existed {
         let _ = std::fs::remove_dir_all(claude_tmp());
     }
-    out.unwrap_or_else(|e| panic!("{e}"))
+    let out = out
+        .unwrap_or_else(|_| panic!("claude did not finish within {RUN_DEADLINE:?}"))
+        .expect("claude's output");
+    eprintln!(
+        "claude -p took {:?}: {}\nstdout: {}\nstderr: {}",
+        started.elapsed(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// An environment with maos's Claude Code hooks installed in its project, and the client;
