@@ -38,11 +38,11 @@
 //!   and TMPDIR too. A run takes 6 to 15 s (node starting up).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use maos_tests::clients::{FakeApi, Recorded, Response, npm_client, run_client};
+use maos_tests::conformance::{Answer, FakeApi, npm_package, run_within};
 use maos_tests::{Env, Value, bin_dir, json, skip_unless_ci};
 
 const PACKAGE: &str = "@google/gemini-cli";
@@ -56,9 +56,30 @@ const CUE: &str = "MAOS-CONFORMANCE";
 /// The `gemini` executable of the pinned release, installed on first use; `Err` says why not.
 fn gemini() -> Result<PathBuf, String> {
     static GEMINI: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    GEMINI
-        .get_or_init(|| npm_client(PACKAGE, VERSION, "gemini"))
-        .clone()
+    GEMINI.get_or_init(install).clone()
+}
+
+fn install() -> Result<PathBuf, String> {
+    let bin = npm_package(PACKAGE, VERSION)?.join("node_modules/.bin/gemini");
+    // A HOME of its own: even `--version` writes there (it leaves
+    // `~/.gemini/projects.json.*.tmp` files behind).
+    let home = tempfile::tempdir().map_err(|e| format!("a temporary HOME: {e}"))?;
+    let answer = Command::new(&bin)
+        .arg("--version")
+        .env("HOME", home.path())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+    let text = String::from_utf8_lossy(&answer.stdout);
+    if !answer.status.success() || text.trim() != VERSION {
+        return Err(format!(
+            "{} --version answered {:?} ({})",
+            bin.display(),
+            text.trim(),
+            answer.status
+        ));
+    }
+    Ok(bin)
 }
 
 /// One tool call the fake model makes: Gemini's function name and its arguments.
@@ -95,7 +116,7 @@ fn user_text(body: &Value) -> String {
 }
 
 /// The streamed answer (`alt=sse`) of one model turn: `parts` and the usual metadata.
-fn sse(parts: Value) -> Response {
+fn sse(parts: Value) -> Answer {
     let chunk = json!({
         "candidates": [{"content": {"role": "model", "parts": parts},
                         "finishReason": "STOP", "index": 0}],
@@ -103,41 +124,37 @@ fn sse(parts: Value) -> Response {
                           "totalTokenCount": 15},
         "modelVersion": MODEL,
     });
-    Response {
-        status: 200,
-        content_type: "text/event-stream",
-        body: format!("data: {chunk}\r\n\r\n"),
-    }
+    Answer::sse(format!("data: {chunk}\r\n\r\n"))
 }
 
 /// A fake Gemini API: a request whose prompt has [`CUE`] gets the next of `calls` (one per
 /// model turn, after the previous one's result came back), then text; anything else (a
 /// helper request of the CLI) gets text. Every request is recorded.
 fn fake_model(calls: Vec<Call>) -> FakeApi {
-    FakeApi::start(RUN_DEADLINE, move |r: &Recorded| {
-        if r.method != "POST" || !r.target.starts_with("/v1beta/models/") {
-            return Response::not_found();
+    FakeApi::start(move |method, target, body| {
+        if method != "POST" || !target.starts_with("/v1beta/models/") {
+            return Answer::not_found();
         }
-        if r.target.contains(":countTokens") {
-            return Response {
+        if target.contains(":countTokens") {
+            return Answer {
                 status: 200,
                 content_type: "application/json",
                 body: json!({"totalTokens": 10}).to_string(),
             };
         }
-        let done = function_responses(&r.body).len();
+        let done = function_responses(body).len();
         let reply = match calls.get(done) {
-            Some(c) if user_text(&r.body).contains(CUE) => {
+            Some(c) if user_text(body).contains(CUE) => {
                 sse(json!([{"functionCall": {"name": c.name, "args": c.args}}]))
             }
             _ => sse(json!([{"text": "Done."}])),
         };
-        if r.target.contains(":streamGenerateContent") {
+        if target.contains(":streamGenerateContent") {
             reply
         } else {
             // The non-streaming form: the one chunk as a plain JSON body.
             let body = reply.body.trim().trim_start_matches("data: ").to_string();
-            Response {
+            Answer {
                 status: 200,
                 content_type: "application/json",
                 body,
@@ -150,8 +167,8 @@ fn fake_model(calls: Vec<Call>) -> FakeApi {
 fn model_requests(api: &FakeApi) -> Vec<Value> {
     api.requests()
         .into_iter()
-        .filter(|r| r.target.contains(":streamGenerateContent"))
-        .map(|r| r.body)
+        .filter(|(target, _)| target.contains(":streamGenerateContent"))
+        .map(|(_, body)| body)
         .collect()
 }
 
@@ -213,12 +230,15 @@ fn run_gemini_with(
         .env("TMPDIR", env.root())
         .env("MAOS_HOME", &env.home)
         .env("MAOS_SOCKET", &env.socket)
-        .env("GOOGLE_GEMINI_BASE_URL", api.base_url())
+        .env(
+            "GOOGLE_GEMINI_BASE_URL",
+            format!("http://127.0.0.1:{}", api.port()),
+        )
         .env("GEMINI_API_KEY", "dummy")
         .envs(extra.iter().copied())
         .current_dir(&env.project)
         .args(["-p", prompt, "--yolo", "-m", MODEL]);
-    run_client(cmd, RUN_DEADLINE).unwrap_or_else(|e| panic!("{e}"))
+    run_within(cmd, RUN_DEADLINE, "gemini -p")
 }
 
 /// The client, and an environment whose project has maos's Gemini CLI hooks installed with
