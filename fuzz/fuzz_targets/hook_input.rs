@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
     // A small cap too, so that the over-the-cap path is reached.
     let clis = [maos_proto::Cli::Claude, maos_proto::Cli::Codex, maos_proto::Cli::Gemini];
     for (limit, cli) in [input::MAX_INPUT, 64].into_iter().flat_map(|l| clis.map(|c| (l, c))) {
-        match input::parse(data, limit, cli) {
+        match input::parse_for(data, limit, cli) {
             Ok(call) => {
                 let text = serde_json::to_string(&call).expect("a call serializes");
                 let _: maos_proto::HookCall =

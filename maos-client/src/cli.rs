@@ -218,8 +218,10 @@ pub struct HookTarget {
     /// Gemini CLI's settings (.gemini/settings.json) instead of Claude Code's.
     #[arg(long)]
     pub gemini: bool,
-    /// Answer yes to the trust question (for scripts).
-    #[arg(long)]
+    /// Trust maos's hooks without asking where the CLI runs hooks only once trusted (Codex:
+    /// writes their trust, and the project's, to $CODEX_HOME/config.toml). Without it,
+    /// install asks on a terminal, and elsewhere says what to run.
+    #[arg(long, short = 'y')]
     pub yes: bool,
 }
 

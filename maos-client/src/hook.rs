@@ -160,7 +160,7 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
     }
     // One object, never waiting for EOF: some CLI versions keep stdin open (Gemini CLI's
     // has no trailing newline and is closed).
-    let call = match input::parse(std::io::stdin().lock(), MAX_INPUT, cli) {
+    let call = match input::parse_for(std::io::stdin().lock(), MAX_INPUT, cli) {
         Ok(mut c) => {
             c.process = process;
             c

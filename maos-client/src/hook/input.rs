@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::io::Read;
 
-use maos_proto::{Cli, HookCall, SubagentResult, Todo, Written};
+use maos_proto::{HookCall, SubagentResult, Todo, Written};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -66,6 +66,54 @@ pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// The whole parse of one hook input of `cli`: [`read_value`], Gemini CLI's events renamed
+/// ([`gemini_input`]), then [`call_of`], with the CLI on the call.
+pub fn parse_for<R: Read>(r: R, limit: u64, cli: maos_proto::Cli) -> Result<HookCall, String> {
+    let mut v = read_value(r, limit)?;
+    if cli == maos_proto::Cli::Gemini {
+        gemini_input(&mut v);
+    }
+    let mut call = call_of(&v)?;
+    call.cli = cli;
+    Ok(call)
+}
+
+/// Gemini CLI's hook input read as the daemon's: its `hook_event_name` renamed in place
+/// ([`gemini_event`]), so the daemon stays CLI-agnostic. Its write tools (`write_file`,
+/// `replace`) keep their names: `HookCall::writes_files` knows them.
+pub fn gemini_input(v: &mut Value) {
+    let trigger = v.get("trigger").and_then(Value::as_str);
+    let Some(event) = v.get("hook_event_name").and_then(Value::as_str) else {
+        return;
+    };
+    let ours = gemini_event(event, trigger);
+    if ours != event {
+        let ours = Value::from(ours);
+        if let Some(o) = v.as_object_mut() {
+            o.insert("hook_event_name".into(), ours);
+        }
+    }
+}
+
+/// The event the daemon knows for Gemini CLI's `event`: its tool, agent-turn and compression
+/// events under Claude Code's names; the others as they are (`SessionStart` and `SessionEnd`
+/// are the same; the model and notification events are not installed and mean nothing to the
+/// daemon). Gemini CLI 0.61.0 fires `PreCompress` with `trigger: auto` before every model
+/// turn, before it even checks whether to compress: only a `manual` one (`/compress`) is
+/// known to compress, so only that one is a `PreCompact`.
+pub fn gemini_event<'a>(event: &'a str, trigger: Option<&str>) -> &'a str {
+    match event {
+        "BeforeTool" => "PreToolUse",
+        "AfterTool" => "PostToolUse",
+        // Its input has the user's `prompt`.
+        "BeforeAgent" => "UserPromptSubmit",
+        // The agent's turn is over, as Claude Code's Stop.
+        "AfterAgent" => "Stop",
+        "PreCompress" if trigger == Some("manual") => "PreCompact",
+        other => other,
+    }
+}
+
 fn first_line(text: &str) -> Option<String> {
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     Some(line.chars().take(200).collect())
@@ -79,9 +127,8 @@ fn patch_of(input: &Value) -> Option<&str> {
         .filter(|t| maos_core::patch::is_patch(t))
 }
 
-/// Size and SHA-256 of the text a write sends: Write's (and Gemini CLI's `write_file`'s)
-/// content, Edit's (and `replace`'s) new string, MultiEdit's new strings, NotebookEdit's new
-/// source, a patch. Only these two numbers leave
+/// Size and SHA-256 of the text a write sends: Write's content, Edit's new string,
+/// MultiEdit's new strings, NotebookEdit's new source, a patch. Only these two numbers leave
 /// this process; the text itself never does.
 fn written(tool: &str, input: &Value) -> Option<Written> {
     let parts: Vec<&str> = match tool {
@@ -146,35 +193,12 @@ fn subagent_of(response: &Value) -> Option<SubagentResult> {
     })
 }
 
-/// The event the daemon knows for Gemini CLI's `event`: its tool, agent-turn and compression
-/// events under Claude Code's names (the daemon is CLI-agnostic); the others as they are
-/// (`SessionStart` and `SessionEnd` are the same; the model and notification events are not
-/// installed and mean nothing to the daemon). Gemini CLI 0.61.0 fires `PreCompress` with
-/// `trigger: auto` before every model turn, before it even checks whether to compress: only a
-/// `manual` one (`/compress`) is known to compress, so only that one is a `PreCompact`.
-pub fn gemini_event<'a>(event: &'a str, trigger: Option<&str>) -> &'a str {
-    match event {
-        "BeforeTool" => "PreToolUse",
-        "AfterTool" => "PostToolUse",
-        // Its input has the user's `prompt`.
-        "BeforeAgent" => "UserPromptSubmit",
-        // The agent's turn is over, as Claude Code's Stop.
-        "AfterAgent" => "Stop",
-        "PreCompress" if trigger == Some("manual") => "PreCompact",
-        other => other,
-    }
-}
-
-/// The call from one hook input object of `cli` (lenient: unknown fields ignored, most
-/// optional).
-pub fn call_of(v: &Value, cli: Cli) -> Result<HookCall, String> {
+/// The call from one hook input object (lenient: unknown fields ignored, most optional).
+pub fn call_of(v: &Value) -> Result<HookCall, String> {
     if !v.is_object() {
         return Err("the input is JSON but not an object".into());
     }
-    let mut event = text(v, "hook_event_name").ok_or("hook input has no hook_event_name")?;
-    if cli == Cli::Gemini {
-        event = gemini_event(&event, v.get("trigger").and_then(Value::as_str)).to_string();
-    }
+    let event = text(v, "hook_event_name").ok_or("hook input has no hook_event_name")?;
     let session_id = text(v, "session_id").ok_or("hook input has no session_id")?;
     let tool_name = text(v, "tool_name");
     let tool = tool_name.as_deref().unwrap_or("");
@@ -218,12 +242,13 @@ pub fn call_of(v: &Value, cli: Cli) -> Result<HookCall, String> {
         event,
         session_id,
         tool_name,
-        cli,
         ..HookCall::default()
     })
 }
 
-/// The whole parse of one hook input of `cli`: [`read_value`], then [`call_of`].
-pub fn parse<R: Read>(r: R, limit: u64, cli: Cli) -> Result<HookCall, String> {
-    call_of(&read_value(r, limit)?, cli)
+/// The whole parse of one hook input: [`read_value`], then [`call_of`] (the tests' entry;
+/// `maos hook` and the fuzz target use [`parse_for`]).
+#[allow(dead_code)]
+pub fn parse<R: Read>(r: R, limit: u64) -> Result<HookCall, String> {
+    call_of(&read_value(r, limit)?)
 }

@@ -2,7 +2,6 @@
 //! panics and every refusal is one line saying what is wrong.
 
 use super::input::{MAX_INPUT, call_of, parse, read_value};
-use maos_proto::Cli;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -153,7 +152,7 @@ proptest! {
     /// Any bytes at all: a value or a one-line refusal, never a panic.
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        if let Err(e) = parse(&bytes[..], MAX_INPUT, Cli::Claude) {
+        if let Err(e) = parse(&bytes[..], MAX_INPUT) {
             one_line(&e)?;
         }
     }
@@ -163,7 +162,7 @@ proptest! {
     fn arbitrary_text_never_panics(
         text in prop_oneof![".{0,64}", "[\\[\\]{}\":,0-9a-z \\\\ntfe.-]{0,64}"]
     ) {
-        if let Err(e) = parse(text.as_bytes(), MAX_INPUT, Cli::Claude) {
+        if let Err(e) = parse(text.as_bytes(), MAX_INPUT) {
             one_line(&e)?;
         }
     }
@@ -173,7 +172,7 @@ proptest! {
     #[test]
     fn arbitrary_json_never_panics(v in json_value()) {
         let text = serde_json::to_string(&v).unwrap();
-        match parse(text.as_bytes(), MAX_INPUT, Cli::Claude) {
+        match parse(text.as_bytes(), MAX_INPUT) {
             Ok(call) => {
                 prop_assert_eq!(Some(call.event.as_str()), v["hook_event_name"].as_str());
                 prop_assert_eq!(Some(call.session_id.as_str()), v["session_id"].as_str());
@@ -192,7 +191,7 @@ proptest! {
     /// that of the text sent, and a call survives the trip to the daemon (serde round trip).
     #[test]
     fn hook_like_input_never_panics(v in hook_like()) {
-        match call_of(&v, Cli::Claude) {
+        match call_of(&v) {
             Ok(call) => {
                 if let Some(w) = &call.written {
                     prop_assert_eq!(w.sha256.len(), 64);
@@ -235,7 +234,7 @@ proptest! {
 fn deep_nesting_is_refused_in_one_line() {
     for (open, close) in [("[", "]"), ("{\"a\":", "}")] {
         let text = format!("{}1{}", open.repeat(10_000), close.repeat(10_000));
-        let e = parse(text.as_bytes(), MAX_INPUT, Cli::Claude).unwrap_err();
+        let e = parse(text.as_bytes(), MAX_INPUT).unwrap_err();
         assert!(e.contains("128 levels deep"), "{e}");
         assert!(!e.contains('\n'), "{e}");
     }
@@ -245,7 +244,7 @@ fn deep_nesting_is_refused_in_one_line() {
         "[".repeat(200),
         "]".repeat(200)
     );
-    let e = parse(text.as_bytes(), MAX_INPUT, Cli::Claude).unwrap_err();
+    let e = parse(text.as_bytes(), MAX_INPUT).unwrap_err();
     assert!(e.contains("levels deep"), "{e}");
     // Up to the limit is fine.
     let text = format!(
@@ -253,7 +252,7 @@ fn deep_nesting_is_refused_in_one_line() {
         "[".repeat(100),
         "]".repeat(100)
     );
-    assert!(parse(text.as_bytes(), MAX_INPUT, Cli::Claude).is_ok());
+    assert!(parse(text.as_bytes(), MAX_INPUT).is_ok());
 }
 
 #[test]
@@ -270,87 +269,15 @@ fn refusals_say_what_is_wrong() {
         ),
     ];
     for (input, want) in cases {
-        let e = parse(input, MAX_INPUT, Cli::Claude).unwrap_err();
+        let e = parse(input, MAX_INPUT).unwrap_err();
         assert!(e.contains(want), "{input:?}: {e}");
         assert!(!e.contains('\n'), "{e}");
     }
 }
 
-#[test]
-fn one_value_is_read_and_what_follows_is_left() {
-    // Some CLIs keep stdin open: the first value is the call, whatever comes after is not read.
-    let call = parse(
-        &b"{\"hook_event_name\":\"Stop\",\"session_id\":\"s\"} trailing junk {"[..],
-        MAX_INPUT,
-        Cli::Claude,
-    )
-    .unwrap();
-    assert_eq!(
-        (call.event.as_str(), call.session_id.as_str()),
-        ("Stop", "s")
-    );
-}
-
-#[test]
-fn a_todo_list_is_read_from_todowrite_after_the_call_only() {
-    let items: Vec<Value> = (0..150)
-        .map(|i| json!({"content": format!("item {i}\nmore"), "status": "pending"}))
-        .collect();
-    let call = |event: &str, tool: &str| {
-        call_of(
-            &json!({"session_id": "s", "hook_event_name": event, "tool_name": tool,
-                        "tool_input": {"todos": items}}),
-            Cli::Claude,
-        )
-        .expect("a call")
-    };
-    let todos = call("PostToolUse", "TodoWrite").todos.expect("the list");
-    assert_eq!(todos.len(), 100, "capped");
-    assert_eq!(todos[0].content, "item 0");
-    assert_eq!(todos[0].status, "pending");
-    assert!(call("PreToolUse", "TodoWrite").todos.is_none());
-    assert!(call("PostToolUse", "Write").todos.is_none());
-    // Not a list: no list, and no error either (the hook never fails the tool).
-    let odd = call_of(
-        &json!({"session_id": "s", "hook_event_name": "PostToolUse",
-                              "tool_name": "TodoWrite", "tool_input": {"todos": "nope"}}),
-        Cli::Claude,
-    )
-    .expect("a call");
-    assert!(odd.todos.is_none());
-}
-
-/// `maos hook [--cli NAME]` is read before clap: the CLI named, Claude Code by default, a
-/// one-line error for an unknown name, and anything else left to clap.
-#[test]
-fn the_hook_reads_which_cli_calls_it_without_clap() {
-    let args = |a: &[&str]| super::fast_args(a.iter().map(std::ffi::OsString::from));
-    assert_eq!(args(&["hook"]), Some(Ok(Cli::Claude)));
-    assert_eq!(args(&["hook", "--cli", "codex"]), Some(Ok(Cli::Codex)));
-    assert_eq!(args(&["hook", "--cli=gemini"]), Some(Ok(Cli::Gemini)));
-    let Some(Err(e)) = args(&["hook", "--cli", "cursor"]) else {
-        panic!("an unknown CLI is not refused")
-    };
-    assert!(
-        e.contains("unknown agent CLI \"cursor\"") && e.contains("claude|codex|gemini"),
-        "{e}"
-    );
-    assert_eq!(args(&["hook", "--help"]), None);
-    assert_eq!(args(&["ps"]), None);
-    assert_eq!(args(&[]), None);
-}
-
-/// The lookup of the calling CLI's process: the nearest ancestor that is not a shell, here the
-/// test binary's parent (cargo or the test runner), with its start time.
-#[test]
-fn the_calling_cli_process_is_found() {
-    let p = super::cli_process().expect("an ancestor process");
-    assert_eq!(p.pid, std::os::unix::process::parent_id());
-    assert!(p.start_time.is_some_and(|t| t > 0), "{p:?}");
-}
-
 /// One Gemini CLI hook input as the real 0.61.0 sends it (no trailing newline).
 fn gemini(event: &str, extra: Value) -> maos_proto::HookCall {
+    use maos_proto::Cli;
     let mut v = json!({"session_id": "g1", "transcript_path": "/t.json", "cwd": "/repo/sub",
                        "hook_event_name": event, "timestamp": "2026-11-25T22:00:00.000Z"});
     for (k, x) in extra.as_object().expect("an object") {
@@ -358,13 +285,14 @@ fn gemini(event: &str, extra: Value) -> maos_proto::HookCall {
     }
     let text = serde_json::to_string(&v).unwrap();
     assert!(!text.ends_with('\n'));
-    parse(text.as_bytes(), MAX_INPUT, Cli::Gemini).expect("a call")
+    super::input::parse_for(text.as_bytes(), MAX_INPUT, Cli::Gemini).expect("a call")
 }
 
 /// Gemini CLI's events are read as the ones the daemon knows, with the CLI on the call; the
 /// same names from another CLI are left as they are.
 #[test]
 fn gemini_events_map_onto_the_daemons() {
+    use maos_proto::Cli;
     let cases = [
         ("BeforeTool", "PreToolUse"),
         ("AfterTool", "PostToolUse"),
@@ -380,8 +308,9 @@ fn gemini_events_map_onto_the_daemons() {
         assert_eq!(call.cli, Cli::Gemini);
         assert_eq!(call.cwd.as_deref(), Some("/repo/sub"));
     }
-    let claude = call_of(
-        &json!({"session_id": "s", "hook_event_name": "BeforeTool"}),
+    let claude = super::input::parse_for(
+        &br#"{"session_id": "s", "hook_event_name": "BeforeTool"}"#[..],
+        MAX_INPUT,
         Cli::Claude,
     )
     .unwrap();
@@ -457,6 +386,7 @@ fn gemini_write_tools_lock_their_path_and_hash_what_they_sent() {
 /// and Codex's `permissionDecision`.
 #[test]
 fn a_denial_is_in_the_clis_own_terms() {
+    use maos_proto::Cli;
     assert_eq!(
         super::denial(Cli::Gemini, "maos: a.rs is held"),
         json!({"decision": "deny", "reason": "maos: a.rs is held"})
@@ -466,4 +396,73 @@ fn a_denial_is_in_the_clis_own_terms() {
         assert_eq!(d["hookSpecificOutput"]["permissionDecision"], "deny");
         assert_eq!(d["hookSpecificOutput"]["permissionDecisionReason"], "why");
     }
+}
+
+#[test]
+fn one_value_is_read_and_what_follows_is_left() {
+    // Some CLIs keep stdin open: the first value is the call, whatever comes after is not read.
+    let call = parse(
+        &b"{\"hook_event_name\":\"Stop\",\"session_id\":\"s\"} trailing junk {"[..],
+        MAX_INPUT,
+    )
+    .unwrap();
+    assert_eq!(
+        (call.event.as_str(), call.session_id.as_str()),
+        ("Stop", "s")
+    );
+}
+
+#[test]
+fn a_todo_list_is_read_from_todowrite_after_the_call_only() {
+    let items: Vec<Value> = (0..150)
+        .map(|i| json!({"content": format!("item {i}\nmore"), "status": "pending"}))
+        .collect();
+    let call = |event: &str, tool: &str| {
+        call_of(
+            &json!({"session_id": "s", "hook_event_name": event, "tool_name": tool,
+                        "tool_input": {"todos": items}}),
+        )
+        .expect("a call")
+    };
+    let todos = call("PostToolUse", "TodoWrite").todos.expect("the list");
+    assert_eq!(todos.len(), 100, "capped");
+    assert_eq!(todos[0].content, "item 0");
+    assert_eq!(todos[0].status, "pending");
+    assert!(call("PreToolUse", "TodoWrite").todos.is_none());
+    assert!(call("PostToolUse", "Write").todos.is_none());
+    // Not a list: no list, and no error either (the hook never fails the tool).
+    let odd = call_of(&json!({"session_id": "s", "hook_event_name": "PostToolUse",
+                              "tool_name": "TodoWrite", "tool_input": {"todos": "nope"}}))
+    .expect("a call");
+    assert!(odd.todos.is_none());
+}
+
+/// `maos hook [--cli NAME]` is read before clap: the CLI named, Claude Code by default, a
+/// one-line error for an unknown name, and anything else left to clap.
+#[test]
+fn the_hook_reads_which_cli_calls_it_without_clap() {
+    use maos_proto::Cli;
+    let args = |a: &[&str]| super::fast_args(a.iter().map(std::ffi::OsString::from));
+    assert_eq!(args(&["hook"]), Some(Ok(Cli::Claude)));
+    assert_eq!(args(&["hook", "--cli", "codex"]), Some(Ok(Cli::Codex)));
+    assert_eq!(args(&["hook", "--cli=gemini"]), Some(Ok(Cli::Gemini)));
+    let Some(Err(e)) = args(&["hook", "--cli", "cursor"]) else {
+        panic!("an unknown CLI is not refused")
+    };
+    assert!(
+        e.contains("unknown agent CLI \"cursor\"") && e.contains("claude|codex|gemini"),
+        "{e}"
+    );
+    assert_eq!(args(&["hook", "--help"]), None);
+    assert_eq!(args(&["ps"]), None);
+    assert_eq!(args(&[]), None);
+}
+
+/// The lookup of the calling CLI's process: the nearest ancestor that is not a shell, here the
+/// test binary's parent (cargo or the test runner), with its start time.
+#[test]
+fn the_calling_cli_process_is_found() {
+    let p = super::cli_process().expect("an ancestor process");
+    assert_eq!(p.pid, std::os::unix::process::parent_id());
+    assert!(p.start_time.is_some_and(|t| t > 0), "{p:?}");
 }
