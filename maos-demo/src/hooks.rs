@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::demo::{Demo, paint, say};
 
-/// One Claude Code thread: the main thread (maos's orchestrator) or a subagent.
+/// One Claude Code thread: the main thread (the window's agent) or a subagent.
 #[derive(Clone, Copy)]
 struct Thread {
     /// `agent_id`; none on the main thread.
@@ -448,7 +448,7 @@ pub fn replay(keep: bool, verbose: bool) -> Result<(), String> {
     outln!();
 
     say("the user starts claude (its first hook call starts the daemon) and asks for a feature;");
-    say("maos makes the session's main thread its orchestrator agent");
+    say("maos makes the window its own agent, labelled claude, its task the first prompt");
     claude.event(
         MAIN,
         "SessionStart",
@@ -504,14 +504,14 @@ pub fn replay(keep: bool, verbose: bool) -> Result<(), String> {
     )?;
     outln!();
 
-    say("`maos ps`: the orchestrator with both subagents under it, and the file each one holds");
+    say("`maos ps`: the window's agent with both subagents under it, and the file each one holds");
     d.run(&["ps"])?;
 
     say("backend is done: its SubagentStop completes it and releases its lock");
     claude.subagent_stop(BACKEND)?;
     say("qa retries the same edit, and now it is allowed");
     claude.write(QA, "Edit", qa_edit)?;
-    say("the orchestrator gets backend's result: agentId ties its Agent call to the subagent");
+    say("the main thread gets backend's result: agentId ties its Agent call to the subagent");
     claude.post(
         MAIN,
         "Agent",
@@ -545,12 +545,17 @@ pub fn replay(keep: bool, verbose: bool) -> Result<(), String> {
     claude.event(MAIN, "Stop", "", json!({ "stop_hook_active": false }))?;
     outln!();
 
-    say("both subagents completed and their locks are released; the orchestrator is still running");
+    say("both subagents completed and their locks are released; the window is still running");
     d.run(&["ps", "--all"])?;
     say("the timeline: what every hook call did, in order");
     d.run(&["events"])?;
 
-    say("the user quits claude; the orchestrator is kept resumable, for `claude --resume`");
+    say(
+        "the user quits claude: its window's agent ended; the session had no other window, so it completed",
+    );
+    say(
+        "(`claude --resume` of that conversation later comes back as a new agent with the same task)",
+    );
     claude.event(
         MAIN,
         "SessionEnd",
@@ -559,8 +564,8 @@ pub fn replay(keep: bool, verbose: bool) -> Result<(), String> {
     )?;
     outln!();
     let ps = d.run(&["ps", "--all"])?;
-    if !ps.contains("resumable") {
-        return Err("after SessionEnd the orchestrator should be resumable".into());
+    if !(ps.contains("ended") && ps.contains("completed*")) {
+        return Err("after SessionEnd the window should be ended and its session completed".into());
     }
     for file in ["src/auth/limit.rs", "tests/limit_test.rs"] {
         let text = std::fs::read_to_string(d.project.join(file))

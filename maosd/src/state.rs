@@ -999,6 +999,7 @@ mod tests {
             agents: vec![],
             context: Default::default(),
             todos: vec![],
+            by_hooks: false,
         }
     }
 
@@ -1048,6 +1049,10 @@ mod tests {
                 spec: None,
                 process: None,
                 attempts: 0,
+                activity: None,
+                cli: None,
+                tool_use_id: None,
+                window: None,
             };
             want.push((n % 2, a.id.clone()));
             tx.insert_agent(a);

@@ -117,7 +117,8 @@ fn depth(line: &str) -> usize {
 }
 
 /// The replay's checks: the conflicting edit denied naming file and holder, the spawn tree
-/// with locks, the timeline's event types, and the orchestrator resumable at the end.
+/// with locks, the timeline's event types, and the window ended (its session completed) at
+/// the end.
 fn check_replay(out: &str) {
     let lines: Vec<&str> = out.lines().collect();
     let denied = lines
@@ -139,8 +140,8 @@ fn check_replay(out: &str) {
     let ps = block(out, "$ maos ps");
     let orch = ps
         .iter()
-        .position(|l| l.contains("orchestrator"))
-        .unwrap_or_else(|| panic!("no orchestrator in `maos ps`:\n{}", ps.join("\n")));
+        .position(|l| l.contains("agt_") && l.contains(" claude "))
+        .unwrap_or_else(|| panic!("no claude window in `maos ps`:\n{}", ps.join("\n")));
     for (role, file) in [
         ("backend-engineer", "src/auth/limit.rs"),
         ("qa-engineer", "tests/limit_test.rs"),
@@ -151,7 +152,7 @@ fn check_replay(out: &str) {
             .unwrap_or_else(|| panic!("no {role} in `maos ps`:\n{}", ps.join("\n")));
         assert!(
             at > orch && depth(ps[at]) > depth(ps[orch]),
-            "{role} should be under the orchestrator:\n{}",
+            "{role} should be under the window's agent:\n{}",
             ps.join("\n")
         );
         assert!(
@@ -183,8 +184,15 @@ fn check_replay(out: &str) {
     assert!(
         out[end..]
             .lines()
-            .any(|l| l.contains("orchestrator") && l.contains("resumable")),
-        "after SessionEnd the orchestrator should be resumable:\n{}",
+            .any(|l| l.contains(" claude ") && l.contains("ended")),
+        "after SessionEnd the window should be ended:\n{}",
+        &out[end..]
+    );
+    assert!(
+        out[end..]
+            .lines()
+            .any(|l| l.starts_with("sess_") && l.contains("completed*")),
+        "after its last window ended, the session should be completed:\n{}",
         &out[end..]
     );
 }

@@ -13,8 +13,18 @@ const DEADLINE: Duration = Duration::from_secs(20);
 
 /// Run `maos hook` with `input` on stdin; with `keep_open`, stdin is not closed afterwards.
 fn hook_with(env: &Env, input: &Value, vars: &[(&str, &str)], keep_open: bool) -> Output {
+    hook_as(env, cli_of(input), input, vars, keep_open)
+}
+
+/// The CLI a test input plays (`"_cli"`, a field no CLI sends: Claude Code without it).
+fn cli_of(input: &Value) -> &str {
+    input["_cli"].as_str().unwrap_or("claude")
+}
+
+/// `maos hook --cli CLI` given `input` on stdin (kept open after it with `keep_open`).
+fn hook_as(env: &Env, cli: &str, input: &Value, vars: &[(&str, &str)], keep_open: bool) -> Output {
     let mut cmd = env.command(&maos_bin());
-    cmd.arg("hook")
+    cmd.args(["hook", "--cli", cli])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -231,7 +241,10 @@ fn replay(env: &Env, name: &str) {
     let project = env.project.to_string_lossy().into_owned();
     let mut writers = Writers::default();
     let mut locks_checked = 0;
-    for (i, (expect, input)) in fixture(name, &project).into_iter().enumerate() {
+    for (i, (expect, mut input)) in fixture(name, &project).into_iter().enumerate() {
+        if name.starts_with("codex/") {
+            input["_cli"] = json!("codex");
+        }
         let out = hook(env, &input);
         writers.learn(env, &input);
         let event = input["hook_event_name"].as_str().unwrap_or_default();
@@ -292,10 +305,12 @@ fn every_fixture_gets_the_expected_answers_in_the_strict_output_shape() {
 fn the_two_subagent_fixture_gets_the_expected_answers() {
     let env = Env::new();
     replay(&env, "claude-code/session-two-subagents.jsonl");
-    // What the daemon now knows: one session named by the first prompt, the orchestrator
-    // resumable after SessionEnd, both subagents completed under it, no lock left behind.
-    let ps = env.maos_json(&["ps"]);
+    // What the daemon now knows: one session named by the first prompt, the window's agent
+    // ended by SessionEnd, both subagents completed under it, no lock left behind, and the
+    // session completed with its only window.
+    let ps = env.maos_json(&["ps", "--all"]);
     let s = &ps[0];
+    assert_eq!(s["state"], "completed", "{s}");
     assert_eq!(
         s["objective"],
         "Add rate limiting to the login endpoint; backend and tests in parallel"
@@ -303,9 +318,14 @@ fn the_two_subagent_fixture_gets_the_expected_answers() {
     let agents = s["agents"].as_array().expect("agents");
     let orch = agents
         .iter()
-        .find(|a| a["role"] == "orchestrator")
-        .expect("orchestrator");
-    assert_eq!(orch["state"], "resumable");
+        .find(|a| a["role"] == "claude")
+        .expect("the window's agent");
+    assert_eq!(orch["state"], "ended");
+    assert_eq!(orch["cli"], "claude");
+    assert_eq!(
+        orch["task"], s["objective"],
+        "the window's task is its first prompt"
+    );
     for role in ["backend-engineer", "qa-engineer"] {
         let a = agents
             .iter()
@@ -314,7 +334,7 @@ fn the_two_subagent_fixture_gets_the_expected_answers() {
         assert_eq!(a["state"], "completed", "{role}");
         assert_eq!(
             a["parent"], orch["id"],
-            "{role} hangs under the orchestrator"
+            "{role} hangs under the window's agent"
         );
     }
     assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
@@ -337,12 +357,12 @@ fn the_two_subagent_fixture_gets_the_expected_answers() {
 }
 
 /// `input`, a write, was allowed: no decision, and its caller (by role: the subagent's type,
-/// else the orchestrator) holds the write lock of every file it touches.
+/// else the window's CLI) holds the write lock of every file it touches.
 fn assert_write_allowed(env: &Env, input: &Value, out: &Output) {
     assert_eq!(decision(out), "", "{}", describe(out));
     let role = match (&input["agent_id"], input["agent_type"].as_str()) {
         (Value::String(_), Some(kind)) => kind,
-        _ => "orchestrator",
+        _ => cli_of(input),
     };
     let locks = env.maos_json(&["lock", "list"]);
     for path in written_paths(env, input).expect("a write") {
@@ -605,8 +625,31 @@ fn agent_by<'a>(agents: &'a [Value], role: &str) -> &'a Value {
 fn legacy_tools_stray_subagents_and_usage_are_recorded() {
     let env = Env::new();
     replay(&env, "claude-code/session-legacy-tools.jsonl");
-    let ps = env.maos_json(&["ps"]);
-    let agents = ps[0]["agents"].as_array().expect("agents").clone();
+    // `/clear` ended the window, and its session with it; `claude --resume` brought the
+    // conversation back as a new agent with the same task, in a new session.
+    let ps = env.maos_json(&["ps", "--all"]);
+    let sessions = ps.as_array().expect("sessions");
+    assert_eq!(sessions.len(), 2, "{ps}");
+    let first = sessions
+        .iter()
+        .find(|s| s["state"] == "completed")
+        .unwrap_or_else(|| panic!("the first session completed: {ps}"));
+    let again = sessions
+        .iter()
+        .find(|s| s["state"] == "running")
+        .unwrap_or_else(|| panic!("the resumed window runs: {ps}"));
+    let resumed = again["agents"].as_array().expect("agents");
+    assert!(
+        matches!(&resumed[..], [w] if w["role"] == "claude"
+            && w["task"] == "Refactor the parser into modules" && w["state"] == "running"),
+        "{again}"
+    );
+    let agents = first["agents"].as_array().expect("agents").clone();
+    assert_eq!(agent_by(&agents, "claude")["state"], "ended");
+    assert_eq!(
+        env.events(&["--type", "window_resumed"])[0]["data"]["previous_agent"],
+        agent_by(&agents, "claude")["id"]
+    );
     // Never announced by SubagentStart, each stray subagent claimed its own `Task` request.
     let parser = agent_by(&agents, "general-purpose");
     assert_eq!(parser["task"], "parser: Split src/parser.rs into modules");
@@ -616,7 +659,7 @@ fn legacy_tools_stray_subagents_and_usage_are_recorded() {
         notebook["task"],
         "notebook: Update analysis.ipynb with the new parser timings"
     );
-    assert_eq!(parser["parent"], agent_by(&agents, "orchestrator")["id"]);
+    assert_eq!(parser["parent"], agent_by(&agents, "claude")["id"]);
     // What each subagent used is on its record.
     let results = env.events(&["--type", "subagent_result"]);
     assert_eq!(results.len(), 2, "{results:?}");
@@ -648,7 +691,7 @@ fn legacy_tools_stray_subagents_and_usage_are_recorded() {
     assert!(denied.iter().all(|d| d["data"]["why"] == "lock_conflict"));
     assert_eq!(env.events(&["--type", "context_compacted"]).len(), 1);
     // The compaction and the subagents' tokens are the briefing's context usage.
-    let sid = ps[0]["id"].as_str().expect("session id");
+    let sid = first["id"].as_str().expect("session id");
     let brief = env.maos_json(&["brief", sid]);
     let context = &brief["context"];
     assert_eq!(context["compactions"], 1, "{context}");
@@ -672,7 +715,11 @@ fn legacy_tools_stray_subagents_and_usage_are_recorded() {
     let reasons: Vec<&str> = checkpoints.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(
         reasons,
-        ["context compacted (PreCompact)", "turn ended (Stop)"]
+        [
+            "context compacted (PreCompact)",
+            "turn ended (Stop)",
+            "every window ended"
+        ]
     );
     let (_, at_compact) = &checkpoints[0];
     assert_eq!(at_compact["session"]["id"], sid);
@@ -689,13 +736,20 @@ fn codex_patches_lock_every_file_they_touch() {
     replay(&env, "codex/session-apply-patch.jsonl");
     let ps = env.maos_json(&["ps"]);
     assert_eq!(ps.as_array().map(Vec::len), Some(1), "one maos session");
-    let orchestrators = ps[0]["agents"]
+    let windows: Vec<&Value> = ps[0]["agents"]
         .as_array()
         .expect("agents")
         .iter()
-        .filter(|a| a["role"] == "orchestrator")
-        .count();
-    assert_eq!(orchestrators, 2, "one per Codex session");
+        .filter(|a| a["role"] == "codex")
+        .collect();
+    assert_eq!(windows.len(), 2, "one per Codex session: {ps}");
+    for w in windows {
+        assert_eq!(w["cli"], "codex", "{w}");
+        assert!(
+            !w["task"].as_str().unwrap_or_default().contains("Claude"),
+            "a Codex window's task never says Claude Code: {w}"
+        );
+    }
     let modified: Vec<String> = env
         .events(&["--type", "file_modified"])
         .iter()
@@ -926,7 +980,7 @@ fn an_agents_own_task_list_feeds_the_briefing() {
     let brief = env.maos_json(&["brief"]);
     let lists = brief["todos"].as_array().expect("todos").clone();
     assert_eq!(lists.len(), 1, "{lists:?}");
-    assert_eq!(lists[0]["role"], "orchestrator");
+    assert_eq!(lists[0]["role"], "claude");
     let items = lists[0]["items"].as_array().expect("items");
     assert_eq!(
         items.len(),

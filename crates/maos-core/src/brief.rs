@@ -48,7 +48,8 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use crate::record::{
-    AgentRecord, AgentTodos, ContextUsage, LockView, NoteKind, PauseInfo, PsLock, SessionRecord,
+    AgentRecord, AgentTodos, Cli, ContextUsage, LockView, NoteKind, PauseInfo, PsLock,
+    SessionRecord,
 };
 use crate::{
     AgentId, AgentState, CheckpointResult, PhaseState, Progress, SessionId, SessionState, Strategy,
@@ -262,7 +263,7 @@ pub fn build(s: &SessionRecord, locks: Vec<LockView>, now: Ts) -> Briefing {
             .map(|a| brief_agent(s, &locks, a))
             .collect()
     };
-    let mut done = agents_in(&[AgentState::Completed]);
+    let mut done = agents_in(&[AgentState::Completed, AgentState::Ended]);
     done.sort_by_key(|a| a.ended_at);
     let mut failed = agents_in(&[AgentState::Failed, AgentState::Cancelled]);
     failed.sort_by_key(|a| a.ended_at);
@@ -383,6 +384,14 @@ fn outcome(s: &SessionRecord, a: &AgentRecord) -> Option<String> {
             )
         }
         AgentState::Cancelled => Some(format!("cancelled{code}")),
+        // Only Claude Code resumes a window by its id; the others are just over.
+        AgentState::Ended => Some(match (a.cli, &a.external_session_id) {
+            (Some(Cli::Claude), Some(id)) if a.parent.is_none() => {
+                format!("window ended (its conversation continues with `claude --resume {id}`)")
+            }
+            (Some(_), _) if a.parent.is_none() => "window ended".to_string(),
+            _ => "ended".to_string(),
+        }),
         AgentState::Pending | AgentState::Running | AgentState::Resumable => None,
     }
 }
@@ -925,7 +934,7 @@ fn agent_line(b: &Briefing, a: &BriefAgent) -> String {
                 let _ = write!(line, " — waits for {}", deps.join(", "));
             }
         }
-        AgentState::Completed | AgentState::Failed | AgentState::Cancelled => {
+        AgentState::Completed | AgentState::Failed | AgentState::Cancelled | AgentState::Ended => {
             if let Some(o) = &a.outcome {
                 let _ = write!(line, " — {}", one_line(o));
             }

@@ -84,6 +84,10 @@ pub struct SessionRecord {
     /// Each agent's own task list (`TodoWrite`), as it last wrote it.
     #[serde(default)]
     pub todos: Vec<AgentTodos>,
+    /// Made by an agent CLI's hook for its windows (not by a person or a plan): it completes
+    /// when its last window ends.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_hooks: bool,
 }
 
 /// Who paused a session, why, and what was in progress at the time.
@@ -211,6 +215,32 @@ pub struct AgentRecord {
     /// Processes started for it so far (retries and resumes included).
     #[serde(default)]
     pub attempts: u32,
+    /// The agent CLI of a window's agent and of its subagents (hooks); `None` for agents
+    /// that no CLI window reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli: Option<Cli>,
+    /// A window's CLI process, watched so that a window that ends without saying so (Codex
+    /// never does; a killed CLI cannot) is ended all the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<ProcessRef>,
+    /// What it did last (hooks): the tool, the file, when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<Activity>,
+    /// A subagent's: the parent's subagent tool call that started it, which a background
+    /// subagent's result names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+}
+
+/// An agent's last tool call, as its CLI's hook reported it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Activity {
+    /// The tool as the CLI names it (`Edit`, `apply_patch`, `write_file`, `Bash`, ...).
+    pub tool: String,
+    /// The file it wrote or was about to write, project-relative, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub at: Ts,
 }
 
 /// A managed agent's running process.

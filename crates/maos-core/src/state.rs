@@ -103,6 +103,9 @@ named_enum! {
         Completed => "completed",
         Failed => "failed",
         Cancelled => "cancelled",
+        /// An agent CLI window (or a subagent of it) that ended: the CLI said so, or its
+        /// process is gone. Whether its work was done is not known; it is over all the same.
+        Ended => "ended",
     }
 }
 
@@ -115,6 +118,8 @@ named_enum! {
         Complete => "complete",
         Fail => "fail",
         Cancel => "cancel",
+        /// Its CLI window ended.
+        End => "end",
     }
 }
 
@@ -199,6 +204,8 @@ pub const AGENT_TRANSITIONS: &[(AgentState, AgentOp, AgentState)] = {
         (S::Resumable, O::Resume, S::Running),
         (S::Resumable, O::Fail, S::Failed),
         (S::Resumable, O::Cancel, S::Cancelled),
+        (S::Running, O::End, S::Ended),
+        (S::Resumable, O::End, S::Ended),
     ]
 };
 
@@ -227,6 +234,7 @@ pub const AGENT_TERMINAL: &[AgentState] = &[
     AgentState::Completed,
     AgentState::Failed,
     AgentState::Cancelled,
+    AgentState::Ended,
 ];
 /// Terminal phase states (no way out; `Failed` can be retried).
 pub const PHASE_TERMINAL: &[PhaseState] = &[PhaseState::Completed, PhaseState::Skipped];
@@ -407,9 +415,9 @@ mod tests {
     fn agent_matrix() {
         use AgentState::*;
         const X: Option<AgentState> = None;
-        // columns: start, interrupt, resume, complete, fail, cancel
+        // columns: start, interrupt, resume, complete, fail, cancel, end
         let expected = [
-            (Pending, [Some(Running), X, X, X, X, Some(Cancelled)]),
+            (Pending, [Some(Running), X, X, X, X, Some(Cancelled), X]),
             (
                 Running,
                 [
@@ -419,15 +427,25 @@ mod tests {
                     Some(Completed),
                     Some(Failed),
                     Some(Cancelled),
+                    Some(Ended),
                 ],
             ),
             (
                 Resumable,
-                [X, X, Some(Running), X, Some(Failed), Some(Cancelled)],
+                [
+                    X,
+                    X,
+                    Some(Running),
+                    X,
+                    Some(Failed),
+                    Some(Cancelled),
+                    Some(Ended),
+                ],
             ),
-            (Completed, [X, X, X, X, X, X]),
-            (Failed, [X, X, X, X, X, X]),
-            (Cancelled, [X, X, X, X, X, X]),
+            (Completed, [X, X, X, X, X, X, X]),
+            (Failed, [X, X, X, X, X, X, X]),
+            (Cancelled, [X, X, X, X, X, X, X]),
+            (Ended, [X, X, X, X, X, X, X]),
         ];
         check_matrix(
             AgentState::ALL,
@@ -468,7 +486,7 @@ mod tests {
         let session: Vec<_> = SessionState::ALL.iter().map(|s| s.is_terminal()).collect();
         assert_eq!(session, [false, false, false, true, true, true]);
         let agent: Vec<_> = AgentState::ALL.iter().map(|s| s.is_terminal()).collect();
-        assert_eq!(agent, [false, false, false, true, true, true]);
+        assert_eq!(agent, [false, false, false, true, true, true, true]);
         let phase: Vec<_> = PhaseState::ALL.iter().map(|s| s.is_terminal()).collect();
         assert_eq!(phase, [false, false, true, false, true]);
     }
@@ -586,7 +604,7 @@ mod tests {
         let e = "paused".parse::<AgentState>().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown agent state \"paused\" (expected pending|running|resumable|completed|failed|cancelled)"
+            "unknown agent state \"paused\" (expected pending|running|resumable|completed|failed|cancelled|ended)"
         );
         assert_eq!(super::Strategy::default(), super::Strategy::Parallel);
     }

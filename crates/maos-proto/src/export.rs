@@ -218,6 +218,10 @@ fn orchestrator(
             spec: None,
             process: None,
             attempts: 0,
+            activity: None,
+            cli: None,
+            tool_use_id: None,
+            window: None,
         });
     }
     let mut notes = Vec::new();
@@ -293,6 +297,7 @@ fn orchestrator(
         agents,
         context: crate::ContextUsage::default(),
         todos: Vec::new(),
+        by_hooks: false,
     };
     Ok(SessionExport {
         format: FORMAT.into(),

@@ -56,6 +56,8 @@ struct SessionData {
     context: maos_core::record::ContextUsage,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     todos: Vec<maos_core::record::AgentTodos>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    by_hooks: bool,
 }
 
 #[derive(Serialize)]
@@ -91,6 +93,14 @@ struct AgentData {
     attempts: u32,
     #[serde(default)]
     pause: Option<Box<maos_core::record::PauseInfo>>,
+    #[serde(default)]
+    cli: Option<maos_core::record::Cli>,
+    #[serde(default)]
+    window: Option<maos_core::record::ProcessRef>,
+    #[serde(default)]
+    activity: Option<maos_core::record::Activity>,
+    #[serde(default)]
+    tool_use_id: Option<String>,
 }
 
 /// [`AgentData`] as written, borrowed from the record.
@@ -103,6 +113,14 @@ struct AgentDataOut<'a> {
     attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pause: Option<&'a maos_core::record::PauseInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cli: Option<maos_core::record::Cli>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    window: Option<&'a maos_core::record::ProcessRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    activity: Option<&'a maos_core::record::Activity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_use_id: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -338,6 +356,10 @@ pub(crate) async fn write_batch(
                         process: a.process.as_ref(),
                         attempts: a.attempts,
                         pause: a.pause.as_deref(),
+                        cli: a.cli,
+                        window: a.window.as_ref(),
+                        activity: a.activity.as_ref(),
+                        tool_use_id: a.tool_use_id.as_deref(),
                     })?,
                 })
             })
@@ -486,6 +508,7 @@ fn session_row(s: &SessionRecord) -> Result<SessionRow<'_>, StoreError> {
             policy: s.policy.clone(),
             context: s.context.clone(),
             todos: s.todos.clone(),
+            by_hooks: s.by_hooks,
         })?,
     })
 }
@@ -609,6 +632,7 @@ fn session_from_row(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
         agents: Vec::new(),
         context: data.context,
         todos: data.todos,
+        by_hooks: data.by_hooks,
     })
 }
 
@@ -656,6 +680,10 @@ fn agent_from_row(row: &SqliteRow, session_id: SessionId) -> Result<AgentRecord,
         process: data.process,
         attempts: data.attempts,
         pause: data.pause,
+        activity: data.activity,
+        cli: data.cli,
+        tool_use_id: data.tool_use_id,
+        window: data.window,
     })
 }
 

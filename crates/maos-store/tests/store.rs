@@ -60,6 +60,7 @@ fn session(n: u128) -> SessionRecord {
                 status: "in_progress".into(),
             }],
         }],
+        by_hooks: false,
     }
 }
 
@@ -109,6 +110,10 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
             supervisor: Some(4240),
         }),
         attempts: 2,
+        activity: None,
+        cli: None,
+        tool_use_id: None,
+        window: None,
     }
 }
 

@@ -193,6 +193,34 @@ fn subagent_of(response: &Value) -> Option<SubagentResult> {
     })
 }
 
+/// The text inside the first `<name>…</name>` of `text`, trimmed.
+fn tag<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    let open = format!("<{name}>");
+    let start = text.find(&open)? + open.len();
+    let len = text[start..].find(&format!("</{name}>"))?;
+    Some(text[start..start + len].trim()).filter(|t| !t.is_empty())
+}
+
+/// Claude Code's word that a background subagent finished, which arrives as a
+/// `UserPromptSubmit` whose prompt is a `<task-notification>` block: the subagent (its task
+/// id and the tool call that started it), its status and usage. `None` for a person's prompt.
+fn notification_of(prompt: &str) -> Option<(Option<String>, Option<SubagentResult>)> {
+    let body = prompt.trim_start().strip_prefix("<task-notification>")?;
+    let tool_use = tag(body, "tool-use-id").map(str::to_string);
+    let num = |k: &str| tag(body, k).and_then(|v| v.parse::<u64>().ok());
+    // Without an id it names no subagent: still no prompt of the person's.
+    let result = tag(body, "task-id")
+        .or(tool_use.as_deref())
+        .map(|id| SubagentResult {
+            agent_id: id.to_string(),
+            status: tag(body, "status").map(str::to_string),
+            total_tokens: num("subagent_tokens").or_else(|| num("total_tokens")),
+            total_duration_ms: num("duration_ms"),
+            total_tool_use_count: num("tool_uses"),
+        });
+    Some((tool_use, result))
+}
+
 /// The call from one hook input object (lenient: unknown fields ignored, most optional).
 pub fn call_of(v: &Value) -> Result<HookCall, String> {
     if !v.is_object() {
@@ -205,8 +233,13 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
     let input = v.get("tool_input").unwrap_or(&Value::Null);
     let post = event == "PostToolUse";
     let spawn = matches!(tool, "Agent" | "Task");
-    let summary = match event.as_str() {
-        "UserPromptSubmit" => text(v, "prompt").and_then(|p| first_line(&p)),
+    let prompt = (event == "UserPromptSubmit")
+        .then(|| text(v, "prompt"))
+        .flatten();
+    let notification = prompt.as_deref().and_then(notification_of);
+    let summary = match (event.as_str(), &notification) {
+        (_, Some(_)) => None,
+        ("UserPromptSubmit", None) => prompt.as_deref().and_then(first_line),
         _ => text(input, "description"),
     };
     let paths = match (tool, patch_of(input)) {
@@ -219,7 +252,10 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
     Ok(HookCall {
         agent_id: text(v, "agent_id"),
         agent_type: text(v, "agent_type").or_else(|| text(input, "subagent_type")),
-        tool_use_id: text(v, "tool_use_id"),
+        tool_use_id: match &notification {
+            Some((tool_use, _)) => tool_use.clone(),
+            None => text(v, "tool_use_id"),
+        },
         paths,
         cwd: text(v, "cwd"),
         source: text(v, "source")
@@ -230,9 +266,12 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
             .then(|| text(input, "prompt").and_then(|p| first_line(&p)))
             .flatten(),
         written: post.then(|| written(tool, input)).flatten(),
-        subagent: (post && spawn)
-            .then(|| v.get("tool_response").and_then(subagent_of))
-            .flatten(),
+        subagent: match notification {
+            Some((_, result)) => result,
+            None => (post && spawn)
+                .then(|| v.get("tool_response").and_then(subagent_of))
+                .flatten(),
+        },
         maos_session: env("MAOS_SESSION_ID"),
         maos_agent: env("MAOS_AGENT_ID"),
         path_error: None,

@@ -466,3 +466,43 @@ fn the_calling_cli_process_is_found() {
     assert_eq!(p.pid, std::os::unix::process::parent_id());
     assert!(p.start_time.is_some_and(|t| t > 0), "{p:?}");
 }
+
+/// A background subagent's result arrives as a prompt: it is read as that subagent's result
+/// (its task id, the tool call that started it, status and usage), never as a prompt.
+#[test]
+fn a_task_notification_is_the_subagents_result_not_a_prompt() {
+    let prompt = "<task-notification>\n<task-id>a1b2c3</task-id>\n<tool-use-id>toolu_9</tool-use-id>\n\
+        <status>completed</status>\n<summary>Agent \"x\" completed</summary>\n<result>done</result>\n\
+        <usage><subagent_tokens>1234</subagent_tokens><tool_uses>3</tool_uses>\
+        <duration_ms>4567</duration_ms></usage>\n</task-notification>";
+    let call = call_of(
+        &json!({"hook_event_name": "UserPromptSubmit", "session_id": "s",
+                              "prompt": prompt}),
+    )
+    .expect("a call");
+    assert_eq!(call.summary, None, "recorded as a prompt: {call:?}");
+    assert_eq!(call.tool_use_id.as_deref(), Some("toolu_9"));
+    let r = call.subagent.expect("the subagent's result");
+    assert_eq!(r.agent_id, "a1b2c3");
+    assert_eq!(r.status.as_deref(), Some("completed"));
+    assert_eq!(
+        (r.total_tokens, r.total_tool_use_count, r.total_duration_ms),
+        (Some(1234), Some(3), Some(4567))
+    );
+    // No id at all: nobody's result, and still not a prompt.
+    let call = call_of(&json!({"hook_event_name": "UserPromptSubmit", "session_id": "s",
+                              "prompt": "<task-notification><status>failed</status></task-notification>"}))
+    .expect("a call");
+    assert_eq!((call.summary, call.subagent), (None, None));
+    // A person's prompt that mentions the tag is a prompt.
+    let call = call_of(
+        &json!({"hook_event_name": "UserPromptSubmit", "session_id": "s",
+                              "prompt": "explain <task-notification> blocks"}),
+    )
+    .expect("a call");
+    assert_eq!(
+        call.summary.as_deref(),
+        Some("explain <task-notification> blocks")
+    );
+    assert_eq!(call.subagent, None);
+}

@@ -149,5 +149,5 @@ pub(crate) fn agent_reply(tx: &Txn<'_>, id: &AgentId) -> Result<Outcome, ErrorBo
         .agent(id)
         .cloned()
         .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "agent vanished"))?;
-    Ok(Reply::Agent(a).into())
+    Ok(Reply::Agent(Box::new(a)).into())
 }

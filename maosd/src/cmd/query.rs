@@ -48,6 +48,8 @@ pub fn ps(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
                     parent: a.parent.clone(),
                     started_at: a.started_at,
                     ended_at: a.ended_at,
+                    cli: a.cli,
+                    activity: a.activity.clone(),
                     locks: st
                         .locks
                         .held_by(&a.id)

@@ -81,6 +81,10 @@ pub fn register(
         spec: None,
         process: None,
         attempts: 0,
+        activity: None,
+        cli: None,
+        tool_use_id: None,
+        window: None,
     };
     let data = json!({
         "role": rec.role, "instance": rec.instance, "task": rec.task,
@@ -99,6 +103,7 @@ fn event_name(op: AgentOp) -> &'static str {
         AgentOp::Complete => "agent_completed",
         AgentOp::Fail => "agent_failed",
         AgentOp::Cancel => "agent_cancelled",
+        AgentOp::End => "agent_ended",
     }
 }
 
@@ -136,7 +141,7 @@ pub fn transition(
     // exit report clears `process` first, so a process that ended by itself is not signalled.
     if matches!(
         op,
-        AgentOp::Complete | AgentOp::Fail | AgentOp::Cancel | AgentOp::Interrupt
+        AgentOp::Complete | AgentOp::Fail | AgentOp::Cancel | AgentOp::Interrupt | AgentOp::End
     ) && tx.state().agent(&id).is_some_and(|a| a.process.is_some())
     {
         super::process::stop_process(tx, &id);
@@ -148,7 +153,7 @@ pub fn transition(
     match op {
         AgentOp::Start => a.started_at = Some(now),
         AgentOp::Resume | AgentOp::Interrupt => {}
-        AgentOp::Complete | AgentOp::Fail | AgentOp::Cancel => {
+        AgentOp::Complete | AgentOp::Fail | AgentOp::Cancel | AgentOp::End => {
             a.ended_at = Some(now);
             a.paused = false;
             a.pause = None;
@@ -179,7 +184,7 @@ pub fn transition(
     // Locks belong to live agents: one that ended or was interrupted lets go of them in the
     // same commit; any other change is a sign of life that renews its leases.
     match op {
-        AgentOp::Complete | AgentOp::Fail | AgentOp::Cancel | AgentOp::Interrupt => {
+        AgentOp::Complete | AgentOp::Fail | AgentOp::Cancel | AgentOp::Interrupt | AgentOp::End => {
             tx.release_agent(&id, &format!("is {next}"));
         }
         AgentOp::Start | AgentOp::Resume => {

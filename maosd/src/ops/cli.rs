@@ -1,23 +1,49 @@
-//! Agent CLI hooks (Claude Code's shape; see HOOKS.md): who is calling (the CLI session is the
-//! orchestrator, a subagent is its child), and what each event means for sessions, agents and
-//! locks. A write is allowed only inside the project, outside a pause, and with the file's
-//! write lock, which the calling agent then holds until it stops.
+//! Agent CLI hooks (Claude Code's shape, which the client maps Codex's and Gemini CLI's onto;
+//! see HOOKS.md): who is calling, and what each event means for sessions, agents and locks.
+//! Each CLI window (one CLI session id) is its own agent, labelled by its CLI and its first
+//! prompt; its subagents are its children. A write is allowed only inside the project,
+//! outside a pause, and with the file's write lock, which the calling agent then holds until
+//! its turn stops. A window ends when its CLI says so (SessionEnd) or its process is gone
+//! ([`end_lost_windows`]); a session the hooks made completes when its last window ends.
 
+use maos_core::record::{Activity, Cli};
 use maos_core::{
     AgentId, AgentOp, AgentState, HeldLock, LockError, LockMode, LockPath, LockRequest, SessionId,
-    SessionOp, SessionState, Strategy, WaitPolicy, WaiterInfo,
+    SessionOp, SessionState, Strategy, Ts, WaitPolicy, WaiterInfo,
 };
 use maos_proto::{ErrorBody, HookAnswer, HookCall, HookDecision};
 use serde_json::json;
 
 use crate::locks::who;
-use crate::state::{SpawnIntent, Txn};
+use crate::state::{SpawnIntent, State, Txn};
 
-/// Objective of a session the hook had to create, until the first prompt names it.
-const PLACEHOLDER: &str = "Claude Code session";
+/// What a window that starts a new session is told before the last session's briefing.
+const LAST_SESSION: &str =
+    "maos: this window starts a new session of this project. How the last one stood, for context:";
 
 /// Requests kept per project; ones the CLI never followed up are dropped oldest first.
 const MAX_INTENTS: usize = 256;
+
+/// The objective of a session the hook made, until a window's first prompt names it.
+fn placeholder_objective(cli: Cli, window: &str) -> String {
+    let short = window.get(..8).unwrap_or(window);
+    format!("{} session {short}", cli.label())
+}
+
+fn is_placeholder_objective(objective: &str) -> bool {
+    Cli::ALL
+        .iter()
+        .any(|c| objective.starts_with(&format!("{} session", c.label())))
+}
+
+/// A window's task until its first prompt names it ("Claude Code main thread": older maos).
+fn placeholder_task(cli: Cli) -> String {
+    format!("{} window", cli.label())
+}
+
+fn is_placeholder_task(task: &str) -> bool {
+    task == "Claude Code main thread" || Cli::ALL.iter().any(|c| task == placeholder_task(*c))
+}
 
 fn answer(decision: HookDecision, reason: Option<String>, context: Option<String>) -> HookAnswer {
     HookAnswer {
@@ -27,22 +53,41 @@ fn answer(decision: HookDecision, reason: Option<String>, context: Option<String
     }
 }
 
-/// The session this call belongs to: the one named by `MAOS_SESSION_ID`, else the active
-/// live session, else a new running one.
+/// The live agent of the window `cli` (its main thread) in a live session, wherever it is.
+fn live_window(st: &State, cli: &str) -> Option<(SessionId, AgentId)> {
+    st.sessions()
+        .iter()
+        .filter(|s| !s.state.is_terminal())
+        .flat_map(|s| s.agents.iter())
+        .find(|a| {
+            a.external_session_id.as_deref() == Some(cli)
+                && a.external_agent_id.is_none()
+                && a.spec.is_none()
+                && !a.state.is_terminal()
+        })
+        .map(|a| (a.session_id.clone(), a.id.clone()))
+}
+
+/// The session this call belongs to: the one named by `MAOS_SESSION_ID`, else the one its
+/// window already works in, else the active live session, else a new running one made for
+/// the windows (it completes when the last of them ends).
 fn session(tx: &mut Txn<'_>, call: &HookCall) -> Result<SessionId, ErrorBody> {
     if let Some(s) = &call.maos_session {
         return Ok(tx.state().resolve_session(Some(s))?.id.clone());
     }
+    if let Some((sid, _)) = live_window(tx.state(), &call.session_id) {
+        return Ok(sid);
+    }
     if let Some(a) = tx.state().active().filter(|s| !s.state.is_terminal()) {
         return Ok(a.id.clone());
     }
-    let short = call.session_id.get(..8).unwrap_or(&call.session_id);
     let id = super::session::create(
         tx,
-        format!("{PLACEHOLDER} {short}"),
+        placeholder_objective(call.cli, &call.session_id),
         Strategy::Parallel,
         Vec::new(),
     )?;
+    tx.session_mut(&id).by_hooks = true;
     super::session::apply_session(tx, &id, SessionOp::Start, SessionState::Running, None, None);
     Ok(id)
 }
@@ -95,18 +140,45 @@ fn find(tx: &mut Txn<'_>, sid: &SessionId, cli: &str, sub: Option<&str>) -> Opti
     (!tx.state().agent(&id)?.state.is_terminal()).then_some(id)
 }
 
-fn orchestrator(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId, ErrorBody> {
-    match find(tx, sid, &call.session_id, None) {
-        Some(id) => Ok(id),
-        None => register(
-            tx,
-            sid,
-            "orchestrator",
-            "Claude Code main thread",
-            None,
-            (&call.session_id, None),
-        ),
+/// The window's agent in `sid`: the live one, else a new one labelled by its CLI. A window
+/// that comes back after it ended (`claude --resume`) gets a new agent with its old task.
+fn window(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId, ErrorBody> {
+    if let Some(id) = find(tx, sid, &call.session_id, None) {
+        return Ok(id);
     }
+    let before = tx
+        .state()
+        .sessions()
+        .iter()
+        .flat_map(|s| s.agents.iter())
+        .filter(|a| {
+            a.external_session_id.as_deref() == Some(call.session_id.as_str())
+                && a.external_agent_id.is_none()
+        })
+        .max_by_key(|a| a.created_at)
+        .map(|a| (a.id.clone(), a.task.clone()));
+    let task = before
+        .as_ref()
+        .map(|(_, t)| t.clone())
+        .filter(|t| !is_placeholder_task(t))
+        .unwrap_or_else(|| placeholder_task(call.cli));
+    let id = register(
+        tx,
+        sid,
+        call.cli.as_str(),
+        &task,
+        None,
+        (&call.session_id, None),
+    )?;
+    tx.agent_mut(&id).cli = Some(call.cli);
+    if let Some((old, _)) = before {
+        tx.lock_event(
+            &id,
+            "window_resumed",
+            json!({ "previous_agent": old, "source": call.source }),
+        );
+    }
+    Ok(id)
 }
 
 /// The calling agent: `MAOS_AGENT_ID`, else the subagent (registered on the spot if it was
@@ -115,7 +187,8 @@ fn caller(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId,
     if let Some(a) = &call.maos_agent {
         return Ok(tx.state().resolve_agent(a, Some(sid))?.id.clone());
     }
-    let orch = orchestrator(tx, sid, call)?;
+    let orch = window(tx, sid, call)?;
+    watch(tx, &orch, call);
     let Some(sub) = call.agent_id.as_deref() else {
         return Ok(orch);
     };
@@ -135,10 +208,41 @@ fn caller(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId,
         Some(&orch),
         (&call.session_id, Some(sub)),
     )?;
+    tx.agent_mut(&id).cli = Some(call.cli);
     if let Some(i) = claimed {
+        let tool_use = tx.spawn_intents_mut()[i].tool_use_id.clone();
         tx.spawn_intents_mut()[i].claimed_by = Some(id.clone());
+        tx.agent_mut(&id).tool_use_id = tool_use;
     }
     Ok(id)
+}
+
+/// Remember the window's CLI process (the first seen, or a new one after `claude --resume`),
+/// so that the sweep ends the window when it is gone. Agents maos runs itself are watched by
+/// their supervisor instead.
+fn watch(tx: &mut Txn<'_>, window: &AgentId, call: &HookCall) {
+    let Some(p) = call.process else { return };
+    if call.maos_agent.is_some() {
+        return;
+    }
+    if tx
+        .state()
+        .agent(window)
+        .is_some_and(|a| a.window != Some(p))
+    {
+        tx.agent_mut(window).window = Some(p);
+    }
+}
+
+/// The agent's last tool call, for `ps` and for the words of a denial naming it.
+fn touch(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
+    let Some(tool) = &call.tool_name else { return };
+    let now = tx.now;
+    tx.agent_mut(agent).activity = Some(Activity {
+        tool: tool.clone(),
+        path: call.paths.first().cloned(),
+        at: now,
+    });
 }
 
 /// The oldest unclaimed request of this CLI session for this kind of subagent (or any kind).
@@ -204,7 +308,16 @@ fn subagent_done(
             .position(|i| i.cli_session == cli && i.tool_use_id.as_ref() == Some(t))
     });
     let intent = linked.map(|l| intents.remove(l));
-    let agent = match find_any(tx, sid, cli, Some(&res.agent_id)) {
+    // A background subagent's result names its tool call; its id may be another one.
+    let by_call = || {
+        let t = call.tool_use_id.as_deref()?;
+        let a = tx.state().session(sid)?.agents.iter().rev().find(|a| {
+            a.external_session_id.as_deref() == Some(cli) && a.tool_use_id.as_deref() == Some(t)
+        })?;
+        Some(a.id.clone())
+    };
+    let found = find_any(tx, sid, cli, Some(&res.agent_id)).or_else(by_call);
+    let agent = match found {
         Some(a) => a,
         None => {
             // Never seen: it ran without a single hook event. It still belongs in the tree.
@@ -214,16 +327,26 @@ fn subagent_done(
                 .or_else(|| call.agent_type.clone())
                 .unwrap_or_else(|| "subagent".to_string());
             let task = intent.as_ref().map(|i| i.task.clone()).unwrap_or_default();
-            register(
+            let id = register(
                 tx,
                 sid,
                 &role,
                 &task,
                 Some(orch),
                 (cli, Some(&res.agent_id)),
-            )?
+            )?;
+            tx.agent_mut(&id).cli = Some(call.cli);
+            id
         }
     };
+    if call.tool_use_id.is_some()
+        && tx
+            .state()
+            .agent(&agent)
+            .is_some_and(|a| a.tool_use_id.is_none())
+    {
+        tx.agent_mut(&agent).tool_use_id = call.tool_use_id.clone();
+    }
     if let Some(intent) = &intent
         && intent.claimed_by.as_ref() != Some(&agent)
     {
@@ -261,8 +384,17 @@ fn subagent_done(
         .state()
         .agent(&agent)
         .is_some_and(|a| !a.state.is_terminal());
-    if live && res.status.as_deref() == Some("completed") {
-        super::agent::transition(tx, &agent, AgentOp::Complete, None, None)?;
+    // A background launch (`async_launched`) says nothing of the end: its result comes later.
+    let end = match res.status.as_deref() {
+        Some("completed" | "success") => Some(AgentOp::Complete),
+        Some("failed" | "error") => Some(AgentOp::Fail),
+        Some("killed" | "cancelled" | "canceled" | "stopped" | "aborted") => Some(AgentOp::Cancel),
+        _ => None,
+    };
+    if let (true, Some(op)) = (live, end) {
+        let reason = (op != AgentOp::Complete)
+            .then(|| format!("the subagent {}", res.status.as_deref().unwrap_or_default()));
+        super::agent::transition(tx, &agent, op, None, reason)?;
     }
     Ok(())
 }
@@ -282,18 +414,63 @@ fn deny(
     answer(HookDecision::Deny, Some(reason), None)
 }
 
+/// An agent as a model should know it: who (role and short id), which CLI window, its task,
+/// and what it is doing now (its current todo, else its last tool call and how long ago).
+pub fn describe(st: &State, id: &AgentId, now: Ts) -> String {
+    let Some(a) = st.agent(id) else {
+        return who(st, id);
+    };
+    let mut words = who(st, id);
+    if let Some(cli) = a.cli {
+        let kind = if a.parent.is_some() {
+            "subagent"
+        } else {
+            "window"
+        };
+        words.push_str(&format!(", a {} {kind}", cli.label()));
+    }
+    let mut about = Vec::new();
+    if !a.task.is_empty() && !is_placeholder_task(&a.task) {
+        about.push(format!("task: \"{}\"", one_line(&a.task, 120)));
+    }
+    let todo = st
+        .session(&a.session_id)
+        .and_then(|s| s.todos.iter().find(|t| t.agent == a.id))
+        .and_then(|t| t.items.iter().find(|i| i.status == "in_progress"));
+    if let Some(todo) = todo {
+        about.push(format!("now: {}", one_line(&todo.content, 120)));
+    } else if let Some(act) = &a.activity {
+        let on = act
+            .path
+            .as_deref()
+            .map(|p| format!(" {p}"))
+            .unwrap_or_default();
+        about.push(format!("last: {}{on}, {} ago", act.tool, ago(act.at, now)));
+    }
+    if !about.is_empty() {
+        words.push_str(&format!(" ({})", about.join("; ")));
+    }
+    words
+}
+
+/// A short duration for a model: "5s", "3m", "2h".
+fn ago(then: Ts, now: Ts) -> String {
+    let s = (now - then).num_seconds().max(0);
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        _ => format!("{}h", s / 3600),
+    }
+}
+
 /// Who holds or waits for the file ahead of the writer, in words for the model.
-fn blockers(st: &crate::state::State, holders: &[HeldLock], queued: &[WaiterInfo]) -> String {
+fn blockers(st: &State, holders: &[HeldLock], queued: &[WaiterInfo], now: Ts) -> String {
     holders
         .iter()
         .map(|h| {
-            let task = st
-                .agent(&h.holder)
-                .map(|a| a.task.clone())
-                .unwrap_or_default();
             format!(
-                "{} (task: {task}) has held it since {} UTC",
-                who(st, &h.holder),
+                "{}, has held it since {} UTC",
+                describe(st, &h.holder, now),
                 h.acquired_at.format("%H:%M:%S")
             )
         })
@@ -377,7 +554,7 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
         }) => {
             let reason = format!(
                 "maos: {path} is being written by another agent: {}. Do not edit it now: work on other files, or finish and let that agent complete first, then retry.",
-                blockers(tx.state(), &holders, &queued)
+                blockers(tx.state(), &holders, &queued, tx.now)
             );
             return deny(tx, agent, call, "lock_conflict", reason);
         }
@@ -400,25 +577,59 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
     match call.event.as_str() {
         "SessionStart" => {
             // History: agents or notes recorded before this call. A resumed, compacted or
-            // cleared CLI session has lost its context: it gets the briefing in any case.
-            let history = tx
-                .state()
-                .session(&sid)
-                .is_some_and(|s| !s.agents.is_empty() || !s.notes.is_empty());
+            // cleared CLI session has lost its context: it gets the briefing in any case. A
+            // window that starts a new session is told how the last one ended.
+            let history = |s: &maos_proto::SessionRecord| {
+                s.agents
+                    .iter()
+                    .any(|a| a.external_session_id.as_deref() != Some(call.session_id.as_str()))
+                    || !s.notes.is_empty()
+            };
+            let here = tx.state().session(&sid).is_some_and(history);
             let again = matches!(call.source.as_deref(), Some("resume" | "compact" | "clear"));
-            orchestrator(tx, &sid, &call)?;
-            let context = (history || again)
-                .then(|| super::brief::briefing(tx.state(), &sid, tx.now).ok())
-                .flatten()
-                .map(|b| b.text);
+            let w = window(tx, &sid, &call)?;
+            watch(tx, &w, &call);
+            let last = (!here)
+                .then(|| {
+                    tx.state()
+                        .sessions()
+                        .iter()
+                        .filter(|s| s.id != sid && history(s))
+                        .max_by_key(|s| s.created_at)
+                        .map(|s| s.id.clone())
+                })
+                .flatten();
+            let context = match (here, last) {
+                (true, _) => super::brief::briefing(tx.state(), &sid, tx.now)
+                    .ok()
+                    .map(|b| b.text),
+                (false, Some(last)) => super::brief::briefing(tx.state(), &last, tx.now)
+                    .ok()
+                    .map(|b| format!("{LAST_SESSION}\n{}", b.text)),
+                (false, None) if again => super::brief::briefing(tx.state(), &sid, tx.now)
+                    .ok()
+                    .map(|b| b.text),
+                (false, None) => None,
+            };
             Ok(answer(HookDecision::None, None, context))
         }
         "UserPromptSubmit" => {
             let agent = caller(tx, &sid, &call)?;
+            if let Some(res) = &call.subagent {
+                // Claude Code's word that a background subagent finished: its result, not a
+                // prompt of the person's.
+                subagent_done(tx, &sid, &agent, &call, res)?;
+                return Ok(answer(HookDecision::None, None, None));
+            }
             if let Some(line) = call.summary.as_deref().filter(|l| !l.trim().is_empty()) {
+                let line: String = line.trim().chars().take(200).collect();
                 let s = tx.session_mut(&sid);
-                if s.objective.starts_with(PLACEHOLDER) {
-                    s.objective = line.trim().chars().take(200).collect();
+                if is_placeholder_objective(&s.objective) {
+                    s.objective = line.clone();
+                }
+                let a = tx.agent_mut(&agent);
+                if a.parent.is_none() && is_placeholder_task(&a.task) {
+                    a.task = line.clone();
                 }
                 tx.lock_event(&agent, "prompt_submitted", json!({ "first_line": line }));
             }
@@ -427,6 +638,7 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
         "PreToolUse" => {
             let agent = caller(tx, &sid, &call)?;
             tx.renew(&agent);
+            touch(tx, &agent, &call);
             match call.tool_name.as_deref() {
                 _ if call.writes_files() => Ok(pre_write(tx, &sid, &agent, &call)),
                 Some("Agent" | "Task") => {
@@ -439,6 +651,10 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
         "PostToolUse" => {
             let agent = caller(tx, &sid, &call)?;
             tx.renew(&agent);
+            if !call.writes_files() && call.subagent.is_none() {
+                // Tools maos hears of only after they ran (their PreToolUse is not matched).
+                touch(tx, &agent, &call);
+            }
             if call.writes_files() {
                 // Size and hash of what the tool sent, never the text itself.
                 let (bytes, sha256) = match &call.written {
@@ -510,9 +726,11 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
             Ok(answer(HookDecision::None, None, None))
         }
         "SessionEnd" => {
-            if let Some(orch) = find(tx, &sid, &call.session_id, None) {
-                // The CLI session can be resumed later (`claude --resume`): Resumable.
-                super::agent::transition(tx, &orch, AgentOp::Interrupt, None, call.source.clone())?;
+            let live = find_any(tx, &sid, &call.session_id, None)
+                .filter(|w| tx.state().agent(w).is_some_and(|a| !a.state.is_terminal()));
+            if let Some(w) = live {
+                let why = call.source.as_deref().unwrap_or("other");
+                end_window(tx, &w, &format!("the window ended ({why})"))?;
             }
             Ok(answer(HookDecision::None, None, None))
         }
@@ -520,20 +738,97 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
     }
 }
 
+/// End a window's agent and every live agent under it: their locks go, and a session the
+/// hooks made completes once none of its agents lives.
+pub fn end_window(tx: &mut Txn<'_>, window: &AgentId, why: &str) -> Result<(), ErrorBody> {
+    let Some(sid) = tx.state().agent(window).map(|a| a.session_id.clone()) else {
+        return Ok(());
+    };
+    let mut under = vec![window.clone()];
+    let mut i = 0;
+    while i < under.len() {
+        let parent = under[i].clone();
+        if let Some(s) = tx.state().session(&sid) {
+            under.extend(
+                s.agents
+                    .iter()
+                    .filter(|a| a.parent.as_ref() == Some(&parent))
+                    .map(|a| a.id.clone()),
+            );
+        }
+        i += 1;
+    }
+    // Children first, so that each ends while its window is still there to name.
+    for id in under.iter().rev() {
+        if tx.state().agent(id).is_some_and(|a| !a.state.is_terminal()) {
+            let reason = if id == window {
+                why.to_string()
+            } else {
+                format!("its window {} ended", window.short())
+            };
+            super::agent::transition(tx, id, AgentOp::End, None, Some(reason))?;
+        }
+    }
+    settle(tx, &sid);
+    Ok(())
+}
+
+/// A session the hooks made completes when its last agent ended; one a person or a plan made
+/// is theirs to end.
+fn settle(tx: &mut Txn<'_>, sid: &SessionId) {
+    let done = tx.state().session(sid).is_some_and(|s| {
+        s.by_hooks && !s.state.is_terminal() && s.agents.iter().all(|a| a.state.is_terminal())
+    });
+    if done {
+        super::session::apply_session(
+            tx,
+            sid,
+            SessionOp::Complete,
+            SessionState::Completed,
+            Some("every window ended".to_string()),
+            None,
+        );
+        tx.checkpoint(sid, "every window ended");
+    }
+}
+
+/// End the windows whose CLI process is gone without a SessionEnd (Codex never sends one; a
+/// killed CLI cannot): at start and at every sweep. One look at `/proc` per live window.
+pub fn end_lost_windows(tx: &mut Txn<'_>) -> Result<usize, ErrorBody> {
+    let watched: Vec<(AgentId, maos_core::record::ProcessRef)> = tx
+        .state()
+        .sessions()
+        .iter()
+        .filter(|s| !s.state.is_terminal())
+        .flat_map(|s| s.agents.iter())
+        .filter(|a| a.spec.is_none() && !a.state.is_terminal())
+        .filter_map(|a| Some((a.id.clone(), a.window?)))
+        .collect();
+    let mut ended = 0;
+    for (id, p) in watched {
+        if !crate::procs::alive(p.pid, p.start_time) {
+            let why = format!("its CLI process {} is gone", p.pid);
+            end_window(tx, &id, &why)?;
+            ended += 1;
+        }
+    }
+    Ok(ended)
+}
+
 /// " by ana: review the schema first", from a pause's record (empty without one).
 fn pause_why(p: Option<&maos_proto::PauseInfo>) -> String {
     match p.map(|p| (p.by.as_deref(), p.reason.as_deref())) {
-        Some((Some(by), Some(r))) => format!(" by {by}: {}", one_line(r)),
-        Some((None, Some(r))) => format!(": {}", one_line(r)),
+        Some((Some(by), Some(r))) => format!(" by {by}: {}", one_line(r, 300)),
+        Some((None, Some(r))) => format!(": {}", one_line(r, 300)),
         Some((Some(by), None)) => format!(" by {by}"),
         _ => String::new(),
     }
 }
 
-/// A text on one line, at most 300 characters (it goes into a message for the model).
-fn one_line(s: &str) -> String {
+/// A text on one line, at most `max` characters (it goes into a message for the model).
+fn one_line(s: &str, max: usize) -> String {
     let line = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match line.char_indices().nth(300) {
+    match line.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &line[..i]),
         None => line,
     }

@@ -62,6 +62,7 @@ pub fn create(
         agents: Vec::new(),
         context: Default::default(),
         todos: Vec::new(),
+        by_hooks: false,
     };
     let data = json!({
         "objective": rec.objective,

@@ -349,12 +349,19 @@ impl Actor {
         let t0 = std::time::Instant::now();
         let mut txn = Txn::new(&mut self.state);
         // All or nothing: a recovery that fails changes nothing and runs again later.
+        let root = &self.root;
         let report = txn.atomic(|tx| {
-            if all {
+            let report = if all {
                 crate::ops::process::recover(tx, None)
             } else {
                 crate::ops::process::sweep(tx)
+            }?;
+            // Windows whose CLI is gone without a word: ended, their locks freed.
+            let ended = crate::ops::cli::end_lost_windows(tx)?;
+            if ended > 0 {
+                info!(project = %root, windows = ended, "ended agent CLI windows whose process is gone");
             }
+            Ok::<_, ErrorBody>(report)
         });
         if std::panic::catch_unwind(AssertUnwindSafe(|| {
             crate::ops::process::schedule_all(&mut txn)

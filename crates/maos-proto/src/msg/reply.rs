@@ -19,7 +19,7 @@ pub enum Reply {
     Daemon(DaemonStatus),
     Session(Box<SessionRecord>),
     Sessions(Vec<SessionRecord>),
-    Agent(AgentRecord),
+    Agent(Box<AgentRecord>),
     Agents(Vec<AgentRecord>),
     Events(Vec<EventRecord>),
     Status(Box<StatusView>),

@@ -5,7 +5,7 @@ use maos_core::{AgentId, AgentState, LockMode, Progress, SessionId, SessionState
 use serde::{Deserialize, Serialize};
 
 use super::StartedBy;
-use maos_core::record::{LockView, PsLock, SessionRecord};
+use maos_core::record::{Activity, Cli, LockView, PsLock, SessionRecord};
 
 /// A session as `maos ps` shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,6 +39,12 @@ pub struct PsAgent {
     /// Locks the agent holds.
     #[serde(default)]
     pub locks: Vec<PsLock>,
+    /// The agent CLI of a window's agent or its subagent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli: Option<Cli>,
+    /// Its last tool call, as its CLI's hook reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<Activity>,
 }
 
 /// `maos status`: a session with its progress figures.
