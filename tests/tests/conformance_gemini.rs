@@ -328,6 +328,23 @@ fn an_allowed_relative_write_is_recorded_and_locked_for_the_window() {
         env.events(&["--type", "context_compacted"]),
         Vec::<Value>::new()
     );
+    // The window is labelled by its CLI and its first prompt, and ended with the run.
+    let ps = env.maos_json(&["ps", "--all"]);
+    let agent = ps
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter_map(|s| s["agents"].as_array())
+        .flatten()
+        .find(|a| a["id"] == window.as_str())
+        .unwrap_or_else(|| panic!("the window's agent is not in ps: {ps:#}"));
+    assert_eq!(agent["role"], "gemini", "{agent}");
+    assert_eq!(
+        agent["task"],
+        format!("{CUE}: write notes/hello.txt"),
+        "{agent}"
+    );
+    assert_eq!(agent["state"], "ended", "{agent}");
 }
 
 /// Under GitHub Actions (`GITHUB_SHA` set) Gemini CLI strips every variable but a few from a
