@@ -400,6 +400,41 @@ fn with_geminis_strict_sanitizing_the_hook_still_reaches_the_daemon() {
     );
 }
 
+/// No daemon to ask (and none may be started): the model's write goes ahead, and Gemini CLI
+/// shows the user maos's warning from the hook's `systemMessage`.
+#[test]
+fn with_the_daemon_unreachable_the_write_goes_ahead_and_the_user_is_told() {
+    let Some((env, gemini)) = setup() else { return };
+    let api = fake_model(vec![Call {
+        name: "write_file",
+        args: json!({"file_path": "open.txt", "content": "fail open\n"}),
+    }]);
+    let out = run_gemini_with(
+        &env,
+        &gemini,
+        &api,
+        &format!("{CUE}: write open.txt"),
+        &[("MAOS_NO_AUTOSTART", "1")],
+    );
+    assert!(out.status.success(), "gemini failed: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Hook system message: maos: ")
+            && stderr.contains("file locks are not enforced for this call"),
+        "{stderr}"
+    );
+    let results = tool_results(&api);
+    assert!(
+        matches!(&results[..], [r] if !r.contains("blocked")),
+        "{results:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("open.txt")).expect("written"),
+        "fail open\n"
+    );
+    assert!(env.daemons().is_empty(), "a daemon was started");
+}
+
 /// A file another agent holds: maos's hook denies the model's `write_file` and its `replace`
 /// of it; the model receives each denial as Gemini CLI words it, `Tool execution blocked:`
 /// then maos's reason naming the file and the holder; the file is unchanged, the lock still

@@ -223,8 +223,14 @@ fn broken_settings_or_trust_files_are_refused_and_nothing_changes() {
 /// `maos hook --cli gemini` with `input` on stdin (no trailing newline, as Gemini CLI writes
 /// it) from `cwd`: its stdout as JSON (`Null` when empty).
 fn hook(env: &Env, cwd: &Path, input: &Value) -> Value {
+    hook_with(env, cwd, input, &[])
+}
+
+/// [`hook`] with `extra` variables in its environment.
+fn hook_with(env: &Env, cwd: &Path, input: &Value, extra: &[(&str, &str)]) -> Value {
     let mut cmd = env.command(&maos_tests::maos_bin());
-    cmd.current_dir(cwd)
+    cmd.envs(extra.iter().copied())
+        .current_dir(cwd)
         .args(["hook", "--cli", "gemini"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -334,4 +340,35 @@ fn on_a_terminal_install_asks_before_trusting() {
             assert!(text.contains("will not run these hooks until"), "{text}");
         }
     }
+}
+
+/// No daemon to ask: the write goes ahead and the user is told, in a form Gemini CLI takes
+/// (`systemMessage`, no decision); with `MAOS_HOOK_FAIL=closed` it is denied in Gemini
+/// CLI's terms instead. Either way the hook exits 0 with one JSON object.
+#[test]
+fn an_unreachable_daemon_fails_open_or_closed_in_geminis_terms() {
+    let env = Env::new();
+    let input = json!({"session_id": "g", "cwd": env.project, "hook_event_name": "BeforeTool",
+                       "tool_name": "write_file",
+                       "tool_input": {"file_path": "a.txt", "content": "x"}});
+    let open = hook_with(&env, &env.project, &input, &[("MAOS_NO_AUTOSTART", "1")]);
+    let message = open["systemMessage"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{open}"));
+    assert!(message.contains("not enforced"), "{message}");
+    assert!(open.get("decision").is_none(), "{open}");
+    let closed = hook_with(
+        &env,
+        &env.project,
+        &input,
+        &[("MAOS_NO_AUTOSTART", "1"), ("MAOS_HOOK_FAIL", "closed")],
+    );
+    assert_eq!(closed["decision"], "deny", "{closed}");
+    assert!(
+        closed["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("MAOS_HOOK_FAIL=closed")),
+        "{closed}"
+    );
+    assert!(env.daemons().is_empty(), "a daemon was started");
 }
