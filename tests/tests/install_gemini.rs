@@ -372,3 +372,33 @@ fn an_unreachable_daemon_fails_open_or_closed_in_geminis_terms() {
     );
     assert!(env.daemons().is_empty(), "a daemon was started");
 }
+
+/// `--user`: the hooks go into `~/.gemini/settings.json`, the project folder is trusted all
+/// the same (Gemini CLI runs user hooks only in trusted folders too), and the trust maos added
+/// stays while project hooks still need it.
+#[test]
+fn user_hooks_trust_the_folder_and_keep_it_while_any_maos_hook_is_left() {
+    let env = Env::new();
+    let user_settings = env.root().join("user/.gemini/settings.json");
+    env.maos_json(&["install-hooks", "--gemini", "--user", "--yes"]);
+    assert!(
+        read(&user_settings)["hooks"]["BeforeTool"].is_array(),
+        "{}",
+        user_settings.display()
+    );
+    assert!(!settings(&env).exists());
+    assert_eq!(read(&trust_file(&env))[root(&env)], "TRUST_FOLDER");
+    let (code, checks) = doctor(&env);
+    assert_eq!(
+        check(&checks, "Gemini CLI trust")["level"],
+        "ok",
+        "{checks:?}"
+    );
+    assert_eq!(code, Some(0), "{checks:?}");
+    // Project hooks too; removing the user's keeps the trust the project's still need.
+    env.maos_json(&["install-hooks", "--gemini"]);
+    env.maos_json(&["uninstall-hooks", "--gemini", "--user"]);
+    assert_eq!(read(&trust_file(&env))[root(&env)], "TRUST_FOLDER");
+    env.maos_json(&["uninstall-hooks", "--gemini"]);
+    assert_eq!(read(&trust_file(&env)), json!({}));
+}
