@@ -107,6 +107,12 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
         }
     };
     let event = call.event.clone();
+    // A shell command before it runs: maos has an opinion only when it runs `apply_patch`
+    // (then it writes files). Every other one is answered here, without the daemon, so that
+    // a Bash hook costs no more than starting this binary.
+    if event == "PreToolUse" && call.tool_name.as_deref() == Some("Bash") && !call.writes_files() {
+        return ExitCode::SUCCESS;
+    }
     let start = project
         .or_else(|| call.cwd.as_deref().map(PathBuf::from))
         .or_else(|| std::env::current_dir().ok())

@@ -35,7 +35,9 @@ const CLAUDE_EVENTS: &[(&str, Option<&str>)] = &[
 const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("UserPromptSubmit", None),
-    ("PreToolUse", Some("apply_patch")),
+    // Bash too: a shell command that runs `apply_patch` writes files (the client answers any
+    // other shell command at once, without the daemon).
+    ("PreToolUse", Some("apply_patch|Bash")),
     ("PostToolUse", Some("apply_patch|Bash")),
     ("Stop", None),
 ];
