@@ -141,8 +141,9 @@ fn doctor_reports_each_part_of_the_set_up() {
     assert_eq!(level(&r, "daemon"), ["ok"]);
     assert_eq!(level(&r, "versions"), ["ok"]);
     assert_eq!(level(&r, "database"), ["ok"]);
-    // Installed for Codex only: Claude Code's hooks are only mentioned, and doctor passes.
-    env.maos_json(&["install-hooks", "--codex"]);
+    // Installed (and trusted) for Codex only: Claude Code's hooks are only mentioned, and
+    // doctor passes.
+    env.maos_json(&["install-hooks", "--codex", "--yes"]);
     let (code, r) = doctor(&env, &[&bin_dir]);
     assert_eq!(code, Some(0), "{r}");
     assert_eq!(level(&r, "Codex hooks"), ["ok"]);
