@@ -85,8 +85,10 @@ fn patch_of(input: &Value) -> Option<&str> {
 pub struct ShellPatch {
     /// The directory of a leading `cd DIR &&`, which relative paths of the patch are under.
     pub dir: Option<String>,
-    /// The patch envelope, from a here-document.
+    /// The patch envelope, from a here-document (empty when it comes from a file).
     pub patch: String,
+    /// The file the patch is read from (`apply_patch < FILE`), as written.
+    pub file: Option<String>,
 }
 
 /// The command text of a shell tool's input: a string, or an argv whose last element is
@@ -147,8 +149,18 @@ pub fn shell_patches(script: &str) -> Option<Vec<ShellPatch>> {
         let dir = leading_cd(&script[..at.start]);
         from = at.end;
         if let Some((patch, used)) = heredoc(&script[at.end..]) {
-            patches.push(ShellPatch { dir, patch });
+            patches.push(ShellPatch {
+                dir,
+                patch,
+                file: None,
+            });
             from += used;
+        } else if let Some(file) = redirect(&script[at.end..]) {
+            patches.push(ShellPatch {
+                dir,
+                patch: String::new(),
+                file: Some(file),
+            });
         }
     }
     found
@@ -199,6 +211,16 @@ fn leading_cd(before: &str) -> Option<String> {
     tail.trim().is_empty().then_some(dir)
 }
 
+/// The file of `< FILE` right after the command (Codex's `apply_patch` helper reads the
+/// patch from its standard input).
+fn redirect(after: &str) -> Option<String> {
+    let rest = after.trim_start_matches([' ', '\t']).strip_prefix('<')?;
+    if rest.starts_with(['<', '(', '&']) {
+        return None;
+    }
+    Some(shell_word(rest)?.0)
+}
+
 /// The here-document that starts `after` (the text after `apply_patch`): its body and how
 /// many bytes of `after` it took, up to and including the closing delimiter's line.
 fn heredoc(after: &str) -> Option<(String, usize)> {
@@ -242,25 +264,51 @@ fn shell_patch_paths(input: &Value) -> Option<(Vec<String>, Vec<String>)> {
     let workdir = text(input, "workdir");
     let mut paths: Vec<String> = Vec::new();
     let mut bodies = Vec::new();
-    for p in patches {
-        let base = match (&workdir, &p.dir) {
-            (_, Some(d)) if d.starts_with('/') => Some(d.clone()),
-            (Some(w), Some(d)) => Some(format!("{}/{d}", w.trim_end_matches('/'))),
-            (None, Some(d)) => Some(d.clone()),
-            (w, None) => w.clone(),
-        };
-        for path in maos_core::patch::patch_paths(&p.patch) {
-            let path = match &base {
-                Some(b) if !path.starts_with('/') => format!("{}/{path}", b.trim_end_matches('/')),
-                _ => path,
-            };
-            if !paths.contains(&path) {
-                paths.push(path);
-            }
-        }
+    for p in patches.into_iter().filter(|p| p.file.is_none()) {
+        let base = base_of(workdir.as_deref(), p.dir.as_deref());
+        add_patch_paths(&mut paths, base.as_deref(), &p.patch);
         bodies.push(p.patch);
     }
     Some((paths, bodies))
+}
+
+/// Where a shell patch is applied: its `cd` directory under the tool's `workdir`.
+fn base_of(workdir: Option<&str>, dir: Option<&str>) -> Option<String> {
+    match (workdir, dir) {
+        (_, Some(d)) if d.starts_with('/') => Some(d.to_string()),
+        (Some(w), Some(d)) => Some(format!("{}/{d}", w.trim_end_matches('/'))),
+        (None, Some(d)) => Some(d.to_string()),
+        (w, None) => w.map(str::to_string),
+    }
+}
+
+/// `patch`'s files, under `base` when relative, added to `paths` (each once).
+pub fn add_patch_paths(paths: &mut Vec<String>, base: Option<&str>, patch: &str) {
+    for path in maos_core::patch::patch_paths(patch) {
+        let path = match base {
+            Some(b) if !path.starts_with('/') => format!("{}/{path}", b.trim_end_matches('/')),
+            _ => path,
+        };
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+}
+
+/// The patch files a `Bash` call's command gives `apply_patch` (`apply_patch < FILE`), each
+/// with where its patch is applied: (base, file as written). Reading them is the caller's.
+pub fn shell_patch_files(v: &Value) -> Vec<(Option<String>, String)> {
+    if text(v, "tool_name").as_deref() != Some("Bash") {
+        return Vec::new();
+    }
+    let input = v.get("tool_input").unwrap_or(&Value::Null);
+    let workdir = text(input, "workdir");
+    shell_script(input)
+        .and_then(shell_patches)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((base_of(workdir.as_deref(), p.dir.as_deref()), p.file?)))
+        .collect()
 }
 
 /// Size and SHA-256 of the text a write sends: Write's content, Edit's new string,
@@ -396,7 +444,9 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
     })
 }
 
-/// The whole parse of one hook input: [`read_value`], then [`call_of`].
+/// The whole parse of one hook input: [`read_value`], then [`call_of`] (the tests' and the
+/// fuzz target's entry; `maos hook` keeps the value too, for `shell_patch_files`).
+#[allow(dead_code)]
 pub fn parse<R: Read>(r: R, limit: u64) -> Result<HookCall, String> {
     call_of(&read_value(r, limit)?)
 }

@@ -462,3 +462,33 @@ proptest! {
         let _ = super::input::shell_patches(&cmd);
     }
 }
+
+/// `apply_patch < FILE`: the file is named (to be read by the caller), under its `cd`.
+#[test]
+fn a_shell_apply_patch_from_a_file_names_the_file() {
+    let v = |cmd: &str| {
+        json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+               "tool_input": {"command": cmd}})
+    };
+    use super::input::shell_patch_files;
+    assert_eq!(
+        shell_patch_files(&v("apply_patch < p.patch")),
+        [(None, "p.patch".to_string())]
+    );
+    assert_eq!(
+        shell_patch_files(&v("cd 'a b' && apply_patch <'x y.patch'; echo ok")),
+        [(Some("a b".to_string()), "x y.patch".to_string())]
+    );
+    for none in [
+        "apply_patch <(cat p)",
+        "apply_patch < $F",
+        "cat p | apply_patch",
+        "ls < p",
+    ] {
+        assert!(shell_patch_files(&v(none)).is_empty(), "{none}");
+    }
+    // Not a Bash call: nothing.
+    let mut other = v("apply_patch < p.patch");
+    other["tool_name"] = json!("apply_patch");
+    assert!(shell_patch_files(&other).is_empty());
+}
