@@ -141,10 +141,15 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
             Err(_) => {}
         }
     }
-    // A shell command before it runs: maos has an opinion only when it runs `apply_patch`
-    // (then it writes files). Every other one is answered here, without the daemon, so that
-    // a Bash hook costs no more than starting this binary.
-    if event == "PreToolUse" && call.tool_name.as_deref() == Some("Bash") && !call.writes_files() {
+    // A Codex shell command before it runs (its PreToolUse matcher has `Bash` for shell
+    // `apply_patch`): maos has an opinion only when it runs `apply_patch` (then it writes
+    // files). Every other one is answered here, without the daemon, so that it costs no
+    // more than starting this binary; its PostToolUse still renews the leases.
+    if cli == Cli::Codex
+        && event == "PreToolUse"
+        && call.tool_name.as_deref() == Some("Bash")
+        && !call.writes_files()
+    {
         return ExitCode::SUCCESS;
     }
     let start = project

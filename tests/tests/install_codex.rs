@@ -249,3 +249,51 @@ fn a_bad_codex_config_changes_nothing() {
     assert!(!hooks_json.exists());
     assert_eq!(std::fs::read_to_string(&file).expect("read"), "x");
 }
+
+/// On a terminal (`script` gives maos one), install asks before trusting: `n` leaves Codex's
+/// config alone and says what to run; `y` trusts.
+#[test]
+fn on_a_terminal_install_asks_before_trusting() {
+    if !maos_tests::have_tool("script", "util-linux") {
+        return;
+    }
+    for (answer, trusted) in [("n", false), ("y", true)] {
+        let env = Env::new();
+        let line = format!(
+            "'{}' --project '{}' install-hooks --codex",
+            maos_tests::maos_bin().display(),
+            env.project.display()
+        );
+        // The answer is typed into the terminal `script` makes for maos.
+        let mut sh = env.command(std::path::Path::new("/bin/sh"));
+        sh.env("CODEX_HOME", codex_home(&env)).args([
+            "-c",
+            "printf '%s\\n' \"$0\" | script -qec \"$1\" /dev/null",
+            answer,
+            &line,
+        ]);
+        let out = maos_tests::conformance::run_within(
+            sh,
+            std::time::Duration::from_secs(20),
+            "maos install-hooks on a terminal",
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        let said = text(&out);
+        assert!(
+            said.contains("Codex runs hooks only once they are trusted. Trust maos's 5 hooks"),
+            "{said}"
+        );
+        assert!(said.contains("[y/N]"), "{said}");
+        assert_eq!(
+            config(&env).contains("trusted_hash"),
+            trusted,
+            "{answer}: {}",
+            config(&env)
+        );
+        assert_eq!(
+            said.contains("will not run these hooks"),
+            !trusted,
+            "{said}"
+        );
+    }
+}
