@@ -175,7 +175,15 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
         Err(e) => return unreachable(&event, &e.body().message),
     };
     match (answer.decision, event.as_str()) {
-        (HookDecision::Deny, _) => deny(answer.reason.as_deref().unwrap_or("refused by maos")),
+        (HookDecision::Deny, _) => {
+            let reason = answer.reason.as_deref().unwrap_or("refused by maos");
+            // Codex shows "…hook: <reason>. Command: …": without a full stop of our own.
+            let reason = match cli {
+                Cli::Codex => reason.trim_end_matches('.'),
+                _ => reason,
+            };
+            deny(reason)
+        }
         (_, "SessionStart" | "UserPromptSubmit") => {
             if let Some(ctx) = answer.context {
                 print(&json!({"hookSpecificOutput": {

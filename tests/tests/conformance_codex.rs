@@ -27,7 +27,8 @@
 //! - Untrusted hooks are skipped without a word; `install-hooks --codex --yes` makes
 //!   `codex app-server`'s `hooks/list` report every maos hook `"trustStatus": "trusted"`.
 //! - A denial reaches the model as the tool's output: `"Command blocked by PreToolUse hook:
-//!   <maos's reason>. Command: <the patch or shell command>"`.
+//!   <maos's reason>. Command: <the patch or shell command>"` (Codex adds the full stop, so
+//!   the client leaves out its own).
 //! - `apply_patch <<'EOF' … EOF` (also after `cd DIR &&`) through `exec_command` is applied by
 //!   Codex itself (output "Success. Updated the following files: …") and fires a `Bash`
 //!   PreToolUse but **no PostToolUse** at all, so maos can lock and deny it but not record
