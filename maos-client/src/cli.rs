@@ -208,7 +208,7 @@ pub enum Cmd {
 
 #[derive(Args, Debug)]
 pub struct HookTarget {
-    /// The user's settings (~/.claude/settings.json, ~/.codex/hooks.json,
+    /// The user's settings (~/.claude/settings.json, $CODEX_HOME/hooks.json,
     /// ~/.gemini/settings.json) instead of the project's.
     #[arg(long)]
     pub user: bool,
@@ -218,6 +218,11 @@ pub struct HookTarget {
     /// Gemini CLI's settings (.gemini/settings.json) instead of Claude Code's.
     #[arg(long)]
     pub gemini: bool,
+    /// Trust maos's hooks without asking where the CLI runs hooks only once trusted (Codex:
+    /// writes their trust, and the project's, to $CODEX_HOME/config.toml). Without it,
+    /// install asks on a terminal, and elsewhere says what to run.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 impl HookTarget {

@@ -93,20 +93,65 @@ fn cli_process() -> Option<ProcessRef> {
     None
 }
 
+/// Largest patch file read for `apply_patch < FILE`.
+const MAX_PATCH_FILE: u64 = 8 * 1024 * 1024;
+
+/// The patch in `file` (relative to `cwd`, then `base`), if it is one.
+fn read_patch(cwd: Option<&str>, base: Option<&str>, file: &str) -> Result<String, String> {
+    use std::io::Read;
+    let mut path = PathBuf::from(cwd.unwrap_or("."));
+    if let Some(b) = base {
+        path.push(b);
+    }
+    path.push(file);
+    let mut text = String::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(MAX_PATCH_FILE).read_to_string(&mut text))
+        .map_err(|e| format!("{file}: {e}"))?;
+    if !maos_core::patch::is_patch(&text) {
+        return Err(format!("{file} is not a patch maos can read"));
+    }
+    Ok(text)
+}
+
 pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
     // One object, never waiting for EOF: some CLI versions keep stdin open.
-    let call = match input::parse(std::io::stdin().lock(), MAX_INPUT) {
-        Ok(mut c) => {
-            c.cli = cli;
-            c.process = cli_process();
-            c
-        }
+    let parsed = input::read_value(std::io::stdin().lock(), MAX_INPUT)
+        .and_then(|v| Ok((input::call_of(&v)?, v)));
+    let (mut call, value) = match parsed {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("maos hook: {e}; nothing was done");
             return ExitCode::from(1);
         }
     };
+    call.cli = cli;
+    call.process = cli_process();
     let event = call.event.clone();
+    // `apply_patch < FILE` in a shell command: the patch's files are read from FILE.
+    for (base, file) in input::shell_patch_files(&value) {
+        match read_patch(call.cwd.as_deref(), base.as_deref(), &file) {
+            Ok(patch) => input::add_patch_paths(&mut call.paths, base.as_deref(), &patch),
+            Err(why) if event == "PreToolUse" => {
+                deny(&format!(
+                    "maos: cannot read the patch this command gives apply_patch ({why}), so the files it writes cannot be locked. Use the apply_patch tool, or `apply_patch <<'EOF'` with the patch inline."
+                ));
+                return ExitCode::SUCCESS;
+            }
+            Err(_) => {}
+        }
+    }
+    // A Codex shell command before it runs (its PreToolUse matcher has `Bash` for shell
+    // `apply_patch`): maos has an opinion only when it runs `apply_patch` (then it writes
+    // files). Every other one is answered here, without the daemon, so that it costs no
+    // more than starting this binary; its PostToolUse still renews the leases.
+    if cli == Cli::Codex
+        && event == "PreToolUse"
+        && call.tool_name.as_deref() == Some("Bash")
+        && !call.writes_files()
+    {
+        return ExitCode::SUCCESS;
+    }
     let start = project
         .or_else(|| call.cwd.as_deref().map(PathBuf::from))
         .or_else(|| std::env::current_dir().ok())
@@ -130,7 +175,15 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
         Err(e) => return unreachable(&event, &e.body().message),
     };
     match (answer.decision, event.as_str()) {
-        (HookDecision::Deny, _) => deny(answer.reason.as_deref().unwrap_or("refused by maos")),
+        (HookDecision::Deny, _) => {
+            let reason = answer.reason.as_deref().unwrap_or("refused by maos");
+            // Codex shows "…hook: <reason>. Command: …": without a full stop of our own.
+            let reason = match cli {
+                Cli::Codex => reason.trim_end_matches('.'),
+                _ => reason,
+            };
+            deny(reason)
+        }
         (_, "SessionStart" | "UserPromptSubmit") => {
             if let Some(ctx) = answer.context {
                 print(&json!({"hookSpecificOutput": {

@@ -29,8 +29,19 @@ pub fn run(cli: &Cli) -> Res {
             let root = cli.project_root()?;
             let path = install::settings_path(std::path::Path::new(&root), t.user, t.cli())
                 .map_err(usage)?;
-            let done = match &cli.cmd {
-                Cmd::InstallHooks(_) => install::install(&path, t.cli()),
+            // Codex's project hooks need the project's trust too (not the user's hooks).
+            let root = std::path::Path::new(&root);
+            let project = (!t.user).then_some(root);
+            let consent = match t.yes {
+                true => install::Consent::Given,
+                false => install::Consent::Ask,
+            };
+            let done = match (&cli.cmd, t.cli()) {
+                (Cmd::InstallHooks(_), maos_proto::Cli::Codex) => {
+                    install::install_codex(&path, project, consent)
+                }
+                (Cmd::InstallHooks(_), which) => install::install(&path, which),
+                (_, maos_proto::Cli::Codex) => install::uninstall_codex(&path, project),
                 _ => install::uninstall(&path),
             }
             .map_err(|m| Failure {

@@ -21,6 +21,7 @@ use maos_proto::{ClientMsg, FrameError, PROTOCOL_VERSION, ServerMsg};
 pub use serde_json::{Value, json};
 
 pub mod client;
+pub mod conformance;
 pub mod daemon;
 pub mod procfs;
 pub mod tempdir;

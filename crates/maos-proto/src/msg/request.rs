@@ -304,7 +304,8 @@ pub struct HookCall {
     #[serde(default)]
     pub tool_use_id: Option<String>,
     /// The files a writing tool targets, as the CLI named them (the daemon resolves them):
-    /// one for `Write`/`Edit`/`MultiEdit`/`NotebookEdit`, every file of a Codex `apply_patch`.
+    /// one for `Write`/`Edit`/`MultiEdit`/`NotebookEdit`, every file of a Codex `apply_patch`
+    /// (the tool, or a `Bash` command that pipes a patch into it).
     #[serde(default)]
     pub paths: Vec<String>,
     #[serde(default)]
@@ -343,12 +344,15 @@ pub struct HookCall {
 
 impl HookCall {
     /// The call is of a tool that writes files (`Write`, `Edit`, `MultiEdit`, `NotebookEdit`,
-    /// Codex's `apply_patch`): its `paths` are files it writes, which take a lock.
+    /// Codex's `apply_patch`), or a shell command that runs `apply_patch` (Codex applies such
+    /// a patch itself; the client names the patch's files in `paths`): its `paths` are files
+    /// it writes, which take a lock.
     pub fn writes_files(&self) -> bool {
-        matches!(
-            self.tool_name.as_deref(),
-            Some("Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch")
-        )
+        match self.tool_name.as_deref() {
+            Some("Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch") => true,
+            Some("Bash") => !self.paths.is_empty(),
+            _ => false,
+        }
     }
 }
 

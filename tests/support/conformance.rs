@@ -1,0 +1,218 @@
+//! Plumbing of the conformance tests that run a real agent CLI: the pinned npm package,
+//! installed once into a cache outside the repository (`tests/conformance/install.sh`); a
+//! scripted fake model API on 127.0.0.1 that records every request; a run of the client with
+//! a deadline, killed with its whole process group when it outlives it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The directory the pinned npm `package@version` is installed in (installed on first use);
+/// `Err` says why it cannot be.
+pub fn npm_package(package: &str, version: &str) -> Result<PathBuf, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/install.sh");
+    let out = Command::new("sh")
+        .arg(&script)
+        .args([package, version])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default();
+        return Err(format!(
+            "npm could not install {package}@{version} ({}): {first}",
+            out.status
+        ));
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// One answer of the fake API.
+pub struct Answer {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+impl Answer {
+    /// `200` with a server-sent event stream.
+    pub fn sse(body: String) -> Answer {
+        Answer {
+            status: 200,
+            content_type: "text/event-stream",
+            body,
+        }
+    }
+
+    pub fn not_found() -> Answer {
+        Answer {
+            status: 404,
+            content_type: "text/plain",
+            body: String::new(),
+        }
+    }
+}
+
+/// Server-sent events: each value's `type` is its event name.
+pub fn sse(events: &[Value]) -> String {
+    events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or("")))
+        .collect()
+}
+
+/// A scripted fake model API: every request is answered by `answer(method, target, body)`
+/// and recorded (target and JSON body), one connection per request.
+pub struct FakeApi {
+    port: u16,
+    requests: Arc<Mutex<Vec<(String, Value)>>>,
+}
+
+impl FakeApi {
+    pub fn start(answer: impl Fn(&str, &str, &Value) -> Answer + Send + Sync + 'static) -> FakeApi {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake model API");
+        let port = listener.local_addr().expect("local addr").port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let answer = Arc::new(answer);
+        let recorded = Arc::clone(&requests);
+        // The thread ends with the test process; every connection is served by its own thread.
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (answer, recorded) = (Arc::clone(&answer), Arc::clone(&recorded));
+                std::thread::spawn(move || {
+                    if let Err(e) = serve(stream, &*answer, &recorded) {
+                        eprintln!("fake model API: {e}");
+                    }
+                });
+            }
+        });
+        FakeApi { port, requests }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Every recorded request: (target, JSON body or null).
+    pub fn requests(&self) -> Vec<(String, Value)> {
+        self.requests.lock().expect("requests").clone()
+    }
+}
+
+/// One HTTP/1.1 request on `stream`, answered and closed.
+fn serve(
+    stream: TcpStream,
+    answer: &dyn Fn(&str, &str, &Value) -> Answer,
+    recorded: &Mutex<Vec<(String, Value)>>,
+) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let (method, target) = (
+        parts.next().unwrap_or_default().to_string(),
+        parts.next().unwrap_or_default().to_string(),
+    );
+    let (mut length, mut chunked) = (0usize, false);
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header)? == 0 || header.trim().is_empty() {
+            break;
+        }
+        let (name, value) = header.split_once(':').unwrap_or((&header, ""));
+        match name.trim().to_ascii_lowercase().as_str() {
+            "content-length" => length = value.trim().parse().unwrap_or(0),
+            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
+            _ => {}
+        }
+    }
+    let body = if chunked {
+        read_chunked(&mut reader)?
+    } else {
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        body
+    };
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let reply = answer(&method, &target, &body);
+    recorded.lock().expect("requests").push((target, body));
+    let reason = if reply.status == 200 {
+        "OK"
+    } else {
+        "Not Found"
+    };
+    let head = format!(
+        "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nCache-Control: no-cache\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        reply.status,
+        reply.content_type,
+        reply.body.len()
+    );
+    let mut stream = stream;
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(reply.body.as_bytes())?;
+    stream.flush()
+}
+
+fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut size = String::new();
+        reader.read_line(&mut size)?;
+        let size = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        let mut chunk = vec![0; size + 2];
+        reader.read_exact(&mut chunk)?;
+        if size == 0 {
+            return Ok(body);
+        }
+        body.extend_from_slice(&chunk[..size]);
+    }
+}
+
+/// Run `cmd` (stdin closed, output captured) in its own process group; kill the group and
+/// panic naming `what` if it outlives `deadline`. Prints how it went, for the test's log.
+pub fn run_within(mut cmd: Command, deadline: Duration, what: &str) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let started = Instant::now();
+    let out = rx.recv_timeout(deadline);
+    if out.is_err() {
+        // SAFETY: kill(2) of the process group made for the client.
+        unsafe {
+            libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+        }
+    }
+    let out = out
+        .unwrap_or_else(|_| panic!("{what} did not finish within {deadline:?}"))
+        .unwrap_or_else(|e| panic!("{what}'s output: {e}"));
+    eprintln!(
+        "{what} took {:?}: {}\nstdout: {}\nstderr: {}",
+        started.elapsed(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
