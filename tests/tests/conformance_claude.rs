@@ -27,7 +27,7 @@
 //! - The legacy `decision: "block"`, `reason: R`: `PreToolUse:Write hook error: R`.
 //! - `permissionDecision: "deny"` printed with exit 2: `PreToolUse:Write hook error: R`.
 //! - `permissionDecision: "ask"` + R: in `-p` the content is R alone, but "ask" is no denial:
-//!   an interactive user (or a permissive mode) may let the write through, so maos never
+//!   it asks, and in an interactive window the user may let the write through, so maos never
 //!   uses it.
 //!
 //! So no deny form reaches the model without the "hook error" prefix; maos keeps
@@ -1245,11 +1245,17 @@ fn the_briefing_reaches_the_models_first_request() {
     let [briefing] = &context[..] else {
         panic!("not one briefing in the first request: {first_request:#}")
     };
-    assert!(briefing.contains(DECISION), "{briefing}");
+    eprintln!("the model received: {briefing}");
+    // maos's briefing: its heading, the decision as one of its items, the earlier window.
+    let heading = briefing.lines().next().unwrap_or_default();
+    assert!(heading.contains("maos: briefing"), "{briefing}");
     assert!(
-        briefing.contains("notes.txt") || briefing.contains(first),
+        briefing
+            .lines()
+            .any(|l| l.starts_with(&format!("- {DECISION}"))),
         "{briefing}"
     );
+    assert!(briefing.contains(first), "{briefing}");
 }
 
 /// A window that dies without SessionEnd (its whole process group killed while it holds a
@@ -1306,4 +1312,91 @@ fn a_window_killed_without_session_end_is_ended_by_maos() {
         std::fs::read_to_string(&file).expect("orphan.txt"),
         "left behind\n"
     );
+}
+
+/// What Claude Code's model receives for each documented way a `PreToolUse` hook can refuse a
+/// `Write` (the module's documentation lists them): a stand-in hook prints each form, and the
+/// file is never written. It pins the facts maos's choice of output rests on; if a new release
+/// lets one form reach the model without "hook error", this fails and the choice is due again.
+#[test]
+fn each_deny_form_reaches_the_model_as_documented() {
+    let Some((env, claude)) = setup() else { return };
+    const R: &str = "maos: f.txt is being written by another agent. Do not edit it now.";
+    let deny = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "deny", "permissionDecisionReason": R}});
+    let mut with_system = deny.clone();
+    with_system["systemMessage"] = json!(format!("SYSTEM {R}"));
+    let mut with_context = deny.clone();
+    with_context["hookSpecificOutput"]["additionalContext"] = json!(format!("CONTEXT {R}"));
+    let block = json!({"decision": "block", "reason": R});
+    let ask = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "ask", "permissionDecisionReason": R}});
+    let hook = env.root().join("deny-hook");
+    let denied = format!("{WRITE_DENIED}{R}");
+    // (form, what the hook prints on stdout, its exit code, the tool result's text).
+    let forms = [
+        (
+            "permissionDecision deny",
+            deny.to_string(),
+            0,
+            denied.clone(),
+        ),
+        (
+            "deny + systemMessage",
+            with_system.to_string(),
+            0,
+            denied.clone(),
+        ),
+        (
+            "deny + additionalContext",
+            with_context.to_string(),
+            0,
+            denied.clone(),
+        ),
+        ("deny, exit 2", deny.to_string(), 2, denied.clone()),
+        ("decision block", block.to_string(), 0, denied.clone()),
+        ("ask", ask.to_string(), 0, R.to_string()),
+        (
+            "exit 2, stderr",
+            String::new(),
+            2,
+            format!("{WRITE_DENIED}[{}]: {R}\n", hook.display()),
+        ),
+    ];
+    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Write",
+        "hooks": [{"type": "command", "command": hook}]}]}});
+    std::fs::write(
+        env.project.join(".claude/settings.json"),
+        settings.to_string(),
+    )
+    .expect("write the stand-in hook's settings");
+    let file = env.project.join("f.txt");
+    for (form, stdout, exit, expected) in forms {
+        let stderr = if stdout.is_empty() { R } else { "" };
+        let script = format!(
+            "#!/bin/sh\ncat >/dev/null\nprintf '%s' '{stdout}'\nprintf '%s\\n' '{stderr}' >&2\nexit {exit}\n"
+        );
+        std::fs::write(&hook, script).expect("write the stand-in hook");
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&hook, mode).expect("chmod the stand-in hook");
+        let model = write_once(&file, "x\n");
+        let out = run_claude(&env, &claude, &model, "MAOS-CONFORMANCE: write f.txt");
+        assert!(out.status.success(), "{form}: claude failed: {out:?}");
+        let requests = model.messages_requests();
+        let result = tool_result(&requests, "toolu_write");
+        assert_eq!(result["is_error"], true, "{form}: {result}");
+        assert_eq!(result_text(&result), expected, "{form}");
+        assert!(!file.exists(), "{form}: the write went through");
+        let all = serde_json::to_string(&requests).expect("requests as JSON");
+        assert!(
+            !all.contains("SYSTEM maos"),
+            "{form}: a systemMessage reached the model"
+        );
+        let context = format!("PreToolUse:Write hook additional context: CONTEXT {R}");
+        assert_eq!(
+            all.contains(&context),
+            form == "deny + additionalContext",
+            "{form}: {all}"
+        );
+    }
 }
