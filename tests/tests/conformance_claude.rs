@@ -40,6 +40,8 @@
 //! on CI (`CI` set). Runs of the client are serialized ([`RUNS`]); each is bounded by
 //! [`RUN_DEADLINE`].
 
+use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -480,19 +482,51 @@ fn claude_tmp() -> PathBuf {
     PathBuf::from(format!("/tmp/claude-{}", unsafe { libc::getuid() }))
 }
 
-/// Runs of the real client one at a time, so that `/tmp/claude-<uid>/` is cleaned up only
-/// when this test made it.
+/// The names in `/tmp/claude-<uid>/` (none if it is missing).
+fn claude_tmp_entries() -> BTreeSet<OsString> {
+    std::fs::read_dir(claude_tmp())
+        .map(|dir| dir.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default()
+}
+
+/// Remove what a run in `project` left in `/tmp/claude-<uid>/` (which held `before` when it
+/// started): the directory named after the project's path (every character but letters and
+/// digits made a `-`) and the `fswatch-probe-*` directories made since; then
+/// `/tmp/claude-<uid>/` itself if nothing else is in it.
+fn remove_claude_tmp(project: &Path, before: &BTreeSet<OsString>) {
+    let canonical = project
+        .canonicalize()
+        .unwrap_or_else(|_| project.to_path_buf());
+    let name: String = canonical
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let _ = std::fs::remove_dir_all(claude_tmp().join(name));
+    for entry in claude_tmp_entries() {
+        let probe = entry.to_string_lossy().starts_with("fswatch-probe-");
+        if probe && !before.contains(&entry) {
+            let _ = std::fs::remove_dir_all(claude_tmp().join(entry));
+        }
+    }
+    let _ = std::fs::remove_dir(claude_tmp());
+}
+
+/// Runs of the real client one at a time: on a CI machine's two cores, clients started by
+/// parallel test threads would push each other towards their deadlines.
 static RUNS: Mutex<()> = Mutex::new(());
 
 /// A `claude -p` run in progress. It holds [`RUNS`] until it is over: finished
 /// ([`Run::finish`]) or killed ([`Run::kill`], or when dropped, e.g. by a failing test); its
-/// whole process group dies with it, and `/tmp/claude-<uid>/` is removed if this run made it.
+/// whole process group dies with it, and what it left in `/tmp/claude-<uid>/` is removed.
 struct Run {
     _one: MutexGuard<'static, ()>,
     pid: u32,
     out: mpsc::Receiver<std::io::Result<Output>>,
     started: Instant,
-    tmp_existed: bool,
+    project: PathBuf,
+    /// What `/tmp/claude-<uid>/` held before the run.
+    tmp_before: BTreeSet<OsString>,
     over: bool,
 }
 
@@ -501,7 +535,7 @@ impl Run {
     /// behind it, in its own process group.
     fn start(env: &Env, claude: &Path, model: &FakeModel, prompt: &str) -> Run {
         let one = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-        let tmp_existed = claude_tmp().exists();
+        let tmp_before = claude_tmp_entries();
         let home = env.root().join("user");
         std::fs::create_dir_all(&home).expect("create HOME");
         let path = format!(
@@ -540,7 +574,8 @@ impl Run {
             pid,
             out,
             started: Instant::now(),
-            tmp_existed,
+            project: env.project.clone(),
+            tmp_before,
             over: false,
         }
     }
@@ -586,9 +621,7 @@ impl Run {
             // Its waiting thread sends the output, or hangs up if it was taken already.
             let _ = self.out.recv_timeout(RUN_DEADLINE);
         }
-        if !self.tmp_existed {
-            let _ = std::fs::remove_dir_all(claude_tmp());
-        }
+        remove_claude_tmp(&self.project, &self.tmp_before);
     }
 }
 
