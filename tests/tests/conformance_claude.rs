@@ -622,6 +622,10 @@ impl Run {
             let _ = self.out.recv_timeout(RUN_DEADLINE);
         }
         remove_claude_tmp(&self.project, &self.tmp_before);
+        // A killed client leaves its socket behind (one that exits removes it).
+        let socks = Path::new("/tmp/cc-socks");
+        let _ = std::fs::remove_file(socks.join(format!("{}.sock", self.pid)));
+        let _ = std::fs::remove_dir(socks);
     }
 }
 
