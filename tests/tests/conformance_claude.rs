@@ -1276,16 +1276,24 @@ fn the_briefing_reaches_the_models_first_request() {
         .expect("messages")
         .iter()
         .filter(|m| m["role"] == "system")
-        .map(|m| content_text(&m["content"]))
-        .filter(|t| t.starts_with("SessionStart hook additional context: "))
+        .filter_map(|m| {
+            let text = content_text(&m["content"]);
+            let context = text.strip_prefix("SessionStart hook additional context: ")?;
+            Some(context.to_string())
+        })
         .collect();
     let [briefing] = &context[..] else {
         panic!("not one briefing in the first request: {first_request:#}")
     };
     eprintln!("the model received: {briefing}");
-    // maos's briefing: its heading, the decision as one of its items, the earlier window.
-    let heading = briefing.lines().next().unwrap_or_default();
-    assert!(heading.contains("maos: briefing"), "{briefing}");
+    // maos's briefing: its heading (maybe after a line saying which session it is about), the
+    // decision as one of its items, the earlier window's prompt.
+    assert!(
+        briefing
+            .lines()
+            .any(|l| l.starts_with("maos: briefing on session")),
+        "{briefing}"
+    );
     assert!(
         briefing
             .lines()
