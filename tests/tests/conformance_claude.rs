@@ -1243,8 +1243,8 @@ fn a_daemon_killed_mid_run_is_restarted_by_the_hook_and_loses_nothing() {
     assert_eq!(kept, had, "events recorded before the kill changed");
     let locked = one_event(&env, "lock_acquired", "after-kill.txt");
     let write = one_event(&env, "file_modified", "after-kill.txt");
-    assert_eq!(locked["agent_id"], window.as_str(), "{locked}");
-    assert_eq!(write["agent_id"], window.as_str(), "{write}");
+    assert_eq!(locked["agent_id"], window.as_str(), "{after:#?}");
+    assert_eq!(write["agent_id"], window.as_str(), "{after:#?}");
     assert!(locked["seq"].as_u64() < write["seq"].as_u64());
     assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
 }
