@@ -1195,6 +1195,53 @@ fn a_pause_reason_reaches_the_model_and_resume_lets_writes_through() {
     assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
 }
 
+/// A window opened while the project's active session is paused (`maos pause --reason`,
+/// before the run) joins it, and its `Write` is denied with the reason; after `maos resume` a
+/// new window's `Write` goes through.
+#[test]
+fn a_window_opened_in_a_paused_session_is_told_why_and_writes_after_resume() {
+    let Some((env, claude)) = setup() else { return };
+    const REASON: &str = "MAOS-REASON the schema is under review";
+    let sid = env.session("conformance", &[]);
+    env.maos_json(&["session", "start"]);
+    env.maos_json(&["pause", "--reason", REASON]);
+    let file = env.project.join("later.txt");
+    let first = "MAOS-CONFORMANCE: write later.txt while paused";
+    let model = write_once(&file, "too early\n");
+    let out = run_claude(&env, &claude, &model, first);
+    assert!(out.status.success(), "claude failed: {out:?}");
+    let denied = tool_result(&model.messages_requests(), "toolu_write");
+    let text = result_text(&denied);
+    assert_eq!(denied["is_error"], true, "{denied}");
+    assert!(text.starts_with(WRITE_DENIED), "{text}");
+    assert!(text.contains(REASON), "the pause's reason is not in {text}");
+    assert!(!file.exists(), "a write during the pause reached the disk");
+
+    env.maos_json(&["resume"]);
+    let second = "MAOS-CONFORMANCE: write later.txt after the resume";
+    let model = write_once(&file, "in time\n");
+    let out = run_claude(&env, &claude, &model, second);
+    assert!(out.status.success(), "claude failed: {out:?}");
+    let done = tool_result(&model.messages_requests(), "toolu_write");
+    assert_ne!(done["is_error"], true, "{done}");
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("later.txt"),
+        "in time\n"
+    );
+    // maos's view: both windows worked in the paused (then resumed) session; the denial is the
+    // first one's, the write the second one's.
+    for prompt in [first, second] {
+        let event = prompt_event(&env, prompt);
+        assert_eq!(event["session_id"], sid.as_str(), "{event}");
+    }
+    let refusal = one_event(&env, "tool_denied", "later.txt");
+    assert_eq!(refusal["agent_id"], window_of(&env, first).as_str());
+    assert_eq!(refusal["data"]["why"], "paused", "{refusal}");
+    let write = one_event(&env, "file_modified", "later.txt");
+    assert_eq!(write["agent_id"], window_of(&env, second).as_str());
+    assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
+}
+
 /// `kill -9` of maosd while a window works: the next hook call starts the daemon again
 /// (autostart), the `Write` is locked and recorded for the same window, and every event
 /// recorded before the kill is still there.
