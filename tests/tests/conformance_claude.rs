@@ -652,7 +652,7 @@ fn ps_agents(env: &Env) -> Vec<Value> {
         .collect()
 }
 
-/// One agent of `maos ps --json`.
+/// One agent of `maos ps --all --json`.
 fn ps_agent(env: &Env, id: &str) -> Value {
     let agents = ps_agents(env);
     agents
