@@ -83,8 +83,9 @@ fn cli_process() -> Option<ProcessRef> {
         let (comm, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
         let mut fields = rest.split(' ');
         let ppid: u32 = fields.nth(1)?.parse().ok()?;
-        // `starttime` is field 22 of the line; `rest` starts at field 3.
-        let start_time = fields.nth(18).and_then(|t| t.parse().ok());
+        // `starttime` is field 22 of the line; `rest` starts at field 3, and `nth(1)` took
+        // fields 3 and 4 (ppid), so field 22 is the 18th after them.
+        let start_time = fields.nth(17).and_then(|t| t.parse().ok());
         if !SHELLS.contains(&comm) || ppid <= 1 {
             return Some(ProcessRef { pid, start_time });
         }

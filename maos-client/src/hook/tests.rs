@@ -342,6 +342,16 @@ fn the_calling_cli_process_is_found() {
     let p = super::cli_process().expect("an ancestor process");
     assert_eq!(p.pid, std::os::unix::process::parent_id());
     assert!(p.start_time.is_some_and(|t| t > 0), "{p:?}");
+    // The start time the daemon compares it with: field 22 of `/proc/<pid>/stat`, counted
+    // from after the last `)` (field 3).
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", p.pid)).expect("stat");
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("comm")
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(p.start_time, fields[22 - 3].parse().ok(), "{stat}");
 }
 
 /// A background subagent's result arrives as a prompt: it is read as that subagent's result
