@@ -287,6 +287,17 @@ fn windows_end_truthfully_and_the_session_completes_with_the_last() {
     assert!(!text.contains("maos resume --agent"), "{text}");
     assert!(text.contains("claude --resume cc-2"), "{text}");
 
+    // A live window is never taken for a lost one: a restarted daemon's recovery looks at
+    // every window before it answers, and this one's process runs (its pid and start time).
+    env.maos_json(&["daemon", "stop"]);
+    let mut restart = env.maos_cmd_in(&env.project, &["--json", "lock", "list"]);
+    restart.env("MAOS_TEST_SWEEP_MS", "100");
+    let out = maos_tests::run_with_timeout(restart, maos_tests::COMMAND_TIMEOUT);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let locks: Value = serde_json::from_slice(&out.stdout).expect("lock list");
+    assert_eq!(locks["locks"][0]["path"], "docs/a.md", "{locks}");
+    assert_eq!(agent_of_cli(&env, "codex")["state"], "running");
+
     // The Codex CLI dies without a word: the daemon notices, ends its window, frees its lock,
     // and the session, whose last window that was, completes.
     codex.kill9();
