@@ -164,10 +164,14 @@ fn two_windows_of_different_clis_are_two_agents_and_a_denial_names_the_holder() 
     assert_eq!(mine["activity"]["path"], "src/parser.rs", "{mine}");
     // `ps` shows what each window did last.
     let text = String::from_utf8_lossy(&env.maos(&["ps"]).stdout).into_owned();
-    assert!(
-        text.contains("Build the parser") && text.contains("Write the parser tests"),
-        "{text}"
-    );
+    for part in [
+        "Build the parser",
+        "Write the parser tests",
+        "last Write src/parser.rs (",
+        "last apply_patch src/parser.rs (",
+    ] {
+        assert!(text.contains(part), "{part:?} is not in `maos ps`:\n{text}");
+    }
 }
 
 /// A fake agent CLI: a real process (python3) that runs `maos hook --cli CLI` for each input
