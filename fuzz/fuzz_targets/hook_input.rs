@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let clis = [maos_proto::Cli::Claude, maos_proto::Cli::Codex, maos_proto::Cli::Gemini];
     for (limit, cli) in [input::MAX_INPUT, 64].into_iter().flat_map(|l| clis.map(|c| (l, c))) {
         match input::parse_for(data, limit, cli) {
-            Ok(call) => {
+            Ok((call, _)) => {
                 let text = serde_json::to_string(&call).expect("a call serializes");
                 let _: maos_proto::HookCall =
                     serde_json::from_str(&text).expect("a call parses back");

@@ -208,7 +208,7 @@ pub enum Cmd {
 
 #[derive(Args, Debug)]
 pub struct HookTarget {
-    /// The user's settings (~/.claude/settings.json, ~/.codex/hooks.json,
+    /// The user's settings (~/.claude/settings.json, $CODEX_HOME/hooks.json,
     /// ~/.gemini/settings.json) instead of the project's.
     #[arg(long)]
     pub user: bool,

@@ -101,8 +101,37 @@ fn hooks(root: &Path, cli: Cli, other: bool) -> (Vec<Check>, bool) {
     }
     let mut found = Vec::new();
     let mut out = Vec::new();
-    for f in &files {
-        match install::installed(f, cli) {
+    for (i, f) in files.iter().enumerate() {
+        let mut installed = install::installed(f, cli);
+        if cli == Cli::Codex && matches!(installed, Ok(Installed::Yes | Installed::Partly(_))) {
+            // Codex skips untrusted hooks silently: installed is not enough.
+            let user = i > 0;
+            let project = (!user).then_some(root);
+            let fix = format!(
+                "run `maos install-hooks --codex{} --yes`",
+                if user { " --user" } else { "" }
+            );
+            match install::codex_problems(f, project) {
+                Ok(p) if p.is_empty() => {}
+                Ok(p) => {
+                    out.push(check(
+                        name,
+                        Level::Fail,
+                        format!(
+                            "{}: installed, but {}: Codex skips them silently; {fix}",
+                            f.display(),
+                            p.join(", ")
+                        ),
+                    ));
+                    installed = Ok(Installed::No);
+                }
+                Err(e) => {
+                    out.push(check(name, Level::Fail, e));
+                    installed = Ok(Installed::No);
+                }
+            }
+        }
+        match installed {
             Ok(Installed::Yes) => found.push(f.display().to_string()),
             Ok(Installed::No) => {}
             Ok(Installed::Partly(missing)) => out.push(check(

@@ -8,13 +8,14 @@
 //! `--yes`), and notes that it did in `$MAOS_HOME/gemini-trust.json`, so that uninstall
 //! removes that rule and no other.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use maos_proto::{Cli, paths};
 use serde_json::{Map, Value};
 
-use crate::install::{self, Installed};
+use crate::codex;
+use crate::install::{self, Consent, Installed};
 
 const TRUST_FOLDER: &str = "TRUST_FOLDER";
 /// The file in maos's home listing the folders maos trusted in Gemini CLI.
@@ -139,23 +140,6 @@ fn add(root: &Path, file: &Path) -> Result<(), String> {
     write_object(&record, &noted)
 }
 
-/// Ask on the terminal; anything but y/yes is a no.
-fn ask(root: &Path, file: &Path) -> bool {
-    let mut err = std::io::stderr().lock();
-    let _ = write!(
-        err,
-        "Gemini CLI runs hooks only in folders you trust. Trust {} (adds it to {})? [y/N] ",
-        root.display(),
-        file.display()
-    );
-    let _ = err.flush();
-    let mut line = String::new();
-    if std::io::stdin().lock().read_line(&mut line).is_err() {
-        return false;
-    }
-    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
-}
-
 /// The one command that makes Gemini CLI run maos's hooks in `root`.
 pub fn fix(user: bool) -> String {
     let user = if user { " --user" } else { "" };
@@ -163,9 +147,14 @@ pub fn fix(user: bool) -> String {
 }
 
 /// `maos install-hooks --gemini`: the hooks into `settings`, then the folder's trust (asked
-/// on a terminal, given with `yes`, else only said). Broken input (either file) changes
+/// on a terminal, given with `--yes`, else only said). Broken input (either file) changes
 /// nothing.
-pub fn install(root: &Path, settings: &Path, user: bool, yes: bool) -> Result<String, String> {
+pub fn install(
+    root: &Path,
+    settings: &Path,
+    user: bool,
+    consent: Consent,
+) -> Result<String, String> {
     let file = trust_file()?;
     let now = trust(root)?;
     let mut done = vec![install::install(settings, Cli::Gemini)?];
@@ -176,8 +165,18 @@ pub fn install(root: &Path, settings: &Path, user: bool, yes: bool) -> Result<St
             file.display()
         )),
         Trust::Unknown => {
-            let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-            if yes || (terminal && ask(root, &file)) {
+            let given = match consent {
+                Consent::Given => true,
+                Consent::Ask => {
+                    codex::can_ask()
+                        && codex::ask(&format!(
+                            "Gemini CLI runs hooks only in folders you trust. Trust {} (adds it to {})?",
+                            root.display(),
+                            file.display()
+                        ))
+                }
+            };
+            if given {
                 add(root, &file)?;
                 done.push(format!(
                     "{} trusted in {} (uninstall-hooks --gemini removes it)",

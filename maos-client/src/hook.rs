@@ -96,8 +96,9 @@ fn cli_process() -> Option<ProcessRef> {
         let (comm, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
         let mut fields = rest.split(' ');
         let ppid: u32 = fields.nth(1)?.parse().ok()?;
-        // `starttime` is field 22 of the line; `rest` starts at field 3.
-        let start_time = fields.nth(18).and_then(|t| t.parse().ok());
+        // `starttime` is field 22 of the line; `rest` starts at field 3, and `nth(1)` took
+        // fields 3 and 4 (ppid), so field 22 is the 18th after them.
+        let start_time = fields.nth(17).and_then(|t| t.parse().ok());
         if !SHELLS.contains(&comm) || ppid <= 1 {
             return Some(ProcessRef { pid, start_time });
         }
@@ -153,24 +154,70 @@ fn recover_gemini_env(cli: Option<ProcessRef>) {
     }
 }
 
+/// Largest patch file read for `apply_patch < FILE`.
+const MAX_PATCH_FILE: u64 = 8 * 1024 * 1024;
+
+/// The patch in `file` (relative to `cwd`, then `base`), if it is one.
+fn read_patch(cwd: Option<&str>, base: Option<&str>, file: &str) -> Result<String, String> {
+    use std::io::Read;
+    let mut path = PathBuf::from(cwd.unwrap_or("."));
+    if let Some(b) = base {
+        path.push(b);
+    }
+    path.push(file);
+    let mut text = String::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(MAX_PATCH_FILE).read_to_string(&mut text))
+        .map_err(|e| format!("{file}: {e}"))?;
+    if !maos_core::patch::is_patch(&text) {
+        return Err(format!("{file} is not a patch maos can read"));
+    }
+    Ok(text)
+}
+
 pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
     let process = cli_process();
     if cli == Cli::Gemini {
         recover_gemini_env(process);
     }
-    // One object, never waiting for EOF: some CLI versions keep stdin open (Gemini CLI's
-    // has no trailing newline and is closed).
-    let call = match input::parse_for(std::io::stdin().lock(), MAX_INPUT, cli) {
-        Ok(mut c) => {
-            c.process = process;
-            c
-        }
+    // One object, never waiting for EOF: some CLI versions keep stdin open (Gemini CLI's has
+    // no trailing newline and is closed).
+    let (mut call, value) = match input::parse_for(std::io::stdin().lock(), MAX_INPUT, cli) {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("maos hook: {e}; nothing was done");
             return ExitCode::from(1);
         }
     };
+    call.process = process;
     let event = call.event.clone();
+    // `apply_patch < FILE` in a shell command: the patch's files are read from FILE.
+    for (base, file) in input::shell_patch_files(&value) {
+        match read_patch(call.cwd.as_deref(), base.as_deref(), &file) {
+            Ok(patch) => input::add_patch_paths(&mut call.paths, base.as_deref(), &patch),
+            Err(why) if event == "PreToolUse" => {
+                deny(
+                    cli,
+                    &format!(
+                        "maos: cannot read the patch this command gives apply_patch ({why}), so the files it writes cannot be locked. Use the apply_patch tool, or `apply_patch <<'EOF'` with the patch inline."
+                    ),
+                );
+                return ExitCode::SUCCESS;
+            }
+            Err(_) => {}
+        }
+    }
+    // A Codex shell command before it runs (its PreToolUse matcher has `Bash` for shell
+    // `apply_patch`): maos has an opinion only when it runs `apply_patch` (then it writes
+    // files). Every other one is answered here, without the daemon, so that it costs no
+    // more than starting this binary; its PostToolUse still renews the leases.
+    if cli == Cli::Codex
+        && event == "PreToolUse"
+        && call.tool_name.as_deref() == Some("Bash")
+        && !call.writes_files()
+    {
+        return ExitCode::SUCCESS;
+    }
     let start = project
         .or_else(|| call.cwd.as_deref().map(PathBuf::from))
         .or_else(|| std::env::current_dir().ok())
@@ -194,7 +241,15 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
         Err(e) => return unreachable(cli, &event, &e.body().message),
     };
     match (answer.decision, event.as_str()) {
-        (HookDecision::Deny, _) => deny(cli, answer.reason.as_deref().unwrap_or("refused by maos")),
+        (HookDecision::Deny, _) => {
+            let reason = answer.reason.as_deref().unwrap_or("refused by maos");
+            // Codex shows "…hook: <reason>. Command: …": without a full stop of our own.
+            let reason = match cli {
+                Cli::Codex => reason.trim_end_matches('.'),
+                _ => reason,
+            };
+            deny(cli, reason)
+        }
         (_, "SessionStart" | "UserPromptSubmit") => {
             if let Some(ctx) = answer.context {
                 print(&json!({"hookSpecificOutput": {

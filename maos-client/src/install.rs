@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use maos_proto::Cli;
 use serde_json::{Map, Value, json};
 
+use crate::codex::{self, Status};
+
 /// The command every entry starts with (found on PATH, so the file can be shared by a team).
 const COMMAND: &str = "maos hook";
 /// Seconds the CLI gives the hook.
@@ -35,7 +37,9 @@ const CLAUDE_EVENTS: &[(&str, Option<&str>)] = &[
 const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("UserPromptSubmit", None),
-    ("PreToolUse", Some("apply_patch")),
+    // Bash too: a shell command that runs `apply_patch` writes files (the client answers any
+    // other shell command at once, without the daemon).
+    ("PreToolUse", Some("apply_patch|Bash")),
     ("PostToolUse", Some("apply_patch|Bash")),
     ("Stop", None),
 ];
@@ -123,6 +127,10 @@ pub fn installed(path: &Path, cli: Cli) -> Result<Installed, String> {
 /// Which settings file of `cli`: the project's (`.claude/settings.json`, `.codex/hooks.json`,
 /// `.gemini/settings.json`), or the same under the user's home.
 pub fn settings_path(root: &Path, user: bool, cli: Cli) -> Result<PathBuf, String> {
+    if user && cli == Cli::Codex {
+        // Codex reads the user's hooks from its home, `$CODEX_HOME` when set.
+        return Ok(codex::home()?.join("hooks.json"));
+    }
     let base = if user {
         std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
@@ -138,13 +146,15 @@ pub fn settings_path(root: &Path, user: bool, cli: Cli) -> Result<PathBuf, Strin
     }))
 }
 
+/// A hook command of maos's (any version's).
+fn is_maos_command(command: &str) -> bool {
+    command.trim_start().starts_with(COMMAND)
+}
+
 fn is_ours(group: &Value) -> bool {
     group["hooks"].as_array().is_some_and(|hs| {
-        hs.iter().any(|h| {
-            h["command"]
-                .as_str()
-                .is_some_and(|c| c.trim_start().starts_with(COMMAND))
-        })
+        hs.iter()
+            .any(|h| h["command"].as_str().is_some_and(is_maos_command))
     })
 }
 
@@ -168,15 +178,45 @@ pub fn read(path: &Path) -> Result<Map<String, Value>, String> {
     }
 }
 
+fn json_text(settings: &Map<String, Value>) -> Result<String, String> {
+    Ok(serde_json::to_string_pretty(settings).map_err(|e| e.to_string())? + "\n")
+}
+
 fn write(path: &Path, settings: &Map<String, Value>) -> Result<(), String> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    write_all(&[(path, json_text(settings)?)])
+}
+
+/// Write each file beside itself, then rename them all into place: a crash never leaves a
+/// half-written file, and a file that cannot be written leaves every file as it was.
+fn write_all(files: &[(&Path, String)]) -> Result<(), String> {
+    let mut staged: Vec<(PathBuf, &Path)> = Vec::new();
+    let stage = |path: &Path, text: &str| -> Result<PathBuf, String> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("{}: {e}; nothing was changed", dir.display()))?;
+        }
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(".maos-tmp");
+        let tmp = path.with_file_name(name);
+        std::fs::write(&tmp, text)
+            .map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
+        Ok(tmp)
+    };
+    for (path, text) in files {
+        match stage(path, text) {
+            Ok(tmp) => staged.push((tmp, path)),
+            Err(e) => {
+                for (tmp, _) in &staged {
+                    let _ = std::fs::remove_file(tmp);
+                }
+                return Err(e);
+            }
+        }
     }
-    let text = serde_json::to_string_pretty(settings).map_err(|e| e.to_string())? + "\n";
-    // Write beside it and rename: a crash never leaves a half-written settings file.
-    let tmp = path.with_extension("json.maos-tmp");
-    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+    for (tmp, path) in &staged {
+        std::fs::rename(tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Remove maos's groups; drop event lists and the `hooks` object that this leaves empty.
@@ -202,6 +242,13 @@ fn strip(settings: &mut Map<String, Value>) -> bool {
 }
 
 pub fn install(path: &Path, cli: Cli) -> Result<String, String> {
+    let settings = with_hooks(path, cli)?;
+    write(path, &settings)?;
+    Ok(format!("maos hooks installed in {}", path.display()))
+}
+
+/// The settings of `path` with maos's hooks for `cli` in place of any older ones.
+fn with_hooks(path: &Path, cli: Cli) -> Result<Map<String, Value>, String> {
     let mut settings = read(path)?;
     strip(&mut settings);
     let hooks = settings
@@ -231,8 +278,7 @@ pub fn install(path: &Path, cli: Cli) -> Result<String, String> {
             }
         }
     }
-    write(path, &settings)?;
-    Ok(format!("maos hooks installed in {}", path.display()))
+    Ok(settings)
 }
 
 pub fn uninstall(path: &Path) -> Result<String, String> {
@@ -242,4 +288,145 @@ pub fn uninstall(path: &Path) -> Result<String, String> {
     }
     write(path, &settings)?;
     Ok(format!("maos hooks removed from {}", path.display()))
+}
+
+/// How `maos install-hooks --codex` may trust maos's hooks in Codex.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Consent {
+    /// `--yes`.
+    Given,
+    /// Ask on the terminal, if there is one.
+    Ask,
+}
+
+/// `maos install-hooks --codex`: the hooks, then Codex's trust of them (and of the project
+/// `project`, whose `.codex/` Codex reads only when trusted; `None` for the user's hooks),
+/// with the user's consent. Codex's `config.toml` is read first: if it is broken, nothing
+/// is changed at all.
+pub fn install_codex(
+    path: &Path,
+    project: Option<&Path>,
+    consent: Consent,
+) -> Result<String, String> {
+    let settings = with_hooks(path, Cli::Codex)?;
+    let mut config = codex::Config::read(&codex::home()?)?;
+    let entries: Vec<codex::Entry> = codex::entries(path, &settings, is_maos_command)
+        .into_iter()
+        .filter(|e| config.status(e) != Status::Trusted)
+        .collect();
+    let flag = if project.is_none() { " --user" } else { "" };
+    let project = project.filter(|r| !config.project_trusted(r));
+    let mut lines = vec![format!("maos hooks installed in {}", path.display())];
+    if !entries.is_empty() || project.is_some() {
+        let what = trust_text(entries.len(), path, project);
+        let given = match consent {
+            Consent::Given => true,
+            Consent::Ask => {
+                codex::can_ask()
+                    && codex::ask(&format!(
+                        "Codex runs hooks only once they are trusted. Trust {what}, writing {}?",
+                        config.path.display()
+                    ))
+            }
+        };
+        if given {
+            config.trust(&entries);
+            if let Some(root) = project {
+                config.trust_project(root);
+            }
+            lines.push(format!(
+                "Codex trusts {what}: written to {}",
+                config.path.display()
+            ));
+        } else {
+            lines.push(format!(
+                "Codex will not run these hooks until they are trusted: run `maos install-hooks --codex{flag} --yes` (or trust them with /hooks in Codex)"
+            ));
+        }
+    }
+    let mut files = vec![(path, json_text(&settings)?)];
+    if let Some(text) = config.text() {
+        files.push((config.path.as_path(), text));
+    }
+    write_all(&files)?;
+    Ok(lines.join("\n"))
+}
+
+/// "maos's N hooks (`maos hook --cli codex` in FILE) and the project ROOT".
+fn trust_text(hooks: usize, path: &Path, project: Option<&Path>) -> String {
+    let mut what = match hooks {
+        0 => String::new(),
+        n => format!(
+            "maos's {n} hook{} (`{}` in {})",
+            if n == 1 { "" } else { "s" },
+            command(Cli::Codex),
+            path.display()
+        ),
+    };
+    if let Some(root) = project {
+        if !what.is_empty() {
+            what.push_str(" and ");
+        }
+        what.push_str(&format!(
+            "the project {} (Codex then reads its .codex/ settings)",
+            root.display()
+        ));
+    }
+    what
+}
+
+/// `maos uninstall-hooks --codex`: the hooks, and the trust install wrote for them (and for
+/// the project), nothing else.
+pub fn uninstall_codex(path: &Path, project: Option<&Path>) -> Result<String, String> {
+    let mut settings = read(path)?;
+    let mut config = codex::Config::read(&codex::home()?)?;
+    let entries = codex::entries(path, &settings, is_maos_command);
+    let untrusted = config.untrust(&entries, project);
+    let stripped = strip(&mut settings);
+    if !stripped && !untrusted {
+        return Ok(format!("no maos hooks in {}", path.display()));
+    }
+    let mut files = Vec::new();
+    if stripped {
+        files.push((path, json_text(&settings)?));
+    }
+    if let Some(text) = config.text() {
+        files.push((config.path.as_path(), text));
+    }
+    write_all(&files)?;
+    let mut done = format!("maos hooks removed from {}", path.display());
+    if untrusted {
+        done.push_str(&format!(
+            "\ntheir trust removed from {}",
+            config.path.display()
+        ));
+    }
+    Ok(done)
+}
+
+/// What keeps Codex from running maos's hooks in `path`: hooks not trusted, trusted for
+/// another command, or (for a project's file) the project not trusted. Empty when Codex
+/// runs them.
+pub fn codex_problems(path: &Path, project: Option<&Path>) -> Result<Vec<String>, String> {
+    let settings = read(path)?;
+    let config = codex::Config::read(&codex::home()?)?;
+    let entries = codex::entries(path, &settings, is_maos_command);
+    let count = |s: Status| entries.iter().filter(|e| config.status(e) == s).count();
+    let mut out = Vec::new();
+    let (untrusted, changed) = (count(Status::Untrusted), count(Status::Changed));
+    if untrusted > 0 {
+        out.push(format!("{untrusted} of maos's hooks not trusted"));
+    }
+    if changed > 0 {
+        out.push(format!(
+            "{changed} of maos's hooks changed since they were trusted"
+        ));
+    }
+    if let Some(root) = project.filter(|r| !config.project_trusted(r)) {
+        out.push(format!(
+            "the project {} is not trusted, so Codex reads none of its hooks",
+            root.display()
+        ));
+    }
+    Ok(out)
 }

@@ -8,6 +8,7 @@ extern crate maos_client;
 
 mod cli;
 mod client;
+mod codex;
 mod demo;
 mod doctor;
 mod failure;

@@ -126,6 +126,20 @@ pub fn ps(sessions: &[PsSession]) -> String {
                 span(a.started_at, a.ended_at),
                 clip(&a.task, 50)
             );
+            // What a live agent of a CLI window did last, as its hook reported it.
+            if let (false, Some(act)) = (a.state.is_terminal(), &a.activity) {
+                let on = act
+                    .path
+                    .as_deref()
+                    .map(|p| format!(" {p}"))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "{indent}    last {}{on} ({} ago)",
+                    act.tool,
+                    age(&act.at)
+                );
+            }
             for l in &a.locks {
                 let _ = writeln!(
                     out,

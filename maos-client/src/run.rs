@@ -29,13 +29,23 @@ pub fn run(cli: &Cli) -> Res {
             let root = cli.project_root()?;
             let path = install::settings_path(std::path::Path::new(&root), t.user, t.cli())
                 .map_err(usage)?;
+            // Codex's project hooks need the project's trust too (not the user's hooks);
+            // Gemini CLI runs hooks only in a trusted folder.
             let root = std::path::Path::new(&root);
+            let project = (!t.user).then_some(root);
+            let consent = match t.yes {
+                true => install::Consent::Given,
+                false => install::Consent::Ask,
+            };
             let done = match (&cli.cmd, t.cli()) {
-                // Gemini CLI runs hooks only in a trusted folder: install and uninstall see to it.
+                (Cmd::InstallHooks(_), maos_proto::Cli::Codex) => {
+                    install::install_codex(&path, project, consent)
+                }
                 (Cmd::InstallHooks(_), maos_proto::Cli::Gemini) => {
-                    gemini::install(root, &path, t.user, t.yes)
+                    gemini::install(root, &path, t.user, consent)
                 }
                 (Cmd::InstallHooks(_), which) => install::install(&path, which),
+                (_, maos_proto::Cli::Codex) => install::uninstall_codex(&path, project),
                 (_, maos_proto::Cli::Gemini) => gemini::uninstall(root, &path),
                 _ => install::uninstall(&path),
             }

@@ -85,7 +85,7 @@ fn codex_and_fresh_projects_get_their_own_file() {
     env.maos_json(&["install-hooks", "--codex"]);
     let v = read(&env.project.join(".codex/hooks.json"));
     // Codex writes files with apply_patch, and has no subagent or session-end events.
-    assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], "apply_patch");
+    assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], "apply_patch|Bash");
     let mut events: Vec<&String> = v["hooks"].as_object().expect("hooks").keys().collect();
     events.sort();
     assert_eq!(
@@ -141,8 +141,9 @@ fn doctor_reports_each_part_of_the_set_up() {
     assert_eq!(level(&r, "daemon"), ["ok"]);
     assert_eq!(level(&r, "versions"), ["ok"]);
     assert_eq!(level(&r, "database"), ["ok"]);
-    // Installed for Codex only: Claude Code's hooks are only mentioned, and doctor passes.
-    env.maos_json(&["install-hooks", "--codex"]);
+    // Installed (and trusted) for Codex only: Claude Code's hooks are only mentioned, and
+    // doctor passes.
+    env.maos_json(&["install-hooks", "--codex", "--yes"]);
     let (code, r) = doctor(&env, &[&bin_dir]);
     assert_eq!(code, Some(0), "{r}");
     assert_eq!(level(&r, "Codex hooks"), ["ok"]);

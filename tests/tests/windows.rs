@@ -164,10 +164,14 @@ fn two_windows_of_different_clis_are_two_agents_and_a_denial_names_the_holder() 
     assert_eq!(mine["activity"]["path"], "src/parser.rs", "{mine}");
     // `ps` shows what each window did last.
     let text = String::from_utf8_lossy(&env.maos(&["ps"]).stdout).into_owned();
-    assert!(
-        text.contains("Build the parser") && text.contains("Write the parser tests"),
-        "{text}"
-    );
+    for part in [
+        "Build the parser",
+        "Write the parser tests",
+        "last Write src/parser.rs (",
+        "last apply_patch src/parser.rs (",
+    ] {
+        assert!(text.contains(part), "{part:?} is not in `maos ps`:\n{text}");
+    }
 }
 
 /// A fake agent CLI: a real process (python3) that runs `maos hook --cli CLI` for each input
@@ -286,6 +290,17 @@ fn windows_end_truthfully_and_the_session_completes_with_the_last() {
     let text = brief["text"].as_str().expect("text");
     assert!(!text.contains("maos resume --agent"), "{text}");
     assert!(text.contains("claude --resume cc-2"), "{text}");
+
+    // A live window is never taken for a lost one: a restarted daemon's recovery looks at
+    // every window before it answers, and this one's process runs (its pid and start time).
+    env.maos_json(&["daemon", "stop"]);
+    let mut restart = env.maos_cmd_in(&env.project, &["--json", "lock", "list"]);
+    restart.env("MAOS_TEST_SWEEP_MS", "100");
+    let out = maos_tests::run_with_timeout(restart, maos_tests::COMMAND_TIMEOUT);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let locks: Value = serde_json::from_slice(&out.stdout).expect("lock list");
+    assert_eq!(locks["locks"][0]["path"], "docs/a.md", "{locks}");
+    assert_eq!(agent_of_cli(&env, "codex")["state"], "running");
 
     // The Codex CLI dies without a word: the daemon notices, ends its window, frees its lock,
     // and the session, whose last window that was, completes.

@@ -67,15 +67,20 @@ pub fn env(name: &str) -> Option<String> {
 }
 
 /// The whole parse of one hook input of `cli`: [`read_value`], Gemini CLI's events renamed
-/// ([`gemini_input`]), then [`call_of`], with the CLI on the call.
-pub fn parse_for<R: Read>(r: R, limit: u64, cli: maos_proto::Cli) -> Result<HookCall, String> {
+/// ([`gemini_input`]), then [`call_of`], with the CLI on the call; the value too (for
+/// `shell_patch_files`).
+pub fn parse_for<R: Read>(
+    r: R,
+    limit: u64,
+    cli: maos_proto::Cli,
+) -> Result<(HookCall, Value), String> {
     let mut v = read_value(r, limit)?;
     if cli == maos_proto::Cli::Gemini {
         gemini_input(&mut v);
     }
     let mut call = call_of(&v)?;
     call.cli = cli;
-    Ok(call)
+    Ok((call, v))
 }
 
 /// Gemini CLI's hook input read as the daemon's: its `hook_event_name` renamed in place
@@ -127,6 +132,238 @@ fn patch_of(input: &Value) -> Option<&str> {
         .filter(|t| maos_core::patch::is_patch(t))
 }
 
+/// A patch that a shell command gives to `apply_patch`, as Codex's shell tool runs it
+/// (Codex applies such a patch itself and fires only a `Bash` hook).
+#[derive(Debug, PartialEq, Eq)]
+pub struct ShellPatch {
+    /// The directory of a leading `cd DIR &&`, which relative paths of the patch are under.
+    pub dir: Option<String>,
+    /// The patch envelope, from a here-document (empty when it comes from a file).
+    pub patch: String,
+    /// The file the patch is read from (`apply_patch < FILE`), as written.
+    pub file: Option<String>,
+}
+
+/// The command text of a shell tool's input: a string, or an argv whose last element is
+/// the script of `bash -lc SCRIPT` (older Codex versions).
+fn shell_script(input: &Value) -> Option<&str> {
+    match input.get("command")? {
+        Value::String(s) => Some(s),
+        Value::Array(argv) => {
+            let words: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
+            match &words[..] {
+                [shell, flag, script]
+                    if ["bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh"]
+                        .contains(shell)
+                        && (flag.starts_with('-') && flag.ends_with('c')) =>
+                {
+                    Some(script)
+                }
+                [.., last] => Some(last),
+                [] => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// One shell word at the start of `s` (bare, `'single'` or `"double"`-quoted, without
+/// expansions), and the rest after it.
+fn shell_word(s: &str) -> Option<(String, &str)> {
+    let s = s.trim_start_matches([' ', '\t']);
+    let mut chars = s.char_indices();
+    match chars.next()? {
+        (_, q @ ('\'' | '"')) => {
+            let end = s[1..].find(q)? + 1;
+            let word = &s[1..end];
+            (q == '\'' || !word.contains(['$', '`', '\\']))
+                .then(|| (word.to_string(), &s[end + 1..]))
+        }
+        _ => {
+            let end = s
+                .find(|c: char| c.is_whitespace() || ";&|<>()".contains(c))
+                .unwrap_or(s.len());
+            let word = &s[..end];
+            (!word.is_empty() && !word.contains(['$', '`', '\\', '\'', '"', '*', '?', '~']))
+                .then(|| (word.to_string(), &s[end..]))
+        }
+    }
+}
+
+/// Every patch that `script` pipes into `apply_patch` (or `applypatch`) through a
+/// here-document: `apply_patch <<'EOF'`, `<<"EOF"`, `<<EOF` or `<<-EOF` (tabs stripped), each
+/// optionally after `cd DIR &&`. `None` when the script runs no `apply_patch` at all; a
+/// script that runs it in a form not read here gives `Some` with no patch for that call.
+pub fn shell_patches(script: &str) -> Option<Vec<ShellPatch>> {
+    let mut found: Option<Vec<ShellPatch>> = None;
+    let mut from = 0;
+    while let Some(at) = find_command(script, from) {
+        let patches = found.get_or_insert_with(Vec::new);
+        let dir = leading_cd(&script[..at.start]);
+        from = at.end;
+        if let Some((patch, used)) = heredoc(&script[at.end..]) {
+            patches.push(ShellPatch {
+                dir,
+                patch,
+                file: None,
+            });
+            from += used;
+        } else if let Some(file) = redirect(&script[at.end..]) {
+            patches.push(ShellPatch {
+                dir,
+                patch: String::new(),
+                file: Some(file),
+            });
+        }
+    }
+    found
+}
+
+/// Where the next `apply_patch` (or `applypatch`) command word is in `script`, from byte
+/// `from` on: at the start, or after `;`, `&`, `|`, `(`, a newline, `then` or `do`, and
+/// followed by a blank, `<` or the end.
+fn find_command(script: &str, from: usize) -> Option<std::ops::Range<usize>> {
+    let mut from = from;
+    loop {
+        let (i, len) = ["apply_patch", "applypatch"]
+            .iter()
+            .filter_map(|name| {
+                script
+                    .get(from..)?
+                    .find(name)
+                    .map(|i| (from + i, name.len()))
+            })
+            .min()?;
+        let before = script[..i].trim_end_matches([' ', '\t']);
+        let starts = before.chars().last().is_none_or(|c| ";&|(\n".contains(c))
+            || before.ends_with("then")
+            || before.ends_with("do");
+        let ends = script[i + len..]
+            .chars()
+            .next()
+            .is_none_or(|c| c.is_whitespace() || c == '<');
+        if starts && ends {
+            return Some(i..i + len);
+        }
+        from = i + len;
+    }
+}
+
+/// The directory of `cd DIR &&` just before the command (`before` is the script up to it).
+fn leading_cd(before: &str) -> Option<String> {
+    let before = before.trim_end();
+    let before = before.strip_suffix("&&")?;
+    // The last command before `&&`, from its own start.
+    let line = before.rsplit(['\n', ';', '(']).next()?;
+    let line = line.rsplit("&&").next()?.trim();
+    let rest = line.strip_prefix("cd")?;
+    if !rest.starts_with([' ', '\t']) {
+        return None;
+    }
+    let (dir, tail) = shell_word(rest)?;
+    tail.trim().is_empty().then_some(dir)
+}
+
+/// The file of `< FILE` right after the command (Codex's `apply_patch` helper reads the
+/// patch from its standard input).
+fn redirect(after: &str) -> Option<String> {
+    let rest = after.trim_start_matches([' ', '\t']).strip_prefix('<')?;
+    if rest.starts_with(['<', '(', '&']) {
+        return None;
+    }
+    Some(shell_word(rest)?.0)
+}
+
+/// The here-document that starts `after` (the text after `apply_patch`): its body and how
+/// many bytes of `after` it took, up to and including the closing delimiter's line.
+fn heredoc(after: &str) -> Option<(String, usize)> {
+    let line_end = after.find('\n')?;
+    let first = after[..line_end].trim();
+    let op = first.strip_prefix("<<")?;
+    let (strip_tabs, op) = match op.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, op),
+    };
+    let (delim, tail) = shell_word(op.trim_start())?;
+    if delim.is_empty() || !tail.trim().is_empty() {
+        return None;
+    }
+    let mut body = String::new();
+    let mut used = line_end + 1;
+    for line in after[line_end + 1..].split_inclusive('\n') {
+        used += line.len();
+        let text = line.trim_end_matches('\n').trim_end_matches('\r');
+        let text = if strip_tabs {
+            text.trim_start_matches('\t')
+        } else {
+            text
+        };
+        if text == delim {
+            return Some((body, used));
+        }
+        body.push_str(text);
+        body.push('\n');
+    }
+    // No closing delimiter: the shell takes the body up to the end of the script.
+    Some((body, used))
+}
+
+/// The files a shell command writes through `apply_patch` here-documents: each patch's
+/// paths, under its `cd` directory and the tool's `workdir` when relative. `None` when the
+/// command runs no `apply_patch`.
+fn shell_patch_paths(input: &Value) -> Option<(Vec<String>, Vec<String>)> {
+    let script = shell_script(input)?;
+    let patches = shell_patches(script)?;
+    let workdir = text(input, "workdir");
+    let mut paths: Vec<String> = Vec::new();
+    let mut bodies = Vec::new();
+    for p in patches.into_iter().filter(|p| p.file.is_none()) {
+        let base = base_of(workdir.as_deref(), p.dir.as_deref());
+        add_patch_paths(&mut paths, base.as_deref(), &p.patch);
+        bodies.push(p.patch);
+    }
+    Some((paths, bodies))
+}
+
+/// Where a shell patch is applied: its `cd` directory under the tool's `workdir`.
+fn base_of(workdir: Option<&str>, dir: Option<&str>) -> Option<String> {
+    match (workdir, dir) {
+        (_, Some(d)) if d.starts_with('/') => Some(d.to_string()),
+        (Some(w), Some(d)) => Some(format!("{}/{d}", w.trim_end_matches('/'))),
+        (None, Some(d)) => Some(d.to_string()),
+        (w, None) => w.map(str::to_string),
+    }
+}
+
+/// `patch`'s files, under `base` when relative, added to `paths` (each once).
+pub fn add_patch_paths(paths: &mut Vec<String>, base: Option<&str>, patch: &str) {
+    for path in maos_core::patch::patch_paths(patch) {
+        let path = match base {
+            Some(b) if !path.starts_with('/') => format!("{}/{path}", b.trim_end_matches('/')),
+            _ => path,
+        };
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+}
+
+/// The patch files a `Bash` call's command gives `apply_patch` (`apply_patch < FILE`), each
+/// with where its patch is applied: (base, file as written). Reading them is the caller's.
+pub fn shell_patch_files(v: &Value) -> Vec<(Option<String>, String)> {
+    if text(v, "tool_name").as_deref() != Some("Bash") {
+        return Vec::new();
+    }
+    let input = v.get("tool_input").unwrap_or(&Value::Null);
+    let workdir = text(input, "workdir");
+    shell_script(input)
+        .and_then(shell_patches)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((base_of(workdir.as_deref(), p.dir.as_deref()), p.file?)))
+        .collect()
+}
+
 /// Size and SHA-256 of the text a write sends: Write's content, Edit's new string,
 /// MultiEdit's new strings, NotebookEdit's new source, a patch. Only these two numbers leave
 /// this process; the text itself never does.
@@ -144,6 +381,11 @@ fn written(tool: &str, input: &Value) -> Option<Written> {
         "apply_patch" => vec![patch_of(input)?],
         _ => return None,
     };
+    Some(digest(&parts))
+}
+
+/// Size and SHA-256 of `parts` taken together.
+fn digest(parts: &[&str]) -> Written {
     let mut hash = Sha256::new();
     let mut bytes = 0u64;
     for p in parts {
@@ -157,7 +399,7 @@ fn written(tool: &str, input: &Value) -> Option<Written> {
             let _ = write!(s, "{b:02x}");
             s
         });
-    Some(Written { bytes, sha256 })
+    Written { bytes, sha256 }
 }
 
 /// Most items of a task list kept (`TodoWrite`).
@@ -242,13 +484,20 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
         ("UserPromptSubmit", None) => prompt.as_deref().and_then(first_line),
         _ => text(input, "description"),
     };
-    let paths = match (tool, patch_of(input)) {
-        ("apply_patch", Some(patch)) => maos_core::patch::patch_paths(patch),
+    // A shell command that runs `apply_patch`: the patch's files, like the tool's.
+    let shell = (tool == "Bash").then(|| shell_patch_paths(input)).flatten();
+    let paths = match (tool, patch_of(input), &shell) {
+        ("apply_patch", Some(patch), _) => maos_core::patch::patch_paths(patch),
+        ("Bash", _, Some((paths, _))) => paths.clone(),
         _ => text(input, "file_path")
             .or_else(|| text(input, "notebook_path"))
             .into_iter()
             .collect(),
     };
+    let written_shell = shell
+        .as_ref()
+        .filter(|(paths, _)| !paths.is_empty())
+        .map(|(_, bodies)| digest(&bodies.iter().map(String::as_str).collect::<Vec<_>>()));
     Ok(HookCall {
         agent_id: text(v, "agent_id"),
         agent_type: text(v, "agent_type").or_else(|| text(input, "subagent_type")),
@@ -265,7 +514,9 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
         prompt_line: spawn
             .then(|| text(input, "prompt").and_then(|p| first_line(&p)))
             .flatten(),
-        written: post.then(|| written(tool, input)).flatten(),
+        written: post
+            .then(|| written(tool, input).or(written_shell))
+            .flatten(),
         subagent: match notification {
             Some((_, result)) => result,
             None => (post && spawn)
@@ -286,7 +537,7 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
 }
 
 /// The whole parse of one hook input: [`read_value`], then [`call_of`] (the tests' entry;
-/// `maos hook` and the fuzz target use [`parse_for`]).
+/// `maos hook` and the fuzz target read through [`parse_for`], which keeps the value too).
 #[allow(dead_code)]
 pub fn parse<R: Read>(r: R, limit: u64) -> Result<HookCall, String> {
     call_of(&read_value(r, limit)?)

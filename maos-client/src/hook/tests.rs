@@ -285,7 +285,9 @@ fn gemini(event: &str, extra: Value) -> maos_proto::HookCall {
     }
     let text = serde_json::to_string(&v).unwrap();
     assert!(!text.ends_with('\n'));
-    super::input::parse_for(text.as_bytes(), MAX_INPUT, Cli::Gemini).expect("a call")
+    super::input::parse_for(text.as_bytes(), MAX_INPUT, Cli::Gemini)
+        .expect("a call")
+        .0
 }
 
 /// Gemini CLI's events are read as the ones the daemon knows, with the CLI on the call; the
@@ -313,7 +315,8 @@ fn gemini_events_map_onto_the_daemons() {
         MAX_INPUT,
         Cli::Claude,
     )
-    .unwrap();
+    .unwrap()
+    .0;
     assert_eq!(
         (claude.event.as_str(), claude.cli),
         ("BeforeTool", Cli::Claude)
@@ -465,6 +468,16 @@ fn the_calling_cli_process_is_found() {
     let p = super::cli_process().expect("an ancestor process");
     assert_eq!(p.pid, std::os::unix::process::parent_id());
     assert!(p.start_time.is_some_and(|t| t > 0), "{p:?}");
+    // The start time the daemon compares it with: field 22 of `/proc/<pid>/stat`, counted
+    // from after the last `)` (field 3).
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", p.pid)).expect("stat");
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("comm")
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(p.start_time, fields[22 - 3].parse().ok(), "{stat}");
 }
 
 /// A background subagent's result arrives as a prompt: it is read as that subagent's result
@@ -505,4 +518,153 @@ fn a_task_notification_is_the_subagents_result_not_a_prompt() {
         Some("explain <task-notification> blocks")
     );
     assert_eq!(call.subagent, None);
+}
+
+const PATCH: &str = "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-a\n+b\n*** Add File: notes.txt\n+hi\n*** End Patch\n";
+
+/// A Codex `Bash` call with `command`, before it runs.
+fn bash(command: Value) -> maos_proto::HookCall {
+    call_of(
+        &json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                    "tool_input": {"command": command}}),
+    )
+    .expect("a call")
+}
+
+/// `apply_patch` through the shell, in each here-document form Codex's model writes: the
+/// patch's files are the call's paths, so it takes the same locks as the `apply_patch` tool.
+#[test]
+fn a_shell_apply_patch_names_every_file_of_its_patch() {
+    let both = ["src/a.rs", "notes.txt"];
+    for form in [
+        format!("apply_patch <<'EOF'\n{PATCH}EOF\n"),
+        format!("apply_patch <<\"EOF\"\n{PATCH}EOF"),
+        format!("apply_patch <<EOF\n{PATCH}EOF\n"),
+        format!("apply_patch << 'PATCH'\n{PATCH}PATCH\n"),
+        format!("applypatch <<'EOF'\n{PATCH}EOF\n"),
+        // `<<-`: leading tabs of the body and of the delimiter are stripped.
+        format!(
+            "apply_patch <<-EOF\n{}\tEOF\n",
+            PATCH
+                .lines()
+                .map(|l| format!("\t{l}\n"))
+                .collect::<String>()
+        ),
+        format!("set -e; apply_patch <<'EOF'\n{PATCH}EOF\necho done"),
+    ] {
+        let call = bash(json!(form));
+        assert_eq!(call.paths, both, "{form:?}");
+        assert!(call.writes_files(), "{form:?}");
+    }
+    // Older Codex versions: an argv, `bash -lc SCRIPT`.
+    let argv = bash(json!([
+        "bash",
+        "-lc",
+        format!("apply_patch <<'EOF'\n{PATCH}EOF\n")
+    ]));
+    assert_eq!(argv.paths, both);
+}
+
+/// Relative paths of a patch are relative to where it is applied: a leading `cd DIR &&` and
+/// the tool's `workdir`; absolute ones stay as they are.
+#[test]
+fn a_shell_apply_patch_after_cd_names_the_files_under_that_directory() {
+    let call = bash(json!(format!(
+        "cd sub/dir && apply_patch <<'EOF'\n{PATCH}EOF\n"
+    )));
+    assert_eq!(call.paths, ["sub/dir/src/a.rs", "sub/dir/notes.txt"]);
+    let call = bash(json!(format!(
+        "cd '/abs path' && apply_patch <<'EOF'\n{PATCH}EOF\n"
+    )));
+    assert_eq!(call.paths, ["/abs path/src/a.rs", "/abs path/notes.txt"]);
+    let call = call_of(&json!({"session_id": "s", "hook_event_name": "PreToolUse",
+        "tool_name": "Bash", "tool_input": {"workdir": "/w",
+        "command": format!("cd x && apply_patch <<'EOF'\n{PATCH}EOF\n")}}))
+    .expect("a call");
+    assert_eq!(call.paths, ["/w/x/src/a.rs", "/w/x/notes.txt"]);
+    let abs = "*** Begin Patch\n*** Add File: /etc/x\n+y\n*** End Patch\n";
+    let call = bash(json!(format!("cd sub && apply_patch <<'EOF'\n{abs}EOF\n")));
+    assert_eq!(call.paths, ["/etc/x"]);
+    // Two patches in one command: both sets of files.
+    let two = format!("apply_patch <<'A'\n{PATCH}A\ncd lib && apply_patch <<'B'\n{abs}B\n");
+    assert_eq!(bash(json!(two)).paths, ["src/a.rs", "notes.txt", "/etc/x"]);
+}
+
+/// After the call, the shell patch is recorded like the tool's: its size and hash.
+#[test]
+fn a_shell_apply_patch_is_recorded_after_it_ran() {
+    let call = call_of(&json!({"session_id": "s", "hook_event_name": "PostToolUse",
+        "tool_name": "Bash", "tool_input": {"command": format!("apply_patch <<'EOF'\n{PATCH}EOF\n")}}))
+    .expect("a call");
+    assert!(call.writes_files());
+    let w = call.written.expect("size and hash");
+    assert_eq!(w.bytes, PATCH.len() as u64);
+}
+
+/// Commands that do not run `apply_patch` (or name it without a patch maos can read) write
+/// nothing maos knows of: no paths, not a write.
+#[test]
+fn other_shell_commands_are_not_writes() {
+    for cmd in [
+        json!("ls -la"),
+        json!("echo apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: x\n*** End Patch\nEOF\n"),
+        json!("grep -r apply_patch_tool ."),
+        json!("my_apply_patch <<EOF\n*** Begin Patch\n*** Add File: x\n*** End Patch\nEOF\n"),
+        json!("apply_patch"),
+        json!("apply_patch <<'EOF'\nnot a patch\nEOF\n"),
+        json!("apply_patch <<$X\n*** Begin Patch\n*** Add File: x\n*** End Patch\n$X\n"),
+        json!(42),
+        json!(null),
+        json!([]),
+    ] {
+        let call = bash(cmd.clone());
+        assert!(call.paths.is_empty(), "{cmd}: {:?}", call.paths);
+        assert!(!call.writes_files(), "{cmd}");
+    }
+}
+
+proptest! {
+    /// Any command text: parsing never panics, and a Bash call is a write exactly when it
+    /// named files.
+    #[test]
+    fn any_shell_command_parses(cmd in prop_oneof![
+        ".{0,80}",
+        patchy().prop_map(|p| format!("apply_patch <<'EOF'\n{p}\nEOF\n")),
+        (".{0,10}", patchy()).prop_map(|(d, p)| format!("cd {d} && apply_patch <<-E\n{p}\nE")),
+        patchy().prop_map(|p| format!("apply_patch <<{p}")),
+    ]) {
+        let call = bash(json!(cmd));
+        prop_assert_eq!(call.writes_files(), !call.paths.is_empty());
+        let _ = super::input::shell_patches(&cmd);
+    }
+}
+
+/// `apply_patch < FILE`: the file is named (to be read by the caller), under its `cd`.
+#[test]
+fn a_shell_apply_patch_from_a_file_names_the_file() {
+    let v = |cmd: &str| {
+        json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+               "tool_input": {"command": cmd}})
+    };
+    use super::input::shell_patch_files;
+    assert_eq!(
+        shell_patch_files(&v("apply_patch < p.patch")),
+        [(None, "p.patch".to_string())]
+    );
+    assert_eq!(
+        shell_patch_files(&v("cd 'a b' && apply_patch <'x y.patch'; echo ok")),
+        [(Some("a b".to_string()), "x y.patch".to_string())]
+    );
+    for none in [
+        "apply_patch <(cat p)",
+        "apply_patch < $F",
+        "cat p | apply_patch",
+        "ls < p",
+    ] {
+        assert!(shell_patch_files(&v(none)).is_empty(), "{none}");
+    }
+    // Not a Bash call: nothing.
+    let mut other = v("apply_patch < p.patch");
+    other["tool_name"] = json!("apply_patch");
+    assert!(shell_patch_files(&other).is_empty());
 }

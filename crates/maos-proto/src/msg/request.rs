@@ -305,7 +305,8 @@ pub struct HookCall {
     pub tool_use_id: Option<String>,
     /// The files a writing tool targets, as the CLI named them (the daemon resolves them):
     /// one for `Write`/`Edit`/`MultiEdit`/`NotebookEdit` (and Gemini CLI's `write_file`/
-    /// `replace`, whose path may be relative to `cwd`), every file of a Codex `apply_patch`.
+    /// `replace`, whose path may be relative to `cwd`), every file of a Codex `apply_patch`
+    /// (the tool, or a `Bash` command that pipes a patch into it).
     #[serde(default)]
     pub paths: Vec<String>,
     #[serde(default)]
@@ -344,21 +345,18 @@ pub struct HookCall {
 
 impl HookCall {
     /// The call is of a tool that writes files (`Write`, `Edit`, `MultiEdit`, `NotebookEdit`,
-    /// Codex's `apply_patch`, Gemini CLI's `write_file` and `replace`): its `paths` are files
-    /// it writes, which take a lock.
+    /// Codex's `apply_patch`, Gemini CLI's `write_file` and `replace`), or a shell command
+    /// that runs `apply_patch` (Codex applies such a patch itself; the client names the
+    /// patch's files in `paths`): its `paths` are files it writes, which take a lock.
     pub fn writes_files(&self) -> bool {
-        matches!(
-            self.tool_name.as_deref(),
+        match self.tool_name.as_deref() {
             Some(
-                "Write"
-                    | "Edit"
-                    | "MultiEdit"
-                    | "NotebookEdit"
-                    | "apply_patch"
-                    | "write_file"
-                    | "replace"
-            )
-        )
+                "Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch" | "write_file"
+                | "replace",
+            ) => true,
+            Some("Bash") => !self.paths.is_empty(),
+            _ => false,
+        }
     }
 }
 

@@ -1,0 +1,543 @@
+//! Conformance with the real Codex: the pinned npm release (`@openai/codex` 0.169.0, its
+//! native binary inside the package; installed once into a cache outside the repository by
+//! `tests/conformance/install.sh`) runs `codex exec` offline against a scripted fake OpenAI
+//! Responses API on 127.0.0.1 (a custom model provider in `$CODEX_HOME/config.toml`,
+//! `wire_api = "responses"`), with maos's hooks installed by `maos install-hooks --codex` and
+//! the real maosd behind them. Each scenario checks three sides: what the model received back
+//! (the recorded requests), the files on disk, and maos's own view (`events`, `lock list`).
+//!
+//! Where the client cannot be installed or started, the test skips with the reason, and fails
+//! on CI (`CI` set).
+//!
+//! # What Codex 0.169.0 does (observed here)
+//!
+//! - It calls only `POST /v1/responses` (streaming: `response.created`,
+//!   `response.output_item.added`/`done`, `response.completed`). Which tools it offers depends
+//!   on the model's bundled metadata: with `gpt-5.5`, `apply_patch` is a freeform *custom*
+//!   tool (the model sends a `custom_tool_call` with the patch as `input`; the result comes
+//!   back as a `custom_tool_call_output`) and the shell is `exec_command` (`{"cmd": ...}`;
+//!   result in a `function_call_output`). With an unknown model such as `gpt-5-codex` there is
+//!   no `apply_patch` tool at all.
+//! - Hook input of the tool: `{"tool_name": "apply_patch", "tool_input": {"command":
+//!   "<patch>"}, "tool_use_id": "<call_id>", "turn_id", "model", "permission_mode", "cwd",
+//!   "session_id", "hook_event_name"}`; PostToolUse adds `"tool_response": "Exit code: 0\nWall
+//!   time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nA hello.txt\n"`. The shell
+//!   is `"tool_name": "Bash", "tool_input": {"command": "<the cmd string>"}` (no `workdir`, even
+//!   when the model gave one).
+//! - Untrusted hooks are skipped without a word; `install-hooks --codex --yes` makes
+//!   `codex app-server`'s `hooks/list` report every maos hook `"trustStatus": "trusted"`.
+//! - A denial reaches the model as the tool's output: `"Command blocked by PreToolUse hook:
+//!   <maos's reason>. Command: <the patch or shell command>"` (Codex adds the full stop, so
+//!   the client leaves out its own).
+//! - `apply_patch <<'EOF' … EOF` (also after `cd DIR &&`) through `exec_command` is applied by
+//!   Codex itself (output "Success. Updated the following files: …") and fires a `Bash`
+//!   PreToolUse but **no PostToolUse** at all, so maos can lock and deny it but not record
+//!   the write afterwards. A command that runs `apply_patch` any other way (`mkdir x &&
+//!   apply_patch <<EOF`, `apply_patch < file`) is not intercepted, and no `apply_patch` is on
+//!   the shell's PATH ("command not found").
+//! - SessionStart's `additionalContext` reaches the model as a `developer` message of its own.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use maos_tests::conformance::{Answer, FakeApi, npm_package, run_within, sse};
+use maos_tests::{Env, Value, bin_dir, json, skip_unless_ci};
+
+const PACKAGE: &str = "@openai/codex";
+const VERSION: &str = "0.169.0";
+/// A model whose bundled metadata gives Codex its `apply_patch` tool.
+const MODEL: &str = "gpt-5.5";
+/// How long one `codex exec` may take before it is killed and the test fails.
+const RUN_DEADLINE: Duration = Duration::from_secs(90);
+
+/// The `codex` launcher of the pinned release, installed on first use; `Err` says why not.
+fn codex() -> Result<PathBuf, String> {
+    static CODEX: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    CODEX
+        .get_or_init(|| {
+            let dir = npm_package(PACKAGE, VERSION)?;
+            let bin = dir.join("node_modules/.bin/codex");
+            let out = Command::new(&bin)
+                .arg("--version")
+                .output()
+                .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() || text.trim() != format!("codex-cli {VERSION}") {
+                return Err(format!(
+                    "{} --version answered {:?} ({})",
+                    bin.display(),
+                    text.trim(),
+                    out.status
+                ));
+            }
+            Ok(bin)
+        })
+        .clone()
+}
+
+/// What the fake model does next.
+#[derive(Clone)]
+enum Step {
+    /// `apply_patch` (the freeform tool) with this patch.
+    Patch(String),
+    /// `exec_command` with this shell command.
+    Shell(String),
+}
+
+/// The call id of step `i`.
+fn call_id(i: usize) -> String {
+    format!("call_maos_{i}")
+}
+
+/// The outputs of our calls that a request carries, in order: (call id, output text).
+fn outputs(body: &Value) -> Vec<(String, String)> {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| {
+            matches!(
+                i["type"].as_str(),
+                Some("function_call_output" | "custom_tool_call_output")
+            )
+        })
+        .filter_map(|i| {
+            let id = i["call_id"].as_str()?;
+            let text = match &i["output"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            id.starts_with("call_maos_").then(|| (id.to_string(), text))
+        })
+        .collect()
+}
+
+/// The Responses API stream of one output item.
+fn stream(n: usize, item: Value) -> String {
+    let id = format!("resp_maos_{n}");
+    sse(&[
+        json!({"type": "response.created", "response": {"id": id}}),
+        json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+        json!({"type": "response.completed", "response": {"id": id, "usage": {
+            "input_tokens": 10, "input_tokens_details": null, "output_tokens": 5,
+            "output_tokens_details": null, "total_tokens": 15}}}),
+    ])
+}
+
+/// A fake Responses API playing `steps` one per request (the next one once the previous
+/// call's output came back), then "Done.".
+fn model(steps: Vec<Step>) -> FakeApi {
+    FakeApi::start(move |method, target, body| {
+        if method != "POST" || !target.starts_with("/v1/responses") {
+            return Answer::not_found();
+        }
+        let done = outputs(body).len();
+        let item = match steps.get(done) {
+            Some(Step::Patch(patch)) => {
+                json!({"type": "custom_tool_call", "id": format!("ctc_{done}"),
+                "call_id": call_id(done), "name": "apply_patch", "input": patch,
+                "status": "completed"})
+            }
+            Some(Step::Shell(cmd)) => json!({"type": "function_call", "id": format!("fc_{done}"),
+                "call_id": call_id(done), "name": "exec_command",
+                "arguments": json!({"cmd": cmd}).to_string(), "status": "completed"}),
+            None => json!({"type": "message", "role": "assistant", "id": "msg_maos_done",
+                "content": [{"type": "output_text", "text": "Done."}]}),
+        };
+        Answer::sse(stream(done, item))
+    })
+}
+
+/// `$CODEX_HOME` of this test.
+fn codex_home(env: &Env) -> PathBuf {
+    env.root().join("codex-home")
+}
+
+/// Codex's config: the fake API as its model provider, nothing else.
+fn configure(env: &Env, api: &FakeApi) {
+    std::fs::create_dir_all(codex_home(env)).expect("CODEX_HOME");
+    std::fs::write(
+        codex_home(env).join("config.toml"),
+        format!(
+            "model = \"{MODEL}\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\n\
+             name = \"fake\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nwire_api = \"responses\"\n\
+             env_key = \"MAOS_FAKE_KEY\"\n",
+            api.port()
+        ),
+    )
+    .expect("config.toml");
+}
+
+/// The environment a CLI runs in here: `maos` on PATH, the test's homes.
+fn cli_env(env: &Env, cmd: &mut Command) {
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into())
+    );
+    cmd.env_clear()
+        .env("PATH", path)
+        .env("HOME", env.root().join("user"))
+        .env("USER", "e2e-tester")
+        .env("CODEX_HOME", codex_home(env))
+        .env("MAOS_FAKE_KEY", "dummy")
+        .env("MAOS_HOME", &env.home)
+        .env("MAOS_SOCKET", &env.socket)
+        .current_dir(&env.project);
+}
+
+/// `maos ARGS` as the user runs it (no terminal), with the test's `CODEX_HOME`.
+fn maos(env: &Env, args: &[&str]) -> Output {
+    let mut cmd = Command::new(maos_tests::maos_bin());
+    cli_env(env, &mut cmd);
+    cmd.args(args);
+    run_within(cmd, Duration::from_secs(30), &format!("maos {args:?}"))
+}
+
+/// `codex exec PROMPT` in the project (no sandbox: the container has no bubblewrap).
+fn run_codex(env: &Env, codex: &Path, prompt: &str) -> Output {
+    let mut cmd = Command::new(codex);
+    cli_env(env, &mut cmd);
+    cmd.args([
+        "exec",
+        "--skip-git-repo-check",
+        "-s",
+        "danger-full-access",
+        prompt,
+    ]);
+    run_within(cmd, RUN_DEADLINE, "codex exec")
+}
+
+/// The test environment with the fake model playing `steps`; `None` (after saying why) where
+/// Codex cannot run here.
+fn setup(steps: Vec<Step>) -> Option<(Env, PathBuf, FakeApi)> {
+    let codex = match codex() {
+        Ok(c) => c,
+        Err(why) => {
+            skip_unless_ci(&format!("the real Codex cannot run: {why}"));
+            return None;
+        }
+    };
+    let env = Env::new();
+    let api = model(steps);
+    configure(&env, &api);
+    Some((env, codex, api))
+}
+
+/// `maos install-hooks --codex --yes`, which must succeed.
+fn install(env: &Env) {
+    let out = maos(env, &["install-hooks", "--codex", "--yes"]);
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// The outputs of our calls that reached the model (from the last request, which carries
+/// the whole conversation).
+fn received(api: &FakeApi) -> Vec<(String, String)> {
+    let requests = api.requests();
+    assert!(
+        requests.iter().all(|(t, _)| t == "/v1/responses"),
+        "{:?}",
+        requests.iter().map(|(t, _)| t).collect::<Vec<_>>()
+    );
+    requests.last().map(|(_, b)| outputs(b)).unwrap_or_default()
+}
+
+fn patch_adding(path: &str, line: &str) -> String {
+    format!("*** Begin Patch\n*** Add File: {path}\n+{line}\n*** End Patch\n")
+}
+
+/// A session with an agent that holds `path`'s lock: the agent's id.
+fn hold(env: &Env, path: &str) -> String {
+    env.session("conformance", &[]);
+    env.maos_json(&["session", "start"]);
+    let holder = env.agent(None, "holder", &format!("owns {path}"));
+    env.maos_json(&["agent", "start", &holder]);
+    env.maos_json(&["lock", "acquire", path, "--agent", &holder]);
+    holder
+}
+
+/// The holder by role and short id (`agt_` and eight digits), as a denial names it.
+fn named(holder: &str) -> String {
+    format!("holder ({})", holder.get(..12).unwrap_or(holder))
+}
+
+/// Right after `maos install-hooks --codex --yes`, with nothing else done, Codex runs maos's
+/// hooks: `hooks/list` of Codex's own app server reports each one trusted, and a fresh
+/// `codex exec`'s `apply_patch` is recorded, its file locked before it was written.
+#[test]
+fn after_install_with_yes_a_fresh_codex_runs_maos_hooks() {
+    let Some((env, codex, api)) = setup(vec![Step::Patch(patch_adding("hello.txt", "hi"))]) else {
+        return;
+    };
+    install(&env);
+    // Codex's own view of the hooks.
+    let listed = hooks_list(&env, &codex);
+    let maos_hooks: Vec<&Value> = listed
+        .iter()
+        .filter(|h| {
+            h["command"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("maos hook"))
+        })
+        .collect();
+    assert_eq!(maos_hooks.len(), 5, "{listed:#?}");
+    for h in &maos_hooks {
+        assert_eq!(h["trustStatus"], "trusted", "{h}");
+        assert_eq!(h["source"], "project", "{h}");
+    }
+
+    let out = run_codex(&env, &codex, "MAOS-CONFORMANCE: add hello.txt");
+    assert!(out.status.success(), "codex failed: {out:?}");
+    // The model's side: the tool's success.
+    let got = received(&api);
+    assert!(
+        matches!(&got[..], [(id, text)] if id == "call_maos_0"
+            && text.contains("Success. Updated the following files:\nA hello.txt")),
+        "{got:?}"
+    );
+    // The disk.
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("hello.txt")).expect("hello.txt"),
+        "hi\n"
+    );
+    // maos's view: the window's agent took the lock, then wrote; the lock went at Stop.
+    let modified = env.events(&["--type", "file_modified"]);
+    let [write] = &modified[..] else {
+        panic!("not one file_modified: {modified:?}")
+    };
+    assert_eq!(write["data"]["path"], "hello.txt", "{write}");
+    assert_eq!(write["data"]["tool"], "apply_patch", "{write}");
+    let acquired = env.events(&["--type", "lock_acquired"]);
+    let [lock] = &acquired[..] else {
+        panic!("not one lock_acquired: {acquired:?}")
+    };
+    assert_eq!(lock["data"]["path"], "hello.txt", "{lock}");
+    assert_eq!(lock["agent_id"], write["agent_id"], "{lock} {write}");
+    assert!(
+        lock["seq"].as_u64() < write["seq"].as_u64(),
+        "{lock} {write}"
+    );
+    assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
+}
+
+/// `codex app-server`'s `hooks/list` for the project: every hook Codex sees there.
+fn hooks_list(env: &Env, codex: &Path) -> Vec<Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut cmd = Command::new(codex);
+    cli_env(env, &mut cmd);
+    let mut child = cmd
+        .arg("app-server")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("codex app-server");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let project = std::fs::canonicalize(&env.project).expect("project");
+    for msg in [
+        json!({"id": 0, "method": "initialize", "params": {"clientInfo": {"name": "maos-tests", "version": "0"}}}),
+        json!({"method": "initialized"}),
+        json!({"id": 1, "method": "hooks/list", "params": {"cwds": [project]}}),
+    ] {
+        writeln!(stdin, "{msg}").expect("write to app-server");
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && v["id"] == 1
+            {
+                let _ = tx.send(v);
+                return;
+            }
+        }
+    });
+    let answer = rx.recv_timeout(Duration::from_secs(60));
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.expect("hooks/list answered");
+    answer["result"]["data"][0]["hooks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hooks in {answer}"))
+        .clone()
+}
+
+/// The `apply_patch` tool on a file another agent holds: denied; the model receives maos's
+/// reason naming the holder; the file is not written; `tool_denied` is recorded.
+#[test]
+fn an_apply_patch_to_a_held_file_is_denied_to_the_model() {
+    let Some((env, codex, api)) = setup(vec![Step::Patch(patch_adding("held.txt", "clobbered"))])
+    else {
+        return;
+    };
+    install(&env);
+    let holder = hold(&env, "held.txt");
+    let out = run_codex(&env, &codex, "MAOS-CONFORMANCE: write held.txt");
+    assert!(out.status.success(), "codex failed: {out:?}");
+    let got = received(&api);
+    eprintln!("the model received: {got:?}");
+    let [(_, text)] = &got[..] else {
+        panic!("not one tool output: {got:?}")
+    };
+    assert!(
+        text.starts_with("Command blocked by PreToolUse hook: maos: held.txt"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&named(&holder)),
+        "the holder is not named: {text}"
+    );
+    assert!(
+        !env.project.join("held.txt").exists(),
+        "the denied patch reached the disk"
+    );
+    let locks = env.maos_json(&["lock", "list"]);
+    let locks = locks["locks"].as_array().expect("locks");
+    assert!(
+        matches!(&locks[..], [l] if l["path"] == "held.txt" && l["holder"] == holder.as_str()),
+        "{locks:?}"
+    );
+    let denied = env.events(&["--type", "tool_denied"]);
+    assert!(
+        matches!(&denied[..], [d] if d["agent_id"] != holder.as_str()),
+        "{denied:?}"
+    );
+    assert_eq!(
+        env.events(&["--type", "file_modified"]),
+        Vec::<Value>::new()
+    );
+}
+
+/// `apply_patch <<'EOF'` through the shell: on a held file it is denied as the tool is (the
+/// model gets maos's reason, the file stays unwritten); on a free file, after `cd sub &&`, it
+/// runs and takes that file's lock (`sub/free.txt`) for the window's agent first.
+#[test]
+fn a_shell_apply_patch_takes_and_is_denied_the_same_locks() {
+    let held = format!(
+        "apply_patch <<'EOF'\n{}EOF\n",
+        patch_adding("held.txt", "clobbered")
+    );
+    let free = format!(
+        "cd sub && apply_patch <<'EOF'\n{}EOF\n",
+        patch_adding("free.txt", "mine")
+    );
+    let Some((env, codex, api)) = setup(vec![Step::Shell(held), Step::Shell(free)]) else {
+        return;
+    };
+    std::fs::create_dir_all(env.project.join("sub")).expect("sub");
+    install(&env);
+    let holder = hold(&env, "held.txt");
+    let out = run_codex(&env, &codex, "MAOS-CONFORMANCE: patch through the shell");
+    assert!(out.status.success(), "codex failed: {out:?}");
+    let got = received(&api);
+    eprintln!("the model received: {got:?}");
+    let [(_, denied), (_, allowed)] = &got[..] else {
+        panic!("not two tool outputs: {got:?}")
+    };
+    assert!(
+        denied.starts_with("Command blocked by PreToolUse hook: maos: held.txt"),
+        "{denied}"
+    );
+    assert!(denied.contains(&named(&holder)), "{denied}");
+    assert!(
+        allowed.contains("Success. Updated the following files:\nA free.txt"),
+        "{allowed}"
+    );
+    assert!(!env.project.join("held.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("sub/free.txt")).expect("free"),
+        "mine\n"
+    );
+    // maos's view: one denial, and the free file's lock taken by the window's agent.
+    let denials = env.events(&["--type", "tool_denied"]);
+    let [denial] = &denials[..] else {
+        panic!("not one tool_denied: {denials:?}")
+    };
+    let acquired = env.events(&["--type", "lock_acquired"]);
+    let window: Vec<&Value> = acquired
+        .iter()
+        .filter(|l| l["agent_id"] == denial["agent_id"])
+        .collect();
+    assert!(
+        matches!(&window[..], [l] if l["data"]["path"] == "sub/free.txt"),
+        "{acquired:?}"
+    );
+}
+
+/// Installed without consent (no terminal, no `--yes`): install says in one line that the
+/// hooks will not run and what fixes it; Codex indeed runs none (its patch is neither locked
+/// nor recorded); `maos doctor` fails naming the fix; the fix makes doctor pass.
+#[test]
+fn untrusted_hooks_do_not_run_and_doctor_names_the_fix() {
+    let Some((env, codex, api)) = setup(vec![Step::Patch(patch_adding("loose.txt", "x"))]) else {
+        return;
+    };
+    let out = maos(&env, &["install-hooks", "--codex"]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.lines().any(|l| l.contains("will not run") && l.contains("`maos install-hooks --codex --yes`")),
+        "{said}"
+    );
+    let out = run_codex(&env, &codex, "MAOS-CONFORMANCE: add loose.txt");
+    assert!(out.status.success(), "codex failed: {out:?}");
+    assert_eq!(received(&api).len(), 1);
+    assert!(env.project.join("loose.txt").exists());
+    assert_eq!(
+        env.events(&["--type", "file_modified"]),
+        Vec::<Value>::new()
+    );
+
+    let doctor = maos(&env, &["--json", "doctor"]);
+    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
+    let report: Value = serde_json::from_slice(&doctor.stdout).expect("doctor's report");
+    let codex_checks: Vec<&Value> = report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["check"] == "Codex hooks")
+        .collect();
+    assert!(
+        matches!(&codex_checks[..], [c] if c["level"] == "fail"
+            && c["detail"].as_str().is_some_and(|d| d.contains("not trusted")
+                && d.contains("`maos install-hooks --codex --yes`"))),
+        "{codex_checks:?}"
+    );
+    install(&env);
+    let doctor = maos(&env, &["--json", "doctor"]);
+    assert_eq!(doctor.status.code(), Some(0), "{doctor:?}");
+}
+
+/// The briefing reaches Codex's model: with history in the project (a note), SessionStart's
+/// `additionalContext` is a `developer` message of the first request.
+#[test]
+fn the_briefing_reaches_the_model_as_a_developer_message() {
+    let Some((env, codex, api)) = setup(Vec::new()) else {
+        return;
+    };
+    install(&env);
+    env.session("conformance briefing", &[]);
+    env.maos_json(&["session", "start"]);
+    env.maos_json(&["note", "decision", "MAOS-BRIEFING-MARK use the blue widget"]);
+    let out = run_codex(&env, &codex, "MAOS-CONFORMANCE: hello");
+    assert!(out.status.success(), "codex failed: {out:?}");
+    let requests = api.requests();
+    let (_, first) = requests.first().expect("a request");
+    let developer: Vec<String> = first["input"]
+        .as_array()
+        .expect("input")
+        .iter()
+        .filter(|i| i["role"] == "developer")
+        .map(|i| i["content"].to_string())
+        .collect();
+    assert!(
+        developer
+            .iter()
+            .any(|d| d.contains("MAOS-BRIEFING-MARK use the blue widget")),
+        "no developer message with the briefing: {developer:#?}"
+    );
+}
