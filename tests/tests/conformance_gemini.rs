@@ -37,13 +37,14 @@
 //!   `projects.json.<uuid>.tmp` files): every run here has a HOME in the test's directory,
 //!   and TMPDIR too. A run takes 6 to 15 s (node starting up).
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use maos_tests::conformance::{Answer, FakeApi, npm_package, run_within};
-use maos_tests::{Env, Value, bin_dir, json, skip_unless_ci};
+use maos_tests::{Env, Value, bin_dir, json, skip_unless_ci, wait_until};
 
 const PACKAGE: &str = "@google/gemini-cli";
 const VERSION: &str = "0.61.0";
@@ -216,6 +217,19 @@ fn run_gemini_with(
     prompt: &str,
     extra: &[(&str, &str)],
 ) -> Output {
+    let cmd = gemini_command(env, gemini, api, prompt, extra);
+    run_within(cmd, RUN_DEADLINE, "gemini -p")
+}
+
+/// The command of `gemini -p PROMPT --yolo` in the project, offline against `api`, with a
+/// HOME and TMPDIR in the test's directory.
+fn gemini_command(
+    env: &Env,
+    gemini: &Path,
+    api: &FakeApi,
+    prompt: &str,
+    extra: &[(&str, &str)],
+) -> Command {
     let home = gemini_home(env);
     let path = format!(
         "{}:{}",
@@ -238,7 +252,7 @@ fn run_gemini_with(
         .envs(extra.iter().copied())
         .current_dir(&env.project)
         .args(["-p", prompt, "--yolo", "-m", MODEL]);
-    run_within(cmd, RUN_DEADLINE, "gemini -p")
+    cmd
 }
 
 /// The client, and an environment whose project has maos's Gemini CLI hooks installed with
@@ -635,5 +649,103 @@ fn without_consent_gemini_runs_no_hook_and_doctor_names_the_fix() {
     assert!(
         matches!(&prompts[..], [p] if p["data"]["first_line"] == "say hello"),
         "{prompts:?}"
+    );
+}
+
+/// A condition one side of the test opens for the other (the fake model reached a point, the
+/// test let it go on); waiting gives up after [`RUN_DEADLINE`].
+#[derive(Clone, Default)]
+struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    fn open(&self) {
+        *self.0.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.0.1.notify_all();
+    }
+
+    fn is_open(&self) -> bool {
+        *self.0.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait(&self) {
+        let open = self.0.0.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self
+            .0
+            .1
+            .wait_timeout_while(open, RUN_DEADLINE, |open| !*open);
+    }
+}
+
+/// A Gemini CLI window killed (its whole process group, `kill -9`) while it holds a lock sends
+/// no SessionEnd: maos notices its process is gone, ends its agent and releases the lock.
+#[test]
+fn a_gemini_window_killed_without_session_end_is_ended_by_maos() {
+    let Some((env, gemini)) = setup() else { return };
+    let (waiting, release) = (Gate::default(), Gate::default());
+    let (w, r) = (waiting.clone(), release.clone());
+    let api = FakeApi::start(move |method, target, body| {
+        if method != "POST" || !target.contains(":streamGenerateContent") {
+            return Answer::not_found();
+        }
+        let cue = user_text(body).contains(CUE);
+        match function_responses(body).len() {
+            0 if cue => sse(json!([{"functionCall": {"name": "write_file",
+                "args": {"file_path": "orphan.txt", "content": "left behind\n"}}}])),
+            _ if cue => {
+                // The window hangs here, holding orphan.txt's lock, until the test is over.
+                w.open();
+                r.wait();
+                sse(json!([{"text": "Done."}]))
+            }
+            _ => sse(json!([{"text": "ok"}])),
+        }
+    });
+    let mut cmd = gemini_command(
+        &env,
+        &gemini,
+        &api,
+        &format!("{CUE}: write orphan.txt"),
+        &[],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut child = cmd.spawn().expect("spawn gemini");
+    wait_until(RUN_DEADLINE, "the window's write is done", || {
+        waiting.is_open()
+    });
+    let window = agent_of(&env, "file_modified");
+    let locks = env.maos_json(&["lock", "list"]);
+    assert!(
+        matches!(&locks["locks"].as_array().expect("locks")[..],
+            [l] if l["path"] == "orphan.txt" && l["holder"] == window.as_str()),
+        "{locks}"
+    );
+    // SAFETY: kill(2) of the process group made for the client, not yet reaped.
+    unsafe {
+        libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+    }
+    let _ = child.wait();
+    release.open();
+    // The daemon's sweep runs every 10 s; allow it a few rounds.
+    wait_until(
+        Duration::from_secs(40),
+        "maos ends the killed window",
+        || {
+            let ps = env.maos_json(&["ps", "--all"]);
+            let ended = ps
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s["agents"].as_array())
+                .flatten()
+                .any(|a| a["id"] == window.as_str() && a["state"] == "ended");
+            ended && env.maos_json(&["lock", "list"])["locks"] == json!([])
+        },
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("orphan.txt")).expect("orphan.txt"),
+        "left behind\n"
     );
 }
