@@ -157,6 +157,8 @@ pub fn install(
 ) -> Result<String, String> {
     let file = trust_file()?;
     let now = trust(root)?;
+    // maos's own note of what it trusted: a broken one stops install before anything changes.
+    install::read(&record_path()?)?;
     let mut done = vec![install::install(settings, Cli::Gemini)?];
     match now {
         Trust::Trusted(_) | Trust::Off => {}

@@ -220,6 +220,30 @@ fn broken_settings_or_trust_files_are_refused_and_nothing_changes() {
     }
 }
 
+/// maos's own note of the folders it trusted, broken: install and uninstall refuse it in one
+/// line and change nothing.
+#[test]
+fn a_broken_note_of_maos_trust_is_refused_and_nothing_changes() {
+    let env = Env::new();
+    let note = env.home.join("gemini-trust.json");
+    std::fs::create_dir_all(&env.home).expect("mkdir");
+    std::fs::write(&note, "{ broken").expect("write");
+    for args in [
+        &["install-hooks", "--gemini", "--yes"][..],
+        &["uninstall-hooks", "--gemini"][..],
+    ] {
+        let f = env.maos_fail(args);
+        assert!(
+            f.message.contains("gemini-trust.json") && f.message.contains("not valid JSON"),
+            "{args:?}: {}",
+            f.message
+        );
+        assert!(!settings(&env).exists(), "{args:?}");
+        assert!(!trust_file(&env).exists(), "{args:?}");
+        assert_eq!(std::fs::read_to_string(&note).expect("read"), "{ broken");
+    }
+}
+
 /// `maos hook --cli gemini` with `input` on stdin (no trailing newline, as Gemini CLI writes
 /// it) from `cwd`: its stdout as JSON (`Null` when empty).
 fn hook(env: &Env, cwd: &Path, input: &Value) -> Value {
