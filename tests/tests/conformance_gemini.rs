@@ -749,3 +749,101 @@ fn a_gemini_window_killed_without_session_end_is_ended_by_maos() {
         "left behind\n"
     );
 }
+
+/// `maos hook` fed one Claude Code hook input (a stand-in for the other window's client; the
+/// hook and the daemon are the real ones): its answer on stdout, `Null` when it has none.
+fn claude_hook(env: &Env, input: Value) -> Value {
+    let mut cmd = env.command(&maos_tests::maos_bin());
+    cmd.arg("hook")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("maos hook");
+    let mut stdin = child.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut stdin, input.to_string().as_bytes()).expect("the input");
+    drop(stdin);
+    let out = child.wait_with_output().expect("maos hook's output");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    match text.trim() {
+        "" => Value::Null,
+        t => serde_json::from_str(t).unwrap_or_else(|e| panic!("{e}: {t}")),
+    }
+}
+
+/// Two windows of different CLIs on one file: while a Gemini CLI window holds race.txt (its
+/// write done, its turn not over), a Claude Code window's Write of it is denied, naming the
+/// Gemini CLI window and its task; once the Gemini run is over, the same Write goes through.
+#[test]
+fn a_claude_code_window_is_told_a_gemini_window_holds_the_file() {
+    let Some((env, gemini)) = setup() else { return };
+    let (waiting, release) = (Gate::default(), Gate::default());
+    let (w, r) = (waiting.clone(), release.clone());
+    let api = FakeApi::start(move |method, target, body| {
+        if method != "POST" || !target.contains(":streamGenerateContent") {
+            return Answer::not_found();
+        }
+        let cue = user_text(body).contains(CUE);
+        match function_responses(body).len() {
+            0 if cue => sse(json!([{"functionCall": {"name": "write_file",
+                "args": {"file_path": "race.txt", "content": "gemini's\n"}}}])),
+            _ if cue => {
+                w.open();
+                r.wait();
+                sse(json!([{"text": "Done."}]))
+            }
+            _ => sse(json!([{"text": "ok"}])),
+        }
+    });
+    let prompt = format!("{CUE}: write race.txt for the parser");
+    let mut cmd = gemini_command(&env, &gemini, &api, &prompt, &[]);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let child = cmd.spawn().expect("spawn gemini");
+    wait_until(RUN_DEADLINE, "the Gemini window's write is done", || {
+        waiting.is_open()
+    });
+    let file = env.project.join("race.txt");
+    let claude = |event: &str| {
+        let mut v = json!({"session_id": "claude-window", "cwd": env.project,
+                           "hook_event_name": event});
+        match event {
+            "UserPromptSubmit" => v["prompt"] = json!("tidy the tests"),
+            _ => {
+                v["tool_name"] = json!("Write");
+                v["tool_input"] = json!({"file_path": file, "content": "claude's\n"});
+            }
+        }
+        claude_hook(&env, v)
+    };
+    claude("UserPromptSubmit");
+    let denied = claude("PreToolUse");
+    let reason = denied["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not denied: {denied}"));
+    eprintln!("the Claude Code window was told: {reason}");
+    assert!(reason.starts_with("maos: race.txt"), "{reason}");
+    assert!(reason.contains("a Gemini CLI window"), "{reason}");
+    assert!(
+        reason.contains(&prompt),
+        "the Gemini window's task: {reason}"
+    );
+    release.open();
+    let out = child.wait_with_output().expect("gemini's output");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("race.txt"),
+        "gemini's\n"
+    );
+    // The Gemini run is over: its lock is released, and the Claude Code window may write.
+    assert_eq!(claude("PreToolUse"), Value::Null);
+    let claude_window = agent_of(&env, "tool_denied");
+    let locks = env.maos_json(&["lock", "list"]);
+    assert!(
+        matches!(&locks["locks"].as_array().expect("locks")[..],
+            [l] if l["path"] == "race.txt" && l["holder"] == claude_window.as_str()),
+        "{locks}"
+    );
+}
