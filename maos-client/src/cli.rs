@@ -219,8 +219,9 @@ pub struct HookTarget {
     #[arg(long)]
     pub gemini: bool,
     /// Trust maos's hooks without asking where the CLI runs hooks only once trusted (Codex:
-    /// writes their trust, and the project's, to $CODEX_HOME/config.toml). Without it,
-    /// install asks on a terminal, and elsewhere says what to run.
+    /// writes their trust, and the project's, to $CODEX_HOME/config.toml; Gemini CLI: trusts
+    /// the project folder in ~/.gemini/trustedFolders.json). Without it, install asks on a
+    /// terminal, and elsewhere says what to run.
     #[arg(long, short = 'y')]
     pub yes: bool,
 }

@@ -204,6 +204,7 @@ pub const AGENT_TRANSITIONS: &[(AgentState, AgentOp, AgentState)] = {
         (S::Resumable, O::Resume, S::Running),
         (S::Resumable, O::Fail, S::Failed),
         (S::Resumable, O::Cancel, S::Cancelled),
+        (S::Pending, O::End, S::Ended),
         (S::Running, O::End, S::Ended),
         (S::Resumable, O::End, S::Ended),
     ]
@@ -417,7 +418,10 @@ mod tests {
         const X: Option<AgentState> = None;
         // columns: start, interrupt, resume, complete, fail, cancel, end
         let expected = [
-            (Pending, [Some(Running), X, X, X, X, Some(Cancelled), X]),
+            (
+                Pending,
+                [Some(Running), X, X, X, X, Some(Cancelled), Some(Ended)],
+            ),
             (
                 Running,
                 [

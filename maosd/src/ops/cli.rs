@@ -684,7 +684,10 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
                 todos.retain(|t| t.agent != agent);
                 todos.push(list);
                 tx.lock_event(&agent, "todos_updated", counts);
-            } else if call.tool_name.as_deref() == Some("Bash") {
+            } else if matches!(
+                call.tool_name.as_deref(),
+                Some("Bash" | "run_shell_command")
+            ) {
                 tx.lock_event(
                     &agent,
                     "command_run",
