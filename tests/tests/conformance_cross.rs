@@ -186,7 +186,26 @@ fn two_windows_of_different_clis_race_on_one_file_and_the_denial_names_the_holde
     ]
     .map(|(id, role, cli, task)| (id, role.to_string(), cli.to_string(), task.to_string()));
     assert_eq!(windows, expected, "{ps:#}");
-    assert_eq!(ps_agent(&env, &claude_window)["state"], "running");
+    // Each window's last tool: Claude's write, Codex's refused patch.
+    let claude_agent = ps_agent(&env, &claude_window);
+    assert_eq!(claude_agent["state"], "running", "{claude_agent}");
+    assert_eq!(
+        (
+            &claude_agent["activity"]["tool"],
+            &claude_agent["activity"]["path"]
+        ),
+        (&json!("Write"), &json!("shared.rs")),
+        "{claude_agent}"
+    );
+    let codex_agent = ps_agent(&env, &codex_window);
+    assert_eq!(
+        (
+            &codex_agent["activity"]["tool"],
+            &codex_agent["activity"]["path"]
+        ),
+        (&json!("apply_patch"), &json!("shared.rs")),
+        "{codex_agent}"
+    );
 
     // Claude's turn ends: its lock goes.
     release.open();
