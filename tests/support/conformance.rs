@@ -8,9 +8,10 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::Env;
 use serde_json::Value;
 
 /// The directory the pinned npm `package@version` is installed in (installed on first use);
@@ -165,7 +166,7 @@ fn serve(
     stream.flush()
 }
 
-fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
+pub fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
     let mut body = Vec::new();
     loop {
         let mut size = String::new();
@@ -183,36 +184,199 @@ fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
 
 /// Run `cmd` (stdin closed, output captured) in its own process group; kill the group and
 /// panic naming `what` if it outlives `deadline`. Prints how it went, for the test's log.
-pub fn run_within(mut cmd: Command, deadline: Duration, what: &str) -> Output {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let started = Instant::now();
-    let out = rx.recv_timeout(deadline);
-    if out.is_err() {
-        // SAFETY: kill(2) of the process group made for the client.
-        unsafe {
-            libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+pub fn run_within(cmd: Command, deadline: Duration, what: &str) -> Output {
+    Client::start(cmd, deadline, what).finish()
+}
+
+/// A client started in its own process group (stdin closed, output captured), which must be
+/// over within its deadline; its whole group is killed when it outlives it, or when the
+/// `Client` is dropped before it finished (e.g. by a failing test).
+pub struct Client {
+    pid: u32,
+    out: std::sync::mpsc::Receiver<std::io::Result<Output>>,
+    started: Instant,
+    deadline: Duration,
+    what: String,
+    over: bool,
+}
+
+impl Client {
+    pub fn start(mut cmd: Command, deadline: Duration, what: &str) -> Client {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        let pid = child.id();
+        let (tx, out) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        Client {
+            pid,
+            out,
+            started: Instant::now(),
+            deadline,
+            what: what.to_string(),
+            over: false,
         }
     }
-    let out = out
-        .unwrap_or_else(|_| panic!("{what} did not finish within {deadline:?}"))
-        .unwrap_or_else(|e| panic!("{what}'s output: {e}"));
-    eprintln!(
-        "{what} took {:?}: {}\nstdout: {}\nstderr: {}",
-        started.elapsed(),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+
+    /// Wait until the client exits by itself (within its deadline, else the test fails);
+    /// what it did.
+    pub fn finish(mut self) -> Output {
+        let left = self.deadline.saturating_sub(self.started.elapsed());
+        let out = self.out.recv_timeout(left);
+        self.over = true;
+        let (what, deadline) = (&self.what, self.deadline);
+        if out.is_err() {
+            self.kill_group();
+        }
+        let out = out
+            .unwrap_or_else(|_| panic!("{what} did not finish within {deadline:?}"))
+            .unwrap_or_else(|e| panic!("{what}'s output: {e}"));
+        eprintln!(
+            "{what} took {:?}: {}\nstdout: {}\nstderr: {}",
+            self.started.elapsed(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn kill_group(&self) {
+        // SAFETY: kill(2) of the process group made for the client.
+        unsafe {
+            libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL);
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if !self.over {
+            self.kill_group();
+            // Reaped by its waiting thread, which sends its output then.
+            let _ = self.out.recv_timeout(self.deadline);
+        }
+    }
+}
+
+/// How long a [`Gate`] keeps a fake model's answer at most.
+pub const GATE_LIMIT: Duration = Duration::from_secs(45);
+
+/// A condition the test opens for a fake model (e.g. "the daemon was killed"); a script
+/// waiting on it answers once it is open, or after [`GATE_LIMIT`] whatever happened.
+#[derive(Clone, Default)]
+pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    pub fn open(&self) {
+        *self.0.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.0.1.notify_all();
+    }
+
+    pub fn is_open(&self) -> bool {
+        *self.0.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn wait(&self) {
+        let open = self.0.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (open, _) = self
+            .0
+            .1
+            .wait_timeout_while(open, GATE_LIMIT, |open| !*open)
+            .unwrap_or_else(|p| p.into_inner());
+        if !*open {
+            eprintln!("fake model API: a gate stayed shut for {GATE_LIMIT:?}");
+        }
+    }
+}
+
+/// Every agent of `maos ps --all --json`, across its sessions (finished ones too).
+pub fn ps_agents(env: &Env) -> Vec<Value> {
+    let ps = env.maos_json(&["ps", "--all"]);
+    ps.as_array()
+        .expect("sessions")
+        .iter()
+        .filter_map(|s| s["agents"].as_array())
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+/// One agent of `maos ps --all --json`.
+pub fn ps_agent(env: &Env, id: &str) -> Value {
+    let agents = ps_agents(env);
+    agents
+        .iter()
+        .find(|a| a["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} is not in maos ps: {agents:#?}"))
+}
+
+/// The `prompt_submitted` event of the window whose prompt's first line is `prompt`: its
+/// agent is the window's agent, its session the window's session. Found by the window's own
+/// event, not by the agent's role or task, which maos may label as it sees fit.
+pub fn prompt_event(env: &Env, prompt: &str) -> Value {
+    let line = prompt.lines().next().unwrap_or_default();
+    let prompts = env.events(&["--type", "prompt_submitted"]);
+    prompts
+        .iter()
+        .find(|e| e["data"]["first_line"] == line)
+        .cloned()
+        .unwrap_or_else(|| panic!("no prompt_submitted for {line:?}: {prompts:#?}"))
+}
+
+/// The agent maos made for the Claude Code window that was sent `prompt`: the agent of that
+/// prompt's event; a window's agent has no parent.
+pub fn window_of(env: &Env, prompt: &str) -> String {
+    let event = prompt_event(env, prompt);
+    let id = event["agent_id"].as_str().expect("agent id").to_string();
+    let agent = ps_agent(env, &id);
+    assert_eq!(agent["parent"], Value::Null, "{agent}");
+    id
+}
+
+/// The one agent maos made for the Claude Code window of a test with one window: every prompt
+/// the window submitted is that agent's.
+pub fn window_agent(env: &Env) -> String {
+    let prompts = env.events(&["--type", "prompt_submitted"]);
+    let mut ids: Vec<&str> = prompts
+        .iter()
+        .filter_map(|e| e["agent_id"].as_str())
+        .collect();
+    ids.dedup();
+    let [id] = ids[..] else {
+        panic!("not one window agent: {prompts:#?}")
+    };
+    let agent = ps_agent(env, id);
+    assert_eq!(agent["parent"], Value::Null, "{agent}");
+    id.to_string()
+}
+
+/// An agent as maos's texts name it: `agt_` and eight hex digits.
+pub fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// The one event of `kind` about `path` (`data.path`, or `data.paths` holding it).
+pub fn one_event(env: &Env, kind: &str, path: &str) -> Value {
+    let all = env.events(&["--type", kind]);
+    let about: Vec<&Value> = all
+        .iter()
+        .filter(|e| {
+            e["data"]["path"] == path
+                || e["data"]["paths"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().any(|p| p == path))
+        })
+        .collect();
+    let [one] = about[..] else {
+        panic!("not one {kind} of {path}: {all:#?}")
+    };
+    one.clone()
 }

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 use maos_proto::{ClientMsg, FrameError, PROTOCOL_VERSION, ServerMsg};
 pub use serde_json::{Value, json};
 
+pub mod claude;
 pub mod client;
+pub mod codex;
 pub mod conformance;
 pub mod daemon;
 pub mod procfs;
