@@ -388,6 +388,47 @@ impl Env {
         cmd
     }
 
+    /// Run `maos ARGS` (`hook`, `hook --cli codex`, ...) from `cwd` with `input` on its stdin
+    /// and `vars` in its environment, as an agent CLI runs its hook. The input is written by a
+    /// thread (the hook may stop reading early, and exit), then stdin is closed, or left open
+    /// until the hook has exited with `keep_open` (some CLIs never close it). A hook still
+    /// running after [`COMMAND_TIMEOUT`] is killed and fails the test.
+    pub fn hook_at(
+        &self,
+        cwd: &Path,
+        args: &[&str],
+        input: Vec<u8>,
+        vars: &[(&str, &str)],
+        keep_open: bool,
+    ) -> Output {
+        let mut cmd = self.maos_cmd_at(cwd, args);
+        cmd.envs(vars.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("run maos hook");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let writer = std::thread::spawn(move || {
+            // EPIPE once the hook has refused the input and exited.
+            let _ = stdin.write_all(&input);
+            keep_open.then_some(stdin)
+        });
+        let pid = child.id();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let out = match rx.recv_timeout(COMMAND_TIMEOUT) {
+            Ok(out) => out.expect("maos hook output"),
+            Err(_) => {
+                kill9(pid);
+                panic!("maos {args:?} did not finish within {COMMAND_TIMEOUT:?}");
+            }
+        };
+        drop(writer.join().expect("stdin writer"));
+        out
+    }
+
     /// Run `maos ARGS` from `cwd` (no `--project`) and return what it did.
     pub fn maos_at<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Output {
         let out = run_with_timeout(self.maos_cmd_at(cwd, args), COMMAND_TIMEOUT);

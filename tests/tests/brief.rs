@@ -3,12 +3,10 @@
 //! SessionStart hook that hands it to a new AI session (within Claude Code's 10,000-character
 //! limit), bad notes that change nothing, and notes surviving a daemon restart.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Output, Stdio};
-use std::time::Duration;
+use std::process::Output;
 
-use maos_tests::{DEADLINE, Env, Value, alive, describe, json, maos_bin, wait_until};
+use maos_tests::{DEADLINE, Env, Value, alive, describe, json, wait_until};
 
 /// Claude Code cuts `additionalContext` beyond this many characters.
 const CONTEXT_LIMIT: usize = 10_000;
@@ -47,31 +45,7 @@ fn brief_text(env: &Env) -> String {
 
 /// Run `maos hook` in `dir` with `input` on stdin.
 fn hook(env: &Env, dir: &Path, input: &Value) -> Output {
-    let mut cmd = env.command(&maos_bin());
-    cmd.current_dir(dir)
-        .arg("hook")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn maos hook");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.to_string().as_bytes())
-        .expect("write hook input");
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(out) => out.expect("maos hook output"),
-        Err(_) => {
-            maos_tests::kill9(pid);
-            panic!("maos hook did not answer");
-        }
-    }
+    env.hook_at(dir, &["hook"], input.to_string().into_bytes(), &[], false)
 }
 
 /// SessionStart of CLI session `cli` in project `dir` with `source`: the

@@ -9,8 +9,6 @@ use std::time::Duration;
 use maos_tests::{Env, describe, maos_bin};
 use serde_json::{Value, json};
 
-const DEADLINE: Duration = Duration::from_secs(20);
-
 /// Run `maos hook` with `input` on stdin; with `keep_open`, stdin is not closed afterwards.
 fn hook_with(env: &Env, input: &Value, vars: &[(&str, &str)], keep_open: bool) -> Output {
     hook_as(env, cli_of(input), input, vars, keep_open)
@@ -23,32 +21,14 @@ fn cli_of(input: &Value) -> &str {
 
 /// `maos hook --cli CLI` given `input` on stdin (kept open after it with `keep_open`).
 fn hook_as(env: &Env, cli: &str, input: &Value, vars: &[(&str, &str)], keep_open: bool) -> Output {
-    let mut cmd = env.command(&maos_bin());
-    cmd.args(["hook", "--cli", cli])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in vars {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn maos hook");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin
-        .write_all(input.to_string().as_bytes())
-        .expect("write hook input");
-    let _open = if keep_open { Some(stdin) } else { None };
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(DEADLINE) {
-        Ok(out) => out.expect("maos hook output"),
-        Err(_) => {
-            maos_tests::kill9(pid);
-            panic!("maos hook did not answer within {DEADLINE:?}");
-        }
-    }
+    let input = input.to_string().into_bytes();
+    env.hook_at(
+        &env.project,
+        &["hook", "--cli", cli],
+        input,
+        vars,
+        keep_open,
+    )
 }
 
 fn hook(env: &Env, input: &Value) -> Output {

@@ -2,11 +2,10 @@
 //! the cap get a clear one-line error (or, for an oversized frame, a closed connection), the
 //! daemon keeps serving everyone else, and a refused request changes nothing.
 
-use std::io::Write;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use maos_proto::{FrameError, MAX_FRAME_LEN, ServerMsg};
-use maos_tests::{COMMAND_TIMEOUT, Env, Raw, Value, alive, describe, json, wait_until};
+use maos_tests::{Env, Raw, Value, alive, describe, json, wait_until};
 
 /// `depth` nested arrays around a 1.
 fn nested(depth: usize) -> String {
@@ -225,30 +224,7 @@ fn hook(env: &Env, input: Vec<u8>) -> Output {
 }
 
 fn hook_with(env: &Env, args: &[&str], input: Vec<u8>) -> Output {
-    let mut cmd = env.maos_cmd_at(&env.project, args);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("run maos hook");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let writer = std::thread::spawn(move || {
-        // EPIPE once the hook has refused the input and exited.
-        let _ = stdin.write_all(&input);
-    });
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(COMMAND_TIMEOUT) {
-        Ok(out) => out.expect("maos hook output"),
-        Err(_) => {
-            maos_tests::kill9(pid);
-            panic!("maos hook did not finish within {COMMAND_TIMEOUT:?}");
-        }
-    };
-    writer.join().expect("stdin writer");
-    out
+    env.hook_at(&env.project, args, input, &[], false)
 }
 
 /// A refused hook input: exit 1 (a non-blocking hook error), nothing on stdout, one line on

@@ -5,28 +5,17 @@
 //! background subagent's result is that subagent's. Real `maos hook` processes, the real
 //! daemon, a real process killed with SIGKILL.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use maos_tests::{Env, Value, json, maos_bin, wait_until};
 
-/// One `maos hook --cli CLI` call with `input` on stdin.
+/// One `maos hook --cli CLI` call with `input` on stdin, which must succeed.
 fn hook(env: &Env, cli: &str, input: &Value) -> Output {
-    let mut cmd = env.command(&maos_bin());
-    cmd.args(["hook", "--cli", cli])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn maos hook");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.to_string().as_bytes())
-        .expect("write the hook input");
-    let out = child.wait_with_output().expect("maos hook");
+    let input = input.to_string().into_bytes();
+    let out = env.hook_at(&env.project, &["hook", "--cli", cli], input, &[], false);
     assert!(out.status.success(), "{}", maos_tests::describe(&out));
     out
 }
