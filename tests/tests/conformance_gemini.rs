@@ -676,11 +676,10 @@ impl Gate {
     }
 }
 
-/// A Gemini CLI window killed (its whole process group, `kill -9`) while it holds a lock sends
-/// no SessionEnd: maos notices its process is gone, ends its agent and releases the lock.
-#[test]
-fn a_gemini_window_killed_without_session_end_is_ended_by_maos() {
-    let Some((env, gemini)) = setup() else { return };
+/// A fake Gemini API whose cued window writes `path` with `content`, then hangs on its next
+/// request: the first gate opens once it hangs (holding the file's lock), and it answers when
+/// the test opens the second.
+fn write_then_hold(path: &'static str, content: &'static str) -> (FakeApi, Gate, Gate) {
     let (waiting, release) = (Gate::default(), Gate::default());
     let (w, r) = (waiting.clone(), release.clone());
     let api = FakeApi::start(move |method, target, body| {
@@ -690,9 +689,8 @@ fn a_gemini_window_killed_without_session_end_is_ended_by_maos() {
         let cue = user_text(body).contains(CUE);
         match function_responses(body).len() {
             0 if cue => sse(json!([{"functionCall": {"name": "write_file",
-                "args": {"file_path": "orphan.txt", "content": "left behind\n"}}}])),
+                "args": {"file_path": path, "content": content}}}])),
             _ if cue => {
-                // The window hangs here, holding orphan.txt's lock, until the test is over.
                 w.open();
                 r.wait();
                 sse(json!([{"text": "Done."}]))
@@ -700,6 +698,16 @@ fn a_gemini_window_killed_without_session_end_is_ended_by_maos() {
             _ => sse(json!([{"text": "ok"}])),
         }
     });
+    (api, waiting, release)
+}
+
+/// A Gemini CLI window killed (its whole process group, `kill -9`) while it holds a lock sends
+/// no SessionEnd: maos notices its process is gone, ends its agent and releases the lock.
+#[test]
+fn a_gemini_window_killed_without_session_end_is_ended_by_maos() {
+    let Some((env, gemini)) = setup() else { return };
+    // The window hangs after its write, holding orphan.txt's lock, until the test is over.
+    let (api, waiting, release) = write_then_hold("orphan.txt", "left behind\n");
     let mut cmd = gemini_command(
         &env,
         &gemini,
@@ -777,24 +785,7 @@ fn claude_hook(env: &Env, input: Value) -> Value {
 #[test]
 fn a_claude_code_window_is_told_a_gemini_window_holds_the_file() {
     let Some((env, gemini)) = setup() else { return };
-    let (waiting, release) = (Gate::default(), Gate::default());
-    let (w, r) = (waiting.clone(), release.clone());
-    let api = FakeApi::start(move |method, target, body| {
-        if method != "POST" || !target.contains(":streamGenerateContent") {
-            return Answer::not_found();
-        }
-        let cue = user_text(body).contains(CUE);
-        match function_responses(body).len() {
-            0 if cue => sse(json!([{"functionCall": {"name": "write_file",
-                "args": {"file_path": "race.txt", "content": "gemini's\n"}}}])),
-            _ if cue => {
-                w.open();
-                r.wait();
-                sse(json!([{"text": "Done."}]))
-            }
-            _ => sse(json!([{"text": "ok"}])),
-        }
-    });
+    let (api, waiting, release) = write_then_hold("race.txt", "gemini's\n");
     let prompt = format!("{CUE}: write race.txt for the parser");
     let mut cmd = gemini_command(&env, &gemini, &api, &prompt, &[]);
     cmd.stdin(Stdio::null())
