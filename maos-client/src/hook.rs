@@ -59,9 +59,14 @@ fn unreachable(cli: Cli, event: &str, why: &str) -> ExitCode {
             ),
         );
     } else {
-        print(
-            &json!({ "systemMessage": format!("maos: {why}; file locks are not enforced for this call") }),
-        );
+        // Only a tool call is something maos lets through unchecked; any other event is only
+        // missing from the record.
+        let what = if event == "PreToolUse" {
+            "file locks are not enforced for this call".to_string()
+        } else {
+            format!("this {event} event is not recorded")
+        };
+        print(&json!({ "systemMessage": format!("maos: {why}; {what}") }));
     }
     ExitCode::SUCCESS
 }

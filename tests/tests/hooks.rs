@@ -486,6 +486,20 @@ fn an_unreachable_daemon_fails_open_or_closed_on_request() {
             .unwrap_or("")
             .contains("not enforced")
     );
+    // Any other event is only missing from the record, and says so; fail-closed denies only
+    // tool calls.
+    let start = json!({"session_id": "s-1", "cwd": env.project, "hook_event_name": "SessionStart"});
+    for fail in ["open", "closed"] {
+        let vars = [("MAOS_NO_AUTOSTART", "1"), ("MAOS_HOOK_FAIL", fail)];
+        let out = hook_with(&env, &start, &vars, false);
+        assert!(out.status.success(), "{}", describe(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).expect("systemMessage JSON");
+        let said = v["systemMessage"].as_str().unwrap_or("");
+        assert!(
+            said.ends_with("; this SessionStart event is not recorded"),
+            "{said}"
+        );
+    }
     let out = hook_with(
         &env,
         &input,
