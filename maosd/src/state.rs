@@ -63,6 +63,10 @@ pub struct State {
     pub(crate) runner: Option<crate::run::Runner>,
     /// Agents whose launch this daemon committed and whose supervisor has not answered yet.
     launching: HashSet<AgentId>,
+    /// Each agent's last tool call, as its CLI's hook reported it: advisory, in memory only
+    /// (not undone by a rollback, not written), so that a hook call that changes nothing else
+    /// commits nothing.
+    activity: HashMap<AgentId, maos_core::record::Activity>,
 }
 
 impl State {
@@ -75,6 +79,11 @@ impl State {
         };
         st.reindex();
         st
+    }
+
+    /// The agent's last tool call, if a hook reported one since the daemon started.
+    pub fn activity(&self, id: &AgentId) -> Option<&maos_core::record::Activity> {
+        self.activity.get(id)
     }
 
     /// Whether this daemon is starting the agent's process right now.
@@ -364,6 +373,11 @@ impl<'a> Txn<'a> {
             || !self.undo.is_empty()
             || !self.lock_holders.is_empty()
             || !self.purged.is_empty()
+    }
+
+    /// An agent's last tool call (advisory: see [`State::activity`]).
+    pub fn note_activity(&mut self, id: &AgentId, activity: maos_core::record::Activity) {
+        self.st.activity.insert(id.clone(), activity);
     }
 
     /// A launch is under way (advisory, not undone by a rollback: the answer clears it).
@@ -1049,7 +1063,6 @@ mod tests {
                 spec: None,
                 process: None,
                 attempts: 0,
-                activity: None,
                 cli: None,
                 tool_use_id: None,
                 window: None,

@@ -223,16 +223,14 @@ pub struct AgentRecord {
     /// never does; a killed CLI cannot) is ended all the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<ProcessRef>,
-    /// What it did last (hooks): the tool, the file, when.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub activity: Option<Activity>,
     /// A subagent's: the parent's subagent tool call that started it, which a background
     /// subagent's result names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_use_id: Option<String>,
 }
 
-/// An agent's last tool call, as its CLI's hook reported it.
+/// An agent's last tool call, as its CLI's hook reported it (kept in the daemon's memory only:
+/// what an agent is doing now is not history; the timeline is).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Activity {
     /// The tool as the CLI names it (`Edit`, `apply_patch`, `write_file`, `Bash`, ...).

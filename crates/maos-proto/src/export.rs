@@ -218,7 +218,6 @@ fn orchestrator(
             spec: None,
             process: None,
             attempts: 0,
-            activity: None,
             cli: None,
             tool_use_id: None,
             window: None,

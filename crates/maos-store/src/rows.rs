@@ -98,8 +98,6 @@ struct AgentData {
     #[serde(default)]
     window: Option<maos_core::record::ProcessRef>,
     #[serde(default)]
-    activity: Option<maos_core::record::Activity>,
-    #[serde(default)]
     tool_use_id: Option<String>,
 }
 
@@ -117,8 +115,6 @@ struct AgentDataOut<'a> {
     cli: Option<maos_core::record::Cli>,
     #[serde(skip_serializing_if = "Option::is_none")]
     window: Option<&'a maos_core::record::ProcessRef>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    activity: Option<&'a maos_core::record::Activity>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_use_id: Option<&'a str>,
 }
@@ -358,7 +354,6 @@ pub(crate) async fn write_batch(
                         pause: a.pause.as_deref(),
                         cli: a.cli,
                         window: a.window.as_ref(),
-                        activity: a.activity.as_ref(),
                         tool_use_id: a.tool_use_id.as_deref(),
                     })?,
                 })
@@ -680,7 +675,6 @@ fn agent_from_row(row: &SqliteRow, session_id: SessionId) -> Result<AgentRecord,
         process: data.process,
         attempts: data.attempts,
         pause: data.pause,
-        activity: data.activity,
         cli: data.cli,
         tool_use_id: data.tool_use_id,
         window: data.window,

@@ -110,7 +110,6 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
             supervisor: Some(4240),
         }),
         attempts: 2,
-        activity: None,
         cli: None,
         tool_use_id: None,
         window: None,

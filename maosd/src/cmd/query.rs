@@ -49,7 +49,7 @@ pub fn ps(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
                     started_at: a.started_at,
                     ended_at: a.ended_at,
                     cli: a.cli,
-                    activity: a.activity.clone(),
+                    activity: st.activity(&a.id).cloned(),
                     locks: st
                         .locks
                         .held_by(&a.id)

@@ -81,7 +81,6 @@ pub fn register(
         spec: None,
         process: None,
         attempts: 0,
-        activity: None,
         cli: None,
         tool_use_id: None,
         window: None,

@@ -237,12 +237,12 @@ fn watch(tx: &mut Txn<'_>, window: &AgentId, call: &HookCall) {
 /// The agent's last tool call, for `ps` and for the words of a denial naming it.
 fn touch(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
     let Some(tool) = &call.tool_name else { return };
-    let now = tx.now;
-    tx.agent_mut(agent).activity = Some(Activity {
+    let activity = Activity {
         tool: tool.clone(),
         path: call.paths.first().cloned(),
-        at: now,
-    });
+        at: tx.now,
+    };
+    tx.note_activity(agent, activity);
 }
 
 /// The oldest unclaimed request of this CLI session for this kind of subagent (or any kind).
@@ -439,7 +439,7 @@ pub fn describe(st: &State, id: &AgentId, now: Ts) -> String {
         .and_then(|t| t.items.iter().find(|i| i.status == "in_progress"));
     if let Some(todo) = todo {
         about.push(format!("now: {}", one_line(&todo.content, 120)));
-    } else if let Some(act) = &a.activity {
+    } else if let Some(act) = st.activity(&a.id) {
         let on = act
             .path
             .as_deref()
