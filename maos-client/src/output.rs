@@ -110,7 +110,10 @@ pub fn ps(sessions: &[PsSession]) -> String {
         );
         let tree =
             maos_core::SpawnTree::new(s.agents.iter().map(|a| (a.id.clone(), a.parent.clone())));
-        for a in &s.agents {
+        // Each parent before its children: drawn in registration order, a child registered
+        // after another top-level agent would appear under that one.
+        let by_id: std::collections::HashMap<_, _> = s.agents.iter().map(|a| (&a.id, a)).collect();
+        for a in tree.preorder().iter().filter_map(|id| by_id.get(id)) {
             let indent = "  ".repeat(tree.depth(&a.id) + 1);
             let state = if a.paused {
                 format!("{} (paused)", a.state)

@@ -122,6 +122,27 @@ impl<K: Clone + Eq + Hash> SpawnTree<K> {
         self.children.get(id).map_or(&[], Vec::as_slice)
     }
 
+    /// Every node once, each parent before its children: the roots in insertion order, each
+    /// followed by its descendants depth-first (siblings in insertion order); nodes only a
+    /// cycle reaches come last, in insertion order. The order a tree is drawn in.
+    pub fn preorder(&self) -> Vec<K> {
+        let mut out = Vec::with_capacity(self.order.len());
+        let mut placed: HashSet<K> = HashSet::new();
+        for root in self.roots() {
+            for k in std::iter::once(root.clone()).chain(self.descendants(&root)) {
+                if placed.insert(k.clone()) {
+                    out.push(k);
+                }
+            }
+        }
+        for k in &self.order {
+            if placed.insert(k.clone()) {
+                out.push(k.clone());
+            }
+        }
+        out
+    }
+
     /// Nodes without parent (or whose parent is unknown), in insertion order.
     pub fn roots(&self) -> Vec<K> {
         self.order
@@ -293,6 +314,22 @@ mod tests {
         assert_eq!(t.descendants(&"x"), ["y", "z", "c"]);
         assert!(t.descendants(&"s").is_empty());
         assert!(!t.can_terminate(&"x", |k| *k != "c"));
+    }
+
+    /// Drawing order: each parent before its children, whatever order they were added in
+    /// (a child registered after another root is drawn under its own parent).
+    #[test]
+    fn spawn_tree_preorder_draws_children_under_their_parent() {
+        let t = tree();
+        assert_eq!(
+            t.preorder(),
+            ["root", "a", "a1", "a2", "a2x", "b", "lone", "orphan"]
+        );
+        let t = SpawnTree::new([("lead", None), ("other", None), ("child", Some("lead"))]);
+        assert_eq!(t.preorder(), ["lead", "child", "other"]);
+        // Cycles: every node once, in insertion order, after the reachable ones.
+        let t = SpawnTree::new([("r", None), ("x", Some("y")), ("y", Some("x"))]);
+        assert_eq!(t.preorder(), ["r", "x", "y"]);
     }
 
     #[test]

@@ -1,0 +1,49 @@
+//! `maos ps` draws the spawn tree: each agent under its own parent, whatever order the agents
+//! were registered in (issue 15: a child registered after another top-level agent was drawn
+//! under that one, while `ps --json` was right).
+
+use maos_tests::Env;
+
+/// The agent lines of `maos ps`: (indentation, short id).
+fn agent_lines(text: &str) -> Vec<(usize, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let at = l.find("└ ")?;
+            let id = l[at + "└ ".len()..].split_whitespace().next()?;
+            Some((at, id.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_child_is_drawn_under_its_own_parent() {
+    let env = Env::new();
+    env.session("tree", &[]);
+    let lead = env.agent(None, "lead", "leads");
+    let other = env.agent(None, "other", "does other things");
+    let child = env.create(&[
+        "agent",
+        "register",
+        "--role",
+        "child",
+        "--task",
+        "helps the lead",
+        "--parent",
+        &lead,
+    ]);
+    let out = env.maos(&["ps"]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let short = |id: &str| id.get(..12).unwrap_or(id).to_string();
+    let lines = agent_lines(&text);
+    let ids: Vec<&str> = lines.iter().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [short(&lead), short(&child), short(&other)],
+        "the child right under its parent:\n{text}"
+    );
+    assert!(
+        lines[1].0 > lines[0].0 && lines[2].0 == lines[0].0,
+        "the child indented under lead, other at lead's level:\n{text}"
+    );
+}
