@@ -1,7 +1,7 @@
 //! Human output: `docker ps`-style tables and short summaries. `--json` bypasses all of this.
 
 use chrono::Utc;
-use maos_core::{Progress, Ts, ids::short};
+use maos_core::{AgentState, Progress, Ts, ids::short};
 use maos_proto::{
     AgentRecord, DaemonStatus, EventRecord, LockCheck, LockList, Problem, PsSession,
     RecoveryReport, SessionRecord, StatusView,
@@ -70,8 +70,14 @@ fn phase_pos(s: &SessionRecord) -> String {
     }
 }
 
+/// An agent that got to its end: completed, or a CLI window that ended. Failed and cancelled
+/// agents are final too, but not done.
+fn is_done(state: AgentState) -> bool {
+    matches!(state, AgentState::Completed | AgentState::Ended)
+}
+
 fn agents_done(s: &SessionRecord) -> String {
-    let done = s.agents.iter().filter(|a| a.state.is_terminal()).count();
+    let done = s.agents.iter().filter(|a| is_done(a.state)).count();
     format!("{done}/{}", s.agents.len())
 }
 
@@ -92,7 +98,7 @@ pub fn ps(sessions: &[PsSession]) -> String {
         if s.active {
             state.push('*');
         }
-        let done = s.agents.iter().filter(|a| a.state.is_terminal()).count();
+        let done = s.agents.iter().filter(|a| is_done(a.state)).count();
         let phase = match s.phase {
             (_, 0) => "-".to_string(),
             (k, n) => format!("{k}/{n}"),

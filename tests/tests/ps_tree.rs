@@ -47,3 +47,29 @@ fn a_child_is_drawn_under_its_own_parent() {
         "the child indented under lead, other at lead's level:\n{text}"
     );
 }
+
+/// `AGENTS done/all` counts what got to its end: failed and cancelled agents are final, but not
+/// done.
+#[test]
+fn failed_and_cancelled_agents_are_not_counted_as_done() {
+    let env = Env::new();
+    env.session("count", &[]);
+    env.maos_json(&["session", "start"]);
+    let ids: Vec<String> = ["ok", "bad", "gone", "busy"]
+        .iter()
+        .map(|r| env.agent(None, r, "work"))
+        .collect();
+    for id in &ids {
+        env.maos_json(&["agent", "start", id]);
+    }
+    env.maos_json(&["agent", "complete", &ids[0]]);
+    env.maos_json(&["agent", "fail", &ids[1]]);
+    env.maos_json(&["agent", "cancel", &ids[2]]);
+    let text = String::from_utf8_lossy(&env.maos(&["ps"]).stdout).into_owned();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("sess_"))
+        .unwrap_or_else(|| panic!("no session row:\n{text}"));
+    let agents = row.split_whitespace().nth(4).unwrap_or_default();
+    assert_eq!(agents, "1/4", "{row}");
+}
