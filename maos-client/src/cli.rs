@@ -86,7 +86,7 @@ pub enum Cmd {
     },
     /// A consistent copy of this project's database, taken while the daemon serves.
     Backup {
-        /// Where to write it (must not exist; default `maos-backup-DATE-TIME.db` here).
+        /// Where to write it (must not exist; default `$MAOS_HOME/backups/PROJECT-DATE-TIME.db`).
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
     },

@@ -179,7 +179,9 @@ pub fn run(cli: &Cli) -> Res {
             return transfer::export(cli, session, output.as_deref());
         }
         Cmd::Import { file } => transfer::import_request(file)?,
-        Cmd::Backup { output } => transfer::backup_request(output.as_deref())?,
+        Cmd::Backup { output } => {
+            transfer::backup_request(output.as_deref(), &cli.project_root()?)?
+        }
         Cmd::Restore { file, force } => Request::Restore {
             path: std::fs::canonicalize(file)
                 .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?

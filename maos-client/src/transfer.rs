@@ -57,14 +57,27 @@ pub fn export(cli: &Cli, session: &str, output: Option<&Path>) -> Res {
 }
 
 /// The request for `maos backup [-o FILE]`: an absolute path that does not exist yet (the
-/// daemon writes it).
-pub fn backup_request(output: Option<&Path>) -> Res<Request> {
+/// daemon writes it). Without `-o`, `$MAOS_HOME/backups/<project>-DATE-TIME.db` (UTC): never
+/// the working tree, where a database would end up in a commit.
+pub fn backup_request(output: Option<&Path>, project: &str) -> Res<Request> {
     let file = match output {
         Some(p) => p.to_path_buf(),
-        None => PathBuf::from(format!(
-            "maos-backup-{}.db",
-            chrono::Utc::now().format("%Y%m%d-%H%M%S")
-        )),
+        None => {
+            let dir = maos_proto::paths::home_dir()
+                .map_err(|e| usage(format!("cannot find maos's home: {e}")))?
+                .join("backups");
+            maos_proto::paths::private_dir_all(&dir)
+                .map_err(|e| usage(format!("cannot create {}: {e}", dir.display())))?;
+            let name = Path::new(project)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "project".to_string());
+            dir.join(format!(
+                "{name}-{}.db",
+                chrono::Utc::now().format("%Y%m%d-%H%M%SZ")
+            ))
+        }
     };
     let name = file
         .file_name()

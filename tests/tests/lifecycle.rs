@@ -682,3 +682,37 @@ fn restore_checks_the_backup_then_replaces_the_database_and_keeps_the_old_one() 
     assert!(s["notes"].to_string().contains("after the restore"), "{s}");
     assert_eq!(env.integrity_check(), "ok");
 }
+
+/// `maos backup` without `-o` writes under `$MAOS_HOME/backups/`, never into the working tree
+/// (issue 15), and says where.
+#[test]
+fn a_backup_without_a_name_goes_under_maos_home() {
+    let env = Env::new();
+    env.session("backed up", &[]);
+    let b = env.maos_json(&["backup"]);
+    let path = std::path::PathBuf::from(b["path"].as_str().unwrap_or_else(|| panic!("{b}")));
+    assert!(path.starts_with(env.home.join("backups")), "{b}");
+    assert!(path.exists() && b["quick_check"] == "ok", "{b}");
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let project = env
+        .project
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    assert!(
+        name.starts_with(project) && name.ends_with("Z.db"),
+        "{name}"
+    );
+    let in_tree: Vec<_> = std::fs::read_dir(&env.project)
+        .expect("project")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".db"))
+        .collect();
+    assert!(
+        in_tree.is_empty(),
+        "a database in the working tree: {in_tree:?}"
+    );
+}

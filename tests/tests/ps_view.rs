@@ -1,6 +1,6 @@
-//! `maos ps` draws the spawn tree: each agent under its own parent, whatever order the agents
-//! were registered in (issue 15: a child registered after another top-level agent was drawn
-//! under that one, while `ps --json` was right).
+//! What `maos ps` shows: the spawn tree, each agent under its own parent whatever order the
+//! agents were registered in (issue 15: a child registered after another top-level agent was
+//! drawn under that one, while `ps --json` was right), and how many agents are done.
 
 use maos_tests::Env;
 
