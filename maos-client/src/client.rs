@@ -471,7 +471,9 @@ fn start_lock(socket: &Path) -> Result<std::fs::File, ClientError> {
     let dir = socket
         .parent()
         .ok_or_else(|| fail(format!("bad socket path {}", socket.display())))?;
-    paths::ensure_private_dir(dir).map_err(|e| fail(e.to_string()))?;
+    // The daemon needs both: a person fixing their modes hears of both at once.
+    let home = paths::home_dir().map_err(|e| fail(e.to_string()))?;
+    paths::ensure_private_dirs(&[dir, &home]).map_err(|e| fail(e.to_string()))?;
     let lock_path = dir.join("maosd.start.lock");
     let lock = paths::private_file(&lock_path)
         .map_err(|e| fail(format!("{}: {e}", lock_path.display())))?;

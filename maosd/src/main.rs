@@ -129,7 +129,17 @@ fn main() -> ExitCode {
         config.started_by = a.by;
         config.socket = a.path.clone();
     }
-    if let Err(e) = maos_proto::paths::ensure_private_dir(&config.home) {
+    // Its home and, unless a service manager owns it, its socket's directory: both problems
+    // at once.
+    let socket_dir = config
+        .socket
+        .parent()
+        .filter(|_| activated.is_none())
+        .map(std::path::Path::to_path_buf);
+    let dirs: Vec<&std::path::Path> = std::iter::once(config.home.as_path())
+        .chain(socket_dir.as_deref())
+        .collect();
+    if let Err(e) = maos_proto::paths::ensure_private_dirs(&dirs) {
         eprintln!("maosd: {e}");
         return ExitCode::FAILURE;
     }

@@ -158,6 +158,44 @@ fn a_socket_directory_that_is_not_private_is_refused() {
     }
 }
 
+/// A pre-created `MAOS_HOME` and socket directory both open to others are reported together,
+/// on one line, before anything starts (issue 15: one per run); the daemon started by hand
+/// says the same.
+#[test]
+fn both_open_directories_are_reported_at_once() {
+    let env = Env::new();
+    let sock_dir = env.socket.parent().expect("socket dir").to_path_buf();
+    for dir in [&env.home, &sock_dir] {
+        std::fs::create_dir_all(dir).expect("dir");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let out = run_with_timeout(
+        env.maos_cmd_in(&env.project, &["ps"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    for dir in [&env.home, &sock_dir] {
+        assert!(
+            err.contains(&format!("{}: has mode 755", dir.display())),
+            "{} is not named: {err}",
+            dir.display()
+        );
+    }
+    let mut maosd = env.command(&maos_tests::maosd_bin());
+    maosd.arg("--foreground");
+    let out = run_with_timeout(maosd, Duration::from_secs(10));
+    assert!(!out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}: has mode 755", env.home.display()))
+            && err.contains(&format!("{}: has mode 755", sock_dir.display())),
+        "{err}"
+    );
+    assert!(!env.socket.exists(), "nothing started");
+}
+
 /// Run `cmd` with umask 0, so that nothing maos creates is private by the umask's grace.
 fn without_umask(cmd: &mut Command) {
     // SAFETY: umask is async-signal-safe and touches only the child's own state.

@@ -20,6 +20,9 @@ pub enum PathError {
         #[source]
         source: io::Error,
     },
+    /// More than one directory failed: every problem, on one line.
+    #[error("{0}")]
+    Several(String),
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
@@ -143,6 +146,33 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), PathError> {
     Ok(())
 }
 
+/// [`ensure_private_dir`] for each of `dirs` (the same one once), reporting every problem
+/// at once: a person fixing permissions should not meet them one run at a time.
+pub fn ensure_private_dirs(dirs: &[&Path]) -> Result<(), PathError> {
+    let mut seen = Vec::new();
+    let mut errors: Vec<PathError> = Vec::new();
+    for dir in dirs {
+        if seen.contains(dir) {
+            continue;
+        }
+        seen.push(*dir);
+        if let Err(e) = ensure_private_dir(dir) {
+            errors.push(e);
+        }
+    }
+    match errors.len() {
+        0 => Ok(()),
+        1 => Err(errors.remove(0)),
+        _ => Err(PathError::Several(
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )),
+    }
+}
+
 /// The project a directory belongs to: the main worktree of its git repository (so every
 /// worktree of one repository is one project), else the nearest ancestor holding `.claude/` or
 /// `.maos/`, else the directory itself. Reads files only; never spawns git.
@@ -225,6 +255,17 @@ mod tests {
         std::os::unix::fs::symlink(&d, &link).unwrap();
         let e = ensure_private_dir(&link).unwrap_err().to_string();
         assert!(e.contains("symlink"), "{e}");
+
+        // Both problems at once, on one line; a directory named twice is checked once.
+        let e = ensure_private_dirs(&[&open, &d, &link, &open])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e.matches("/open:").count(), 1, "{e}");
+        assert!(
+            e.contains("chmod 700") && e.contains("symlink") && !e.contains('\n'),
+            "{e}"
+        );
+        ensure_private_dirs(&[&d, &d]).unwrap();
     }
 
     #[test]
