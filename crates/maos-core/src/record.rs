@@ -114,9 +114,17 @@ pub struct ErrorRecord {
 
 impl SessionRecord {
     /// Percent done, phase k/n, phase timing and ETA at `now` (the figures of `maos status`).
+    /// A finished session's figures stop where it ended: no ETA, never stalled, and a phase
+    /// left running when it failed or was cancelled does not go on counting time.
     pub fn progress(&self, now: Ts) -> Progress {
         let states: Vec<AgentState> = self.agents.iter().map(|a| a.state).collect();
-        crate::progress(&self.workflow, &states, now)
+        if !self.state.is_terminal() {
+            return crate::progress(&self.workflow, &states, now);
+        }
+        let mut p = crate::progress(&self.workflow, &states, self.ended_at.unwrap_or(now));
+        p.eta = None;
+        p.stalled = false;
+        p
     }
 }
 
@@ -334,4 +342,52 @@ pub struct PsLock {
     pub path: String,
     pub mode: LockMode,
     pub token: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(secs: i64) -> Ts {
+        chrono::Utc
+            .timestamp_opt(1_800_000_000 + secs, 0)
+            .single()
+            .expect("a time")
+    }
+
+    /// Issue 15: a session that failed with its second phase still running said STALLED, with
+    /// the phase's time growing, forever (also after export and import).
+    #[test]
+    fn a_finished_sessions_progress_stops_where_it_ended() {
+        let mut w =
+            Workflow::new(vec!["build".into(), "test".into(), "ship".into()]).expect("phases");
+        w.start(0, at(0)).expect("start");
+        w.finish(
+            0,
+            crate::CheckpointResult::Passed,
+            serde_json::Value::Null,
+            at(10),
+        )
+        .expect("finish");
+        w.start(1, at(10)).expect("start");
+        let mut s: SessionRecord = serde_json::from_value(serde_json::json!({
+            "id": "sess_00000000000000000000000000000001", "objective": "o",
+            "state": "running", "strategy": "adaptive", "active": true,
+            "created_at": at(0), "updated_at": at(0), "started_at": at(0),
+            "workflow": w, "agents": []
+        }))
+        .expect("a session");
+        // Live and far over its phases' average: stalled, with an ETA.
+        let live = s.progress(at(100));
+        assert!(live.stalled && live.eta.is_some(), "{live:?}");
+        // Failed at 30 s: its figures stay those of that moment, whenever it is asked.
+        s.state = crate::SessionState::Failed;
+        s.ended_at = Some(at(30));
+        for later in [at(100), at(100_000)] {
+            let p = s.progress(later);
+            assert!(!p.stalled && p.eta.is_none(), "{p:?}");
+            assert_eq!(p.current_phase_elapsed_secs, Some(20.0), "{p:?}");
+        }
+    }
 }
