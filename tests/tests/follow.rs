@@ -200,3 +200,28 @@ fn follow_that_cannot_reconnect_fails_with_one_line() {
         "nothing more on stderr after the line that says it gave up"
     );
 }
+
+/// A `--reconnect-for` that is not a duration, or without `--follow`, is a usage error: one
+/// line naming the option, exit code 2, and no daemon started.
+#[test]
+fn a_bad_reconnect_for_is_refused_in_one_line() {
+    let env = Env::new();
+    for args in [
+        &["events", "--follow", "--reconnect-for", "soon"][..],
+        &["events", "--reconnect-for", "1s"][..],
+    ] {
+        let out = env.maos(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            maos_tests::describe(&out)
+        );
+        assert!(
+            stderr.lines().count() == 1 && stderr.contains("--reconnect-for"),
+            "{args:?}: one line naming --reconnect-for: {stderr:?}"
+        );
+    }
+    assert!(env.daemons().is_empty(), "no daemon was started");
+}
