@@ -538,7 +538,12 @@ pub struct EventsArgs {
     /// Only the newest N events.
     #[arg(long, value_name = "N")]
     pub limit: Option<u32>,
-    /// Keep streaming new events as they happen (Ctrl-C to stop).
+    /// Keep streaming new events as they happen (Ctrl-C to stop). When the daemon goes away
+    /// it says so on stderr, waits for it to come back and resumes after the last event shown.
     #[arg(long, short = 'f')]
     pub follow: bool,
+    /// With --follow: how long to wait for a daemon that went away to come back (30s, 10m;
+    /// default 60s) before exiting with code 3.
+    #[arg(long, value_name = "TIME", requires = "follow")]
+    pub reconnect_for: Option<String>,
 }

@@ -2,6 +2,7 @@
 //! those with more to do (`events --follow`, `daemon ...`, the local commands).
 
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use maos_core::{AgentOp, PhaseOp, SessionOp, Strategy};
 use maos_proto::{ErrorBody, ErrorCode, Reply, Request};
@@ -251,10 +252,23 @@ pub fn run(cli: &Cli) -> Res {
     Ok(())
 }
 
-/// `events --follow`: the history (honouring --limit), then live events without a gap.
+/// How long `events --follow` waits for a daemon that went away to come back
+/// (`--reconnect-for`).
+const RECONNECT_FOR: Duration = Duration::from_secs(60);
+
+/// `events --follow`: the history (honouring --limit), then live events without a gap. A
+/// daemon that goes away (stopped, crashed, replaced) is said on stderr and waited for; the
+/// stream resumes after the last event printed, so nothing is shown twice or skipped. The
+/// follower does not start a daemon itself (a `maos daemon stop` stays stopped): any other
+/// maos command, hook or service manager does. No daemon back within `--reconnect-for`: one
+/// line and exit code 3, never a silent end.
 pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
     let root = cli.project_root()?;
     let mut filter = event_filter(args)?;
+    let patience = match &args.reconnect_for {
+        Some(t) => parse_duration("--reconnect-for", t)?,
+        None => RECONNECT_FOR,
+    };
     let mut client = Client::connect(true)?;
     if let Some(limit) = args.limit {
         let reply = client.request(
@@ -273,11 +287,66 @@ pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
             emit_events(cli.json, &events);
         }
     }
-    for event in client.subscribe(&root, filter)? {
-        let event = event?;
-        emit_events(cli.json, std::slice::from_ref(&event));
+    loop {
+        let lost = match client.subscribe(&root, filter.clone()) {
+            Ok(events) => {
+                let mut lost = "it closed the connection".to_string();
+                for event in events {
+                    match event {
+                        Ok(event) => {
+                            emit_events(cli.json, std::slice::from_ref(&event));
+                            filter.after_seq = Some(event.seq);
+                        }
+                        Err(ClientError::Unavailable(m)) => {
+                            lost = m;
+                            break;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                lost
+            }
+            Err(ClientError::Unavailable(m)) => m,
+            Err(e) => return Err(e.into()),
+        };
+        let secs = patience.as_secs_f64();
+        eprintln!(
+            "maos: lost the daemon ({lost}); reconnecting for up to {secs}s (any maos command starts it again)"
+        );
+        let pid;
+        (client, pid) = reconnect(patience).map_err(|e| match e {
+            ClientError::Unavailable(m) => ClientError::Unavailable(format!(
+                "lost the daemon and could not reconnect within {secs}s: {m}"
+            )),
+            e => e,
+        })?;
+        match filter.after_seq {
+            Some(seq) => {
+                eprintln!("maos: reconnected to maosd (pid {pid}); resuming after event {seq}")
+            }
+            None => eprintln!("maos: reconnected to maosd (pid {pid})"),
+        }
     }
-    Ok(())
+}
+
+/// Connect again to a daemon that went away, without starting one, until `patience` runs out;
+/// the client and the daemon's pid.
+fn reconnect(patience: Duration) -> Result<(Client, u32), ClientError> {
+    let give_up = Instant::now() + patience;
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let why = match Client::connect(false).and_then(|mut c| Ok((c.daemon_pid()?, c))) {
+            Ok((pid, c)) => return Ok((c, pid)),
+            Err(ClientError::Unavailable(m)) => m,
+            Err(e) => return Err(e),
+        };
+        let now = Instant::now();
+        if now >= give_up {
+            return Err(ClientError::Unavailable(why));
+        }
+        std::thread::sleep(pause.min(give_up - now));
+        pause = (pause * 2).min(Duration::from_millis(250));
+    }
 }
 
 pub fn daemon(cmd: &DaemonCmd, json: bool) -> Res {

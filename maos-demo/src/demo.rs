@@ -152,10 +152,17 @@ impl Drop for Demo {
     fn drop(&mut self) {
         let _ = self.command(&["daemon", "stop"]);
         if self.keep {
-            outln!(
+            let kept = format!(
                 "kept {} (database under home/projects/)",
                 self.dir.display()
             );
+            // Cut short by a reader that went away (`maos demo --keep | head`): say it where
+            // it is still read.
+            if maos_client::stdout::closed() {
+                eprintln!("maos: {kept}");
+            } else {
+                outln!("{kept}");
+            }
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
         }

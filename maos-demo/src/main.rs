@@ -76,11 +76,18 @@ fn run(part: Option<&str>, keep: bool, verbose: bool) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match run(args.part.as_deref(), args.keep, args.verbose) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    // A reader that goes away (`maos demo | head`) ends the tour as it ends any `maos`
+    // command, quietly with exit code 0, but only once the guards of what it started have run
+    // on the way out: its daemon stopped, its agents ended, its directory removed.
+    maos_client::stdout::unwind_when_closed();
+    let ran = std::panic::catch_unwind(|| run(args.part.as_deref(), args.keep, args.verbose));
+    match ran {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
             eprintln!("maos: {e}");
             ExitCode::from(2)
         }
+        Err(payload) if payload.is::<maos_client::stdout::Closed>() => ExitCode::SUCCESS,
+        Err(payload) => std::panic::resume_unwind(payload),
     }
 }

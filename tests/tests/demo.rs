@@ -358,6 +358,95 @@ fn the_managed_demo_kills_the_daemon_mid_run_and_the_restarted_daemon_completes_
     );
 }
 
+/// `maos demo | head`: the reader goes away once the demo's daemon runs. The demo then ends as every
+/// maos command ends when its stdout closes (quietly, exit code 0), but only after stopping its
+/// daemon and removing its temporary directory; with `--keep` the directory stays and stderr
+/// (still read) says where it is.
+fn cut_short(keep: bool) {
+    use std::io::BufRead;
+    let env = Env::new();
+    let tmp = env.root().join("tmp");
+    std::fs::create_dir_all(&tmp).expect("TMPDIR");
+    let _leftovers = Leftovers(tmp.clone());
+    let mut cmd = env.command(&maos_bin());
+    cmd.arg("demo").env("TMPDIR", &tmp);
+    if keep {
+        cmd.arg("--keep");
+    }
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = maos_tests::ChildGuard(cmd.spawn().expect("spawn maos demo"));
+    let mut stdout = std::io::BufReader::new(child.0.stdout.take().expect("stdout"));
+    // Read up to the first hook call, which starts the demo's daemon.
+    let mut head = Vec::new();
+    while !head
+        .last()
+        .is_some_and(|l: &String| l.contains("SessionStart"))
+    {
+        let mut line = String::new();
+        let n = stdout.read_line(&mut line).expect("read the demo's output");
+        assert!(n > 0, "the demo ended before its first hook call: {head:?}");
+        head.push(line);
+    }
+    assert!(
+        !demo_processes(&tmp).is_empty(),
+        "the demo's daemon runs once its first hook call is answered"
+    );
+    // The reader (`head`) exits: the pipe's read end closes.
+    drop(stdout);
+    maos_tests::wait_until(
+        DEMO_TIMEOUT,
+        "the demo ends once its reader went away",
+        || child.0.try_wait().expect("wait for the demo").is_some(),
+    );
+    let status = child.0.wait().expect("the demo's status");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read the demo's stderr");
+    assert!(
+        status.success(),
+        "a closed stdout ends the demo as it ends any maos command, with 0: {status:?}\n{stderr}"
+    );
+    // Nothing it started outlives it (the daemon is stopped before the demo exits).
+    let left = demo_processes(&tmp);
+    assert!(
+        left.is_empty(),
+        "processes the demo started are still running: {:?} (read: {head:?})",
+        left.iter().map(|&p| (p, cmdline(p))).collect::<Vec<_>>()
+    );
+    let dirs = demo_dirs(&tmp);
+    if keep {
+        assert_eq!(dirs.len(), 1, "--keep keeps the demo's directory: {dirs:?}");
+        let shown = dirs[0]
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("a demo directory's name")
+            .to_string();
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains("kept") && l.contains(&shown)),
+            "stderr should say where the kept directory is ({shown}): {stderr:?}"
+        );
+    } else {
+        assert!(
+            dirs.is_empty(),
+            "the demo should remove its directory when its reader goes away: {dirs:?}"
+        );
+    }
+}
+
+#[test]
+fn a_demo_whose_reader_goes_away_stops_its_daemon_and_removes_its_directory() {
+    cut_short(false);
+}
+
+#[test]
+fn a_demo_kept_and_cut_short_keeps_its_directory_and_says_where_on_stderr() {
+    cut_short(true);
+}
+
 #[test]
 fn an_unknown_demo_part_is_refused() {
     let env = Env::new();

@@ -1,4 +1,5 @@
-//! `maos events --follow --json`: history first, then live changes, as they happen.
+//! `maos events --follow --json`: history first, then live changes, as they happen; a daemon
+//! that goes away is said, waited for and resumed from, or the follower fails with one line.
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -8,13 +9,29 @@ use maos_tests::{ChildGuard, DEADLINE, Env, Value};
 
 /// Start `maos --json events --follow ARGS` and hand its stdout lines over a channel.
 fn follow(env: &Env, args: &[&str]) -> (ChildGuard, Receiver<Value>) {
+    let (child, rx, _stderr) = follow_with_stderr(env, args);
+    (child, rx)
+}
+
+/// [`follow`], with its stderr lines over a second channel.
+fn follow_with_stderr(env: &Env, args: &[&str]) -> (ChildGuard, Receiver<Value>, Receiver<String>) {
     let mut all = vec!["--json", "events", "--follow"];
     all.extend_from_slice(args);
     let mut cmd = env.maos_cmd_in(&env.project, &all);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stderr(Stdio::piped());
     let mut child = ChildGuard(cmd.spawn().expect("spawn maos events --follow"));
+    let stderr = child.0.stderr.take().unwrap();
+    let (err_tx, err_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            if err_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
     let stdout = child.0.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -27,7 +44,7 @@ fn follow(env: &Env, args: &[&str]) -> (ChildGuard, Receiver<Value>) {
             }
         }
     });
-    (child, rx)
+    (child, rx, err_rx)
 }
 
 fn next(rx: &Receiver<Value>, what: &str) -> Value {
@@ -89,4 +106,122 @@ fn follow_of_one_session_shows_only_that_session() {
     let e = next(&rx, "B's agent");
     assert_eq!(e["session_id"], b.as_str(), "{e}");
     assert_eq!(e["agent_id"], in_b.as_str(), "{e}");
+}
+
+/// The follower's next stderr line.
+fn next_said(err: &Receiver<String>, what: &str) -> String {
+    err.recv_timeout(DEADLINE)
+        .unwrap_or_else(|_| panic!("nothing said on stderr within {DEADLINE:?}: expected {what}"))
+}
+
+/// kill -9 of the daemon under a follower: it says it lost the daemon, waits, and once any
+/// maos command has started a daemon again it says it reconnected and resumes where it
+/// stopped: what it printed over both daemons is the project's whole history, each event once
+/// and in order (no repeat, no gap), including the event made after the restart.
+#[test]
+fn follow_survives_a_killed_daemon_and_resumes_without_a_repeat_or_a_gap() {
+    let env = Env::new();
+    env.session("followed", &[]);
+    let (mut child, rx, err) = follow_with_stderr(&env, &[]);
+    let mut printed = vec![next(&rx, "session_created"), next(&rx, "session_activated")];
+    env.agent(None, "dev", "before the kill");
+    printed.push(next(&rx, "agent_registered before the kill"));
+
+    let killed = env.kill9();
+    let lost = next_said(&err, "that it lost the daemon");
+    assert!(
+        lost.contains("lost the daemon") && lost.contains("reconnecting"),
+        "the follower should say it lost the daemon and is reconnecting: {lost:?}"
+    );
+
+    // Any maos command starts a daemon again; the follower finds it.
+    let after = env.agent(None, "dev", "after the restart");
+    assert_ne!(env.daemon_pid(), killed, "a new daemon serves the project");
+    let back = next_said(&err, "that it reconnected");
+    assert!(
+        back.contains("reconnected"),
+        "the follower should say it reconnected: {back:?}"
+    );
+    loop {
+        let e = next(&rx, "agent_registered after the restart");
+        let done = e["agent_id"] == after.as_str();
+        printed.push(e);
+        if done {
+            break;
+        }
+    }
+    let history = env.events(&[]);
+    let upto: Vec<&Value> = history
+        .iter()
+        .take_while(|e| e["seq"].as_u64() <= printed.last().unwrap()["seq"].as_u64())
+        .collect();
+    assert_eq!(
+        printed.iter().collect::<Vec<_>>(),
+        upto,
+        "the follower printed the history, each event once and in order"
+    );
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "the follower keeps running after it reconnected"
+    );
+}
+
+/// A follower whose daemon does not come back within `--reconnect-for` exits with code 3 and
+/// says why in one line (after the line that said it lost the daemon), never silently with 0;
+/// with no daemon to start from (`MAOS_NO_AUTOSTART=1`), it fails the same way at once.
+#[test]
+fn follow_that_cannot_reconnect_fails_with_one_line() {
+    let env = Env::new();
+    let mut cmd = env.maos_cmd_in(&env.project, &["events", "--follow"]);
+    cmd.env("MAOS_NO_AUTOSTART", "1");
+    let out = maos_tests::run_with_timeout(cmd, DEADLINE);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{}", maos_tests::describe(&out));
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+
+    env.session("followed", &[]);
+    let (mut child, rx, err) = follow_with_stderr(&env, &["--reconnect-for", "1s"]);
+    next(&rx, "session_created");
+    env.kill9();
+    let lost = next_said(&err, "that it lost the daemon");
+    assert!(lost.contains("lost the daemon"), "{lost:?}");
+    let gave_up = next_said(&err, "that it could not reconnect");
+    assert!(
+        gave_up.contains("could not reconnect within 1s") && gave_up.contains("not running"),
+        "one line saying it gave up, and why: {gave_up:?}"
+    );
+    maos_tests::wait_until(DEADLINE, "the follower exits", || {
+        child.0.try_wait().unwrap().is_some()
+    });
+    let status = child.0.wait().unwrap();
+    assert_eq!(status.code(), Some(3), "no daemon to talk to: exit code 3");
+    assert!(
+        err.recv_timeout(DEADLINE).is_err(),
+        "nothing more on stderr after the line that says it gave up"
+    );
+}
+
+/// A `--reconnect-for` that is not a duration, or without `--follow`, is a usage error: one
+/// line naming the option, exit code 2, and no daemon started.
+#[test]
+fn a_bad_reconnect_for_is_refused_in_one_line() {
+    let env = Env::new();
+    for args in [
+        &["events", "--follow", "--reconnect-for", "soon"][..],
+        &["events", "--reconnect-for", "1s"][..],
+    ] {
+        let out = env.maos(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            maos_tests::describe(&out)
+        );
+        assert!(
+            stderr.lines().count() == 1 && stderr.contains("--reconnect-for"),
+            "{args:?}: one line naming --reconnect-for: {stderr:?}"
+        );
+    }
+    assert!(env.daemons().is_empty(), "no daemon was started");
 }
