@@ -186,13 +186,22 @@ pub fn session_list(sessions: &[SessionRecord]) -> String {
     out
 }
 
+/// `n` and `word`, plural when `n` is not 1: "1 session", "3 sessions".
+pub fn count(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
 /// `maos gc`: what was deleted, and where each export is.
 pub fn gc(g: &maos_proto::GcReport) -> String {
     let cutoff = g.cutoff.format("%F %T");
     let verb = if g.dry_run { "would delete" } else { "deleted" };
     let mut out = format!(
-        "{verb} {} finished session(s) that ended before {cutoff}\n",
-        g.sessions.len()
+        "{verb} {} that ended before {cutoff} UTC\n",
+        count(g.sessions.len(), "finished session")
     );
     for s in &g.sessions {
         let _ = match &s.exported_to {
@@ -278,7 +287,7 @@ pub fn session(s: &SessionRecord) -> String {
         );
     }
     if s.resume_count > 0 {
-        let _ = writeln!(out, "resumed    {} time(s)", s.resume_count);
+        let _ = writeln!(out, "resumed    {}", count(s.resume_count as usize, "time"));
     }
     if !s.workflow.phases.is_empty() {
         let _ = writeln!(out, "phases     {}", phase_pos(s));

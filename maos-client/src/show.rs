@@ -89,7 +89,7 @@ pub fn show(json: bool, reply: Reply) -> Res {
         }
         Reply::Locks(l) => print(&output::locks(&l)),
         Reply::LockCheck(c) => print(&output::lock_check(&c)),
-        Reply::Renewed { leases } => outln!("renewed {leases} lease(s)"),
+        Reply::Renewed { leases } => outln!("renewed {}", output::count(leases, "lease")),
         Reply::Hook(h) => outln!("{:?}", h.decision),
         Reply::DbCheck(c) => outln!("{}: {}", c.path, c.quick_check),
         Reply::History(h) => print(&output::history(&h)),
@@ -162,10 +162,10 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
         }
         (Cmd::Run { plan }, Reply::Session(s)) => {
             outln!(
-                "session {} from {}: {} agent(s), {}",
+                "session {} from {}: {}, {}",
                 s.id,
                 plan.display(),
-                s.agents.len(),
+                output::count(s.agents.len(), "agent"),
                 s.state
             );
             print(&output::session(&s));

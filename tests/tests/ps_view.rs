@@ -73,3 +73,29 @@ fn failed_and_cancelled_agents_are_not_counted_as_done() {
     let agents = row.split_whitespace().nth(4).unwrap_or_default();
     assert_eq!(agents, "1/4", "{row}");
 }
+
+/// Words a person reads: plurals right, times labelled, reasons that read as English (issue
+/// 15: "1 sessions", "session(s)", "reason=is completed").
+#[test]
+fn counts_and_reasons_read_right() {
+    let env = Env::new();
+    let sid = env.session("words", &[]);
+    env.maos_json(&["session", "start"]);
+    let a = env.agent(None, "writer", "writes");
+    env.maos_json(&["agent", "start", &a]);
+    env.maos_json(&["lock", "acquire", "notes.md", "--agent", &a]);
+    env.maos_json(&["agent", "complete", &a]);
+    let released = env.events(&["--type", "lock_released"]);
+    assert_eq!(
+        released[0]["data"]["reason"], "agent completed",
+        "{released:?}"
+    );
+    env.maos_json(&["session", "complete", &sid]);
+    let out = env.maos(&["gc", "--older-than", "0s", "--dry-run"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.starts_with("would delete 1 finished session that ended before ")
+            && text.lines().next().is_some_and(|l| l.ends_with(" UTC")),
+        "{text}"
+    );
+}

@@ -184,7 +184,9 @@ pub fn transition(
     // same commit; any other change is a sign of life that renews its leases.
     match op {
         AgentOp::Complete | AgentOp::Fail | AgentOp::Cancel | AgentOp::Interrupt | AgentOp::End => {
-            tx.release_agent(&id, &format!("is {next}"));
+            // "agent completed", "agent interrupted", ...: the event that let go of them.
+            let why = event_name(op).replace('_', " ");
+            tx.release_agent(&id, &why);
         }
         AgentOp::Start | AgentOp::Resume => {
             tx.renew(&id);
