@@ -143,7 +143,7 @@ pub enum Cmd {
     },
     /// Record a fact for the briefing: a decision, work done, an error, or work still to do.
     Note(NoteArgs),
-    /// Create a session from a plan file and start it: maos starts its agents (see README: Plans).
+    /// Create a session from a plan file and start it: maos starts its agents (see README: Managed sessions (plans)).
     Run {
         /// The plan (TOML).
         plan: PathBuf,

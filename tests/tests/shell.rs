@@ -421,3 +421,39 @@ fn completion_and_man_need_no_project_or_daemon() {
     assert!(!Path::new(&env.socket).exists());
     assert!(!env.home.exists());
 }
+
+/// Every "see README: SECTION" in maos's help (all man pages, one per subcommand) names a
+/// section README really has (issue 15: `run --help` pointed at one that does not exist).
+#[test]
+fn the_help_points_only_at_readme_sections_that_exist() {
+    let env = maos_tests::Env::new();
+    let dir = env.root().join("man");
+    let out = env.maos(&["man", "--dir", dir.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README");
+    let headings: Vec<&str> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("## ").or_else(|| l.strip_prefix("### ")))
+        .collect();
+    let mut seen = 0;
+    for page in std::fs::read_dir(&dir).expect("pages").flatten() {
+        let text = std::fs::read_to_string(page.path()).expect("a page");
+        // roff escapes hyphens; the references are plain words.
+        for (at, found) in text.match_indices("see README: ") {
+            let name = &text[at + found.len()..];
+            seen += 1;
+            // "Managed sessions (plans))" names a heading whole; "Hooks)" its start.
+            let word = name.split([')', '.', '\n']).next().unwrap_or_default();
+            assert!(
+                headings
+                    .iter()
+                    .any(|h| name.starts_with(h) || (!word.is_empty() && h.starts_with(word))),
+                "{}: no README section for {:?}",
+                page.path().display(),
+                name.lines().next().unwrap_or_default()
+            );
+        }
+    }
+    assert!(seen >= 2, "the references were not found in the pages");
+}
