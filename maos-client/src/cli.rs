@@ -401,7 +401,7 @@ pub enum LockCmd {
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
-    /// Would this agent be blocked on PATH, and by whom?
+    /// Would this agent be blocked on PATH, and by whom? Exits 1 when it would be.
     Check {
         path: String,
         #[arg(long, value_name = "ID")]

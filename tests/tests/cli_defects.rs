@@ -1,0 +1,44 @@
+//! Defects a new user met on the command line (issue 15), each through the real `maos` and
+//! `maosd`.
+
+use std::process::Output;
+
+use maos_tests::{Env, Value, describe};
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn lock_check_of_a_blocked_path_exits_1_and_still_names_who_blocks_it() {
+    let env = Env::new();
+    env.session("locks", &[]);
+    let a = env.agent(None, "holder", "t");
+    let b = env.agent(None, "asker", "t");
+    env.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &a]);
+
+    // The person's view: the report, then exit 1.
+    let out = env.maos(&["lock", "check", "src/a.rs", "--agent", &b]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("blocked: src/a.rs"), "{}", describe(&out));
+    assert!(
+        text.contains("holder") && text.contains(&a[..12]),
+        "names the holder: {}",
+        describe(&out)
+    );
+
+    // JSON: the report (not an error object), and exit 1.
+    let out = env.maos(&["--json", "lock", "check", "src/a.rs", "--agent", &b]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("the JSON report");
+    assert_eq!(v["blocked"], true, "{v}");
+    assert_eq!(v["holders"][0]["holder"], a.as_str(), "{v}");
+
+    // A path that would be granted exits 0, and so does the holder's own check.
+    for (path, who) in [("src/b.rs", &b), ("src/a.rs", &a)] {
+        let out = env.maos(&["lock", "check", path, "--agent", who]);
+        assert_eq!(out.status.code(), Some(0), "{path}: {}", describe(&out));
+        assert!(stdout(&out).starts_with("free: "), "{}", describe(&out));
+    }
+}
