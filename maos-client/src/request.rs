@@ -145,6 +145,9 @@ pub fn phase_op(t: &cli::PhaseTarget, op: PhaseOp, artifacts: serde_json::Value)
 }
 
 pub fn event_filter(a: &EventsArgs) -> Res<EventFilter> {
+    for t in &a.types {
+        maos_core::events::check_event_type(t).map_err(usage)?;
+    }
     Ok(EventFilter {
         session: a.session.clone(),
         types: a.types.clone(),

@@ -42,3 +42,40 @@ fn lock_check_of_a_blocked_path_exits_1_and_still_names_who_blocks_it() {
         assert!(stdout(&out).starts_with("free: "), "{}", describe(&out));
     }
 }
+
+#[test]
+fn events_with_an_unknown_type_is_refused_naming_the_known_types() {
+    let env = Env::new();
+    env.session("typo", &[]);
+    let before = env.events(&[]);
+    assert!(!before.is_empty());
+
+    let f = env.maos_fail(&["events", "--type", "lock_aquired"]);
+    assert_eq!((f.exit, f.code.as_str()), (2, "bad_request"), "{f:?}");
+    assert!(
+        f.message.contains("\"lock_aquired\"")
+            && f.message.contains("lock_acquired")
+            && f.message.contains("session_created"),
+        "names the type and the known ones: {f:?}"
+    );
+    assert_eq!(f.stderr.trim_end().lines().count(), 1, "{f:?}");
+    // One bad name among good ones is refused all the same, and --follow too (it would
+    // otherwise wait forever for an event that never comes).
+    for args in [
+        vec!["events", "--type", "session_created", "--type", "nope"],
+        vec!["events", "--follow", "--type", "nope"],
+    ] {
+        let f = env.maos_fail(&args);
+        assert_eq!(
+            (f.exit, f.code.as_str()),
+            (2, "bad_request"),
+            "{args:?}: {f:?}"
+        );
+        assert!(f.message.contains("\"nope\""), "{args:?}: {f:?}");
+    }
+    assert_eq!(env.events(&[]), before, "nothing recorded");
+
+    // A known type with nothing recorded yet is an empty timeline, not an error.
+    assert!(env.events(&["--type", "deadlock_detected"]).is_empty());
+    assert_eq!(env.events(&["--type", "session_created"]).len(), 1);
+}
