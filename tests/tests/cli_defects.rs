@@ -3,7 +3,15 @@
 
 use std::process::Output;
 
-use maos_tests::{Env, Value, describe};
+use maos_tests::{COMMAND_TIMEOUT, Env, Value, describe, run_with_timeout};
+
+/// `maos ARGS` in the default project with `USER`/`LOGNAME` removed, then `vars` set.
+fn maos_as(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Output {
+    let mut cmd = env.maos_cmd_in(&env.project, args);
+    cmd.env_remove("USER").env_remove("LOGNAME");
+    cmd.envs(vars.iter().copied());
+    run_with_timeout(cmd, COMMAND_TIMEOUT)
+}
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -78,4 +86,40 @@ fn events_with_an_unknown_type_is_refused_naming_the_known_types() {
     // A known type with nothing recorded yet is an empty timeline, not an error.
     assert!(env.events(&["--type", "deadlock_detected"]).is_empty());
     assert_eq!(env.events(&["--type", "session_created"]).len(), 1);
+}
+
+#[test]
+fn a_forced_release_and_a_pause_record_who_did_it_without_user_in_the_environment() {
+    let env = Env::new();
+    let sid = env.session("who", &[]);
+    env.maos_json(&["session", "start", &sid]);
+    let a = env.agent(None, "holder", "t");
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+
+    for (path, vars, who) in [
+        ("src/a.rs", vec![], format!("uid {uid}")),
+        (
+            "src/b.rs",
+            vec![("LOGNAME", "logname-user")],
+            "logname-user".into(),
+        ),
+    ] {
+        env.maos_json(&["lock", "acquire", path, "--agent", &a]);
+        let out = maos_as(&env, &["--json", "lock", "release", path, "--force"], &vars);
+        assert!(out.status.success(), "{}", describe(&out));
+        let ev = env.events(&["--type", "lock_released"]);
+        let ev = ev
+            .iter()
+            .find(|e| e["data"]["path"] == path)
+            .unwrap_or_else(|| panic!("no lock_released for {path}: {ev:?}"));
+        assert_eq!(ev["data"]["forced"], true, "{ev}");
+        assert_eq!(ev["data"]["by"], who.as_str(), "who forced it: {ev}");
+    }
+
+    // `pause` records a person the same way.
+    let out = maos_as(&env, &["pause", &sid], &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let ev = env.events(&["--type", "session_paused"]);
+    assert_eq!(ev[0]["data"]["by"], format!("uid {uid}"), "{}", ev[0]);
 }
