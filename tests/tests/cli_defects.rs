@@ -3,7 +3,7 @@
 
 use std::process::Output;
 
-use maos_tests::{COMMAND_TIMEOUT, Env, Value, describe, run_with_timeout};
+use maos_tests::{COMMAND_TIMEOUT, Env, Value, describe, json, run_with_timeout};
 
 /// `maos ARGS` in the default project with `USER`/`LOGNAME` removed, then `vars` set.
 fn maos_as(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Output {
@@ -122,4 +122,44 @@ fn a_forced_release_and_a_pause_record_who_did_it_without_user_in_the_environmen
     assert!(out.status.success(), "{}", describe(&out));
     let ev = env.events(&["--type", "session_paused"]);
     assert_eq!(ev[0]["data"]["by"], format!("uid {uid}"), "{}", ev[0]);
+}
+
+#[test]
+fn logs_of_an_agent_maos_did_not_start_says_it_is_not_managed() {
+    let env = Env::new();
+    env.session("hooks", &[]);
+    let registered = env.agent(None, "coder", "t");
+    // A window's agent, made by a hook call as Claude Code makes it.
+    let input = json!({"session_id": "cli-session-1", "cwd": env.project,
+                       "hook_event_name": "UserPromptSubmit", "prompt": "fix the bug",
+                       "transcript_path": env.root().join("t.jsonl")});
+    let out = env.hook_at(
+        &env.project,
+        &["hook", "--cli", "claude"],
+        input.to_string().into_bytes(),
+        &[],
+        false,
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let prompt = env.events(&["--type", "prompt_submitted"]);
+    let window = prompt[0]["agent_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the hook's agent: {prompt:?}"))
+        .to_string();
+    let before = env.events(&[]);
+
+    for agent in [&registered, &window] {
+        let f = env.maos_fail(&["logs", agent]);
+        assert_eq!((f.exit, f.code.as_str()), (1, "bad_request"), "{f:?}");
+        assert!(
+            f.message.contains("not a managed agent") && f.message.contains(&agent[..12]),
+            "{f:?}"
+        );
+        assert!(!f.message.contains("no output yet"), "{f:?}");
+        assert_eq!(f.stderr.trim_end().lines().count(), 1, "{f:?}");
+        let out = env.maos(&["logs", agent]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert!(out.stdout.is_empty(), "{}", describe(&out));
+    }
+    assert_eq!(env.events(&[]), before, "nothing recorded");
 }
