@@ -3,7 +3,7 @@
 
 use std::process::Output;
 
-use maos_tests::{COMMAND_TIMEOUT, Env, Value, describe, json, run_with_timeout};
+use maos_tests::{COMMAND_TIMEOUT, Env, Value, bin_dir, describe, json, run_with_timeout};
 
 /// `maos ARGS` in the default project with `USER`/`LOGNAME` removed, then `vars` set.
 fn maos_as(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Output {
@@ -162,4 +162,38 @@ fn logs_of_an_agent_maos_did_not_start_says_it_is_not_managed() {
         assert!(out.stdout.is_empty(), "{}", describe(&out));
     }
     assert_eq!(env.events(&[]), before, "nothing recorded");
+}
+
+#[test]
+fn the_briefing_suggests_a_retry_that_works_as_written() {
+    let env = Env::new();
+    let sid = env.session("retry", &[]);
+    env.maos_json(&["session", "start", &sid]);
+    let docs = env.agent(Some(&sid), "docs", "write the user's guide");
+    env.maos_json(&["agent", "start", &docs]);
+    env.maos_json(&["agent", "fail", &docs, "--reason", "disk full"]);
+
+    let brief = env.maos_json(&["brief", &sid]);
+    let next = brief["next_step"].as_str().expect("next_step").to_string();
+    let start = next
+        .find("`maos agent register")
+        .unwrap_or_else(|| panic!("suggests a retry: {next}"));
+    let command = &next[start + 1..];
+    let command = &command[..command.find('`').expect("the closing backtick")];
+
+    // Run it as a person pastes it into a shell.
+    let mut sh = env.command(std::path::Path::new("sh"));
+    let path = std::env::var("PATH").unwrap_or_default();
+    sh.env("PATH", format!("{}:{path}", bin_dir().display()))
+        .args(["-c", &format!("{command} --json")]);
+    let out = run_with_timeout(sh, COMMAND_TIMEOUT);
+    assert!(
+        out.status.success(),
+        "{command:?} fails: {}",
+        describe(&out)
+    );
+    let new: Value = serde_json::from_slice(&out.stdout).expect("the new agent");
+    assert_eq!(new["role"], "docs", "{new}");
+    assert_eq!(new["task"], "write the user's guide", "{new}");
+    assert_eq!(new["session_id"], sid.as_str(), "{new}");
 }
