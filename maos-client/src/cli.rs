@@ -401,7 +401,7 @@ pub enum LockCmd {
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
-    /// Would this agent be blocked on PATH, and by whom?
+    /// Would this agent be blocked on PATH, and by whom? Exits 1 when it would be.
     Check {
         path: String,
         #[arg(long, value_name = "ID")]
@@ -527,7 +527,7 @@ impl From<NoteKind> for maos_proto::NoteKind {
 pub struct EventsArgs {
     /// Only this session's events (default: the whole project).
     pub session: Option<String>,
-    /// Only events of this type (repeat for several).
+    /// Only events of this type (repeat for several); an unknown type is refused with the list.
     #[arg(long = "type", value_name = "TYPE")]
     pub types: Vec<String>,
     #[arg(long, value_name = "ID")]

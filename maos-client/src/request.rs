@@ -106,8 +106,14 @@ pub fn lock_request(cmd: &LockCmd) -> Res<Request> {
     })
 }
 
+/// Who runs this command, for the record of a pause, a resume or a forced release: `$USER`,
+/// else `$LOGNAME`, else the user id (a container or a service often sets neither variable,
+/// and "by": null would not say who did it).
 pub fn whoami() -> Option<String> {
-    std::env::var("USER").ok().filter(|u| !u.is_empty())
+    ["USER", "LOGNAME"]
+        .into_iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+        .or_else(|| Some(format!("uid {}", maos_proto::paths::uid())))
 }
 
 pub fn target(agent: &Option<String>, phase: &Option<String>) -> Target {
@@ -145,6 +151,9 @@ pub fn phase_op(t: &cli::PhaseTarget, op: PhaseOp, artifacts: serde_json::Value)
 }
 
 pub fn event_filter(a: &EventsArgs) -> Res<EventFilter> {
+    for t in &a.types {
+        maos_core::events::check_event_type(t).map_err(usage)?;
+    }
     Ok(EventFilter {
         session: a.session.clone(),
         types: a.types.clone(),

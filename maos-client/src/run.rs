@@ -235,8 +235,10 @@ pub fn run(cli: &Cli) -> Res {
     let root = cli.project_root()?;
     let mut client = Client::connect(true)?;
     let reply = client.request(Some(&root), body)?;
-    // `validate` fails when it found something, in JSON too.
-    let problems = matches!(&reply, Reply::Validation(p) if !p.is_empty());
+    // `validate` fails when it found something, and `lock check` when the path is blocked
+    // (after printing who blocks it), in JSON too.
+    let problems = matches!(&reply, Reply::Validation(p) if !p.is_empty())
+        || matches!(&reply, Reply::LockCheck(c) if c.blocked);
     let shown = if json {
         show(true, reply)
     } else {

@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 mod locks_support;
 
-use locks_support::{acquire, acquire_bg, held, list, refused, setup, short, token, wait_queued};
+use locks_support::{
+    acquire, acquire_bg, check_blocked, held, list, refused, setup, short, token, wait_queued,
+};
 use maos_tests::{DEADLINE, Value, json_of, ts_micros, wait_until};
 
 #[test]
@@ -50,7 +52,7 @@ fn a_second_writer_is_refused_with_the_holder_named_and_the_conflict_recorded() 
         held(&env),
         vec![(a.clone(), "src/a.rs".into(), "write".into(), t1)]
     );
-    let check = env.maos_json(&["lock", "check", "src/a.rs", "--agent", b]);
+    let check = check_blocked(&env, "src/a.rs", &["--agent", b]);
     assert_eq!(check["path"], "src/a.rs");
     assert_eq!(check["mode"], "write");
     assert_eq!(check["blocked"], true);
@@ -168,7 +170,7 @@ fn a_directory_lock_covers_its_subtree_and_a_workspace_lock_everything() {
         e.message.contains(short(d)) && e.message.contains(short(f)),
         "{e:?}"
     );
-    let check = env.maos_json(&["lock", "check", "anything", "--mode", "workspace"]);
+    let check = check_blocked(&env, "anything", &["--mode", "workspace"]);
     assert_eq!(check["path"], ".", "a workspace lock lives at the root");
     assert_eq!(check["blocked"], true);
     assert_eq!(check["holders"].as_array().unwrap().len(), 3, "{check}");
@@ -539,7 +541,7 @@ fn waiters_are_served_in_arrival_order_and_readers_do_not_starve_a_waiting_write
         f.message.contains(short(w1)),
         "names the queued writer: {f:?}"
     );
-    let check = env.maos_json(&["lock", "check", "q.rs", "--agent", late, "--mode", "read"]);
+    let check = check_blocked(&env, "q.rs", &["--agent", late, "--mode", "read"]);
     assert_eq!(check["blocked"], true);
     assert_eq!(check["holders"], serde_json::json!([]), "{check}");
     assert_eq!(check["queued"][0]["agent"], w1.as_str(), "{check}");

@@ -618,11 +618,13 @@ fn next_step(s: &SessionRecord) -> String {
     if let Some(a) = unresolved_failures(s).first() {
         let why = outcome(s, a).unwrap_or_default();
         return format!(
-            "Look at the failed agent {} (task: {}; {}): retry its task with a new agent (`maos agent register --role {}`), or record what you decided with `maos note decision TEXT --agent {}`.",
+            "Look at the failed agent {} (task: {}; {}): retry its task with a new agent (`maos agent register --session {} --role {} --task {}`), or record what you decided with `maos note decision TEXT --agent {}`.",
             name(a),
             clip(&one_line(&a.task), 120),
             clip(&one_line(&why), 160),
-            a.role,
+            s.id,
+            sh_word(&a.role),
+            sh_word(&clip(&one_line(&a.task), 120)),
             a.id
         );
     }
@@ -725,6 +727,15 @@ fn next_step(s: &SessionRecord) -> String {
 }
 
 /// Whitespace runs (newlines included) as one space: every list item is one line.
+/// `s` as one word of a shell command line: as it is when it is plain, else single-quoted.
+fn sh_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./:@%+=,".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -1374,6 +1385,17 @@ mod tests {
                 "Look at the failed agent docs (agt_00000000) (task: the docs work; failed):"
             ),
         );
+        // The retry it suggests is a whole command (`--task` is required), for this session.
+        assert!(
+            step(
+                "running",
+                vec![failed(), agent(2, "api", "pending", json!({}))],
+                json!({})
+            )
+            .contains(&format!(
+                "(`maos agent register --session {SID} --role docs --task 'the docs work'`)"
+            )),
+        );
         // Answered by a decision about it, recorded after it failed: the next rule applies.
         let answered = json!({"notes": [{"kind": "decision", "text": "docs later",
                                          "agent": id(1), "at": "2026-11-22T10:31:00Z"}]});
@@ -1463,6 +1485,15 @@ mod tests {
             ),
             "Nothing is left: complete the session with `maos session complete`."
         );
+    }
+
+    #[test]
+    fn a_suggested_command_quotes_its_words_for_the_shell() {
+        assert_eq!(sh_word("docs"), "docs");
+        assert_eq!(sh_word("src/a-b_c.rs"), "src/a-b_c.rs");
+        assert_eq!(sh_word(""), "''");
+        assert_eq!(sh_word("the docs work"), "'the docs work'");
+        assert_eq!(sh_word("it's $HOME `x`"), r"'it'\''s $HOME `x`'");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod brief;
 pub mod duration;
+pub mod events;
 pub mod export;
 pub mod graph;
 pub mod ids;

@@ -85,6 +85,20 @@ pub fn validate(tx: &Txn<'_>, session: Option<&str>) -> Result<Outcome, ErrorBod
 pub fn log(tx: &Txn<'_>, agent: &str) -> Result<Outcome, ErrorBody> {
     let runner = process::runner(tx)?;
     let a = tx.state().resolve_agent(agent, None)?;
+    // Only an agent maos starts (from a plan) has a log; a hook's or a registered agent never
+    // will, and "no output yet" would have the user wait for it.
+    if a.spec.is_none() {
+        return Err(ErrorBody::new(
+            maos_proto::ErrorCode::BadRequest,
+            format!(
+                "agent {} ({}) is not a managed agent: maos did not start it, so it has no log; \
+                 `maos events --agent {}` shows what it did",
+                a.id.short(),
+                a.role,
+                a.id.short()
+            ),
+        ));
+    }
     let files = crate::procs::agent_files(&runner.project_dir, a.id.as_str());
     Ok(Reply::Log {
         agent: a.id.clone(),

@@ -32,6 +32,28 @@ pub fn acquire_bg(env: &Env, agent: &str, path: &str, extra: &[&str]) -> Backgro
     env.spawn_maos(&args)
 }
 
+/// `maos --json lock check PATH ARGS...` on a path that is blocked: it exits 1 and prints its
+/// report (who blocks it), which is returned.
+pub fn check_blocked(env: &Env, path: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["--json", "lock", "check", path];
+    args.extend_from_slice(extra);
+    let out = env.maos(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "lock check of a blocked path exits 1: {}",
+        maos_tests::describe(&out)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "lock check printed no JSON report ({e}): {}",
+            maos_tests::describe(&out)
+        )
+    });
+    assert_eq!(v["blocked"], true, "{v}");
+    v
+}
+
 pub fn list(env: &Env) -> Value {
     env.maos_json(&["lock", "list"])
 }
