@@ -668,6 +668,11 @@ impl<'a> Txn<'a> {
         kind: &str,
         data: Value,
     ) {
+        // `maos events --type` accepts the listed types only: a new one must be listed.
+        debug_assert!(
+            maos_core::events::EVENT_TYPES.contains(&kind),
+            "event type {kind:?} is not in maos_core::events::EVENT_TYPES"
+        );
         self.change_point();
         let seq = self.st.next_seq;
         self.st.next_seq += 1;
@@ -1024,7 +1029,7 @@ mod tests {
         let mut tx = Txn::new(&mut st);
         tx.session_mut(&id1).objective = "changed".into();
         tx.insert_session(session(2));
-        tx.event(Some(&id1), None, "x", Value::Null);
+        tx.event(Some(&id1), None, "note_recorded", Value::Null);
         assert_eq!(tx.batch().sessions.len(), 2);
         tx.rollback();
         assert_eq!(st.sessions().len(), 1);
