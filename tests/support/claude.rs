@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
-use crate::conformance::{npm_package, read_chunked};
+use crate::conformance::npm_package;
 use crate::{Env, Value, bin_dir, json};
 
 const PACKAGE: &str = "@anthropic-ai/claude-code";
@@ -247,36 +247,7 @@ fn serve(
     script: &dyn Fn(&Req<'_>) -> Vec<Block>,
     log: &Log,
 ) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(RUN_DEADLINE))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let mut parts = line.split_whitespace();
-    let (method, target) = (
-        parts.next().unwrap_or_default().to_string(),
-        parts.next().unwrap_or_default().to_string(),
-    );
-    let (mut length, mut chunked) = (0usize, false);
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header)? == 0 || header.trim().is_empty() {
-            break;
-        }
-        let (name, value) = header.split_once(':').unwrap_or((&header, ""));
-        match name.trim().to_ascii_lowercase().as_str() {
-            "content-length" => length = value.trim().parse().unwrap_or(0),
-            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
-            _ => {}
-        }
-    }
-    let body = if chunked {
-        read_chunked(&mut reader)?
-    } else {
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body)?;
-        body
-    };
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let (method, target, body) = crate::conformance::read_request(&stream, RUN_DEADLINE)?;
     let mut stream = stream;
     let messages =
         method == "POST" && target.starts_with("/v1/messages") && !target.contains("count_tokens");

@@ -116,7 +116,34 @@ fn serve(
     answer: &dyn Fn(&str, &str, &Value) -> Answer,
     recorded: &Mutex<Vec<(String, Value)>>,
 ) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let (method, target, body) = read_request(&stream, Duration::from_secs(60))?;
+    let reply = answer(&method, &target, &body);
+    recorded.lock().expect("requests").push((target, body));
+    let reason = if reply.status == 200 {
+        "OK"
+    } else {
+        "Not Found"
+    };
+    let head = format!(
+        "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nCache-Control: no-cache\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        reply.status,
+        reply.content_type,
+        reply.body.len()
+    );
+    let mut stream = stream;
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(reply.body.as_bytes())?;
+    stream.flush()
+}
+
+/// One HTTP/1.1 request from `stream` (no reply): its method, target and JSON body (`Null`
+/// when the body is not JSON), with a length or chunked body.
+pub fn read_request(
+    stream: &TcpStream,
+    timeout: Duration,
+) -> std::io::Result<(String, String, Value)> {
+    stream.set_read_timeout(Some(timeout))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
@@ -145,25 +172,11 @@ fn serve(
         reader.read_exact(&mut body)?;
         body
     };
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let reply = answer(&method, &target, &body);
-    recorded.lock().expect("requests").push((target, body));
-    let reason = if reply.status == 200 {
-        "OK"
-    } else {
-        "Not Found"
-    };
-    let head = format!(
-        "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nCache-Control: no-cache\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
-        reply.status,
-        reply.content_type,
-        reply.body.len()
-    );
-    let mut stream = stream;
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(reply.body.as_bytes())?;
-    stream.flush()
+    Ok((
+        method,
+        target,
+        serde_json::from_slice(&body).unwrap_or(Value::Null),
+    ))
 }
 
 pub fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
