@@ -90,6 +90,9 @@ pub enum StoreError {
     Sql(sqlx::Error),
     #[error("database holds a row maos cannot read: {0}")]
     Corrupt(String),
+    /// A file given as a backup that is not one: `FILE: why`.
+    #[error("{0}")]
+    NotABackup(String),
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -549,7 +552,7 @@ pub struct BackupCheck {
 /// `PRAGMA integrity_check`, with maos's tables, made by this version of maos or an older one
 /// (it is migrated when it opens). Read-only; the error says what is wrong.
 pub async fn check_backup(path: &Path) -> Result<BackupCheck, StoreError> {
-    let bad = |why: String| StoreError::Corrupt(format!("{}: {why}", path.display()));
+    let bad = |why: String| StoreError::NotABackup(format!("{}: {why}", path.display()));
     if !path.is_file() {
         return Err(bad("no such file".into()));
     }
