@@ -181,8 +181,10 @@ fn read_patch(cwd: Option<&str>, base: Option<&str>, file: &str) -> Result<Strin
 }
 
 pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
-    let process = cli_process();
+    // Gemini CLI may strip maos's variables: they come from its process, found first.
+    let mut process = None;
     if cli == Cli::Gemini {
+        process = cli_process();
         recover_gemini_env(process);
     }
     // One object, never waiting for EOF: some CLI versions keep stdin open (Gemini CLI's has
@@ -194,7 +196,6 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    call.process = process;
     let event = call.event.clone();
     // `apply_patch < FILE` in a shell command: the patch's files are read from FILE.
     for (base, file) in input::shell_patch_files(&value) {
@@ -223,6 +224,9 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
     {
         return ExitCode::SUCCESS;
     }
+    // The CLI's process, so that the daemon notices when the window is gone; only for calls
+    // that reach the daemon.
+    call.process = process.or_else(cli_process);
     let start = project
         .or_else(|| call.cwd.as_deref().map(PathBuf::from))
         .or_else(|| std::env::current_dir().ok())
