@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::Env;
+use crate::{Env, skip_unless_ci};
 use serde_json::Value;
 
 /// The directory the pinned npm `package@version` is installed in (installed on first use);
@@ -392,4 +392,16 @@ pub fn one_event(env: &Env, kind: &str, path: &str) -> Value {
         panic!("not one {kind} of {path}: {all:#?}")
     };
     one.clone()
+}
+
+/// The real client `what` where `found` has it; else `None`, after saying why it cannot run
+/// (under `CI`, a failure).
+pub fn runnable(what: &str, found: Result<PathBuf, String>) -> Option<PathBuf> {
+    match found {
+        Ok(bin) => Some(bin),
+        Err(why) => {
+            skip_unless_ci(&format!("the real {what} cannot run: {why}"));
+            None
+        }
+    }
 }

@@ -47,10 +47,11 @@ use maos_tests::claude::{
     FakeModel, Run, WRITE_DENIED, agent, claude, content_text, result_text, run_claude, say,
     tool_result, write,
 };
+use maos_tests::conformance::runnable;
 use maos_tests::conformance::{
     Gate, one_event, prompt_event, ps_agent, ps_agents, short, window_agent, window_of,
 };
-use maos_tests::{Env, Value, json, skip_unless_ci, wait_until};
+use maos_tests::{Env, Value, json, wait_until};
 
 /// The script of both first scenarios: the first request of the main thread gets a `Write`
 /// of `path` (tool call `toolu_write`), the request that carries its result gets text and the
@@ -71,13 +72,7 @@ fn write_once(path: &Path, content: &str) -> FakeModel {
 /// An environment with maos's Claude Code hooks installed in its project, and the client;
 /// `None` (after saying why) where the client cannot run here.
 fn setup() -> Option<(Env, PathBuf)> {
-    let claude = match claude() {
-        Ok(c) => c,
-        Err(why) => {
-            skip_unless_ci(&format!("the real Claude Code cannot run: {why}"));
-            return None;
-        }
-    };
+    let claude = runnable("Claude Code", claude())?;
     let env = Env::new();
     env.maos_json(&["install-hooks"]);
     let settings = std::fs::read_to_string(env.project.join(".claude/settings.json"))

@@ -45,18 +45,13 @@ use maos_tests::codex::{
     Step, cli_env, codex, configure, install, maos, model, patch_adding, received, run_codex,
 };
 use maos_tests::conformance::FakeApi;
-use maos_tests::{Env, Value, json, skip_unless_ci};
+use maos_tests::conformance::runnable;
+use maos_tests::{Env, Value, json};
 
 /// The test environment with the fake model playing `steps`; `None` (after saying why) where
 /// Codex cannot run here.
 fn setup(steps: Vec<Step>) -> Option<(Env, PathBuf, FakeApi)> {
-    let codex = match codex() {
-        Ok(c) => c,
-        Err(why) => {
-            skip_unless_ci(&format!("the real Codex cannot run: {why}"));
-            return None;
-        }
-    };
+    let codex = runnable("Codex", codex())?;
     let env = Env::new();
     let api = model(steps);
     configure(&env, &api);

@@ -21,10 +21,11 @@ use maos_tests::claude::{self, FakeModel, Run, say, write};
 use maos_tests::codex::{
     self, Hold, Step, configure, exec_command, model, model_holding, received, run_codex,
 };
+use maos_tests::conformance::runnable;
 use maos_tests::conformance::{
     Client, FakeApi, Gate, one_event, prompt_event, ps_agent, short, window_of,
 };
-use maos_tests::{Env, Value, json, skip_unless_ci, wait_until};
+use maos_tests::{Env, Value, json, wait_until};
 
 /// One scenario at a time: each runs real clients, which push each other towards their
 /// deadlines on a small machine.
@@ -36,17 +37,8 @@ const CODEX_DENIED: &str = "Command blocked by PreToolUse hook: ";
 
 /// Both clients, installed on first use; `None` (after saying why) where one cannot run.
 fn clients() -> Option<(PathBuf, PathBuf)> {
-    match (claude::claude(), codex::codex()) {
-        (Ok(claude), Ok(codex)) => Some((claude, codex)),
-        (Err(why), _) => {
-            skip_unless_ci(&format!("the real Claude Code cannot run: {why}"));
-            None
-        }
-        (_, Err(why)) => {
-            skip_unless_ci(&format!("the real Codex cannot run: {why}"));
-            None
-        }
-    }
+    let claude = runnable("Claude Code", claude::claude())?;
+    Some((claude, runnable("Codex", codex::codex())?))
 }
 
 /// A patch replacing `old` by `new` in `path`.

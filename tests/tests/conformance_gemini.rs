@@ -43,8 +43,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
+use maos_tests::conformance::runnable;
 use maos_tests::conformance::{Answer, FakeApi, npm_package, run_within};
-use maos_tests::{Env, Value, bin_dir, json, skip_unless_ci, wait_until};
+use maos_tests::{Env, Value, bin_dir, json, wait_until};
 
 const PACKAGE: &str = "@google/gemini-cli";
 const VERSION: &str = "0.61.0";
@@ -258,13 +259,7 @@ fn gemini_command(
 /// The client, and an environment whose project has maos's Gemini CLI hooks installed with
 /// `--yes`; `None` (after saying why) where the client cannot run here.
 fn setup() -> Option<(Env, PathBuf)> {
-    let gemini = match gemini() {
-        Ok(g) => g,
-        Err(why) => {
-            skip_unless_ci(&format!("the real Gemini CLI cannot run: {why}"));
-            return None;
-        }
-    };
+    let gemini = runnable("Gemini CLI", gemini())?;
     let env = Env::new();
     env.maos_json(&["install-hooks", "--gemini", "--yes"]);
     Some((env, gemini))
@@ -605,9 +600,8 @@ fn the_briefing_reaches_the_model_at_session_start() {
 /// request. After the fix it runs the hooks.
 #[test]
 fn without_consent_gemini_runs_no_hook_and_doctor_names_the_fix() {
-    let gemini = match gemini() {
-        Ok(g) => g,
-        Err(why) => return skip_unless_ci(&format!("the real Gemini CLI cannot run: {why}")),
+    let Some(gemini) = runnable("Gemini CLI", gemini()) else {
+        return;
     };
     let env = Env::new();
     let out = env.maos_json(&["install-hooks", "--gemini"]);
