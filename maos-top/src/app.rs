@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use maos_client::client::{Client, ClientError, whoami};
 use maos_core::{AgentOp, SessionOp, Ts};
-use maos_proto::{EventFilter, EventRecord, Reply, Request, Target};
+use maos_proto::{EventFilter, EventRecord, Reply, Request, StatusView, Target};
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::widgets::TableState;
 
@@ -61,8 +61,10 @@ pub struct App {
     pub typing: Option<String>,
     pub confirm: Option<Action>,
     /// A line for the status bar: until when, the text, whether it is bad news.
-    pub status: Option<(Instant, String, bool)>,
+    pub said: Option<(Instant, String, bool)>,
     pub events: Option<EventsView>,
+    /// `maos status` of the selected session (its ETA, counted from now).
+    pub status: Option<StatusView>,
     pub help: bool,
     pub quit: bool,
     /// Projects whose sessions must be asked for again.
@@ -83,8 +85,9 @@ impl App {
             filter: String::new(),
             typing: None,
             confirm: None,
-            status: None,
+            said: None,
             events: None,
+            status: None,
             help: false,
             quit: false,
             stale: vec![true; n],
@@ -150,6 +153,19 @@ impl App {
             }
         }
         self.rebuild();
+        self.status_of_selection();
+    }
+
+    /// Ask for the selected session's status (ETA and phase timing).
+    fn status_of_selection(&mut self) {
+        let Some(Subject::Session { project, id }) = self.selected.clone() else {
+            self.status = None;
+            return;
+        };
+        self.status = match self.request(Some(project), Request::Status { session: Some(id) }) {
+            Ok(Reply::Status(v)) => Some(*v),
+            _ => None,
+        };
     }
 
     pub fn needs_refresh(&self) -> bool {
@@ -165,12 +181,12 @@ impl App {
     }
 
     pub fn say(&mut self, text: String, bad: bool) {
-        self.status = Some((Instant::now() + STATUS_FOR, text, bad));
+        self.said = Some((Instant::now() + STATUS_FOR, text, bad));
     }
 
     /// The status line's text, while it lasts.
     pub fn status_line(&self) -> Option<(&str, bool)> {
-        self.status
+        self.said
             .as_ref()
             .filter(|(until, ..)| Instant::now() < *until)
             .map(|(_, t, bad)| (t.as_str(), *bad))
@@ -320,7 +336,11 @@ impl App {
         let at = self.table.selected().unwrap_or(0) as isize;
         let to = (at + by).clamp(0, self.rows.len() as isize - 1) as usize;
         self.table.select(Some(to));
+        let was = self.selected.take();
         self.selected = model::subject(&self.projects, &self.rows[to]);
+        if self.selected != was {
+            self.status_of_selection();
+        }
     }
 
     fn ask(&mut self, action: fn(Subject) -> Action) {

@@ -126,11 +126,6 @@ fn session_now(s: &PsSession) -> String {
         }
         if p.stalled {
             parts.push("STALLED".into());
-        } else if let Some(eta) = p.eta {
-            parts.push(format!(
-                "ETA {}",
-                maos_client::output::human_secs((eta - Utc::now()).as_seconds_f64())
-            ));
         }
     }
     let done = s
@@ -260,12 +255,18 @@ fn selected(f: &mut Frame, area: Rect, app: &App) {
             };
             let held: usize = s.agents.iter().map(|a| a.locks.len()).sum();
             let waits: usize = s.agents.iter().map(|a| a.waits.len()).sum();
-            let eta = s
-                .progress
-                .as_ref()
-                .and_then(|p| p.eta)
-                .map(|t| format!("ETA {}", t.format("%H:%M UTC")))
-                .unwrap_or_else(|| "no ETA".into());
+            let eta = match app.status.as_ref().filter(|v| v.session.id == s.id) {
+                Some(v) => match (v.progress.eta, &v.progress.current_phase) {
+                    (Some(t), _) => format!(
+                        "ETA {} (in {})",
+                        t.format("%H:%M:%S UTC"),
+                        maos_client::output::human_secs((t - Utc::now()).as_seconds_f64())
+                    ),
+                    (None, Some(_)) => "no ETA yet (no phase has completed)".into(),
+                    (None, None) => "no ETA".into(),
+                },
+                None => String::new(),
+            };
             vec![
                 Line::from(format!(
                     "{} {} ({}): {}",

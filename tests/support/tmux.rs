@@ -21,9 +21,10 @@ impl Tmux {
 
     /// Run `args` (argv; the first, unless it is a path, is looked for in the built binaries'
     /// directory, then on PATH) in the project directory of `env`, with its `MAOS_HOME` and `MAOS_SOCKET` and
-    /// `vars`, in a `cols`×`rows` terminal. The pane stays after the command exits, so its
-    /// exit status can be read (but what a command that exits at once printed may be lost
-    /// with its terminal: run commands that stay, such as `maos ps --watch`).
+    /// `vars`, in a `cols`×`rows` terminal. What a command that exits at once printed may be
+    /// lost with its terminal: run commands that stay (`maos ps --watch`), or follow the
+    /// command with `exec cat` in `sh -c` (see the `maos top` tests, which also print its exit
+    /// status so: tmux does not always report a pane's).
     pub fn start(env: &Env, cols: u16, rows: u16, args: &[&str], vars: &[(&str, &str)]) -> Tmux {
         Tmux::start_named(env, "main", cols, rows, args, vars)
     }
@@ -50,11 +51,7 @@ impl Tmux {
             }
         };
         let mut cmd = t.tmux();
-        // One tmux command line: the pane is kept once its command exits (its status is then
-        // readable), set before the command starts, however quickly it ends.
-        cmd.args(["-f", "/dev/null", "start-server", ";"])
-            .args(["set-option", "-g", "remain-on-exit", "on", ";"])
-            .args(["new-session", "-d"])
+        cmd.args(["-f", "/dev/null", "new-session", "-d"])
             .args(["-x", &cols.to_string(), "-y", &rows.to_string()])
             .arg("-c")
             .arg(&env.project);
@@ -142,18 +139,6 @@ impl Tmux {
             panic!("timed out waiting until {what}; the screen:\n{last}");
         }
         last
-    }
-
-    /// The exit status of the pane's command once it has exited.
-    pub fn exit_status(&self) -> Option<i32> {
-        let mut cmd = self.tmux();
-        cmd.args(["display-message", "-p", "#{pane_dead} #{pane_dead_status}"]);
-        let out = self.run(cmd, "display-message");
-        let mut words = out.split_whitespace();
-        match (words.next(), words.next()) {
-            (Some("1"), Some(code)) => code.parse().ok(),
-            _ => None,
-        }
     }
 }
 

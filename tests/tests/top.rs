@@ -60,7 +60,20 @@ fn top_shows_the_project_live_and_steers_it_with_confirmation() {
         "120s",
     ]);
 
-    let top = Tmux::start(&env, 80, 24, &["maos", "top"], &[]);
+    // In a shell that says how it exited, then stays.
+    let maos = maos_tests::maos_bin().to_string_lossy().into_owned();
+    let top = Tmux::start(
+        &env,
+        80,
+        24,
+        &[
+            "sh",
+            "-c",
+            "\"$0\" top; echo \"[exit $?]\"; exec cat",
+            &maos,
+        ],
+        &[],
+    );
     let root = Env::project_root(&env.project);
     // Conditions on a whole frame: a capture may come in the middle of one being drawn.
     let screen = top.wait_for("the tree with what each agent does, and the keys", |s| {
@@ -76,6 +89,10 @@ fn top_shows_the_project_live_and_steers_it_with_confirmation() {
         "the header names the project and labels its clock:\n{screen}"
     );
     assert!(row(&screen, &lead).contains("lead"), "{screen}");
+    assert!(
+        screen.contains("no ETA"),
+        "the selected session's ETA (none without phases):\n{screen}"
+    );
     let last = screen.lines().last().unwrap_or_default();
     assert!(
         last.contains("q quit"),
@@ -196,12 +213,11 @@ fn top_shows_the_project_live_and_steers_it_with_confirmation() {
         row(s, &sid).contains("cancelled")
     });
 
-    // q quits, and the terminal is the shell's again.
+    // q quits with exit code 0, and the terminal is the shell's again.
     top.keys(&["q"]);
-    maos_tests::wait_until(maos_tests::DEADLINE, "maos top exits", || {
-        top.exit_status().is_some()
-    });
-    assert_eq!(top.exit_status(), Some(0));
+    let screen = top.wait_for("maos top exits", |s| s.contains("[exit "));
+    assert!(screen.contains("[exit 0]"), "{screen}");
+    assert!(!screen.contains("Sessions"), "the view is gone:\n{screen}");
 }
 
 fn wait_state(env: &Env, sid: &str, state: &str) {

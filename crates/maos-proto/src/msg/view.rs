@@ -19,19 +19,18 @@ pub struct PsSession {
     /// Phase position `[k, n]` (1-based; `[0, 0]` without phases; never `k > n`).
     pub phase: (usize, usize),
     pub agents: Vec<PsAgent>,
-    /// Percent done, ETA and whether it is stalled, as `maos status` computes them.
+    /// Percent done and whether it is stalled, as `maos status` computes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<PsProgress>,
 }
 
-/// A session's progress as `maos ps` and `maos top` show it (`maos status` has the rest).
+/// A session's progress as `maos ps` and `maos top` show it. `maos status` has the rest,
+/// the ETA among it: counted from the time of the request, it would make two `ps` of the same
+/// state differ.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PsProgress {
     /// 0..=100.
     pub percent: f64,
-    /// Estimated completion time (none without an average phase time, or when finished).
-    #[serde(default)]
-    pub eta: Option<Ts>,
     /// The running phase takes over twice the average.
     #[serde(default)]
     pub stalled: bool,
@@ -41,7 +40,6 @@ impl From<&Progress> for PsProgress {
     fn from(p: &Progress) -> PsProgress {
         PsProgress {
             percent: p.percent,
-            eta: p.eta,
             stalled: p.stalled,
         }
     }
