@@ -712,3 +712,73 @@ fn an_exit_lost_with_its_supervisor_is_found_between_starts() {
     let recovered = env.events(&[&sid, "--type", "session_recovered"]);
     assert_eq!(recovered.len(), 1, "{recovered:?}");
 }
+
+/// A phased session that fails ends its running phase too: `failed`, with the session's end as
+/// its end. Neither `status` nor `brief` call it running or stalled, also once the session is
+/// exported and imported again (even from a file an older maos wrote with the phase running).
+#[test]
+fn a_failed_session_ends_its_running_phase_also_after_export_and_import() {
+    let env = Env::new();
+    let mut text = "objective = \"phased failure\"\nstrategy = \"adaptive\"\n\
+                    phases = [\"build\", \"ship\"]\n[failure]\npolicy = \"continue\"\n"
+        .to_string();
+    text += &agent_entry("ok", "phase = 1", "exit 0");
+    text += &agent_entry("bad", "phase = 1", "exit 2");
+    text += &agent_entry("shipper", "phase = 2", "exit 0");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let s = wait_state(&env, &sid, "failed");
+    let build = &s["workflow"]["phases"][0];
+    assert_eq!(build["state"], "failed", "{s}");
+    assert_eq!(build["ended_at"], s["ended_at"], "{s}");
+    assert_eq!(s["workflow"]["phases"][1]["state"], "planned", "{s}");
+    assert!(s["workflow"]["completed_at"].is_null(), "{s}");
+    assert_eq!(env.events(&[&sid, "--type", "phase_failed"]).len(), 1);
+    let settled = |env: &Env, project: &Path, sid: &str| {
+        let status = env.maos_json_in(project, &["status", sid]);
+        let p = &status["progress"];
+        assert!(
+            p["current_phase_elapsed_secs"].is_null() && p["eta"].is_null(),
+            "{status}"
+        );
+        assert_eq!(p["stalled"], false, "{status}");
+        let out = env.maos_in(project, &["status", sid]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.contains("running") && text.contains("stalled   no"),
+            "{text}"
+        );
+        let out = env.maos_in(project, &["brief", sid]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && !text.contains("STALLED") && !text.contains("running for"),
+            "{text}"
+        );
+    };
+    settled(&env, &env.project, &sid);
+
+    // The export of an older maos had the phase still running: the import ends it where the
+    // session ended.
+    let file = env.root().join("old.json");
+    let out = env.maos(&["export", &sid, "-o", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+    let phase = &mut v["session"]["workflow"]["phases"][0];
+    phase["state"] = "running".into();
+    phase["ended_at"] = Value::Null;
+    phase["result"] = Value::Null;
+    std::fs::write(&file, v.to_string()).expect("write");
+    let other = env.make_project("other");
+    let out = env.maos_in(&other, &["import", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let imported = env.maos_json_in(&other, &["session", "show", &sid]);
+    assert_eq!(
+        imported["workflow"]["phases"][0]["state"], "failed",
+        "{imported}"
+    );
+    assert_eq!(
+        imported["workflow"]["phases"][0]["ended_at"], imported["ended_at"],
+        "{imported}"
+    );
+    settled(&env, &other, &sid);
+}

@@ -1,7 +1,7 @@
 //! Reads. Live state comes from memory only; history becomes an [`Outcome::History`] query that
 //! the connection runs on the read pool.
 
-use maos_core::{Progress, Ts, progress};
+use maos_core::Ts;
 use maos_proto::{
     ErrorBody, EventFilter, PsAgent, PsLock, PsSession, Reply, SessionRecord, StatusView,
 };
@@ -75,17 +75,12 @@ pub fn agent_list(st: &State, name: Option<&str>) -> Result<Outcome, ErrorBody> 
     Ok(Reply::Agents(st.resolve_session(name)?.agents.clone()).into())
 }
 
-/// A session's progress figures at `now` (`maos status`, and the briefing's progress).
-pub(super) fn progress_of(s: &SessionRecord, now: Ts) -> Progress {
-    let states: Vec<_> = s.agents.iter().map(|a| a.state).collect();
-    progress(&s.workflow, &states, now)
-}
-
 pub fn status(st: &State, name: Option<&str>, now: Ts) -> Result<Outcome, ErrorBody> {
     let s = st.resolve_session(name)?;
     Ok(Reply::Status(Box::new(StatusView {
         session: s.clone(),
-        progress: progress_of(s, now),
+        // A finished session's figures stop where it ended (no ETA, never stalled).
+        progress: s.progress(now),
     }))
     .into())
 }
