@@ -782,3 +782,54 @@ fn a_failed_session_ends_its_running_phase_also_after_export_and_import() {
     );
     settled(&env, &other, &sid);
 }
+
+/// The machine goes down under a session with policy `fail`: one agent can be resumed (a
+/// resume command and a Claude session id), the other cannot and fails, which fails the
+/// session. The recovery report says so (`mark_failed`), never "resume the agents" for a
+/// session that recovery itself then failed.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_recovery_report_says_what_recovery_did() {
+    let env = Env::new();
+    let spin = "while true; do sleep 0.05; done";
+    let mut text = "objective = \"report\"\nstrategy = \"parallel\"\n".to_string();
+    text += &format!(
+        "[[agent]]\nname = \"resumable\"\ntask = \"t\"\n\
+         command = [\"sh\", \"-c\", {spin:?}, \"--\", \"{{claude_session_id}}\"]\n\
+         resume_command = [\"sh\", \"-c\", \"exit 0\", \"--\", \"{{claude_session_id}}\"]\n"
+    );
+    text += &agent_entry("lost", "", spin);
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let pids = [pid_of(&env, &sid, "resumable"), pid_of(&env, &sid, "lost")];
+    let supervisors: Vec<u32> = pids.iter().filter_map(|&p| parent_of(p)).collect();
+    assert_eq!(supervisors.len(), 2);
+    env.kill9();
+    for &p in supervisors.iter().chain(&pids) {
+        kill9(p);
+    }
+    wait_until(SLOW, "everything is gone", || {
+        pids.iter().chain(&supervisors).all(|&p| !alive(p))
+    });
+    // The daemon started by this command recovers the session before it answers.
+    let report = env.maos_json(&["recover", &sid]);
+    let s = session(&env, &sid);
+    assert_eq!(s["state"], "failed", "{s}");
+    let recovered = env.events(&[&sid, "--type", "session_recovered"]);
+    let first = &recovered[0]["data"];
+    assert_eq!(first["plan"], "mark_failed", "{recovered:?}");
+    assert!(
+        !first["next_step"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("resume"),
+        "{first}"
+    );
+    assert_eq!(report["sessions"][0]["plan"], "mark_failed", "{report}");
+    // The text form says the same.
+    let out = env.maos(&["recover", &sid]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("mark_failed") && !text.contains("maos resume"),
+        "{text}"
+    );
+}

@@ -859,14 +859,21 @@ fn recover_session(
             }
         }
     }
+    // The steps the fates lead to (a failure under policy `fail` fails the session; an exit
+    // applied may complete it) are taken before the plan is decided, so that the report says
+    // what recovery did, never a next step the session can no longer take.
+    schedule(tx, sid, runner);
     let plan = tx
         .state()
         .session(sid)
         .map_or(recovery::Plan::Continue, |s| {
             recovery::Plan::of(recovery::After {
-                ended: s.state.is_terminal(),
+                ended: s.state.is_terminal().then_some(s.state),
                 paused: s.state == SessionState::Paused,
-                resumable: !r.resumable.is_empty(),
+                resumable: s
+                    .agents
+                    .iter()
+                    .any(|a| a.spec.is_some() && a.state == AgentState::Resumable),
                 phase_failed: s
                     .workflow
                     .phases

@@ -127,7 +127,8 @@ pub struct RecoveryReport {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecovery {
     pub session: SessionId,
-    /// `continue`, `resume_agents`, `resume_session`, `restart_phase` or `mark_failed`.
+    /// `continue`, `resume_agents`, `resume_session`, `restart_phase`, `mark_failed`,
+    /// `completed` or `cancelled`: decided after recovery and the steps it led to.
     pub plan: String,
     pub next_step: String,
     /// Agents whose process still runs: watched again.
