@@ -147,6 +147,10 @@ pub enum Cmd {
     Run {
         /// The plan (TOML).
         plan: PathBuf,
+        /// Wait until the session ends and print how; the exit code is its outcome: 0
+        /// completed, 4 failed, 5 cancelled.
+        #[arg(long)]
+        wait: bool,
     },
     /// A managed agent's output (its log file).
     Logs {

@@ -833,3 +833,67 @@ fn a_recovery_report_says_what_recovery_did() {
         "{text}"
     );
 }
+
+/// `maos run --wait`: waits for the session's end, prints it, and exits with its outcome: 0
+/// completed, 4 failed, 5 cancelled (also when the daemon is killed during the wait).
+#[test]
+fn run_wait_exits_with_the_sessions_outcome() {
+    let env = Env::new();
+    let wait = |name: &str, text: &str| {
+        let path = plan(&env, name, text);
+        env.maos(&["run", "--wait", path.to_str().expect("utf-8")])
+    };
+    let ok = "objective = \"ok\"\n".to_string() + &agent_entry("a", "", "sleep 0.2");
+    let out = wait("ok.toml", &ok);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", maos_tests::describe(&out));
+    assert!(
+        text.lines().last().is_some_and(|l| l.contains("completed")),
+        "{text}"
+    );
+
+    let bad = "objective = \"bad\"\n".to_string() + &agent_entry("b", "", "sleep 0.2; exit 3");
+    let out = wait("bad.toml", &bad);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{}", maos_tests::describe(&out));
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("failed") && last.contains("agent b failed"),
+        "{text}"
+    );
+
+    // --json: the finished session, one object.
+    let path = plan(&env, "bad2.toml", &bad);
+    let out = env.maos(&["--json", "run", "--wait", path.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(4), "{}", maos_tests::describe(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["state"], "failed", "{v}");
+
+    // Cancelled while it waits, after the daemon was killed and came back meanwhile.
+    let spin = "objective = \"spin\"\n".to_string()
+        + &agent_entry("s", "", "while true; do sleep 0.05; done");
+    let path = plan(&env, "spin.toml", &spin);
+    let waiter = env.spawn_maos(&["run", "--wait", path.to_str().expect("utf-8")]);
+    let mut sid = String::new();
+    wait_until(SLOW, "the session runs", || {
+        let list = env.maos_json(&["session", "list"]);
+        let found = list.as_array().and_then(|l| {
+            l.iter()
+                .find(|s| s["objective"] == "spin" && s["state"] == "running")
+        });
+        if let Some(s) = found {
+            sid = s["id"].as_str().unwrap_or_default().to_string();
+        }
+        !sid.is_empty()
+    });
+    pid_of(&env, &sid, "s");
+    env.kill9();
+    env.maos_json(&["session", "cancel", &sid]);
+    let out = waiter.finish(SLOW);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{}", maos_tests::describe(&out));
+    assert!(
+        text.lines().last().is_some_and(|l| l.contains("cancelled")),
+        "{text}"
+    );
+}
