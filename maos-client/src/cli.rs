@@ -154,7 +154,7 @@ pub enum Cmd {
     },
     /// A managed agent's output (its log file).
     Logs {
-        /// Agent id or unique prefix.
+        /// Agent id, unique prefix, or its name in the plan.
         agent: String,
         /// Keep printing new output until the agent ends.
         #[arg(long, short)]
@@ -354,7 +354,7 @@ pub enum AgentCmd {
     },
     /// A sign of life: renews every lock lease the agent holds.
     Heartbeat {
-        /// Agent id or unique prefix.
+        /// Agent id, unique prefix, or its name in the plan.
         agent: String,
     },
 }
@@ -421,7 +421,7 @@ pub enum LockCmd {
 
 #[derive(Args, Debug)]
 pub struct AgentTarget {
-    /// Agent id or unique prefix.
+    /// Agent id, unique prefix, or its name in the plan.
     pub agent: String,
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub exit_code: Option<i32>,
@@ -464,9 +464,10 @@ pub struct PhaseTarget {
 
 #[derive(Args, Debug)]
 pub struct PauseArgs {
-    /// Session id or unique prefix (default: the active session).
+    /// Session id or unique prefix (default: the active session); else one agent, by id,
+    /// prefix or plan name.
     pub session: Option<String>,
-    /// Pause one agent only.
+    /// Pause one agent only (id, unique prefix or plan name).
     #[arg(long, value_name = "ID", conflicts_with = "phase")]
     pub agent: Option<String>,
     /// Pause one phase only.
@@ -479,8 +480,10 @@ pub struct PauseArgs {
 
 #[derive(Args, Debug)]
 pub struct ResumeArgs {
-    /// Session id or unique prefix (default: the active session).
+    /// Session id or unique prefix (default: the active session); else one agent, by id,
+    /// prefix or plan name.
     pub session: Option<String>,
+    /// Resume one agent only (id, unique prefix or plan name).
     #[arg(long, value_name = "ID", conflicts_with = "phase")]
     pub agent: Option<String>,
     #[arg(long, value_name = "NAME")]

@@ -897,3 +897,64 @@ fn run_wait_exits_with_the_sessions_outcome() {
         "{text}"
     );
 }
+
+/// Agents are addressed by their plan name wherever an id is taken: `logs`, `pause`, `resume`
+/// (positional or `--agent`), `agent cancel`. A name two live sessions share (neither the
+/// active one) is refused, naming every candidate.
+#[cfg(target_os = "linux")]
+#[test]
+fn agents_are_addressed_by_their_plan_name() {
+    let env = Env::new();
+    let mut text = "objective = \"names\"\nstrategy = \"parallel\"\n".to_string();
+    text += &agent_entry("build", "", "while true; do sleep 0.05; done");
+    text += &agent_entry("talker", "", "echo said by talker");
+    let path = plan(&env, "plan.toml", &text);
+    let sid = run(&env, &path);
+    let pid = pid_of(&env, &sid, "build");
+    wait_until(SLOW, "talker completed", || {
+        agent(&session(&env, &sid), "talker")["state"] == "completed"
+    });
+    let out = env.maos(&["logs", "talker"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("said by talker"),
+        "{}",
+        maos_tests::describe(&out)
+    );
+    let paused = env.maos_json(&["pause", "build"]);
+    assert_eq!(paused["id"], agent(&session(&env, &sid), "build")["id"]);
+    wait_stopped(&env, &sid, pid);
+    env.maos_json(&["resume", "build"]);
+    wait_until(SLOW, "build runs again", || {
+        proc_state(pid).is_some_and(|s| s != 'T')
+    });
+    env.maos_json(&["pause", "--agent", "build"]);
+    wait_stopped(&env, &sid, pid);
+    env.maos_json(&["resume", "--agent", "build"]);
+
+    // A second run of the plan and a third, active session: two live `build`s, neither in
+    // the active session.
+    let second = run(&env, &path);
+    pid_of(&env, &second, "build");
+    let third = env.session("hand made", &[]);
+    env.maos_json(&["session", "activate", &third]);
+    let f = env.maos_fail(&["logs", "build"]);
+    assert_eq!(f.code, "ambiguous", "{f:?}");
+    assert_eq!(f.message.lines().count(), 1, "{f:?}");
+    for s in [&sid, &second] {
+        let id = agent(&session(&env, s), "build")["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        assert!(f.message.contains(&id), "{f:?}");
+    }
+    // Within a session the name is unique again.
+    env.maos_json(&["session", "activate", &sid]);
+    env.maos_json(&["agent", "cancel", "build"]);
+    wait_until(SLOW, "the cancelled build ends", || !alive(pid));
+    assert_eq!(agent(&session(&env, &sid), "build")["state"], "cancelled");
+    assert_eq!(agent(&session(&env, &second), "build")["state"], "running");
+    let f = env.maos_fail(&["logs", "nobody"]);
+    assert_eq!(f.code, "not_found", "{f:?}");
+    assert!(f.message.contains("plan name"), "{f:?}");
+    env.maos_json(&["session", "cancel", &second]);
+}

@@ -43,7 +43,39 @@ pub fn set_paused(
     reason: Option<String>,
     by: Option<String>,
 ) -> Result<Outcome, ErrorBody> {
-    let sid = tx.state().resolve_session(name)?.id.clone();
+    let st = tx.state();
+    let (sid, target) = match (name, target) {
+        // `--agent` without a session: the agent's own session (the active one first, for a
+        // plan name), not only the active one.
+        (None, Target::Agent(agent)) => {
+            let a = st.resolve_agent(&agent, None)?;
+            (a.session_id.clone(), Target::Agent(a.id.to_string()))
+        }
+        // `maos pause NAME`: a session's full id, an agent's plan name, a session's prefix,
+        // else an agent's id or prefix.
+        (Some(name), Target::Session) => match st.resolve_session(Some(name)) {
+            Ok(s) if SessionId::parse(name.trim()).is_ok() => (s.id.clone(), Target::Session),
+            _ if let Some(a) = st.agent_by_plan_name(name, None)? => {
+                (a.session_id.clone(), Target::Agent(a.id.to_string()))
+            }
+            Ok(s) => (s.id.clone(), Target::Session),
+            Err(e) if e.code == maos_proto::ErrorCode::NotFound => {
+                let a = st.resolve_agent(name, None).map_err(|ea| {
+                    if ea.code == maos_proto::ErrorCode::NotFound {
+                        ErrorBody::new(
+                            ea.code,
+                            format!("no session or agent matches {:?}", name.trim()),
+                        )
+                    } else {
+                        ea
+                    }
+                })?;
+                (a.session_id.clone(), Target::Agent(a.id.to_string()))
+            }
+            Err(e) => return Err(e),
+        },
+        (name, target) => (st.resolve_session(name)?.id.clone(), target),
+    };
     match ops::set_paused(tx, &sid, target, pause, reason, by)? {
         Paused::Session => session_reply(tx, &sid),
         // The change is the agent's: answer with the agent, not its whole session.
