@@ -958,3 +958,122 @@ fn agents_are_addressed_by_their_plan_name() {
     assert!(f.message.contains("plan name"), "{f:?}");
     env.maos_json(&["session", "cancel", &second]);
 }
+
+/// A plan whose agent cannot run here is refused when it loads, by `run` and by
+/// `session create --plan`: a program not on PATH, a path that does not exist or is not
+/// executable, a `workdir` outside the project (by `..`, absolute, or through a symlink). One
+/// line naming the file, the position, the agent and the key; nothing is created.
+#[test]
+fn a_plan_whose_agent_cannot_run_here_is_refused_and_creates_nothing() {
+    let env = Env::new();
+    std::fs::write(env.project.join("notexec.sh"), "#!/bin/sh\n").expect("script");
+    let outside = env.root().join("outside");
+    std::fs::create_dir_all(&outside).expect("outside dir");
+    std::os::unix::fs::symlink(&outside, env.project.join("link")).expect("symlink");
+    std::fs::create_dir_all(env.project.join("sub")).expect("sub");
+    let one = |name: &str, extra: &str, command: &str| {
+        format!(
+            "objective = \"x\"\n[[agent]]\nname = \"ok\"\ntask = \"t\"\ncommand = [\"true\"]\n\
+             [[agent]]\nname = \"{name}\"\ntask = \"t\"\ncommand = [{command:?}]\n{extra}"
+        )
+    };
+    let cases = [
+        (
+            "missing.toml",
+            one("builder", "", "no-such-program-for-maos"),
+            "builder",
+            "command",
+            "PATH",
+        ),
+        (
+            "nofile.toml",
+            one("runner", "", "./missing.sh"),
+            "runner",
+            "command",
+            "does not exist",
+        ),
+        (
+            "noexec.toml",
+            one("runner", "", "./notexec.sh"),
+            "runner",
+            "command",
+            "not an executable",
+        ),
+        (
+            "resume.toml",
+            one(
+                "resumer",
+                "resume_command = [\"no-such-resumer-for-maos\"]\n",
+                "true",
+            ),
+            "resumer",
+            "resume_command",
+            "PATH",
+        ),
+        (
+            "up.toml",
+            one("escaper", "workdir = \"../..\"\n", "true"),
+            "escaper",
+            "workdir",
+            "outside the project",
+        ),
+        (
+            "abs.toml",
+            one(
+                "escaper",
+                &format!("workdir = {:?}\n", outside.display().to_string()),
+                "true",
+            ),
+            "escaper",
+            "workdir",
+            "outside the project",
+        ),
+        (
+            "link.toml",
+            one("escaper", "workdir = \"link\"\n", "true"),
+            "escaper",
+            "workdir",
+            "outside the project",
+        ),
+    ];
+    for (file, text, agent_name, key, why) in &cases {
+        let path = plan(&env, file, text);
+        for args in [
+            vec!["run", path.to_str().expect("utf-8")],
+            vec!["session", "create", "--plan", path.to_str().expect("utf-8")],
+        ] {
+            let f = env.maos_fail(&args);
+            assert_eq!(f.exit, 1, "{file}: {f:?}");
+            let m = &f.message;
+            assert_eq!(m.lines().count(), 1, "{file}: {m}");
+            assert!(
+                m.contains(file)
+                    && m.contains(&format!("agent \"{agent_name}\""))
+                    && m.contains(key)
+                    && m.contains(why),
+                "{file}: {m}"
+            );
+            // The position is the key's: `command` on line 9 of these files, the rest on 10.
+            let line = if *key == "command" { 9 } else { 10 };
+            assert!(m.contains(&format!("{file}:{line}:")), "{file}: {m}");
+        }
+    }
+    assert_eq!(
+        env.maos_json(&["session", "list", "--all"]),
+        serde_json::json!([])
+    );
+    // Inside the project, by a relative or an absolute path, a plan runs.
+    let inside = one("fine", "workdir = \"sub\"\n", "true");
+    let sid = run(&env, &plan(&env, "fine.toml", &inside));
+    wait_state(&env, &sid, "completed");
+    let abs = one(
+        "fine",
+        &format!(
+            "workdir = {:?}\n",
+            env.project.join("sub").display().to_string()
+        ),
+        "/bin/sh",
+    );
+    let sid = run(&env, &plan(&env, "abs-fine.toml", &abs));
+    wait_state(&env, &sid, "completed");
+}
