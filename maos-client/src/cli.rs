@@ -160,6 +160,13 @@ pub enum Cmd {
         #[arg(long, short)]
         follow: bool,
     },
+    /// Run a managed session's failed (and cancelled) agents again, or one failed agent and
+    /// the agents cancelled because of it; a failed session runs again.
+    Retry {
+        /// Session id or unique prefix, or an agent's id, prefix or plan name (default: the
+        /// active session).
+        target: Option<String>,
+    },
     /// Reconcile managed sessions with their processes (the daemon does it when it starts).
     Recover {
         /// Session id or unique prefix (default: every live managed session).

@@ -199,6 +199,10 @@ pub fn run(cli: &Cli) -> Res {
             dry_run: *dry_run,
         },
         Cmd::Logs { agent, follow } => return managed::logs(cli, agent, *follow),
+        Cmd::Retry { target } => Request::Retry {
+            target: target.clone(),
+            by: whoami(),
+        },
         Cmd::Recover { session } => Request::Recover {
             session: session.clone(),
         },

@@ -245,6 +245,32 @@ impl State {
             .ok_or_else(|| ErrorBody::new(ErrorCode::NotFound, format!("no agent {name}")))
     }
 
+    /// What a command's positional `NAME` means where a session or one agent is taken
+    /// (`maos pause|resume|retry NAME`): a session's full id, an agent's plan name, a session
+    /// prefix, then an agent's id or prefix; `None` is the active session.
+    pub fn resolve_target(&self, name: Option<&str>) -> Result<Named<'_>, ErrorBody> {
+        let Some(name) = name else {
+            return self.resolve_session(None).map(Named::Session);
+        };
+        match self.resolve_session(Some(name)) {
+            Ok(s) if SessionId::parse(name.trim()).is_ok() => Ok(Named::Session(s)),
+            _ if let Some(a) = self.agent_by_plan_name(name, None)? => Ok(Named::Agent(a)),
+            Ok(s) => Ok(Named::Session(s)),
+            Err(e) if e.code == ErrorCode::NotFound => match self.resolve_agent(name, None) {
+                Ok(a) => Ok(Named::Agent(a)),
+                Err(e) if e.code == ErrorCode::NotFound => Err(ErrorBody::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "no session or agent matches {:?} (a session id or prefix; an agent id, prefix or plan name)",
+                        name.trim()
+                    ),
+                )),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
     /// The managed agent a plan calls `name` (its `[[agent]] name`), after an exact id and
     /// before an id prefix. Within `within` when given; else the active session's, then the
     /// live sessions', then any session's: the first of these that has one. Several there:
@@ -297,6 +323,12 @@ impl State {
         let sid = self.agent_session.get(id)?;
         self.session(sid)?.agents.iter().find(|a| &a.id == id)
     }
+}
+
+/// A session or one of its agents, as a command named it ([`State::resolve_target`]).
+pub enum Named<'a> {
+    Session(&'a SessionRecord),
+    Agent(&'a AgentRecord),
 }
 
 /// The answer for a parked lock wait, delivered after the commit.

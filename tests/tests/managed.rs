@@ -1077,3 +1077,59 @@ fn a_plan_whose_agent_cannot_run_here_is_refused_and_creates_nothing() {
     let sid = run(&env, &plan(&env, "abs-fine.toml", &abs));
     wait_state(&env, &sid, "completed");
 }
+
+/// `maos retry`: a failed agent (by its plan name) runs again with the agents its failure
+/// cancelled, and the failed session runs on to completion; a whole failed session (with
+/// phases) runs its failed and cancelled agents again, its failed phase started again. What
+/// cannot be retried is refused in one line and changes nothing.
+#[test]
+fn a_failed_agent_or_session_is_retried() {
+    let env = Env::new();
+    let mut text = "objective = \"retry agent\"\nstrategy = \"adaptive\"\n".to_string();
+    text += &agent_entry("flaky", "", "test -e fixed");
+    text += &agent_entry("after", "depends_on = [\"flaky\"]", "exit 0");
+    let sid = run(&env, &plan(&env, "agent.toml", &text));
+    let s = wait_state(&env, &sid, "failed");
+    assert_eq!(agent(&s, "after")["state"], "cancelled");
+    std::fs::write(env.project.join("fixed"), "").expect("fixed");
+    let retried = env.maos_json(&["retry", "flaky"]);
+    assert_eq!(retried["id"], sid.as_str());
+    let s = wait_state(&env, &sid, "completed");
+    assert_eq!(agent(&s, "flaky")["attempts"], 2, "{s}");
+    assert_eq!(agent(&s, "after")["state"], "completed", "{s}");
+    assert!(s["ended_at"].is_string(), "{s}");
+    assert_eq!(env.events(&[&sid, "--type", "session_retried"]).len(), 1);
+    assert_eq!(env.events(&[&sid, "--type", "agent_retried"]).len(), 2);
+
+    let mut text = "objective = \"retry session\"\nstrategy = \"adaptive\"\n\
+                    phases = [\"build\", \"ship\"]\n[failure]\npolicy = \"continue\"\n"
+        .to_string();
+    text += &agent_entry("a", "phase = 1", "test -e go");
+    text += &agent_entry("b", "phase = 1", "exit 0");
+    text += &agent_entry("c", "phase = 2", "exit 0");
+    let sid = run(&env, &plan(&env, "session.toml", &text));
+    let s = wait_state(&env, &sid, "failed");
+    assert_eq!(s["workflow"]["phases"][0]["state"], "failed", "{s}");
+    std::fs::write(env.project.join("go"), "").expect("go");
+    env.maos_json(&["retry", &sid]);
+    let s = wait_state(&env, &sid, "completed");
+    assert_eq!(s["workflow"]["phases"][0]["attempts"], 2, "{s}");
+    assert_eq!(agent(&s, "a")["attempts"], 2, "{s}");
+    assert_eq!(agent(&s, "b")["attempts"], 1, "{s}");
+    assert_eq!(agent(&s, "c")["state"], "completed", "{s}");
+
+    // Refused: a completed session, an agent that did not fail, a session not run from a plan.
+    let hand = env.session("by hand", &[]);
+    for (target, needle) in [
+        (sid.as_str(), "completed"),
+        ("c", "completed"),
+        (hand.as_str(), "not run from a plan"),
+    ] {
+        let before = env.events(&[]).len();
+        let f = env.maos_fail(&["retry", target]);
+        assert_eq!(f.exit, 1, "{target}: {f:?}");
+        assert_eq!(f.message.lines().count(), 1, "{target}: {f:?}");
+        assert!(f.message.contains(needle), "{target}: {f:?}");
+        assert_eq!(env.events(&[]).len(), before, "{target}: nothing changed");
+    }
+}

@@ -5,7 +5,7 @@ use maos_proto::{ErrorBody, Reply, Target};
 
 use super::{Outcome, agent_reply, bad, session_reply};
 use crate::ops::session::{self as ops, Paused};
-use crate::state::Txn;
+use crate::state::{Named, Txn};
 
 pub fn create(
     tx: &mut Txn<'_>,
@@ -51,28 +51,10 @@ pub fn set_paused(
             let a = st.resolve_agent(&agent, None)?;
             (a.session_id.clone(), Target::Agent(a.id.to_string()))
         }
-        // `maos pause NAME`: a session's full id, an agent's plan name, a session's prefix,
-        // else an agent's id or prefix.
-        (Some(name), Target::Session) => match st.resolve_session(Some(name)) {
-            Ok(s) if SessionId::parse(name.trim()).is_ok() => (s.id.clone(), Target::Session),
-            _ if let Some(a) = st.agent_by_plan_name(name, None)? => {
-                (a.session_id.clone(), Target::Agent(a.id.to_string()))
-            }
-            Ok(s) => (s.id.clone(), Target::Session),
-            Err(e) if e.code == maos_proto::ErrorCode::NotFound => {
-                let a = st.resolve_agent(name, None).map_err(|ea| {
-                    if ea.code == maos_proto::ErrorCode::NotFound {
-                        ErrorBody::new(
-                            ea.code,
-                            format!("no session or agent matches {:?}", name.trim()),
-                        )
-                    } else {
-                        ea
-                    }
-                })?;
-                (a.session_id.clone(), Target::Agent(a.id.to_string()))
-            }
-            Err(e) => return Err(e),
+        // `maos pause NAME`: a session, or one agent.
+        (name, Target::Session) => match st.resolve_target(name)? {
+            Named::Session(s) => (s.id.clone(), Target::Session),
+            Named::Agent(a) => (a.session_id.clone(), Target::Agent(a.id.to_string())),
         },
         (name, target) => (st.resolve_session(name)?.id.clone(), target),
     };
