@@ -81,6 +81,22 @@ fn agents_done(s: &SessionRecord) -> String {
     format!("{done}/{}", s.agents.len())
 }
 
+/// What a managed agent's `ps` line ends with: its plan name (what commands take), its
+/// pipeline stage, and its attempt of those the plan allows once it ran more than once or may:
+/// `  [name build, stage 2, attempt 2/3]`.
+fn plan_suffix(p: &maos_proto::PsPlanAgent) -> String {
+    let mut parts = vec![format!("name {}", p.name)];
+    if let Some(s) = p.stage {
+        parts.push(format!("stage {s}"));
+    }
+    match (p.attempts, p.max_attempts) {
+        (n, max) if n > max => parts.push(format!("attempt {n}")),
+        (n, max) if n > 0 && (n > 1 || max > 1) => parts.push(format!("attempt {n}/{max}")),
+        _ => {}
+    }
+    format!("  [{}]", parts.join(", "))
+}
+
 /// `maos ps`: sessions with their agents under them (spawn tree indented), and their locks.
 pub fn ps(sessions: &[PsSession]) -> String {
     let mut out = String::new();
@@ -128,12 +144,13 @@ pub fn ps(sessions: &[PsSession]) -> String {
             };
             let _ = writeln!(
                 out,
-                "{indent}└ {:<13} {:<16} {:<20} {:<6} {}",
+                "{indent}└ {:<13} {:<16} {:<20} {:<6} {}{}",
                 short(a.id.as_str()),
                 clip(&a.role, 16),
                 state,
                 span(a.started_at, a.ended_at),
-                clip(&a.task, 50)
+                clip(&a.task, 50),
+                a.plan.as_ref().map(plan_suffix).unwrap_or_default()
             );
             // What a live agent of a CLI window did last, as its hook reported it.
             if let (false, Some(act)) = (a.state.is_terminal(), &a.activity) {

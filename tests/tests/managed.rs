@@ -1133,3 +1133,39 @@ fn a_failed_agent_or_session_is_retried() {
         assert_eq!(env.events(&[]).len(), before, "{target}: nothing changed");
     }
 }
+
+/// `maos ps` shows a managed agent's plan name, stage and attempt (of those the plan allows);
+/// `ps --json` has them as `plan`.
+#[test]
+fn ps_shows_a_managed_agents_name_stage_and_attempts() {
+    let env = Env::new();
+    let mut text =
+        "objective = \"ps\"\nstrategy = \"pipeline\"\n[failure]\nretries = 2\n".to_string();
+    text += &agent_entry("flaky", "stage = 1", "test {attempt} -ge 2");
+    text += &agent_entry("last", "stage = 2\nretries = 0", "exit 0");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    wait_state(&env, &sid, "completed");
+    let out = env.maos(&["ps"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("task of {name}")))
+            .unwrap_or_else(|| panic!("no line of {name} in\n{text}"))
+            .to_string()
+    };
+    assert!(
+        line("flaky").ends_with("[name flaky, stage 1, attempt 2/3]"),
+        "{text}"
+    );
+    assert!(line("last").ends_with("[name last, stage 2]"), "{text}");
+    let ps = env.maos_json(&["ps"]);
+    let agents = ps[0]["agents"].as_array().expect("agents");
+    let flaky = agents
+        .iter()
+        .find(|a| a["plan"]["name"] == "flaky")
+        .expect("flaky");
+    assert_eq!(
+        flaky["plan"],
+        serde_json::json!({"name": "flaky", "attempts": 2, "max_attempts": 3, "stage": 1})
+    );
+}

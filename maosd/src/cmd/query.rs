@@ -3,7 +3,8 @@
 
 use maos_core::Ts;
 use maos_proto::{
-    ErrorBody, EventFilter, PsAgent, PsLock, PsSession, Reply, SessionRecord, StatusView,
+    ErrorBody, EventFilter, PsAgent, PsLock, PsPlanAgent, PsSession, Reply, SessionRecord,
+    StatusView,
 };
 use maos_store::EventQuery;
 
@@ -50,6 +51,15 @@ pub fn ps(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
                     ended_at: a.ended_at,
                     cli: a.cli,
                     activity: st.activity(&a.id).cloned(),
+                    plan: a.spec.as_ref().map(|spec| PsPlanAgent {
+                        name: spec.name.clone(),
+                        attempts: a.attempts,
+                        max_attempts: s
+                            .policy
+                            .as_ref()
+                            .map_or(1, |p| spec.retries(p).saturating_add(1)),
+                        stage: spec.stage,
+                    }),
                     locks: st
                         .locks
                         .held_by(&a.id)

@@ -192,13 +192,11 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<SessionId, Err
             state: c.state.to_string(),
         });
     }
-    tx.event(
-        Some(&sid),
-        None,
-        "session_imported",
-        json!({ "path": path, "events": imported, "format_version": file.version,
-                "phase_ended": phase_ended }),
-    );
+    let mut data = json!({ "path": path, "events": imported, "format_version": file.version });
+    if let Some(ended) = phase_ended {
+        data["phase_ended"] = json!(ended);
+    }
+    tx.event(Some(&sid), None, "session_imported", data);
     if tx
         .state()
         .session(&sid)

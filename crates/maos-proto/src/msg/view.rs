@@ -45,6 +45,23 @@ pub struct PsAgent {
     /// Its last tool call, as its CLI's hook reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activity: Option<Activity>,
+    /// A managed agent (one of a plan): its name there, its runs and its stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PsPlanAgent>,
+}
+
+/// What `ps` shows of a managed agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsPlanAgent {
+    /// Its `name` in the plan.
+    pub name: String,
+    /// Runs so far (retries and `maos retry` included).
+    pub attempts: u32,
+    /// Runs the plan allows (1 + its `retries`).
+    pub max_attempts: u32,
+    /// Its pipeline stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<u32>,
 }
 
 /// `maos status`: a session with its progress figures.
