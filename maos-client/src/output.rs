@@ -395,7 +395,22 @@ pub fn status(v: &StatusView) -> String {
             let _ = writeln!(out, "phase     {k}/{n} (workflow complete)");
         }
     }
-    let _ = writeln!(out, "agents    {}/{} done", p.agents_done, p.agents_total);
+    // Done is completed (or an ended window): failed and cancelled agents are final, not done.
+    let done = s.agents.iter().filter(|a| is_done(a.state)).count();
+    let of = |state: AgentState| s.agents.iter().filter(|a| a.state == state).count();
+    let not_done: Vec<String> = [
+        (of(AgentState::Failed), "failed"),
+        (of(AgentState::Cancelled), "cancelled"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    let not_done = match not_done.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", not_done.join(", ")),
+    };
+    let _ = writeln!(out, "agents    {done}/{} done{not_done}", s.agents.len());
     let _ = writeln!(
         out,
         "avg phase {}",

@@ -1169,3 +1169,42 @@ fn ps_shows_a_managed_agents_name_stage_and_attempts() {
         serde_json::json!({"name": "flaky", "attempts": 2, "max_attempts": 3, "stage": 1})
     );
 }
+
+/// `AGENTS done/all` of a managed session that failed counts only the completed agent: not
+/// the failed one, nor the one cancelled because of it (`ps`, `session list`, `session show`,
+/// `status`).
+#[test]
+fn failed_and_cancelled_managed_agents_are_not_counted_as_done() {
+    let env = Env::new();
+    let mut text =
+        "objective = \"count\"\nstrategy = \"adaptive\"\n[failure]\npolicy = \"continue\"\n"
+            .to_string();
+    text += &agent_entry("ok", "", "exit 0");
+    text += &agent_entry("bad", "", "exit 1");
+    text += &agent_entry("after", "depends_on = [\"bad\"]", "exit 0");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    wait_state(&env, &sid, "failed");
+    let short = &sid[..13];
+    for args in [&["ps"][..], &["session", "list"]] {
+        let out = env.maos(args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(short))
+            .unwrap_or_else(|| panic!("{args:?}: no row of {short}:\n{text}"));
+        assert_eq!(
+            row.split_whitespace().nth(4),
+            Some("1/3"),
+            "{args:?}: {row}"
+        );
+    }
+    let show = String::from_utf8_lossy(&env.maos(&["session", "show", &sid]).stdout).into_owned();
+    assert!(show.lines().any(|l| l == "agents     1/3"), "{show}");
+    let status = String::from_utf8_lossy(&env.maos(&["status", &sid]).stdout).into_owned();
+    assert!(
+        status
+            .lines()
+            .any(|l| l == "agents    1/3 done (1 failed, 1 cancelled)"),
+        "{status}"
+    );
+}
