@@ -1091,6 +1091,14 @@ fn a_failed_agent_or_session_is_retried() {
     let sid = run(&env, &plan(&env, "agent.toml", &text));
     let s = wait_state(&env, &sid, "failed");
     assert_eq!(agent(&s, "after")["state"], "cancelled");
+    // The briefing says how to go on.
+    let next = env.maos_json(&["brief", &sid])["next_step"].clone();
+    assert!(
+        next.as_str()
+            .unwrap_or_default()
+            .contains(&format!("maos retry {sid}")),
+        "{next}"
+    );
     std::fs::write(env.project.join("fixed"), "").expect("fixed");
     let retried = env.maos_json(&["retry", "flaky"]);
     assert_eq!(retried["id"], sid.as_str());
