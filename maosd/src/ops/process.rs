@@ -1002,8 +1002,17 @@ fn recover_session(
     }
     // The steps the fates lead to (a failure under policy `fail` fails the session; an exit
     // applied may complete it) are taken before the plan is decided, so that the report says
-    // what recovery did, never a next step the session can no longer take.
-    schedule(tx, sid, runner);
+    // what recovery did, never a next step the session can no longer take. A scheduler that
+    // panics leaves the session as recovery left it (as `schedule_each` does).
+    if tx
+        .atomic(|tx| {
+            schedule(tx, sid, runner);
+            Ok::<(), ()>(())
+        })
+        .is_err()
+    {
+        tracing::error!(session = %sid, "the scheduler panicked after recovery; the session was left as recovery left it");
+    }
     let plan = tx
         .state()
         .session(sid)
