@@ -175,14 +175,25 @@ pub enum Cmd {
     Run {
         /// The plan (TOML).
         plan: PathBuf,
+        /// Wait until the session ends and print how; the exit code is its outcome: 0
+        /// completed, 4 failed, 5 cancelled.
+        #[arg(long)]
+        wait: bool,
     },
     /// A managed agent's output (its log file).
     Logs {
-        /// Agent id or unique prefix.
+        /// Agent id, unique prefix, or its name in the plan.
         agent: String,
         /// Keep printing new output until the agent ends.
         #[arg(long, short)]
         follow: bool,
+    },
+    /// Run a managed session's failed (and cancelled) agents again, or one failed agent and
+    /// the agents cancelled because of it; a failed session runs again.
+    Retry {
+        /// Session id or unique prefix, or an agent's id, prefix or plan name (default: the
+        /// active session).
+        target: Option<String>,
     },
     /// Reconcile managed sessions with their processes (the daemon does it when it starts).
     Recover {
@@ -378,7 +389,7 @@ pub enum AgentCmd {
     },
     /// A sign of life: renews every lock lease the agent holds.
     Heartbeat {
-        /// Agent id or unique prefix.
+        /// Agent id, unique prefix, or its name in the plan.
         agent: String,
     },
 }
@@ -445,7 +456,7 @@ pub enum LockCmd {
 
 #[derive(Args, Debug)]
 pub struct AgentTarget {
-    /// Agent id or unique prefix.
+    /// Agent id, unique prefix, or its name in the plan.
     pub agent: String,
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub exit_code: Option<i32>,
@@ -488,9 +499,10 @@ pub struct PhaseTarget {
 
 #[derive(Args, Debug)]
 pub struct PauseArgs {
-    /// Session id or unique prefix (default: the active session).
+    /// Session id or unique prefix (default: the active session); else one agent, by id,
+    /// prefix or plan name.
     pub session: Option<String>,
-    /// Pause one agent only.
+    /// Pause one agent only (id, unique prefix or plan name).
     #[arg(long, value_name = "ID", conflicts_with = "phase")]
     pub agent: Option<String>,
     /// Pause one phase only.
@@ -503,8 +515,10 @@ pub struct PauseArgs {
 
 #[derive(Args, Debug)]
 pub struct ResumeArgs {
-    /// Session id or unique prefix (default: the active session).
+    /// Session id or unique prefix (default: the active session); else one agent, by id,
+    /// prefix or plan name.
     pub session: Option<String>,
+    /// Resume one agent only (id, unique prefix or plan name).
     #[arg(long, value_name = "ID", conflicts_with = "phase")]
     pub agent: Option<String>,
     #[arg(long, value_name = "NAME")]

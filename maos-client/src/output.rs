@@ -82,6 +82,22 @@ fn agents_done(s: &SessionRecord) -> String {
     format!("{done}/{}", s.agents.len())
 }
 
+/// What a managed agent's `ps` line ends with: its plan name (what commands take), its
+/// pipeline stage, and its attempt of those the plan allows once it ran more than once or may:
+/// `  [name build, stage 2, attempt 2/3]`.
+fn plan_suffix(p: &maos_proto::PsPlanAgent) -> String {
+    let mut parts = vec![format!("name {}", p.name)];
+    if let Some(s) = p.stage {
+        parts.push(format!("stage {s}"));
+    }
+    match (p.attempts, p.max_attempts) {
+        (n, max) if n > max => parts.push(format!("attempt {n}")),
+        (n, max) if n > 0 && (n > 1 || max > 1) => parts.push(format!("attempt {n}/{max}")),
+        _ => {}
+    }
+    format!("  [{}]", parts.join(", "))
+}
+
 /// What an agent is doing now, in a few words: the lock it waits for, else the item of its
 /// task list in progress and its last tool call, else its task (`maos ps`'s NOW, `maos top`).
 pub fn doing_now(a: &PsAgent, now: Ts) -> String {
@@ -187,12 +203,13 @@ pub fn ps(sessions: &[PsSession], paint: Paint) -> String {
             };
             let _ = writeln!(
                 out,
-                "{indent}└ {:<13} {:<12} {:<6} {} {:<5} {doing}",
+                "{indent}└ {:<13} {:<12} {:<6} {} {:<5} {doing}{}",
                 short(a.id.as_str()),
                 clip(&a.role, 12),
                 cli_word(a),
                 paint.agent_state(a.state, a.paused, &format!("{:<9}", agent_state_word(a))),
                 span(a.started_at, a.ended_at),
+                a.plan.as_ref().map(plan_suffix).unwrap_or_default()
             );
             for l in &a.locks {
                 let _ = writeln!(
@@ -428,7 +445,22 @@ pub fn status(v: &StatusView) -> String {
             let _ = writeln!(out, "phase     {k}/{n} (workflow complete)");
         }
     }
-    let _ = writeln!(out, "agents    {}/{} done", p.agents_done, p.agents_total);
+    // Done is completed (or an ended window): failed and cancelled agents are final, not done.
+    let done = s.agents.iter().filter(|a| is_done(a.state)).count();
+    let of = |state: AgentState| s.agents.iter().filter(|a| a.state == state).count();
+    let not_done: Vec<String> = [
+        (of(AgentState::Failed), "failed"),
+        (of(AgentState::Cancelled), "cancelled"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    let not_done = match not_done.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", not_done.join(", ")),
+    };
+    let _ = writeln!(out, "agents    {done}/{} done{not_done}", s.agents.len());
     let _ = writeln!(
         out,
         "avg phase {}",

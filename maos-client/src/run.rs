@@ -188,7 +188,8 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::History { limit } => Request::History {
             limit: Some(*limit),
         },
-        Cmd::Run { plan } => plan_request(plan, true)?,
+        Cmd::Run { plan, wait: true } => return run_and_wait(cli, plan),
+        Cmd::Run { plan, .. } => plan_request(plan, true)?,
         Cmd::Export { session, output } => {
             return transfer::export(cli, session, output.as_deref());
         }
@@ -211,6 +212,10 @@ pub fn run(cli: &Cli) -> Res {
             dry_run: *dry_run,
         },
         Cmd::Logs { agent, follow } => return managed::logs(cli, agent, *follow),
+        Cmd::Retry { target } => Request::Retry {
+            target: target.clone(),
+            by: whoami(),
+        },
         Cmd::Recover { session } => Request::Recover {
             session: session.clone(),
         },
@@ -265,6 +270,73 @@ pub fn run(cli: &Cli) -> Res {
         });
     }
     Ok(())
+}
+
+/// Exit codes of `maos run --wait` for a session that did not complete (0: it completed; 1-3
+/// are every command's: refused, bad command line, no daemon).
+pub const EXIT_FAILED: u8 = 4;
+pub const EXIT_CANCELLED: u8 = 5;
+
+/// `maos run PLAN --wait`: run the plan, wait until its session ends, print how (one line; with
+/// `--json` only the finished session), and exit with its outcome: 0 completed,
+/// [`EXIT_FAILED`], [`EXIT_CANCELLED`]. The wait is a subscription to the session's ending
+/// event (history first, so an end that came before it is seen); a daemon that goes away
+/// meanwhile is started again and the wait goes on, as the session does.
+fn run_and_wait(cli: &Cli, plan: &std::path::Path) -> Res {
+    let root = cli.project_root()?;
+    let mut client = Client::connect(true)?;
+    let reply = client.request(Some(&root), plan_request(plan, true)?)?;
+    let sid = match &reply {
+        Reply::Session(s) => s.id.to_string(),
+        _ => return show(cli.json, reply),
+    };
+    if !cli.json {
+        show_human(cli, reply)?;
+    }
+    let filter = maos_proto::EventFilter {
+        session: Some(sid.clone()),
+        types: ["session_completed", "session_failed", "session_cancelled"]
+            .map(String::from)
+            .to_vec(),
+        ..Default::default()
+    };
+    let reason = loop {
+        let lost = match client.subscribe(&root, filter.clone()) {
+            Ok(mut events) => match events.next() {
+                Some(Ok(e)) => break e.data["reason"].as_str().map(str::to_string),
+                Some(Err(ClientError::Unavailable(m))) => m,
+                Some(Err(e)) => return Err(e.into()),
+                None => "it closed the connection".to_string(),
+            },
+            Err(ClientError::Unavailable(m)) => m,
+            Err(e) => return Err(e.into()),
+        };
+        eprintln!(
+            "maos: lost the daemon ({lost}) while waiting for session {sid}; starting it again"
+        );
+        client = Client::connect(true)?;
+    };
+    let mut client = Client::connect(true)?;
+    let s = match client.request(Some(&root), Request::SessionShow { session: Some(sid) })? {
+        Reply::Session(s) => s,
+        other => return show(cli.json, other),
+    };
+    if cli.json {
+        print_json(&s)?;
+    } else {
+        let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
+        outln!("session {} {}{why}", s.id, s.state);
+    }
+    let exit = match s.state {
+        maos_core::SessionState::Completed => return Ok(()),
+        maos_core::SessionState::Cancelled => EXIT_CANCELLED,
+        _ => EXIT_FAILED,
+    };
+    // Already said, on stdout.
+    Err(Failure {
+        body: ErrorBody::new(ErrorCode::BadRequest, ""),
+        exit,
+    })
 }
 
 /// How long `events --follow` waits for a daemon that went away to come back

@@ -173,7 +173,7 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
             outln!("created session {}{active}", s.id);
             Ok(())
         }
-        (Cmd::Run { plan }, Reply::Session(s)) => {
+        (Cmd::Run { plan, .. }, Reply::Session(s)) => {
             outln!(
                 "session {} from {}: {}, {}",
                 s.id,

@@ -76,11 +76,16 @@ struct Fixture {
     child: String,
     other: String,
     import: String,
+    /// A plan session with a failed agent.
+    retry: String,
 }
 
 const PLAN: &str = "objective = \"plan\"\nstrategy = \"parallel\"\n\
     [[agent]]\nname = \"a\"\ntask = \"task a\"\ncommand = [\"sh\", \"-c\", \"exit 0\"]\n\
     [[agent]]\nname = \"b\"\ntask = \"task b\"\ncommand = [\"sh\", \"-c\", \"exit 0\"]\n";
+
+const RETRY_PLAN: &str = "objective = \"retry me\"\nstrategy = \"parallel\"\n\
+    [[agent]]\nname = \"r\"\ntask = \"task r\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n";
 
 fn hook(event: &str, session: &str, extra: Value) -> Request {
     let mut call = json!({ "event": event, "session_id": session, "cwd": "/p" });
@@ -196,6 +201,28 @@ fn fixture(dir: &Path, db: &Path, rt: &tokio::runtime::Runtime) -> Fixture {
             req(json!({ "request": "session_activate", "session": running })),
         ],
     );
+    // A plan session whose agent failed, for `retry`.
+    let o = apply(
+        &mut st,
+        vec![req(
+            json!({ "request": "session_from_plan", "path": "/p/retry.toml",
+                    "text": RETRY_PLAN, "start": true }),
+        )],
+    );
+    let failing = match &o[0] {
+        Outcome::Reply(r) => match &**r {
+            maos_proto::Reply::Session(s) => s.agents[0].id.to_string(),
+            _ => panic!("expected a session"),
+        },
+        _ => panic!("expected a session"),
+    };
+    apply(
+        &mut st,
+        vec![req(
+            json!({ "request": "agent_exited", "agent": failing, "pid": 1, "code": 3,
+                    "ended_at": now() }),
+        )],
+    );
     rt.block_on(store.close());
     // A session from another project, as `maos export` writes it.
     let mut elsewhere = State::new(Vec::new(), 0);
@@ -215,10 +242,16 @@ fn fixture(dir: &Path, db: &Path, rt: &tokio::runtime::Runtime) -> Fixture {
         checkpoints: Vec::new(),
     })
     .unwrap_or_default();
+    let retry = st
+        .sessions()
+        .iter()
+        .find(|x| x.objective == "retry me")
+        .map(|x| x.id.to_string())
+        .unwrap_or_default();
     let planned = st
         .sessions()
         .iter()
-        .find(|x| x.policy.is_some())
+        .find(|x| x.policy.is_some() && x.objective == "plan")
         .map(|x| x.id.to_string())
         .unwrap_or_default();
     Fixture {
@@ -230,6 +263,7 @@ fn fixture(dir: &Path, db: &Path, rt: &tokio::runtime::Runtime) -> Fixture {
         child,
         other,
         import,
+        retry,
     }
 }
 
@@ -239,7 +273,7 @@ fn cases(f: &Fixture) -> Vec<(&'static str, Request)> {
     let managed =
         f.st.sessions()
             .iter()
-            .find(|x| x.policy.is_some())
+            .find(|x| x.policy.is_some() && x.objective == "plan")
             .map(|x| x.agents[0].id.to_string())
             .unwrap_or_default();
     vec![
@@ -428,6 +462,10 @@ fn cases(f: &Fixture) -> Vec<(&'static str, Request)> {
                                           "start": true })),
         ),
         ("recover", req(json!({ "request": "recover" }))),
+        (
+            "retry",
+            req(json!({ "request": "retry", "target": f.retry })),
+        ),
         (
             "session archive",
             req(json!({ "request": "session_archive", "session": d })),

@@ -276,6 +276,10 @@ async fn request(
             // Resolving touches the filesystem (symlinks, worktrees), so it happens here, not
             // in the actor.
             request.resolve_paths(|path, cwd| lock_key(&root, path, cwd))?;
+            // What a plan asks of this machine (its programs, its directories), likewise.
+            if let ProjectRequest::SessionFromPlan { path, text, .. } = &request {
+                crate::plancheck::check(&root, path, text)?;
+            }
             let handle = cached(daemon, cache, root).await?;
             actor(handle, request, archived.as_deref()).await
         }

@@ -19,7 +19,7 @@ fn outside(input: &str, root: &Path, resolved: &Path) -> ErrorBody {
 }
 
 /// `..` and `.` removed without touching the filesystem; `..` at the root stays at the root.
-fn lexical(path: &Path) -> PathBuf {
+pub fn lexical(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {
@@ -35,7 +35,7 @@ fn lexical(path: &Path) -> PathBuf {
 
 /// Resolve symlinks in the longest existing prefix of `path`; the missing tail is appended as
 /// it is (a file about to be created cannot be a symlink yet).
-fn resolve_links(path: &Path) -> PathBuf {
+pub fn resolve_links(path: &Path) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut tail = Vec::new();
     loop {

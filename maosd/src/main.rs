@@ -11,6 +11,7 @@ mod lockpath;
 mod locks;
 mod logfile;
 mod ops;
+mod plancheck;
 mod procs;
 mod project;
 mod reads;

@@ -187,6 +187,10 @@ pub enum ProjectRequest {
     Recover {
         session: Option<String>,
     },
+    Retry {
+        target: Option<String>,
+        by: Option<String>,
+    },
     Validate {
         session: Option<String>,
     },
@@ -387,6 +391,7 @@ impl Route {
             }
             Request::AgentLog { agent } => actor(P::AgentLog { agent }),
             Request::Recover { session } => actor(P::Recover { session }),
+            Request::Retry { target, by } => actor(P::Retry { target, by }),
             Request::Validate { session } => actor(P::Validate { session }),
             Request::SessionArchive { session } => actor(P::SessionArchive { session }),
             Request::Purge { session } => actor(P::Purge { session }),

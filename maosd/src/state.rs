@@ -221,22 +221,114 @@ impl State {
         {
             return Ok(a);
         }
+        if let Some(a) = self.agent_by_plan_name(name, within)? {
+            return Ok(a);
+        }
         let candidates = self
             .agent_session
             .iter()
             .filter(|(_, s)| within.is_none_or(|w| w == *s))
             .map(|(a, _)| a.as_str());
-        let id = resolve_prefix(name, candidates).map_err(|e| prefix_error("agent", e))?;
+        let id = resolve_prefix(name, candidates).map_err(|e| match e {
+            maos_core::PrefixError::NotFound { .. } => ErrorBody::new(
+                ErrorCode::NotFound,
+                format!(
+                    "agent: no agent id, id prefix or plan name matches {:?}",
+                    name.trim()
+                ),
+            ),
+            e => prefix_error("agent", e),
+        })?;
         let id =
             AgentId::parse(id).map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
         self.agent(&id)
             .ok_or_else(|| ErrorBody::new(ErrorCode::NotFound, format!("no agent {name}")))
     }
 
+    /// What a command's positional `NAME` means where a session or one agent is taken
+    /// (`maos pause|resume|retry NAME`): a session's full id, an agent's plan name, a session
+    /// prefix, then an agent's id or prefix; `None` is the active session.
+    pub fn resolve_target(&self, name: Option<&str>) -> Result<Named<'_>, ErrorBody> {
+        let Some(name) = name else {
+            return self.resolve_session(None).map(Named::Session);
+        };
+        match self.resolve_session(Some(name)) {
+            Ok(s) if SessionId::parse(name.trim()).is_ok() => Ok(Named::Session(s)),
+            _ if let Some(a) = self.agent_by_plan_name(name, None)? => Ok(Named::Agent(a)),
+            Ok(s) => Ok(Named::Session(s)),
+            Err(e) if e.code == ErrorCode::NotFound => match self.resolve_agent(name, None) {
+                Ok(a) => Ok(Named::Agent(a)),
+                Err(e) if e.code == ErrorCode::NotFound => Err(ErrorBody::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "no session or agent matches {:?} (a session id or prefix; an agent id, prefix or plan name)",
+                        name.trim()
+                    ),
+                )),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The managed agent a plan calls `name` (its `[[agent]] name`), after an exact id and
+    /// before an id prefix. Within `within` when given; else the active session's, then the
+    /// live sessions', then any session's: the first of these that has one. Several there:
+    /// ambiguous, naming each with its id, session and state.
+    pub fn agent_by_plan_name(
+        &self,
+        name: &str,
+        within: Option<&SessionId>,
+    ) -> Result<Option<&AgentRecord>, ErrorBody> {
+        let name = name.trim();
+        let tiers: [&dyn Fn(&SessionRecord) -> bool; 4] = [
+            &|s| within.is_some_and(|w| *w == s.id),
+            &|s| within.is_none() && s.active,
+            &|s| within.is_none() && !s.state.is_terminal(),
+            &|_| within.is_none(),
+        ];
+        for tier in tiers {
+            let found: Vec<&AgentRecord> = self
+                .sessions
+                .iter()
+                .filter(|s| tier(s))
+                .flat_map(|s| s.agents.iter())
+                .filter(|a| a.spec.as_ref().is_some_and(|x| x.name == name))
+                .collect();
+            match found.as_slice() {
+                [] => continue,
+                [one] => return Ok(Some(one)),
+                many => {
+                    let list: Vec<String> = many
+                        .iter()
+                        .map(|a| {
+                            format!("{} (session {}, {})", a.id, a.session_id.short(), a.state)
+                        })
+                        .collect();
+                    return Err(ErrorBody::new(
+                        ErrorCode::Ambiguous,
+                        format!(
+                            "agent name {name:?} is ambiguous: {} agents have it: {}; give the id (or a prefix of it)",
+                            many.len(),
+                            list.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     pub fn agent(&self, id: &AgentId) -> Option<&AgentRecord> {
         let sid = self.agent_session.get(id)?;
         self.session(sid)?.agents.iter().find(|a| &a.id == id)
     }
+}
+
+/// A session or one of its agents, as a command named it ([`State::resolve_target`]).
+pub enum Named<'a> {
+    Session(&'a SessionRecord),
+    Agent(&'a AgentRecord),
 }
 
 /// The answer for a parked lock wait, delivered after the commit.

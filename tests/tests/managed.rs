@@ -712,3 +712,507 @@ fn an_exit_lost_with_its_supervisor_is_found_between_starts() {
     let recovered = env.events(&[&sid, "--type", "session_recovered"]);
     assert_eq!(recovered.len(), 1, "{recovered:?}");
 }
+
+/// A phased session that fails ends its running phase too: `failed`, with the session's end as
+/// its end. Neither `status` nor `brief` call it running or stalled, also once the session is
+/// exported and imported again (even from a file an older maos wrote with the phase running).
+#[test]
+fn a_failed_session_ends_its_running_phase_also_after_export_and_import() {
+    let env = Env::new();
+    let mut text = "objective = \"phased failure\"\nstrategy = \"adaptive\"\n\
+                    phases = [\"build\", \"ship\"]\n[failure]\npolicy = \"continue\"\n"
+        .to_string();
+    text += &agent_entry("ok", "phase = 1", "exit 0");
+    text += &agent_entry("bad", "phase = 1", "exit 2");
+    text += &agent_entry("shipper", "phase = 2", "exit 0");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let s = wait_state(&env, &sid, "failed");
+    let build = &s["workflow"]["phases"][0];
+    assert_eq!(build["state"], "failed", "{s}");
+    assert_eq!(build["ended_at"], s["ended_at"], "{s}");
+    assert_eq!(s["workflow"]["phases"][1]["state"], "planned", "{s}");
+    assert!(s["workflow"]["completed_at"].is_null(), "{s}");
+    assert_eq!(env.events(&[&sid, "--type", "phase_failed"]).len(), 1);
+    let settled = |env: &Env, project: &Path, sid: &str| {
+        let status = env.maos_json_in(project, &["status", sid]);
+        let p = &status["progress"];
+        assert!(
+            p["current_phase_elapsed_secs"].is_null() && p["eta"].is_null(),
+            "{status}"
+        );
+        assert_eq!(p["stalled"], false, "{status}");
+        let out = env.maos_in(project, &["status", sid]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.contains("running") && text.contains("stalled   no"),
+            "{text}"
+        );
+        let out = env.maos_in(project, &["brief", sid]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && !text.contains("STALLED") && !text.contains("running for"),
+            "{text}"
+        );
+    };
+    settled(&env, &env.project, &sid);
+
+    // The export of an older maos had the phase still running: the import ends it where the
+    // session ended.
+    let file = env.root().join("old.json");
+    let out = env.maos(&["export", &sid, "-o", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+    let phase = &mut v["session"]["workflow"]["phases"][0];
+    phase["state"] = "running".into();
+    phase["ended_at"] = Value::Null;
+    phase["result"] = Value::Null;
+    std::fs::write(&file, v.to_string()).expect("write");
+    let other = env.make_project("other");
+    let out = env.maos_in(&other, &["import", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let imported = env.maos_json_in(&other, &["session", "show", &sid]);
+    assert_eq!(
+        imported["workflow"]["phases"][0]["state"], "failed",
+        "{imported}"
+    );
+    assert_eq!(
+        imported["workflow"]["phases"][0]["ended_at"], imported["ended_at"],
+        "{imported}"
+    );
+    settled(&env, &other, &sid);
+}
+
+/// The machine goes down under a session with policy `fail`: one agent can be resumed (a
+/// resume command and a Claude session id), the other cannot and fails, which fails the
+/// session. The recovery report says so (`mark_failed`), never "resume the agents" for a
+/// session that recovery itself then failed.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_recovery_report_says_what_recovery_did() {
+    let env = Env::new();
+    let spin = "while true; do sleep 0.05; done";
+    let mut text = "objective = \"report\"\nstrategy = \"parallel\"\n".to_string();
+    text += &format!(
+        "[[agent]]\nname = \"resumable\"\ntask = \"t\"\n\
+         command = [\"sh\", \"-c\", {spin:?}, \"--\", \"{{claude_session_id}}\"]\n\
+         resume_command = [\"sh\", \"-c\", \"exit 0\", \"--\", \"{{claude_session_id}}\"]\n"
+    );
+    text += &agent_entry("lost", "", spin);
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    let pids = [pid_of(&env, &sid, "resumable"), pid_of(&env, &sid, "lost")];
+    let supervisors: Vec<u32> = pids.iter().filter_map(|&p| parent_of(p)).collect();
+    assert_eq!(supervisors.len(), 2);
+    env.kill9();
+    for &p in supervisors.iter().chain(&pids) {
+        kill9(p);
+    }
+    wait_until(SLOW, "everything is gone", || {
+        pids.iter().chain(&supervisors).all(|&p| !alive(p))
+    });
+    // The daemon started by this command recovers the session before it answers.
+    let report = env.maos_json(&["recover", &sid]);
+    let s = session(&env, &sid);
+    assert_eq!(s["state"], "failed", "{s}");
+    let recovered = env.events(&[&sid, "--type", "session_recovered"]);
+    let first = &recovered[0]["data"];
+    assert_eq!(first["plan"], "mark_failed", "{recovered:?}");
+    assert!(
+        !first["next_step"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("resume"),
+        "{first}"
+    );
+    assert_eq!(report["sessions"][0]["plan"], "mark_failed", "{report}");
+    // The text form says the same.
+    let out = env.maos(&["recover", &sid]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("mark_failed") && !text.contains("maos resume"),
+        "{text}"
+    );
+}
+
+/// `maos run --wait`: waits for the session's end, prints it, and exits with its outcome: 0
+/// completed, 4 failed, 5 cancelled (also when the daemon is killed during the wait).
+#[test]
+fn run_wait_exits_with_the_sessions_outcome() {
+    let env = Env::new();
+    let wait = |name: &str, text: &str| {
+        let path = plan(&env, name, text);
+        env.maos(&["run", "--wait", path.to_str().expect("utf-8")])
+    };
+    let ok = "objective = \"ok\"\n".to_string() + &agent_entry("a", "", "sleep 0.2");
+    let out = wait("ok.toml", &ok);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", maos_tests::describe(&out));
+    assert!(
+        text.lines().last().is_some_and(|l| l.contains("completed")),
+        "{text}"
+    );
+
+    let bad = "objective = \"bad\"\n".to_string() + &agent_entry("b", "", "sleep 0.2; exit 3");
+    let out = wait("bad.toml", &bad);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{}", maos_tests::describe(&out));
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("failed") && last.contains("agent b failed"),
+        "{text}"
+    );
+
+    // --json: the finished session, one object.
+    let path = plan(&env, "bad2.toml", &bad);
+    let out = env.maos(&["--json", "run", "--wait", path.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(4), "{}", maos_tests::describe(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["state"], "failed", "{v}");
+
+    // Cancelled while it waits, after the daemon was killed and came back meanwhile.
+    let spin = "objective = \"spin\"\n".to_string()
+        + &agent_entry("s", "", "while true; do sleep 0.05; done");
+    let path = plan(&env, "spin.toml", &spin);
+    let waiter = env.spawn_maos(&["run", "--wait", path.to_str().expect("utf-8")]);
+    let mut sid = String::new();
+    wait_until(SLOW, "the session runs", || {
+        let list = env.maos_json(&["session", "list"]);
+        let found = list.as_array().and_then(|l| {
+            l.iter()
+                .find(|s| s["objective"] == "spin" && s["state"] == "running")
+        });
+        if let Some(s) = found {
+            sid = s["id"].as_str().unwrap_or_default().to_string();
+        }
+        !sid.is_empty()
+    });
+    pid_of(&env, &sid, "s");
+    env.kill9();
+    env.maos_json(&["session", "cancel", &sid]);
+    let out = waiter.finish(SLOW);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{}", maos_tests::describe(&out));
+    assert!(
+        text.lines().last().is_some_and(|l| l.contains("cancelled")),
+        "{text}"
+    );
+}
+
+/// Agents are addressed by their plan name wherever an id is taken: `logs`, `pause`, `resume`
+/// (positional or `--agent`), `agent cancel`. A name two live sessions share (neither the
+/// active one) is refused, naming every candidate.
+#[cfg(target_os = "linux")]
+#[test]
+fn agents_are_addressed_by_their_plan_name() {
+    let env = Env::new();
+    let mut text = "objective = \"names\"\nstrategy = \"parallel\"\n".to_string();
+    text += &agent_entry("build", "", "while true; do sleep 0.05; done");
+    text += &agent_entry("talker", "", "echo said by talker");
+    let path = plan(&env, "plan.toml", &text);
+    let sid = run(&env, &path);
+    let pid = pid_of(&env, &sid, "build");
+    wait_until(SLOW, "talker completed", || {
+        agent(&session(&env, &sid), "talker")["state"] == "completed"
+    });
+    let out = env.maos(&["logs", "talker"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("said by talker"),
+        "{}",
+        maos_tests::describe(&out)
+    );
+    let paused = env.maos_json(&["pause", "build"]);
+    assert_eq!(paused["id"], agent(&session(&env, &sid), "build")["id"]);
+    wait_stopped(&env, &sid, pid);
+    env.maos_json(&["resume", "build"]);
+    wait_until(SLOW, "build runs again", || {
+        proc_state(pid).is_some_and(|s| s != 'T')
+    });
+    env.maos_json(&["pause", "--agent", "build"]);
+    wait_stopped(&env, &sid, pid);
+    env.maos_json(&["resume", "--agent", "build"]);
+
+    // A second run of the plan and a third, active session: two live `build`s, neither in
+    // the active session.
+    let second = run(&env, &path);
+    pid_of(&env, &second, "build");
+    let third = env.session("hand made", &[]);
+    env.maos_json(&["session", "activate", &third]);
+    let f = env.maos_fail(&["logs", "build"]);
+    assert_eq!(f.code, "ambiguous", "{f:?}");
+    assert_eq!(f.message.lines().count(), 1, "{f:?}");
+    for s in [&sid, &second] {
+        let id = agent(&session(&env, s), "build")["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        assert!(f.message.contains(&id), "{f:?}");
+    }
+    // Within a session the name is unique again.
+    env.maos_json(&["session", "activate", &sid]);
+    env.maos_json(&["agent", "cancel", "build"]);
+    wait_until(SLOW, "the cancelled build ends", || !alive(pid));
+    assert_eq!(agent(&session(&env, &sid), "build")["state"], "cancelled");
+    assert_eq!(agent(&session(&env, &second), "build")["state"], "running");
+    let f = env.maos_fail(&["logs", "nobody"]);
+    assert_eq!(f.code, "not_found", "{f:?}");
+    assert!(f.message.contains("plan name"), "{f:?}");
+    env.maos_json(&["session", "cancel", &second]);
+}
+
+/// A plan whose agent cannot run here is refused when it loads, by `run` and by
+/// `session create --plan`: a program not on PATH, a path that does not exist or is not
+/// executable, a `workdir` outside the project (by `..`, absolute, or through a symlink). One
+/// line naming the file, the position, the agent and the key; nothing is created.
+#[test]
+fn a_plan_whose_agent_cannot_run_here_is_refused_and_creates_nothing() {
+    let env = Env::new();
+    std::fs::write(env.project.join("notexec.sh"), "#!/bin/sh\n").expect("script");
+    let outside = env.root().join("outside");
+    std::fs::create_dir_all(&outside).expect("outside dir");
+    std::os::unix::fs::symlink(&outside, env.project.join("link")).expect("symlink");
+    std::fs::create_dir_all(env.project.join("sub")).expect("sub");
+    let one = |name: &str, extra: &str, command: &str| {
+        format!(
+            "objective = \"x\"\n[[agent]]\nname = \"ok\"\ntask = \"t\"\ncommand = [\"true\"]\n\
+             [[agent]]\nname = \"{name}\"\ntask = \"t\"\ncommand = [{command:?}]\n{extra}"
+        )
+    };
+    let cases = [
+        (
+            "missing.toml",
+            one("builder", "", "no-such-program-for-maos"),
+            "builder",
+            "command",
+            "PATH",
+        ),
+        (
+            "nofile.toml",
+            one("runner", "", "./missing.sh"),
+            "runner",
+            "command",
+            "does not exist",
+        ),
+        (
+            "noexec.toml",
+            one("runner", "", "./notexec.sh"),
+            "runner",
+            "command",
+            "not an executable",
+        ),
+        (
+            "resume.toml",
+            one(
+                "resumer",
+                "resume_command = [\"no-such-resumer-for-maos\"]\n",
+                "true",
+            ),
+            "resumer",
+            "resume_command",
+            "PATH",
+        ),
+        (
+            "up.toml",
+            one("escaper", "workdir = \"../..\"\n", "true"),
+            "escaper",
+            "workdir",
+            "outside the project",
+        ),
+        (
+            "abs.toml",
+            one(
+                "escaper",
+                &format!("workdir = {:?}\n", outside.display().to_string()),
+                "true",
+            ),
+            "escaper",
+            "workdir",
+            "outside the project",
+        ),
+        (
+            "link.toml",
+            one("escaper", "workdir = \"link\"\n", "true"),
+            "escaper",
+            "workdir",
+            "outside the project",
+        ),
+    ];
+    for (file, text, agent_name, key, why) in &cases {
+        let path = plan(&env, file, text);
+        for args in [
+            vec!["run", path.to_str().expect("utf-8")],
+            vec!["session", "create", "--plan", path.to_str().expect("utf-8")],
+        ] {
+            let f = env.maos_fail(&args);
+            assert_eq!(f.exit, 1, "{file}: {f:?}");
+            let m = &f.message;
+            assert_eq!(m.lines().count(), 1, "{file}: {m}");
+            assert!(
+                m.contains(file)
+                    && m.contains(&format!("agent \"{agent_name}\""))
+                    && m.contains(key)
+                    && m.contains(why),
+                "{file}: {m}"
+            );
+            // The position is the key's: `command` on line 9 of these files, the rest on 10.
+            let line = if *key == "command" { 9 } else { 10 };
+            assert!(m.contains(&format!("{file}:{line}:")), "{file}: {m}");
+        }
+    }
+    assert_eq!(
+        env.maos_json(&["session", "list", "--all"]),
+        serde_json::json!([])
+    );
+    // Inside the project, by a relative or an absolute path, a plan runs.
+    let inside = one("fine", "workdir = \"sub\"\n", "true");
+    let sid = run(&env, &plan(&env, "fine.toml", &inside));
+    wait_state(&env, &sid, "completed");
+    let abs = one(
+        "fine",
+        &format!(
+            "workdir = {:?}\n",
+            env.project.join("sub").display().to_string()
+        ),
+        "/bin/sh",
+    );
+    let sid = run(&env, &plan(&env, "abs-fine.toml", &abs));
+    wait_state(&env, &sid, "completed");
+}
+
+/// `maos retry`: a failed agent (by its plan name) runs again with the agents its failure
+/// cancelled, and the failed session runs on to completion; a whole failed session (with
+/// phases) runs its failed and cancelled agents again, its failed phase started again. What
+/// cannot be retried is refused in one line and changes nothing.
+#[test]
+fn a_failed_agent_or_session_is_retried() {
+    let env = Env::new();
+    let mut text = "objective = \"retry agent\"\nstrategy = \"adaptive\"\n".to_string();
+    text += &agent_entry("flaky", "", "test -e fixed");
+    text += &agent_entry("after", "depends_on = [\"flaky\"]", "exit 0");
+    let sid = run(&env, &plan(&env, "agent.toml", &text));
+    let s = wait_state(&env, &sid, "failed");
+    assert_eq!(agent(&s, "after")["state"], "cancelled");
+    // The briefing says how to go on.
+    let next = env.maos_json(&["brief", &sid])["next_step"].clone();
+    assert!(
+        next.as_str()
+            .unwrap_or_default()
+            .contains(&format!("maos retry {sid}")),
+        "{next}"
+    );
+    std::fs::write(env.project.join("fixed"), "").expect("fixed");
+    let retried = env.maos_json(&["retry", "flaky"]);
+    assert_eq!(retried["id"], sid.as_str());
+    let s = wait_state(&env, &sid, "completed");
+    assert_eq!(agent(&s, "flaky")["attempts"], 2, "{s}");
+    assert_eq!(agent(&s, "after")["state"], "completed", "{s}");
+    assert!(s["ended_at"].is_string(), "{s}");
+    assert_eq!(env.events(&[&sid, "--type", "session_retried"]).len(), 1);
+    assert_eq!(env.events(&[&sid, "--type", "agent_retried"]).len(), 2);
+
+    let mut text = "objective = \"retry session\"\nstrategy = \"adaptive\"\n\
+                    phases = [\"build\", \"ship\"]\n[failure]\npolicy = \"continue\"\n"
+        .to_string();
+    text += &agent_entry("a", "phase = 1", "test -e go");
+    text += &agent_entry("b", "phase = 1", "exit 0");
+    text += &agent_entry("c", "phase = 2", "exit 0");
+    let sid = run(&env, &plan(&env, "session.toml", &text));
+    let s = wait_state(&env, &sid, "failed");
+    assert_eq!(s["workflow"]["phases"][0]["state"], "failed", "{s}");
+    std::fs::write(env.project.join("go"), "").expect("go");
+    env.maos_json(&["retry", &sid]);
+    let s = wait_state(&env, &sid, "completed");
+    assert_eq!(s["workflow"]["phases"][0]["attempts"], 2, "{s}");
+    assert_eq!(agent(&s, "a")["attempts"], 2, "{s}");
+    assert_eq!(agent(&s, "b")["attempts"], 1, "{s}");
+    assert_eq!(agent(&s, "c")["state"], "completed", "{s}");
+
+    // Refused: a completed session, an agent that did not fail, a session not run from a plan.
+    let hand = env.session("by hand", &[]);
+    for (target, needle) in [
+        (sid.as_str(), "completed"),
+        ("c", "completed"),
+        (hand.as_str(), "not run from a plan"),
+    ] {
+        let before = env.events(&[]).len();
+        let f = env.maos_fail(&["retry", target]);
+        assert_eq!(f.exit, 1, "{target}: {f:?}");
+        assert_eq!(f.message.lines().count(), 1, "{target}: {f:?}");
+        assert!(f.message.contains(needle), "{target}: {f:?}");
+        assert_eq!(env.events(&[]).len(), before, "{target}: nothing changed");
+    }
+}
+
+/// `maos ps` shows a managed agent's plan name, stage and attempt (of those the plan allows);
+/// `ps --json` has them as `plan`.
+#[test]
+fn ps_shows_a_managed_agents_name_stage_and_attempts() {
+    let env = Env::new();
+    let mut text =
+        "objective = \"ps\"\nstrategy = \"pipeline\"\n[failure]\nretries = 2\n".to_string();
+    text += &agent_entry("flaky", "stage = 1", "test {attempt} -ge 2");
+    text += &agent_entry("last", "stage = 2\nretries = 0", "exit 0");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    wait_state(&env, &sid, "completed");
+    let out = env.maos(&["ps"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("task of {name}")))
+            .unwrap_or_else(|| panic!("no line of {name} in\n{text}"))
+            .to_string()
+    };
+    assert!(
+        line("flaky").ends_with("[name flaky, stage 1, attempt 2/3]"),
+        "{text}"
+    );
+    assert!(line("last").ends_with("[name last, stage 2]"), "{text}");
+    let ps = env.maos_json(&["ps"]);
+    let agents = ps[0]["agents"].as_array().expect("agents");
+    let flaky = agents
+        .iter()
+        .find(|a| a["plan"]["name"] == "flaky")
+        .expect("flaky");
+    assert_eq!(
+        flaky["plan"],
+        serde_json::json!({"name": "flaky", "attempts": 2, "max_attempts": 3, "stage": 1})
+    );
+}
+
+/// `AGENTS done/all` of a managed session that failed counts only the completed agent: not
+/// the failed one, nor the one cancelled because of it (`ps`, `session list`, `session show`,
+/// `status`).
+#[test]
+fn failed_and_cancelled_managed_agents_are_not_counted_as_done() {
+    let env = Env::new();
+    let mut text =
+        "objective = \"count\"\nstrategy = \"adaptive\"\n[failure]\npolicy = \"continue\"\n"
+            .to_string();
+    text += &agent_entry("ok", "", "exit 0");
+    text += &agent_entry("bad", "", "exit 1");
+    text += &agent_entry("after", "depends_on = [\"bad\"]", "exit 0");
+    let sid = run(&env, &plan(&env, "plan.toml", &text));
+    wait_state(&env, &sid, "failed");
+    let short = &sid[..13];
+    for args in [&["ps"][..], &["session", "list"]] {
+        let out = env.maos(args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(short))
+            .unwrap_or_else(|| panic!("{args:?}: no row of {short}:\n{text}"));
+        assert_eq!(
+            row.split_whitespace().nth(4),
+            Some("1/3"),
+            "{args:?}: {row}"
+        );
+    }
+    let show = String::from_utf8_lossy(&env.maos(&["session", "show", &sid]).stdout).into_owned();
+    assert!(show.lines().any(|l| l == "agents     1/3"), "{show}");
+    let status = String::from_utf8_lossy(&env.maos(&["status", &sid]).stdout).into_owned();
+    assert!(
+        status
+            .lines()
+            .any(|l| l == "agents    1/3 done (1 failed, 1 cancelled)"),
+        "{status}"
+    );
+}

@@ -20,11 +20,12 @@
 //!
 //! **The next step** is one sentence, from the first of these rules that applies:
 //! 1. the session is finished: completed → nothing is left; failed or cancelled → create a
-//!    new session to go on;
+//!    new session to go on (a failed plan session: `maos retry SESSION` first);
 //! 2. the session was never started → `maos session start`;
 //! 3. the session is paused → `maos resume` (with who paused it and why);
 //! 4. the current phase failed its checkpoint → fix it, then retry with `maos phase start`;
-//! 5. an agent failed and nothing answered it yet → look at that agent. A failure counts as
+//! 5. an agent failed and nothing answered it yet → look at that agent (a plan's agent:
+//!    `maos retry NAME`). A failure counts as
 //!    answered once a later agent of the same role did not fail (a retry), or once a `done` or
 //!    `decision` note about that agent (`--agent`) was recorded after it failed;
 //! 6. the current phase is paused → `maos resume --phase NAME`;
@@ -585,6 +586,13 @@ fn next_step(s: &SessionRecord) -> String {
         SessionState::Completed => {
             return "Nothing is left to do: the session is completed.".into();
         }
+        // A plan's failed agents can run again where they are.
+        SessionState::Failed if s.policy.is_some() => {
+            return format!(
+                "This session failed: fix what failed, then run its failed agents again with `maos retry {}` (or create a new session with `maos session create --objective TEXT`).",
+                s.id
+            );
+        }
         SessionState::Failed | SessionState::Cancelled => {
             return format!(
                 "This session is {}: to go on, create a new one with `maos session create --objective TEXT`.",
@@ -617,6 +625,16 @@ fn next_step(s: &SessionRecord) -> String {
     }
     if let Some(a) = unresolved_failures(s).first() {
         let why = outcome(s, a).unwrap_or_default();
+        if let Some(spec) = &a.spec {
+            return format!(
+                "Look at the failed agent {} (task: {}; {}): fix what failed, then run it again with `maos retry {}`, or record what you decided with `maos note decision TEXT --agent {}`.",
+                name(a),
+                clip(&one_line(&a.task), 120),
+                clip(&one_line(&why), 160),
+                sh_word(&spec.name),
+                a.id
+            );
+        }
         return format!(
             "Look at the failed agent {} (task: {}; {}): retry its task with a new agent (`maos agent register --session {} --role {} --task {}`), or record what you decided with `maos note decision TEXT --agent {}`.",
             name(a),

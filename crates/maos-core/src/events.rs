@@ -43,6 +43,8 @@ pub const EVENT_TYPES: &[&str] = &[
     "agent_process_exited",
     "agent_start_failed",
     "agent_retry",
+    "agent_retried",
+    "session_retried",
     "checkpoint_saved",
     "schedule_error",
     // Locks.

@@ -58,23 +58,31 @@ pub fn fate(seen: Seen, launching: bool, can_resume: bool) -> Fate {
     }
 }
 
-/// A recovered session's plan: what a person (or nothing) has to do next.
+/// A recovered session's plan: what a person (or nothing) has to do next. It is decided after
+/// recovery applied every fate *and* the scheduler took the steps they lead to (a failure
+/// under policy `fail` fails the session at once), so it says what did happen, never a step
+/// the session can no longer take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plan {
     Continue,
     ResumeAgents,
     ResumeSession,
     RestartPhase,
+    /// The session failed (during recovery, or before).
     MarkFailed,
+    /// It completed (the exits applied were its last agents').
+    Completed,
+    /// It was cancelled before.
+    Cancelled,
 }
 
-/// The session after recovery applied its fates.
+/// The session after recovery applied its fates and the scheduler its next steps.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct After {
-    /// The session ended (failed, completed or cancelled).
-    pub ended: bool,
+    /// How the session ended, if it did.
+    pub ended: Option<crate::SessionState>,
     pub paused: bool,
-    /// Some agents were made resumable.
+    /// Some agents are resumable (made so now, or still waiting from before).
     pub resumable: bool,
     /// A phase failed its checkpoint.
     pub phase_failed: bool,
@@ -82,16 +90,15 @@ pub struct After {
 
 impl Plan {
     pub fn of(after: After) -> Plan {
-        if after.ended {
-            Plan::MarkFailed
-        } else if after.resumable {
-            Plan::ResumeAgents
-        } else if after.paused {
-            Plan::ResumeSession
-        } else if after.phase_failed {
-            Plan::RestartPhase
-        } else {
-            Plan::Continue
+        use crate::SessionState;
+        match after.ended {
+            Some(SessionState::Completed) => Plan::Completed,
+            Some(SessionState::Cancelled) => Plan::Cancelled,
+            Some(_) => Plan::MarkFailed,
+            None if after.resumable => Plan::ResumeAgents,
+            None if after.paused => Plan::ResumeSession,
+            None if after.phase_failed => Plan::RestartPhase,
+            None => Plan::Continue,
         }
     }
 
@@ -103,6 +110,8 @@ impl Plan {
             Plan::ResumeSession => "resume_session",
             Plan::RestartPhase => "restart_phase",
             Plan::MarkFailed => "mark_failed",
+            Plan::Completed => "completed",
+            Plan::Cancelled => "cancelled",
         }
     }
 
@@ -112,7 +121,11 @@ impl Plan {
             Plan::ResumeAgents => "run `maos resume` to resume the interrupted agents",
             Plan::ResumeSession => "run `maos resume` to resume the session",
             Plan::RestartPhase => "run `maos phase start` to retry the failed phase",
-            Plan::MarkFailed => "the session failed; see `maos brief`",
+            Plan::MarkFailed => {
+                "the session failed: see `maos brief`; `maos retry` runs its failed agents again"
+            }
+            Plan::Completed => "nothing: the session completed",
+            Plan::Cancelled => "nothing: the session was cancelled",
             Plan::Continue => "nothing: the session goes on by itself",
         }
     }
@@ -158,20 +171,28 @@ mod tests {
 
     #[test]
     fn plans_in_order_of_precedence() {
+        use crate::SessionState;
         let all = After {
-            ended: true,
+            ended: Some(SessionState::Failed),
             paused: true,
             resumable: true,
             phase_failed: true,
         };
         assert_eq!(Plan::of(all), Plan::MarkFailed);
-        assert_eq!(
-            Plan::of(After {
-                ended: false,
+        // An ended session is never told to resume: the plan says how it ended.
+        for (ended, plan) in [
+            (SessionState::Completed, Plan::Completed),
+            (SessionState::Cancelled, Plan::Cancelled),
+            (SessionState::Failed, Plan::MarkFailed),
+        ] {
+            let p = Plan::of(After {
+                ended: Some(ended),
                 ..all
-            }),
-            Plan::ResumeAgents
-        );
+            });
+            assert_eq!(p, plan);
+            assert!(!p.next_step().contains("resume"), "{p:?}");
+        }
+        assert_eq!(Plan::of(After { ended: None, ..all }), Plan::ResumeAgents);
         assert_eq!(
             Plan::of(After {
                 paused: true,
@@ -194,6 +215,8 @@ mod tests {
             Plan::ResumeSession,
             Plan::RestartPhase,
             Plan::MarkFailed,
+            Plan::Completed,
+            Plan::Cancelled,
         ] {
             assert!(!p.as_str().is_empty() && !p.next_step().is_empty());
         }

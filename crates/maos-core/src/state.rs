@@ -290,6 +290,38 @@ machine!(
     PHASE_TERMINAL
 );
 
+impl SessionState {
+    /// `maos retry` of a session with failed agents: a failed session runs again (the one way
+    /// out of a terminal state, outside the table, whose terminal states have none); a live
+    /// one stays as it is. Completed and cancelled sessions are not retried.
+    pub fn retry(self) -> Result<Self, TransitionError> {
+        match self {
+            Self::Failed => Ok(Self::Running),
+            Self::Running | Self::Paused => Ok(self),
+            _ => Err(TransitionError {
+                entity: "session",
+                from: self.as_str(),
+                op: "retry",
+            }),
+        }
+    }
+}
+
+impl AgentState {
+    /// `maos retry` of a failed or cancelled (managed) agent: a new attempt, pending until the
+    /// scheduler starts it.
+    pub fn retry(self) -> Result<Self, TransitionError> {
+        match self {
+            Self::Failed | Self::Cancelled => Ok(Self::Pending),
+            _ => Err(TransitionError {
+                entity: "agent",
+                from: self.as_str(),
+                op: "retry",
+            }),
+        }
+    }
+}
+
 /// Pause flag on top of Running: only a Running, unpaused agent can be paused; only a paused one resumed.
 pub fn agent_set_paused(
     state: AgentState,

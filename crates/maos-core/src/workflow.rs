@@ -374,6 +374,22 @@ impl Workflow {
         Ok(self.complete_if_done(now))
     }
 
+    /// The session ended while a phase ran: that phase ends with it, `failed` when the session
+    /// failed, else `skipped` (cancelled, or completed by hand), so that a finished session
+    /// never shows a phase still running. The workflow is not completed by this (its phases
+    /// did not all pass). Returns the phase's index and new state; None when none ran.
+    pub fn end_with_session(&mut self, failed: bool, now: Ts) -> Option<(usize, PhaseState)> {
+        let idx = self.running()?;
+        let phase = self.phases.get_mut(idx)?;
+        let op = if failed { PhaseOp::Fail } else { PhaseOp::Skip };
+        phase.state = phase.state.apply(op).ok()?;
+        phase.ended_at = Some(now);
+        if failed {
+            phase.result = Some(CheckpointResult::Failed);
+        }
+        Some((idx, phase.state))
+    }
+
     /// Record the handoff data on phase idx (the data handed to the next phase).
     pub fn set_handoff(
         &mut self,
@@ -409,6 +425,30 @@ mod tests {
     }
 
     const SIX: [&str; 6] = ["plan", "design", "build", "test", "review", "ship"];
+
+    #[test]
+    fn a_phase_ends_with_its_session_without_completing_the_workflow() {
+        let mut w = wf(&["build", "ship"]);
+        assert_eq!(w.end_with_session(true, t(5)), None, "nothing runs");
+        w.start(0, t(0)).unwrap();
+        assert_eq!(
+            w.end_with_session(true, t(5)),
+            Some((0, PhaseState::Failed))
+        );
+        assert_eq!(w.phases[0].ended_at, Some(t(5)));
+        assert_eq!(w.phases[0].result, Some(CheckpointResult::Failed));
+        assert_eq!(w.running(), None);
+        let mut w = wf(&["only"]);
+        w.start(0, t(0)).unwrap();
+        assert_eq!(
+            w.end_with_session(false, t(5)),
+            Some((0, PhaseState::Skipped))
+        );
+        assert!(
+            !w.is_complete(),
+            "a cancelled session's workflow did not complete"
+        );
+    }
 
     #[test]
     fn zero_phases() {

@@ -5,7 +5,7 @@ use maos_proto::{AgentExit, ErrorBody, Reply};
 
 use super::{Outcome, agent_reply, session_reply};
 use crate::ops::process;
-use crate::state::Txn;
+use crate::state::{Named, Txn};
 
 /// `maos run PLAN` / `maos session create --plan PLAN`.
 pub fn from_plan(
@@ -35,6 +35,20 @@ pub fn agent_op(
 pub fn exited(tx: &mut Txn<'_>, exit: AgentExit) -> Result<Outcome, ErrorBody> {
     process::exited(tx, exit)?;
     Ok(Reply::Done.into())
+}
+
+/// `maos retry [SESSION|AGENT]`: the session, with the agents it runs again.
+pub fn retry(
+    tx: &mut Txn<'_>,
+    target: Option<&str>,
+    by: Option<String>,
+) -> Result<Outcome, ErrorBody> {
+    let (sid, agent) = match tx.state().resolve_target(target)? {
+        Named::Session(s) => (s.id.clone(), None),
+        Named::Agent(a) => (a.session_id.clone(), Some(a.id.clone())),
+    };
+    process::retry(tx, &sid, agent.as_ref(), by)?;
+    session_reply(tx, &sid)
 }
 
 /// `maos recover [SESSION]`.

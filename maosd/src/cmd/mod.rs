@@ -127,6 +127,7 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
         }
         Request::AgentLog { agent } => managed::log(tx, &agent),
         Request::Recover { session } => managed::recover(tx, session.as_deref()),
+        Request::Retry { target, by } => managed::retry(tx, target.as_deref(), by),
         Request::Validate { session } => managed::validate(tx, session.as_deref()),
         Request::SessionArchive { session } => session::archive(tx, &session),
         Request::Import { path, text } => session::import(tx, &path, &text),

@@ -1,9 +1,10 @@
 //! Reads. Live state comes from memory only; history becomes an [`Outcome::History`] query that
 //! the connection runs on the read pool.
 
-use maos_core::{Progress, Ts, progress};
+use maos_core::Ts;
 use maos_proto::{
-    ErrorBody, EventFilter, PsAgent, PsLock, PsSession, PsWait, Reply, SessionRecord, StatusView,
+    ErrorBody, EventFilter, PsAgent, PsLock, PsPlanAgent, PsSession, PsWait, Reply, SessionRecord,
+    StatusView,
 };
 use maos_store::EventQuery;
 
@@ -36,7 +37,8 @@ pub fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
             active: s.active,
             created_at: s.created_at,
             phase: s.workflow.position(),
-            progress: Some((&progress_of(s, now)).into()),
+            // A finished session's figures stop at its end (no ETA, never stalled).
+            progress: Some((&s.progress(now)).into()),
             agents: s
                 .agents
                 .iter()
@@ -67,6 +69,15 @@ pub fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
                             since: w.since,
                         })
                         .collect(),
+                    plan: a.spec.as_ref().map(|spec| PsPlanAgent {
+                        name: spec.name.clone(),
+                        attempts: a.attempts,
+                        max_attempts: s
+                            .policy
+                            .as_ref()
+                            .map_or(1, |p| spec.retries(p).saturating_add(1)),
+                        stage: spec.stage,
+                    }),
                     locks: st
                         .locks
                         .held_by(&a.id)
@@ -92,17 +103,12 @@ pub fn agent_list(st: &State, name: Option<&str>) -> Result<Outcome, ErrorBody> 
     Ok(Reply::Agents(st.resolve_session(name)?.agents.clone()).into())
 }
 
-/// A session's progress figures at `now` (`maos status`, and the briefing's progress).
-pub(super) fn progress_of(s: &SessionRecord, now: Ts) -> Progress {
-    let states: Vec<_> = s.agents.iter().map(|a| a.state).collect();
-    progress(&s.workflow, &states, now)
-}
-
 pub fn status(st: &State, name: Option<&str>, now: Ts) -> Result<Outcome, ErrorBody> {
     let s = st.resolve_session(name)?;
     Ok(Reply::Status(Box::new(StatusView {
         session: s.clone(),
-        progress: progress_of(s, now),
+        // A finished session's figures stop where it ended (no ETA, never stalled).
+        progress: s.progress(now),
     }))
     .into())
 }

@@ -5,7 +5,7 @@ use maos_proto::{ErrorBody, Reply, Target};
 
 use super::{Outcome, agent_reply, bad, session_reply};
 use crate::ops::session::{self as ops, Paused};
-use crate::state::Txn;
+use crate::state::{Named, Txn};
 
 pub fn create(
     tx: &mut Txn<'_>,
@@ -43,7 +43,21 @@ pub fn set_paused(
     reason: Option<String>,
     by: Option<String>,
 ) -> Result<Outcome, ErrorBody> {
-    let sid = tx.state().resolve_session(name)?.id.clone();
+    let st = tx.state();
+    let (sid, target) = match (name, target) {
+        // `--agent` without a session: the agent's own session (the active one first, for a
+        // plan name), not only the active one.
+        (None, Target::Agent(agent)) => {
+            let a = st.resolve_agent(&agent, None)?;
+            (a.session_id.clone(), Target::Agent(a.id.to_string()))
+        }
+        // `maos pause NAME`: a session, or one agent.
+        (name, Target::Session) => match st.resolve_target(name)? {
+            Named::Session(s) => (s.id.clone(), Target::Session),
+            Named::Agent(a) => (a.session_id.clone(), Target::Agent(a.id.to_string())),
+        },
+        (name, target) => (st.resolve_session(name)?.id.clone(), target),
+    };
     match ops::set_paused(tx, &sid, target, pause, reason, by)? {
         Paused::Session => session_reply(tx, &sid),
         // The change is the agent's: answer with the agent, not its whole session.

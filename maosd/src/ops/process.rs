@@ -603,6 +603,147 @@ pub fn agent_op(
     super::agent::transition(tx, &id, op, exit_code, reason)
 }
 
+/// `maos retry SESSION|AGENT`: a new attempt of what failed. For a session: every failed or
+/// cancelled agent of its plan. For an agent (failed or cancelled): it, and the agents
+/// cancelled because of it (those that depend on it; in a session that ended, every
+/// cancelled one, which its end cancelled). They become pending, a failed session runs again,
+/// a failed phase is started again, and the scheduler starts them as their dependencies
+/// allow. Each attempt counts on (`attempts`): a retry is one more attempt after the plan's
+/// own `retries` were used up. Returns the agents retried.
+pub fn retry(
+    tx: &mut Txn<'_>,
+    sid: &SessionId,
+    agent: Option<&AgentId>,
+    by: Option<String>,
+) -> Result<Vec<AgentId>, ErrorBody> {
+    let runner = runner(tx)?;
+    let s = tx
+        .state()
+        .session(sid)
+        .ok_or_else(|| ErrorBody::new(ErrorCode::NotFound, format!("no session {sid}")))?;
+    let short = s.id.short().to_string();
+    if s.policy.is_none() {
+        return Err(bad(format!(
+            "session {short} was not run from a plan: maos starts none of its agents, so it has              nothing to run again"
+        )));
+    }
+    let next = s.state.retry().map_err(|e| {
+        super::invalid(format!(
+            "session {short}: {e}; only a failed session, or a failed agent of a live one, is              retried"
+        ))
+    })?;
+    let ended = s.state.is_terminal();
+    let name_of = |a: &AgentRecord| {
+        a.spec
+            .as_ref()
+            .map_or_else(|| a.role.clone(), |x| x.name.clone())
+    };
+    let mut again: Vec<AgentId> = match agent {
+        Some(id) => {
+            let a = tx
+                .state()
+                .agent(id)
+                .ok_or_else(|| ErrorBody::new(ErrorCode::NotFound, format!("no agent {id}")))?;
+            if a.spec.is_none() {
+                return Err(bad(format!(
+                    "agent {} ({}) is not a managed agent: maos did not start it, so it cannot                      run it again",
+                    a.id.short(),
+                    a.role
+                )));
+            }
+            a.state.retry().map_err(|e| {
+                super::invalid(format!(
+                    "agent {}: {e}; only a failed or cancelled agent is retried",
+                    name_of(a)
+                ))
+            })?;
+            vec![a.id.clone()]
+        }
+        None => s
+            .agents
+            .iter()
+            .filter(|a| {
+                a.spec.is_some() && matches!(a.state, AgentState::Failed | AgentState::Cancelled)
+            })
+            .map(|a| a.id.clone())
+            .collect(),
+    };
+    if agent.is_some() {
+        // The agents cancelled because of it, to a fixed point (dependents of dependents).
+        loop {
+            let more: Vec<AgentId> = s
+                .agents
+                .iter()
+                .filter(|a| {
+                    a.spec.is_some()
+                        && a.state == AgentState::Cancelled
+                        && !again.contains(&a.id)
+                        && (ended || a.depends_on.iter().any(|d| again.contains(d)))
+                })
+                .map(|a| a.id.clone())
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            again.extend(more);
+        }
+    }
+    if again.is_empty() {
+        return Err(super::invalid(format!(
+            "session {short} has no failed or cancelled agent to retry"
+        )));
+    }
+    let names: Vec<String> = again
+        .iter()
+        .filter_map(|id| tx.state().agent(id).map(name_of))
+        .collect();
+    tx.checkpoint(sid, "before retry");
+    if ended {
+        let now = tx.now;
+        let rec = tx.session_mut(sid);
+        rec.state = next;
+        rec.ended_at = None;
+        rec.updated_at = now;
+        tx.event(
+            Some(sid),
+            None,
+            "session_retried",
+            json!({ "by": by, "agents": names }),
+        );
+    }
+    for id in &again {
+        let now = tx.now;
+        let a = tx.agent_mut(id);
+        a.state = AgentState::Pending;
+        a.ended_at = None;
+        a.exit_code = None;
+        a.process = None;
+        a.paused = false;
+        a.pause = None;
+        a.updated_at = now;
+        let attempts = a.attempts;
+        tx.event(
+            Some(sid),
+            Some(id),
+            "agent_retried",
+            json!({ "by": by, "attempts_before": attempts }),
+        );
+    }
+    // A phase that failed (with the session, or at its boundary) runs again.
+    let failed_phase = tx.state().session(sid).is_some_and(|s| {
+        s.state == SessionState::Running
+            && s.workflow
+                .current()
+                .and_then(|i| s.workflow.phases.get(i))
+                .is_some_and(|p| p.state == maos_core::PhaseState::Failed)
+    });
+    if failed_phase {
+        super::phase::transition(tx, sid, None, PhaseOp::Start, serde_json::Value::Null)?;
+    }
+    schedule(tx, sid, &runner);
+    Ok(again)
+}
+
 /// `maos resume` of an interrupted managed agent: run its resume command (or its command).
 pub fn resume_agent(tx: &mut Txn<'_>, id: &AgentId) -> Result<(), ErrorBody> {
     let runner = runner(tx)?;
@@ -859,14 +1000,30 @@ fn recover_session(
             }
         }
     }
+    // The steps the fates lead to (a failure under policy `fail` fails the session; an exit
+    // applied may complete it) are taken before the plan is decided, so that the report says
+    // what recovery did, never a next step the session can no longer take. A scheduler that
+    // panics leaves the session as recovery left it (as `schedule_each` does).
+    if tx
+        .atomic(|tx| {
+            schedule(tx, sid, runner);
+            Ok::<(), ()>(())
+        })
+        .is_err()
+    {
+        tracing::error!(session = %sid, "the scheduler panicked after recovery; the session was left as recovery left it");
+    }
     let plan = tx
         .state()
         .session(sid)
         .map_or(recovery::Plan::Continue, |s| {
             recovery::Plan::of(recovery::After {
-                ended: s.state.is_terminal(),
+                ended: s.state.is_terminal().then_some(s.state),
                 paused: s.state == SessionState::Paused,
-                resumable: !r.resumable.is_empty(),
+                resumable: s
+                    .agents
+                    .iter()
+                    .any(|a| a.spec.is_some() && a.state == AgentState::Resumable),
                 phase_failed: s
                     .workflow
                     .phases

@@ -154,6 +154,17 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<SessionId, Err
             in_progress: Vec::new(),
         });
     }
+    // A finished session's phase that an older maos left running ends where the session
+    // ended (it is not timed on, nor called stalled).
+    let mut phase_ended = None;
+    if rec.state.is_terminal() {
+        let at = rec.ended_at.unwrap_or(tx.now);
+        phase_ended = rec
+            .workflow
+            .end_with_session(rec.state == SessionState::Failed, at)
+            .and_then(|(i, _)| rec.workflow.phases.get(i))
+            .map(|p| (p.name.clone(), p.state));
+    }
     tx.insert_session(rec);
     for mut a in agents {
         // A process of another machine or boot is not this daemon's to watch.
@@ -181,12 +192,11 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<SessionId, Err
             state: c.state.to_string(),
         });
     }
-    tx.event(
-        Some(&sid),
-        None,
-        "session_imported",
-        json!({ "path": path, "events": imported, "format_version": file.version }),
-    );
+    let mut data = json!({ "path": path, "events": imported, "format_version": file.version });
+    if let Some(ended) = phase_ended {
+        data["phase_ended"] = json!(ended);
+    }
+    tx.event(Some(&sid), None, "session_imported", data);
     if tx
         .state()
         .session(&sid)
@@ -356,8 +366,42 @@ pub fn apply_session(
     };
     tx.event(Some(id), None, event_name(op), data);
     if next.is_terminal() {
+        end_running_phase(tx, id, next);
         end_live_agents(tx, id);
     }
+}
+
+/// A session that ends takes its running phase with it: failed when the session failed, else
+/// skipped, with the phase's own event, so no phase is left "running" (and timed, and
+/// called stalled) in a finished session.
+pub fn end_running_phase(tx: &mut Txn<'_>, id: &SessionId, ended: SessionState) {
+    let now = tx.now;
+    let failed = ended == SessionState::Failed;
+    let mut wf = match tx.state().session(id) {
+        Some(s) if s.workflow.running().is_some() => s.workflow.clone(),
+        _ => return,
+    };
+    let Some((idx, state)) = wf.end_with_session(failed, now) else {
+        return;
+    };
+    let (name, attempt) = wf
+        .phases
+        .get(idx)
+        .map(|p| (p.name.clone(), p.attempts))
+        .unwrap_or_default();
+    *tx.workflow_mut(id) = wf;
+    let kind = if state == maos_core::PhaseState::Failed {
+        "phase_failed"
+    } else {
+        "phase_skipped"
+    };
+    tx.event(
+        Some(id),
+        None,
+        kind,
+        json!({ "phase": name, "index": idx, "attempt": attempt,
+                "reason": format!("session {ended}") }),
+    );
 }
 
 /// A session that ends takes its unfinished agents with it: they are cancelled, each with its

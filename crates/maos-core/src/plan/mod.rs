@@ -31,7 +31,7 @@
 //! command = ["claude", "-p", "{task}", "--session-id", "{claude_session_id}", "--output-format", "json"]
 //! depends_on = ["architect"]          # starts once these agents completed (not under parallel)
 //! phase = 2                           # the second phase, "implement"
-//! workdir = "services/auth"           # relative to the project root, or absolute
+//! workdir = "services/auth"           # relative to the project root, or absolute; inside it
 //! retries = 2                         # overrides [failure] retries for this agent
 //! env = { RUST_LOG = "info" }
 //!
@@ -138,6 +138,20 @@ pub struct PlanError {
 /// Read and check a plan file's text. The first mistake found is returned, at the line and
 /// column of the offending key or value (line 1, column 1 for something missing at the top).
 pub fn parse(text: &str) -> Result<Plan, PlanError> {
+    parse_with(text, |_, _| Ok(()))
+}
+
+/// What is wrong with one of a plan's agents on the machine that runs it (a command not
+/// found, a workdir outside the project): the key (`command`, `resume_command`, `workdir`)
+/// and the message. The facts come from the caller; this crate does no I/O.
+pub type MachineIssue = (&'static str, String);
+
+/// [`parse`], then `machine` for each agent (with its index), after every check of the file
+/// itself passed: its first issue is returned at the line and column of the key it names.
+pub fn parse_with(
+    text: &str,
+    machine: impl Fn(usize, &AgentSpec) -> Result<(), MachineIssue>,
+) -> Result<Plan, PlanError> {
     let mut spans = Spans::default();
     let plan = read(text, &mut spans).map_err(|bad| error_at(text, bad.span.start, bad.message))?;
     let first_at = |j: usize| {
@@ -146,6 +160,15 @@ pub fn parse(text: &str) -> Result<Plan, PlanError> {
     };
     check(&plan, &first_at)
         .map_err(|issue| error_at(text, spans.at(issue.at).start, issue.message))?;
+    for (i, a) in plan.agents.iter().enumerate() {
+        if let Err((key, message)) = machine(i, a) {
+            return Err(error_at(
+                text,
+                spans.at(Loc::AgentKey(i, key)).start,
+                message,
+            ));
+        }
+    }
     Ok(plan)
 }
 

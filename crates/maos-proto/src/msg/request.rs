@@ -223,6 +223,14 @@ pub enum Request {
     AgentLog {
         agent: String,
     },
+    /// A new attempt of a managed session's failed agents, or of one failed agent
+    /// (`maos retry`): `target` names a session or an agent (`None`: the active session).
+    Retry {
+        #[serde(default)]
+        target: Option<String>,
+        #[serde(default)]
+        by: Option<String>,
+    },
     /// Reconcile managed sessions with their processes now (`maos recover`).
     Recover {
         #[serde(default)]

@@ -75,6 +75,9 @@ pub struct PsAgent {
     /// Locks it waits for (queued requests).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waits: Vec<PsWait>,
+    /// A managed agent (one of a plan): its name there, its runs and its stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PsPlanAgent>,
 }
 
 /// A lock an agent waits for, as `maos ps` shows it.
@@ -83,6 +86,20 @@ pub struct PsWait {
     pub path: String,
     pub mode: LockMode,
     pub since: Ts,
+}
+
+/// What `ps` shows of a managed agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsPlanAgent {
+    /// Its `name` in the plan.
+    pub name: String,
+    /// Runs so far (retries and `maos retry` included).
+    pub attempts: u32,
+    /// Runs the plan allows (1 + its `retries`).
+    pub max_attempts: u32,
+    /// Its pipeline stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<u32>,
 }
 
 /// `maos status`: a session with its progress figures.
@@ -165,7 +182,8 @@ pub struct RecoveryReport {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecovery {
     pub session: SessionId,
-    /// `continue`, `resume_agents`, `resume_session`, `restart_phase` or `mark_failed`.
+    /// `continue`, `resume_agents`, `resume_session`, `restart_phase`, `mark_failed`,
+    /// `completed` or `cancelled`: decided after recovery and the steps it led to.
     pub plan: String,
     pub next_step: String,
     /// Agents whose process still runs: watched again.
