@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::failure::{Res, usage};
+use maos_proto::{ErrorBody, ErrorCode};
+
+use crate::failure::{Failure, Res, usage};
 
 /// maos: keeps multi-agent coding sessions safe, durable and resumable.
 #[derive(Parser, Debug)]
@@ -33,22 +35,63 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// The project root this invocation works on, as the daemon names it.
+    /// The project root this invocation works on, as the daemon names it: the one `--project`
+    /// names (the project it lies in, else that directory itself), else the project around the
+    /// current directory ([`maos_proto::paths::find_project`]); outside any, one line saying
+    /// so and how to make one (exit 1; nothing is created).
     pub fn project_root(&self) -> Res<String> {
-        let start = match &self.project {
-            Some(p) => p.clone(),
-            None => std::env::current_dir()
-                .map_err(|e| usage(format!("cannot read the current directory: {e}")))?,
-        };
-        if self.project.is_some() && !start.is_dir() {
-            return Err(usage(format!(
-                "project directory {} does not exist",
-                start.display()
-            )));
+        if let Some(dir) = &self.project {
+            return explicit_root(dir);
         }
-        Ok(maos_proto::paths::project_root(&start)
-            .to_string_lossy()
-            .into_owned())
+        let cwd = std::env::current_dir()
+            .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
+        match maos_proto::paths::find_project(&cwd) {
+            Some(root) => Ok(root.to_string_lossy().into_owned()),
+            None => Err(no_project(&cwd)),
+        }
+    }
+
+    /// The project around the current directory, or the current directory when there is none
+    /// (and nothing names one): for the commands that set a project up (`install-hooks`) or
+    /// look at one (`doctor`).
+    pub fn project_or_cwd(&self) -> Res<(String, bool)> {
+        match self.project_root() {
+            Ok(root) => Ok((root, true)),
+            Err(_) if self.project.is_none() => {
+                let cwd = std::env::current_dir()
+                    .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
+                let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+                Ok((cwd.to_string_lossy().into_owned(), false))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// `--project DIR`: the project DIR lies in, else DIR itself.
+fn explicit_root(dir: &std::path::Path) -> Res<String> {
+    if !dir.is_dir() {
+        return Err(usage(format!(
+            "project directory {} does not exist",
+            dir.display()
+        )));
+    }
+    Ok(maos_proto::paths::project_root(dir)
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// The refusal of a command run outside every project.
+pub fn no_project(dir: &std::path::Path) -> Failure {
+    Failure {
+        body: ErrorBody::new(
+            ErrorCode::NotFound,
+            format!(
+                "no maos project at {}: not inside a git repository, and no .maos/ here or above; run `maos init` to make this directory one, or pass --project DIR",
+                dir.display()
+            ),
+        ),
+        exit: 1,
     }
 }
 
@@ -166,6 +209,13 @@ pub enum Cmd {
     Validate {
         /// Session id or unique prefix (default: every live session).
         session: Option<String>,
+    },
+    /// Make a directory outside git a maos project: creates DIR/.maos/ (a git repository is
+    /// one already; see README: Commands).
+    Init {
+        /// The directory (default: the current one).
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
     /// Answer an agent CLI's hook call: one JSON object on stdin (see README: Hooks).
     Hook {

@@ -284,7 +284,7 @@ fn started_by(s: maos_proto::StartedBy) -> &'static str {
 }
 
 /// Daemon, versions and database, through one connection.
-fn daemon(root: &str, service: Option<&svc::Installed>) -> Vec<Check> {
+fn daemon(root: &str, found: bool, service: Option<&svc::Installed>) -> Vec<Check> {
     let mut client = match Client::connect(true) {
         Ok(c) => c,
         Err(e) => return vec![check("daemon", Level::Fail, e.body().message)],
@@ -335,6 +335,14 @@ fn daemon(root: &str, service: Option<&svc::Installed>) -> Vec<Check> {
         Ok(_) => out.push(check("daemon", Level::Fail, "unexpected answer to status")),
         Err(e) => out.push(check("daemon", Level::Fail, e.body().message)),
     }
+    if !found {
+        out.push(check(
+            "database",
+            Level::Info,
+            format!("none: {root} is not in a maos project"),
+        ));
+        return out;
+    }
     match client.request(Some(root), Request::DbCheck) {
         Ok(Reply::DbCheck(c)) => {
             let level = if c.quick_check == "ok" {
@@ -359,13 +367,17 @@ fn daemon(root: &str, service: Option<&svc::Installed>) -> Vec<Check> {
             Level::Fail,
             "unexpected answer to the check",
         )),
+        // A project where nothing was recorded yet has no database; the first session makes it.
+        Err(e) if e.body().code == maos_proto::ErrorCode::NotFound => {
+            out.push(check("database", Level::Info, e.body().message));
+        }
         Err(e) => out.push(check("database", Level::Fail, e.body().message)),
     }
     out
 }
 
 /// Run every check and print the report; true when nothing failed.
-pub fn run(root: &str, json: bool) -> bool {
+pub fn run(root: &str, found: bool, json: bool) -> bool {
     let mut checks = vec![binary()];
     let (codex, for_codex) = hooks(Path::new(root), Cli::Codex, false);
     let (gemini, for_gemini) = hooks(Path::new(root), Cli::Gemini, false);
@@ -379,11 +391,11 @@ pub fn run(root: &str, json: bool) -> bool {
     let mine = svc::installed_for(&socket);
     let (service_check, service_json) = service(&socket, mine.as_ref());
     checks.push(service_check);
-    checks.extend(daemon(root, mine.as_ref()));
+    checks.extend(daemon(root, found, mine.as_ref()));
     let ok = checks.iter().all(|c| c.level != Level::Fail);
     if json {
         let v = serde_json::json!({
-            "project": root,
+            "project": found.then_some(root),
             "ok": ok,
             "socket": socket,
             "service": service_json,
@@ -391,7 +403,10 @@ pub fn run(root: &str, json: bool) -> bool {
         });
         outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
-        outln!("maos doctor: project {root}");
+        match found {
+            true => outln!("maos doctor: project {root}"),
+            false => outln!("maos doctor: no maos project at {root} (`maos init` makes it one)"),
+        }
         for c in &checks {
             let tag = match c.level {
                 Level::Ok => "ok  ",

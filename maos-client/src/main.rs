@@ -16,6 +16,7 @@ mod gemini;
 mod hook;
 mod install;
 mod managed;
+mod project;
 mod request;
 mod run;
 mod service;

@@ -26,8 +26,10 @@ pub fn run(cli: &Cli) -> Res {
     let body = match &cli.cmd {
         Cmd::Daemon { cmd } => return daemon(cmd, json),
         Cmd::Demo { args } => return demo::run(args),
+        Cmd::Init { dir } => return crate::project::init(dir.as_deref(), json),
         Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
-            let root = cli.project_root()?;
+            let root =
+                crate::project::for_install(cli, t.user, matches!(cli.cmd, Cmd::InstallHooks(_)))?;
             let path = install::settings_path(std::path::Path::new(&root), t.user, t.cli())
                 .map_err(usage)?;
             // Codex's project hooks need the project's trust too (not the user's hooks);
@@ -63,8 +65,8 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::Completions { shell } => return shell::completions(shell),
         Cmd::Man { dir } => return shell::man(dir.as_deref(), json),
         Cmd::Doctor => {
-            let root = cli.project_root()?;
-            return match doctor::run(&root, json) {
+            let (root, found) = cli.project_or_cwd()?;
+            return match doctor::run(&root, found, json) {
                 true => Ok(()),
                 // The report says what failed.
                 false => Err(Failure {

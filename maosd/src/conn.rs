@@ -250,7 +250,7 @@ async fn request(
             older_than,
             dry_run,
         } => {
-            let handle = daemon.projects.get(&root).await?;
+            let handle = daemon.projects.existing(&root).await?;
             let sync = daemon.config.synchronous == maos_store::Synchronous::Full;
             crate::gc::run(
                 &daemon.config.home,
@@ -263,9 +263,13 @@ async fn request(
             .await
             .map(Reply::Gc)
         }
-        ProjectRoute::Read(read) => reads::answer(cached(daemon, cache, root).await?, read).await,
+        ProjectRoute::Read(read) => match cached(daemon, cache, root, false).await {
+            Ok(handle) => reads::answer(handle, read).await,
+            Err(e) if e.code == ErrorCode::NotFound => read.empty_answer().ok_or(e),
+            Err(e) => Err(e),
+        },
         ProjectRoute::Import { path, text } => {
-            let handle = cached(daemon, cache, root).await?;
+            let handle = cached(daemon, cache, root, true).await?;
             reads::import_check(handle, &path, &text).await?;
             actor(handle, ProjectRequest::Import { path, text }, None).await
         }
@@ -276,24 +280,36 @@ async fn request(
             // Resolving touches the filesystem (symlinks, worktrees), so it happens here, not
             // in the actor.
             request.resolve_paths(|path, cwd| lock_key(&root, path, cwd))?;
-            let handle = cached(daemon, cache, root).await?;
-            actor(handle, request, archived.as_deref()).await
+            let create = request.creates_project();
+            match cached(daemon, cache, root, create).await {
+                Ok(handle) => actor(handle, request, archived.as_deref()).await,
+                // Nothing recorded there: a list is empty; anything else is not found.
+                Err(e) if e.code == ErrorCode::NotFound && !create => {
+                    request.empty_answer().ok_or(e)
+                }
+                Err(e) => Err(e),
+            }
         }
     }
 }
 
 /// The handle of the project at `root`: the connection's last one when it is that project's.
+/// A project with nothing recorded is created only when `create`.
 async fn cached<'a>(
     daemon: &Daemon,
     cache: &'a mut Option<(String, ProjectHandle)>,
     root: String,
+    create: bool,
 ) -> Result<&'a ProjectHandle, ErrorBody> {
     let entry = match cache.take() {
         // A closed handle: its project was restored meanwhile; the next get opens it anew.
         Some((r, h)) if r == root && !h.is_closed() => (r, h),
         old => {
             *cache = old;
-            let h = daemon.projects.get(&root).await?;
+            let h = match create {
+                true => daemon.projects.get(&root).await?,
+                false => daemon.projects.existing(&root).await?,
+            };
             (root, h)
         }
     };
@@ -359,7 +375,7 @@ async fn subscribe(
     project: String,
     filter: EventFilter,
 ) {
-    let sub = match daemon.projects.get(&project).await {
+    let sub = match daemon.projects.existing(&project).await {
         Ok(h) => h.subscribe(filter).await,
         Err(e) => Err(e),
     };

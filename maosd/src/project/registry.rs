@@ -68,6 +68,26 @@ impl Projects {
         Ok(h.0)
     }
 
+    /// The actor of the project rooted at `root` when the project has state (it is open, or
+    /// its database exists); else `not_found`, and nothing is created.
+    pub async fn existing(&self, root: &str) -> Result<ProjectHandle, ErrorBody> {
+        let known = self.open.lock().await.contains_key(root)
+            || self
+                .dir
+                .join(maos_proto::paths::workspace_hash(Path::new(root)))
+                .join("maos.db")
+                .exists();
+        if !known {
+            return Err(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no maos project at {root}: nothing has been recorded there yet (a session, `maos run` or an agent's hook call starts it)"
+                ),
+            ));
+        }
+        self.get(root).await
+    }
+
     /// Open every project that has run managed agents (it has an `agents/` directory), so
     /// that opening recovers its sessions.
     pub async fn open_managed(&self) {
