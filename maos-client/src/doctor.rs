@@ -228,10 +228,24 @@ fn manager_name(m: Manager) -> &'static str {
 
 /// How maosd is run for this client's socket: by a service manager, or on demand.
 fn service(socket: &Path, mine: Option<&svc::Installed>) -> (Check, serde_json::Value) {
+    // A systemd user service can run only where a user manager answers: where none does,
+    // `maos daemon install` is never recommended, and units found are named as the fault.
+    let systemd = |m: Manager| match m {
+        Manager::Systemd => crate::service::systemd_user_manager().err(),
+        Manager::Launchd => None,
+    };
     let Some(i) = mine else {
         let json = serde_json::json!({ "mode": "on_demand" });
         let others = svc::installed();
         if let Some(o) = others.first() {
+            if let Some(why) = systemd(o.manager) {
+                let detail = format!(
+                    "on demand: the client starts maosd when needed; a {} is installed ({}) that cannot run here ({why}): run `maos daemon uninstall`",
+                    manager_name(o.manager),
+                    tilde(&o.file),
+                );
+                return (check("service", Level::Warn, detail), json);
+            }
             let detail = format!(
                 "on demand: the client starts maosd when needed; a {} is installed ({}) for another socket, {}, not this client's {}: MAOS_SOCKET or XDG_RUNTIME_DIR differ from when it was installed; run `maos daemon install` again",
                 manager_name(o.manager),
@@ -241,15 +255,30 @@ fn service(socket: &Path, mine: Option<&svc::Installed>) -> (Check, serde_json::
             );
             return (check("service", Level::Warn, detail), json);
         }
-        return (
-            check(
-                "service",
-                Level::Info,
-                "on demand: the client starts maosd when needed (`maos daemon install` sets up a service)",
+        let detail = match systemd(Manager::native()) {
+            Some(why) => format!(
+                "on demand: the client starts maosd when needed, which is how it runs here: no systemd user manager answers ({why}), so a user service (`maos daemon install`) cannot run"
             ),
-            json,
-        );
+            None => "on demand: the client starts maosd when needed (`maos daemon install` sets up a service)".to_string(),
+        };
+        return (check("service", Level::Info, detail), json);
     };
+    if let Some(why) = systemd(i.manager) {
+        let json = serde_json::json!({
+            "mode": i.manager.as_str(),
+            "file": i.file,
+            "socket": i.socket,
+            "enabled": i.enabled(),
+            "usable": false,
+        });
+        let detail = format!(
+            "{} installed ({}) but no systemd user manager answers here ({why}): nothing starts maosd on {}, and the client starts none while the units are installed; run `maos daemon uninstall` (maosd then starts on demand)",
+            manager_name(i.manager),
+            tilde(&i.file),
+            i.socket.display()
+        );
+        return (check("service", Level::Fail, detail), json);
+    }
     let enabled = i.enabled();
     let json = serde_json::json!({
         "mode": i.manager.as_str(),
