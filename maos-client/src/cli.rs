@@ -1,4 +1,5 @@
-//! The command line. Every command takes `--json` for a stable, documented machine shape.
+//! The command line. Every command that prints something a script may read takes `--json`
+//! for a stable, documented machine shape (README: JSON output and exit codes).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -20,11 +21,12 @@ use crate::failure::{Failure, Res, usage};
     disable_version_flag = true
 )]
 pub struct Cli {
-    /// Print machine-readable JSON instead of tables.
+    /// Print machine-readable JSON instead of tables (see README: JSON output and exit codes;
+    /// refused where a command prints no JSON: completions, man without --dir, demo).
     #[arg(long, global = true)]
     pub json: bool,
-    /// The project directory (default: the git main worktree or marker directory around the
-    /// current directory).
+    /// The project directory (default: the main worktree of the git repository around the
+    /// current directory, else the nearest directory with .maos/; see README: Commands).
     #[arg(long, global = true, env = "MAOS_PROJECT", value_name = "DIR")]
     pub project: Option<PathBuf>,
     /// Print the versions of maos and of the running daemon (never starts one).
@@ -66,6 +68,99 @@ impl Cli {
             Err(e) => Err(e),
         }
     }
+}
+
+impl Cli {
+    /// `--json` where the command prints no JSON (a shell script, a roff page, the demo's
+    /// tour): refused in one line rather than accepted and ignored.
+    pub fn check_json(&self) -> Res {
+        let what = match &self.cmd {
+            _ if !self.json || self.version => return Ok(()),
+            Cmd::Completions { .. } => "`maos completions` prints a shell script",
+            Cmd::Man { dir: None } => {
+                "`maos man` prints a roff page (with --dir DIR it lists the pages it wrote as JSON)"
+            }
+            Cmd::Demo { .. } => "`maos demo` is a tour for people",
+            _ => return Ok(()),
+        };
+        Err(usage(format!("--json does not apply here: {what}")))
+    }
+}
+
+/// The top-level commands in the groups and the order `maos --help` shows them: watching
+/// first. A name this build lacks is skipped (`top` has its slot), and a test checks that every
+/// command has a group.
+pub const GROUPS: &[(&str, &[&str])] = &[
+    (
+        "Watch",
+        &["ps", "top", "status", "brief", "events", "logs", "history"],
+    ),
+    (
+        "Steer",
+        &[
+            "pause", "resume", "note", "run", "session", "agent", "phase", "lock",
+        ],
+    ),
+    (
+        "Keep and repair",
+        &[
+            "export", "import", "backup", "restore", "gc", "recover", "validate",
+        ],
+    ),
+    (
+        "Set up",
+        &[
+            "init",
+            "install-hooks",
+            "uninstall-hooks",
+            "doctor",
+            "daemon",
+            "hook",
+            "completions",
+            "man",
+            "demo",
+            "help",
+        ],
+    ),
+];
+
+/// The command line as clap sees it, its subcommands ordered by [`GROUPS`] (for the man
+/// pages and completions too) and the root help listing them under the groups' headings.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    // Not built: `man` turns clap's `help` subcommand off before it is added.
+    let mut cmd = Cli::command();
+    let width = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().len())
+        .max()
+        .unwrap_or(0);
+    let mut listing = String::new();
+    let mut order = 0;
+    for (title, names) in GROUPS {
+        listing.push_str(&format!("{title}:\n"));
+        for name in names.iter().copied() {
+            let about = match cmd.find_subcommand(name) {
+                Some(sub) => sub.get_about().map(ToString::to_string).unwrap_or_default(),
+                // clap adds it when the command is built.
+                None if name == "help" => {
+                    "Print this message or the help of the given subcommand(s)".to_string()
+                }
+                None => continue,
+            };
+            if name == "help" {
+                listing.push_str(&format!("  {name:<width$}  {about}\n"));
+                continue;
+            }
+            listing.push_str(&format!("  {name:<width$}  {about}\n"));
+            order += 1;
+            cmd = cmd.mut_subcommand(name, |s| s.display_order(order));
+        }
+        listing.push('\n');
+    }
+    cmd.help_template(format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{listing}Options:\n{{options}}{{after-help}}"
+    ))
 }
 
 /// `--project DIR`: the project DIR lies in, else DIR itself.
@@ -136,6 +231,7 @@ pub enum Cmd {
     /// Replace this project's database with a backup, once the backup checks out; the old
     /// database is kept beside it.
     Restore {
+        /// The backup (a `maos backup` file).
         file: PathBuf,
         /// Even though sessions are live (they are replaced by the backup's).
         #[arg(long)]
@@ -150,7 +246,10 @@ pub enum Cmd {
         output: Option<PathBuf>,
     },
     /// Bring in a session file: a `maos export`, or an orchestrator's session JSON.
-    Import { file: PathBuf },
+    Import {
+        /// A `maos export` file, or an orchestrator's session JSON.
+        file: PathBuf,
+    },
     /// Finished sessions, newest first, archived ones included.
     History {
         /// At most this many (default 20).
@@ -159,6 +258,7 @@ pub enum Cmd {
     },
     /// Sessions with their agents (live ones; --all for finished ones too).
     Ps {
+        /// Finished sessions too.
         #[arg(long)]
         all: bool,
     },
@@ -231,12 +331,14 @@ pub enum Cmd {
     Doctor,
     /// Print a shell completion script: `maos completions bash > ~/.local/share/bash-completion/completions/maos`.
     Completions {
+        /// The shell the script is for.
         #[arg(value_parser = ["bash", "zsh", "fish"])]
         shell: String,
     },
     /// Print the man page (roff), generated from this command line; with --dir, write maos.1 and
     /// one page per subcommand (maos-daemon-install.1, ...) into DIR.
     Man {
+        /// Write every page into DIR instead of printing the root page.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
@@ -327,6 +429,8 @@ pub enum SessionCmd {
         /// starts once the session starts.
         #[arg(long, value_name = "PLAN", conflicts_with_all = ["strategy", "phases"])]
         plan: Option<PathBuf>,
+        /// How its agents run: all at once, one after another, as their dependencies allow, or
+        /// each phase's output feeding the next.
         #[arg(
             long,
             default_value = "parallel",
@@ -339,13 +443,20 @@ pub enum SessionCmd {
     },
     /// Sessions of this project (live ones; --all for finished ones too).
     List {
+        /// Finished sessions too (not archived ones: `maos history` lists those).
         #[arg(long)]
         all: bool,
     },
     /// One session in full.
-    Show { session: Option<String> },
+    Show {
+        /// Session id or unique prefix (default: the active session; archived ones too).
+        session: Option<String>,
+    },
     /// Make a session the project's active one (the default of every command).
-    Activate { session: String },
+    Activate {
+        /// Session id or unique prefix.
+        session: String,
+    },
     /// Created → Running.
     Start(SessionTarget),
     /// Finish a session successfully.
@@ -356,7 +467,10 @@ pub enum SessionCmd {
     Cancel(SessionTarget),
     /// Take a finished session out of `ps` and `session list`; the database keeps it, with
     /// its events and checkpoints, and `maos history` lists it.
-    Archive { session: String },
+    Archive {
+        /// Session id or unique prefix.
+        session: String,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -372,8 +486,10 @@ pub struct SessionTarget {
 pub enum AgentCmd {
     /// Register an agent in a session (Pending until started).
     Register {
+        /// What the agent is (coder, reviewer, ...): shown in `ps` and in denials.
         #[arg(long)]
         role: String,
+        /// What the agent is to do, in a line.
         #[arg(long)]
         task: String,
         /// An agent of the same session this one waits for (repeat for several).
@@ -382,6 +498,7 @@ pub enum AgentCmd {
         /// The agent that spawned this one.
         #[arg(long, value_name = "ID")]
         parent: Option<String>,
+        /// Session id or unique prefix (default: the active session).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
@@ -395,6 +512,7 @@ pub enum AgentCmd {
     Cancel(AgentTarget),
     /// Agents of a session.
     List {
+        /// Session id or unique prefix (default: the active session).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
@@ -411,8 +529,11 @@ pub enum LockCmd {
     Acquire {
         /// File or directory (absolute, or relative to the current directory).
         path: String,
+        /// The agent that takes it (id or unique prefix).
         #[arg(long, value_name = "ID")]
         agent: String,
+        /// read: shared; write: one file; directory: a whole subtree; workspace: the whole
+        /// project.
         #[arg(
             long,
             default_value = "write",
@@ -434,7 +555,9 @@ pub enum LockCmd {
     },
     /// Release a lock. Only its holder may, unless --force (which is logged).
     Release {
+        /// The locked file or directory (absolute, or relative to the current directory).
         path: String,
+        /// The holder (id or unique prefix); not needed with --force.
         #[arg(long, value_name = "ID", required_unless_present = "force")]
         agent: Option<String>,
         /// Break the lock whoever holds it.
@@ -443,19 +566,25 @@ pub enum LockCmd {
     },
     /// Release every lock of an agent and end its waits.
     ReleaseAll {
+        /// Agent id or unique prefix.
         #[arg(long, value_name = "ID")]
         agent: String,
     },
     /// Held locks and queued requests.
     List {
+        /// Only the locks of this session's agents (id or unique prefix; default: all).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
     /// Would this agent be blocked on PATH, and by whom? Exits 1 when it would be.
     Check {
+        /// File or directory (absolute, or relative to the current directory).
         path: String,
+        /// The agent that would ask (default: one holding nothing, so every conflicting lock
+        /// shows).
         #[arg(long, value_name = "ID")]
         agent: Option<String>,
+        /// The mode it would ask for (as in `lock acquire`).
         #[arg(
             long,
             default_value = "write",
@@ -469,8 +598,10 @@ pub enum LockCmd {
 pub struct AgentTarget {
     /// Agent id or unique prefix.
     pub agent: String,
+    /// The agent's exit code, recorded with it.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub exit_code: Option<i32>,
+    /// Why (recorded in the timeline).
     #[arg(long)]
     pub reason: Option<String>,
 }
@@ -483,6 +614,7 @@ pub enum PhaseCmd {
     Complete {
         #[command(flatten)]
         target: PhaseTarget,
+        /// Record a failed checkpoint instead (`phase start` retries the phase).
         #[arg(long)]
         failed: bool,
         /// Artifacts of the phase as JSON (outputs, evidence, files, commands run).
@@ -494,7 +626,9 @@ pub enum PhaseCmd {
     /// Grow the plan of a live session by one phase, appended after the others (not for a
     /// session that runs a plan file).
     Add {
+        /// The new phase's name.
         name: String,
+        /// Session id or unique prefix (default: the active session).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
@@ -504,6 +638,7 @@ pub enum PhaseCmd {
 pub struct PhaseTarget {
     /// Phase name or number (1-based; default: the current phase).
     pub phase: Option<String>,
+    /// Session id or unique prefix (default: the active session).
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
 }
@@ -527,8 +662,10 @@ pub struct PauseArgs {
 pub struct ResumeArgs {
     /// Session id or unique prefix (default: the active session).
     pub session: Option<String>,
+    /// Resume one agent only (an interrupted managed agent runs its resume command).
     #[arg(long, value_name = "ID", conflicts_with = "phase")]
     pub agent: Option<String>,
+    /// Resume one phase only.
     #[arg(long, value_name = "NAME")]
     pub phase: Option<String>,
 }
@@ -580,6 +717,7 @@ pub struct EventsArgs {
     /// Only events of this type (repeat for several); an unknown type is refused with the list.
     #[arg(long = "type", value_name = "TYPE")]
     pub types: Vec<String>,
+    /// Only this agent's events (id or unique prefix).
     #[arg(long, value_name = "ID")]
     pub agent: Option<String>,
     /// Only events at or after TIME: RFC 3339 (2026-11-22T10:00:00Z) or an age (30s, 10m, 2h, 1d).
@@ -596,4 +734,58 @@ pub struct EventsArgs {
     /// default 60s) before exiting with code 3.
     #[arg(long, value_name = "TIME", requires = "follow")]
     pub reconnect_for: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every subcommand says what it does and every argument what it means, at every depth:
+    /// the help, the man pages and the completions are all made from these texts.
+    #[test]
+    fn every_command_and_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                    missing.push(format!("{path} (the command)"));
+                }
+                walk(sub, &path, missing);
+            }
+        }
+        let mut cmd = super::command();
+        cmd.build();
+        let mut missing = Vec::new();
+        walk(&cmd, "maos", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "without help text:\n{}",
+            missing.join("\n")
+        );
+    }
+
+    /// Every top-level command is listed in exactly one group of `maos --help`, and `ps`
+    /// comes first.
+    #[test]
+    fn every_command_has_one_group_and_ps_leads() {
+        let cmd = super::command();
+        let listed: Vec<&str> = super::GROUPS
+            .iter()
+            .flat_map(|(_, names)| names.iter().copied())
+            .collect();
+        for sub in cmd.get_subcommands() {
+            let n = listed.iter().filter(|l| **l == sub.get_name()).count();
+            assert_eq!(n, 1, "{} is in {n} groups", sub.get_name());
+        }
+        assert_eq!(listed[0], "ps");
+        let help = cmd.clone().render_help().to_string();
+        let watch = help.find("Watch:").expect("the Watch heading");
+        let ps = help.find("\n  ps ").expect("ps in the list");
+        let daemon = help.find("\n  daemon ").expect("daemon in the list");
+        assert!(watch < ps && ps < daemon, "{help}");
+        assert!(!help.contains("Commands:"), "{help}");
+    }
 }

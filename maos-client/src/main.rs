@@ -27,15 +27,18 @@ mod transfer;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
 use cli::{Cli, Cmd};
 use maos_proto::ErrorCode;
 
 /// Parse the command line. Help and version print as usual; a bad command line is one line on
 /// stderr (and the JSON error object with `--json`), exit code 2, like every other usage error.
 fn parse_cli() -> Result<Cli, ExitCode> {
+    use clap::FromArgMatches;
     use clap::error::ErrorKind;
-    let e = match Cli::try_parse() {
+    let e = match cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(cli) => return Ok(cli),
         Err(e) => e,
     };

@@ -19,6 +19,7 @@ use crate::{demo, doctor, gemini, hook, install, managed, service, shell, transf
 
 pub fn run(cli: &Cli) -> Res {
     let json = cli.json;
+    cli.check_json()?;
     // `maos --version SUBCOMMAND ...`, as git does: the version, not the subcommand.
     if cli.version {
         return shell::version(json);

@@ -1,0 +1,70 @@
+//! The command line's conventions (issue 15), through the real `maos` and `maosd`: `--json`
+//! only where a command prints JSON, one JSON shape convention (a list of records is an array,
+//! an action prints the record it changed), the help's grouped command list.
+
+use maos_tests::{Env, describe, json};
+
+#[test]
+fn json_is_refused_where_a_command_prints_none() {
+    let env = Env::new();
+    for (args, what) in [
+        (&["--json", "completions", "bash"][..], "shell script"),
+        (&["--json", "man"], "roff page"),
+        (&["--json", "demo"], "tour for people"),
+    ] {
+        let f = env.maos_fail(&args[1..]);
+        assert_eq!(f.exit, 2, "{args:?}: {}", f.message);
+        assert_eq!(f.code, "bad_request");
+        assert!(
+            f.message.starts_with("--json does not apply here") && f.message.contains(what),
+            "{args:?}: {}",
+            f.message
+        );
+        assert_eq!(f.stderr.lines().count(), 1, "{}", f.stderr);
+    }
+    // Where it means something it still works: the pages written, as JSON.
+    let dir = env.root().join("pages");
+    let v = env.maos_json(&["man", "--dir", dir.to_str().expect("utf-8")]);
+    assert!(v["pages"].as_array().is_some_and(|p| !p.is_empty()), "{v}");
+    assert!(env.daemons().is_empty(), "none of these needs a daemon");
+}
+
+#[test]
+fn lists_are_arrays_and_actions_print_the_record_they_changed() {
+    let env = Env::new();
+    let sid = env.session("shapes", &[]);
+    // A note is an action: the session it changed, its new note last (was `{"ok": true}`).
+    let s = env.maos_json(&["note", "decision", "arrays for lists"]);
+    assert_eq!(s["id"], json!(sid), "{s}");
+    let notes = s["notes"].as_array().expect("notes");
+    assert_eq!(notes.last().expect("a note")["text"], "arrays for lists");
+    // Lists of one kind of record are arrays (recover's was `{"sessions": [...]}`).
+    for args in [
+        &["ps"][..],
+        &["session", "list"],
+        &["agent", "list"],
+        &["history"],
+        &["validate"],
+        &["recover"],
+    ] {
+        let v = env.maos_json(args);
+        assert!(v.is_array(), "{args:?} prints {v}");
+    }
+}
+
+#[test]
+fn the_help_lists_commands_in_groups_watching_first() {
+    let env = Env::new();
+    let out = env.maos(&["--help"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let help = String::from_utf8_lossy(&out.stdout);
+    let at = |needle: &str| {
+        help.find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} not in the help:\n{help}"))
+    };
+    assert!(at("Watch:\n  ps ") < at("Steer:\n"), "{help}");
+    assert!(at("Steer:\n") < at("Keep and repair:\n"), "{help}");
+    assert!(at("Keep and repair:\n") < at("Set up:\n"), "{help}");
+    assert!(at("Set up:\n") < at("\n  daemon "), "{help}");
+    assert!(!help.contains("Commands:"), "{help}");
+}
