@@ -239,8 +239,8 @@ pub enum Cmd {
     },
     /// Write a session with its timeline and checkpoints as JSON (archived sessions too).
     Export {
-        /// Session id or unique prefix.
-        session: String,
+        /// Session id or unique prefix (default: the active session).
+        session: Option<String>,
         /// Write to this file (replaced whole, mode 0600) instead of stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
@@ -441,9 +441,10 @@ pub enum SessionCmd {
         #[arg(long = "phase", value_name = "NAME")]
         phases: Vec<String>,
     },
-    /// Sessions of this project (live ones; --all for finished ones too).
+    /// Sessions of this project: the live ones and the active one, even once it has finished
+    /// (--all for every finished one too).
     List {
-        /// Finished sessions too (not archived ones: `maos history` lists those).
+        /// Every finished session too (not archived ones: `maos history` lists those).
         #[arg(long)]
         all: bool,
     },

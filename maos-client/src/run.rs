@@ -180,7 +180,7 @@ pub fn run(cli: &Cli) -> Res {
         },
         Cmd::Run { plan } => plan_request(plan, true)?,
         Cmd::Export { session, output } => {
-            return transfer::export(cli, session, output.as_deref());
+            return transfer::export(cli, session.as_deref(), output.as_deref());
         }
         Cmd::Import { file } => transfer::import_request(file)?,
         Cmd::Backup { output } => {
