@@ -312,6 +312,10 @@ pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
                 lost
             }
             Err(ClientError::Unavailable(m)) => m,
+            // The actor does not have the session: an archived one has its events still.
+            Err(ClientError::Remote(e)) if e.code == ErrorCode::NotFound => {
+                return follow_archived(cli, &root, &filter, args.limit.is_some(), e);
+            }
             Err(e) => return Err(e.into()),
         };
         let secs = patience.as_secs_f64();
@@ -332,6 +336,51 @@ pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
             None => eprintln!("maos: reconnected to maosd (pid {pid})"),
         }
     }
+}
+
+/// `events --follow SESSION` of an archived session: it has ended, so nothing will follow.
+/// Its events (unless `--limit` printed them already), then one line saying so on stderr,
+/// exit 0. `missing`: the answer when the session is not archived either.
+fn follow_archived(
+    cli: &Cli,
+    root: &str,
+    filter: &maos_proto::EventFilter,
+    shown: bool,
+    missing: ErrorBody,
+) -> Res {
+    let Some(session) = &filter.session else {
+        return Err(ClientError::Remote(missing).into());
+    };
+    let mut client = Client::connect(true)?;
+    let record = match client.request(
+        Some(root),
+        Request::SessionShow {
+            session: Some(session.clone()),
+        },
+    ) {
+        Ok(Reply::Session(s)) => s,
+        _ => return Err(ClientError::Remote(missing).into()),
+    };
+    if !shown {
+        let events = match client.request(
+            Some(root),
+            Request::Events {
+                filter: filter.clone(),
+                limit: None,
+            },
+        )? {
+            Reply::Events(events) => events,
+            _ => Vec::new(),
+        };
+        emit_events(cli.json, &events);
+    }
+    eprintln!(
+        "maos: session {} is archived (it ended {}): no more events will come{}",
+        record.id,
+        record.state,
+        if shown { "" } else { "; its timeline is above" }
+    );
+    Ok(())
 }
 
 /// Connect again to a daemon that went away, without starting one, until `patience` runs out;

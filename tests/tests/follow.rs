@@ -225,3 +225,40 @@ fn a_bad_reconnect_for_is_refused_in_one_line() {
     }
     assert!(env.daemons().is_empty(), "no daemon was started");
 }
+
+/// Following an archived session (issue 15: "no id matches"): its timeline, then one line
+/// saying it is archived and how it ended, exit 0; a session that does not exist is still
+/// "no id matches", exit 1.
+#[test]
+fn follow_of_an_archived_session_prints_its_timeline_and_says_it_is_archived() {
+    let env = Env::new();
+    let sid = env.session("archived", &[]);
+    env.maos_json(&["session", "cancel"]);
+    env.maos_json(&["session", "archive", &sid]);
+
+    let out = env.maos(&["--json", "events", "--follow", &sid[..13]]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let types: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("one event per line");
+            v["type"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    assert_eq!(types.first().map(String::as_str), Some("session_created"));
+    assert!(types.contains(&"session_archived".to_string()), "{types:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("session {sid} is archived (it ended cancelled)"))
+            && err.contains("no more events will come"),
+        "{err}"
+    );
+    // With --limit: the newest events once, then the same line.
+    let out = env.maos(&["--json", "events", "--follow", &sid, "--limit", "1"]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+
+    let f = env.maos_fail(&["events", "--follow", "sess_ffffffff"]);
+    assert_eq!(f.exit, 1);
+    assert!(f.message.contains("no id matches"), "{}", f.message);
+}
