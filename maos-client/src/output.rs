@@ -197,10 +197,10 @@ pub fn count(n: usize, word: &str) -> String {
 
 /// `maos gc`: what was deleted, and where each export is.
 pub fn gc(g: &maos_proto::GcReport) -> String {
-    let cutoff = g.cutoff.format("%F %T");
+    let cutoff = maos_core::utc(g.cutoff);
     let verb = if g.dry_run { "would delete" } else { "deleted" };
     let mut out = format!(
-        "{verb} {} that ended before {cutoff} UTC\n",
+        "{verb} {} that ended before {cutoff}\n",
         count(g.sessions.len(), "finished session")
     );
     for s in &g.sessions {
@@ -218,19 +218,22 @@ pub fn history(list: &[maos_proto::HistoryEntry]) -> String {
         return "no finished sessions\n".into();
     }
     let mut out = format!(
-        "{:<14} {:<10} {:<10} {:<6} {:<8} {:<6} {:<8} OBJECTIVE\n",
+        "{:<14} {:<10} {:<10} {:<6} {:<8} {:<9} {:<8} OBJECTIVE\n",
         "SESSION", "STATE", "STRATEGY", "AGENTS", "RAN", "ENDED", "ARCHIVED"
     );
     for h in list {
         let _ = writeln!(
             out,
-            "{:<14} {:<10} {:<10} {:<6} {:<8} {:<6} {:<8} {}",
+            "{:<14} {:<10} {:<10} {:<6} {:<8} {:<9} {:<8} {}",
             short(h.id.as_str()),
             h.state.as_str(),
             h.strategy.as_str(),
             h.agents,
             span(h.started_at, h.ended_at),
-            h.ended_at.as_ref().map_or_else(|| "-".to_string(), age),
+            // When it ended, as an age: the column is a duration like RAN, said so.
+            h.ended_at
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |t| format!("{} ago", age(t))),
             if h.archived { "yes" } else { "no" },
             clip(&h.objective, 60)
         );
@@ -274,13 +277,14 @@ pub fn session(s: &SessionRecord) -> String {
     let _ = writeln!(
         out,
         "created    {} ({} ago)",
-        s.created_at.format("%F %T"),
+        maos_core::utc(s.created_at),
         age(&s.created_at)
     );
     if let Some(p) = &s.pause {
         let _ = writeln!(
             out,
-            "paused     {} ago by {}: {}",
+            "paused     {} ({} ago) by {}: {}",
+            maos_core::utc(p.at),
             age(&p.at),
             p.by.as_deref().unwrap_or("-"),
             p.reason.as_deref().unwrap_or("(no reason given)")
@@ -311,7 +315,7 @@ pub fn session(s: &SessionRecord) -> String {
     if !s.errors.is_empty() {
         let _ = writeln!(out, "errors     {}", s.errors.len());
         for e in s.errors.iter().rev().take(3) {
-            let _ = writeln!(out, "  {}  {}", e.at.format("%F %T"), e.message);
+            let _ = writeln!(out, "  {}  {}", maos_core::utc(e.at), e.message);
         }
     }
     let _ = writeln!(out, "agents     {}", agents_done(s));
@@ -342,7 +346,7 @@ pub fn event_line(e: &EventRecord) -> String {
     format!(
         "{:>6}  {}  {:<20} {:<13} {:<13} {}",
         e.seq,
-        e.ts.format("%F %T%.3f"),
+        maos_core::utc_ms(e.ts),
         e.kind,
         e.session_id.as_ref().map_or("-", |s| short(s.as_str())),
         e.agent_id.as_ref().map_or("-", |a| short(a.as_str())),
@@ -387,7 +391,7 @@ pub fn status(v: &StatusView) -> String {
     let eta = p.eta.map_or("-".into(), |t| {
         format!(
             "{} (in {})",
-            t.format("%F %T"),
+            maos_core::utc(t),
             human_secs((t - Utc::now()).as_seconds_f64())
         )
     });
@@ -455,7 +459,7 @@ pub fn locks(l: &LockList) -> String {
         let _ = writeln!(
             out,
             "{:<40} {:<10} {:<13} {:<14} {:<6} {:<6} EXPIRES",
-            "PATH", "MODE", "HOLDER", "ROLE", "TOKEN", "SINCE"
+            "PATH", "MODE", "HOLDER", "ROLE", "TOKEN", "HELD"
         );
         for k in &l.locks {
             let _ = writeln!(
@@ -500,11 +504,12 @@ pub fn lock_check(c: &LockCheck) -> String {
     for h in &c.holders {
         let _ = writeln!(
             out,
-            "  {} {} holding {} ({}) since {} ago, token {}",
+            "  {} {} holding {} ({}) since {} ({} ago), token {}",
             h.holder_role,
             short(h.holder.as_str()),
             h.path,
             h.mode,
+            maos_core::utc(h.acquired_at),
             age(&h.acquired_at),
             h.token
         );

@@ -80,7 +80,7 @@ pub fn show(json: bool, reply: Reply) -> Res {
             l.holder_role,
             l.holder.short(),
             l.token,
-            l.expires_at.format("%F %T")
+            maos_core::utc(l.expires_at)
         ),
         Reply::Released(l) if l.is_empty() => outln!("no locks released"),
         Reply::Released(l) => {

@@ -68,3 +68,72 @@ fn the_help_lists_commands_in_groups_watching_first() {
     assert!(at("Set up:\n") < at("\n  daemon "), "{help}");
     assert!(!help.contains("Commands:"), "{help}");
 }
+
+/// Whether `text` at `at` reads `YYYY-MM-DD HH:MM:SS` (optionally `.mmm`) then ` UTC`.
+fn utc_at(text: &str, at: usize) -> bool {
+    let rest = &text[at..];
+    let shape = |s: &str, pattern: &str| {
+        s.len() >= pattern.len()
+            && s.bytes().zip(pattern.bytes()).all(|(c, p)| match p {
+                b'9' => c.is_ascii_digit(),
+                p => c == p,
+            })
+    };
+    shape(rest, "9999-99-99 99:99:99 UTC") || shape(rest, "9999-99-99 99:99:99.999 UTC")
+}
+
+/// Every time after `marker` in `text` is a dated, labelled UTC time.
+fn times_after(text: &str, marker: &str) -> usize {
+    let mut n = 0;
+    for (i, _) in text.match_indices(marker) {
+        assert!(
+            utc_at(text, i + marker.len()),
+            "not a labelled UTC time after {marker:?}: {text}"
+        );
+        n += 1;
+    }
+    n
+}
+
+/// Times are UTC, dated and labelled, never a bare clock time (issue 15): the lock conflict
+/// said "since 10:01:02", a denial "since 10:01:02 UTC" without its date, `session show` and
+/// `events` printed unlabelled times.
+#[test]
+fn times_are_dated_and_labelled_utc() {
+    let env = Env::new();
+    env.session("times", &[]);
+    let a = env.agent(None, "holder", "t");
+    let b = env.agent(None, "asker", "t");
+    env.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &a]);
+
+    let f = env.maos_fail(&["lock", "acquire", "src/a.rs", "--agent", &b]);
+    assert_eq!(f.code, "lock_conflict");
+    assert_eq!(times_after(&f.message, ") since "), 1, "{}", f.message);
+
+    let text = |args: &[&str]| {
+        let out = env.maos(args);
+        assert!(
+            out.status.code().is_some_and(|c| c <= 1),
+            "{}",
+            describe(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let check = text(&["lock", "check", "src/a.rs", "--agent", &b]);
+    assert_eq!(times_after(&check, ") since "), 1, "{check}");
+    let show = text(&["session", "show"]);
+    assert_eq!(times_after(&show, "created    "), 1, "{show}");
+    let events = text(&["events"]);
+    let lines = events.lines().count();
+    assert!(lines >= 4, "{events}");
+    for line in events.lines() {
+        // `   seq  TIME  type ...`
+        let at = line.trim_start().find("  ").expect("columns") + line.len()
+            - line.trim_start().len()
+            + 2;
+        assert!(utc_at(line, at), "{line}");
+    }
+    let lock = env.maos(&["lock", "acquire", "src/b.rs", "--agent", &a]);
+    let said = String::from_utf8_lossy(&lock.stdout).into_owned();
+    assert_eq!(times_after(&said, "lease until "), 1, "{said}");
+}
