@@ -243,7 +243,7 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
                 .map(PathBuf::from)
                 .or_else(|| std::env::current_dir().ok())
                 .unwrap_or_else(|| PathBuf::from("."));
-            match crate::project::for_hook(&start) {
+            match crate::project::for_hook(&start, &event) {
                 Ok(found) => found,
                 Err(why) => return outside(&event, &why),
             }

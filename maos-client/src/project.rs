@@ -84,9 +84,11 @@ pub fn init(dir: Option<&Path>, json: bool) -> Res {
 
 /// The project of a hook call that starts in `start` (the CLI's working directory): the one
 /// around it, else `start` itself, made a project on the spot (`start/.maos/` created, so that
-/// `maos ps` there and below finds it; `Some` message to tell the user). `$HOME` and `/` are
-/// never made one: `Err` says why, and the hook lets the call through unrecorded.
-pub fn for_hook(start: &Path) -> Result<(String, Option<String>), String> {
+/// `maos ps` there and below finds it; `Some` message to tell the user). Where the marker
+/// cannot be written the directory is the project all the same (locks still hold), and the
+/// window's start says how to see it. `$HOME` and `/` are never made one: `Err` says why, and
+/// the hook lets the call through unrecorded.
+pub fn for_hook(start: &Path, event: &str) -> Result<(String, Option<String>), String> {
     if let Some(root) = find_project(start) {
         return Ok((root.to_string_lossy().into_owned(), None));
     }
@@ -97,13 +99,20 @@ pub fn for_hook(start: &Path) -> Result<(String, Option<String>), String> {
             dir.display()
         ));
     }
-    mark(&dir)?;
-    let told = format!(
-        "made {} a maos project (created {}/); `maos ps` there shows its agents",
-        dir.display(),
-        MARKER
-    );
-    Ok((dir.to_string_lossy().into_owned(), Some(told)))
+    let told = match mark(&dir) {
+        Ok(()) => Some(format!(
+            "made {} a maos project (created {}/); `maos ps` there shows its agents",
+            dir.display(),
+            MARKER
+        )),
+        Err(why) => (event == "SessionStart").then(|| {
+            format!(
+                "recording this window in the project {0}, but {why}: `maos --project {0} ps` shows it",
+                dir.display()
+            )
+        }),
+    };
+    Ok((dir.to_string_lossy().into_owned(), told))
 }
 
 /// The project `install-hooks` / `uninstall-hooks` works on. The user's hooks need none (the

@@ -239,3 +239,45 @@ fn a_hook_outside_every_project_makes_the_cli_directory_one_but_never_home() {
     );
     assert_eq!(project_dirs(&env).len(), 1, "{:?}", project_dirs(&env));
 }
+
+/// Where the hook cannot write the marker (a read-only directory), the directory is the
+/// project all the same: the window is recorded, locks hold, and its start says how to see it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_hook_in_a_read_only_directory_still_records_the_window() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    env.maos_json(&["daemon", "start"]);
+    let dir = env.root().join("readonly");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).expect("chmod");
+    let start = json!({"session_id": "s-ro", "cwd": dir, "hook_event_name": "SessionStart"});
+    let mut cmd = env.maos_cmd_at(&dir, &["hook"]);
+    maos_tests::without_dac_override(&mut cmd);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("maos hook");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(start.to_string().as_bytes())
+        .expect("input");
+    let out = child.wait_with_output().expect("hook output");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod back");
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!dir.join(".maos").exists());
+    let said: Value = serde_json::from_slice(&out.stdout).expect("hook answer");
+    let message = said["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "recording this window in the project {}",
+            dir.display()
+        )) && message.contains(&format!("maos --project {} ps", dir.display())),
+        "{said}"
+    );
+    let ps = env.maos_json_in(&dir, &["ps"]);
+    assert_eq!(ps[0]["agents"][0]["role"], "claude", "{ps}");
+}
