@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use maos_proto::paths::{MARKER, find_project};
+use maos_proto::paths::{self, MARKER, find_project};
 
 use crate::failure::{Res, usage};
 
@@ -20,10 +20,7 @@ fn mark(dir: &Path) -> Result<(), String> {
 
 /// `$HOME` or `/`: never a project unless someone says so.
 fn never_implicit(dir: &Path) -> bool {
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|h| std::fs::canonicalize(&h).unwrap_or_else(|_| PathBuf::from(h)));
-    dir.parent().is_none() || home.as_deref() == Some(dir)
+    paths::never_implicit(dir, paths::canonical_home().as_deref())
 }
 
 /// `maos init [DIR]`: make DIR (default: the current directory) a project by creating

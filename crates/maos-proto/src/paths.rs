@@ -185,9 +185,11 @@ pub const MARKER: &str = ".maos";
 /// only; never spawns git.
 pub fn find_project(start: &Path) -> Option<PathBuf> {
     let start = fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
-    let home = env_path("HOME").map(|h| fs::canonicalize(&h).unwrap_or(h));
-    let never_implicit = |dir: &Path| dir.parent().is_none() || home.as_deref() == Some(dir);
-    for dir in start.ancestors().filter(|d| !never_implicit(d)) {
+    let home = canonical_home();
+    for dir in start
+        .ancestors()
+        .filter(|d| !never_implicit(d, home.as_deref()))
+    {
         let git = dir.join(".git");
         if let Ok(meta) = fs::metadata(&git) {
             if meta.is_dir() {
@@ -203,6 +205,16 @@ pub fn find_project(start: &Path) -> Option<PathBuf> {
         .ancestors()
         .find(|dir| dir.join(MARKER).is_dir())
         .map(Path::to_path_buf)
+}
+
+/// `$HOME`, canonical, if set.
+pub fn canonical_home() -> Option<PathBuf> {
+    env_path("HOME").map(|h| fs::canonicalize(&h).unwrap_or(h))
+}
+
+/// `/` or the home directory (`home`, canonical): never a project unless someone says so.
+pub fn never_implicit(dir: &Path, home: Option<&Path>) -> bool {
+    dir.parent().is_none() || home == Some(dir)
 }
 
 /// The project of a directory named on purpose (`--project DIR`): the one it belongs to
