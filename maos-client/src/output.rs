@@ -434,8 +434,10 @@ pub fn daemon(d: &DaemonStatus) -> String {
     for p in &d.projects {
         let _ = writeln!(
             out,
-            "  {}  ({} sessions, {} live)",
-            p.root, p.sessions, p.live_sessions
+            "  {}  ({}, {} live)",
+            p.root,
+            count(p.sessions, "session"),
+            p.live_sessions
         );
     }
     out

@@ -137,3 +137,14 @@ fn times_are_dated_and_labelled_utc() {
     let said = String::from_utf8_lossy(&lock.stdout).into_owned();
     assert_eq!(times_after(&said, "lease until "), 1, "{said}");
 }
+
+/// `daemon status` counts in words that read right (it said "1 sessions").
+#[test]
+fn daemon_status_counts_a_single_session_in_the_singular() {
+    let env = Env::new();
+    env.session("one", &[]);
+    let out = env.maos(&["daemon", "status"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("(1 session, 1 live)"), "{text}");
+}
