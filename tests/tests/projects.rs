@@ -281,3 +281,30 @@ fn a_hook_in_a_read_only_directory_still_records_the_window() {
     let ps = env.maos_json_in(&dir, &["ps"]);
     assert_eq!(ps[0]["agents"][0]["role"], "claude", "{ps}");
 }
+
+/// `install-hooks` for a project outside every project makes the current directory one and
+/// says so; in `$HOME` it refuses and writes nothing (`--user` is for every project).
+#[test]
+fn install_hooks_outside_every_project_marks_the_directory_but_never_home() {
+    let env = Env::new();
+    let dir = env.root().join("loose");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let out = env.maos_at(&dir, &["install-hooks"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(dir.join(".maos").is_dir() && dir.join(".claude/settings.json").is_file());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(&format!("made {} a maos project", dir.display())),
+        "{}",
+        describe(&out)
+    );
+
+    let home = env.root().join("user");
+    let (exit, code, message) = fails_at(&env, &home, &["install-hooks"]);
+    assert_eq!((exit, code.as_str()), (Some(2), "bad_request"), "{message}");
+    assert!(
+        message.contains("never makes your home directory") && message.contains("--user"),
+        "{message}"
+    );
+    assert!(!home.join(".maos").exists() && !home.join(".claude").exists());
+}
