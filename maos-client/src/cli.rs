@@ -256,11 +256,38 @@ pub enum Cmd {
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
-    /// Sessions with their agents (live ones; --all for finished ones too).
+    /// Sessions with their agents, what each is doing now, and their locks (live sessions;
+    /// --all for finished ones too).
     Ps {
         /// Finished sessions too.
         #[arg(long)]
         all: bool,
+        /// Draw it again every --interval until interrupted (Ctrl-C); waits for the daemon
+        /// when it goes away.
+        #[arg(long, short)]
+        watch: bool,
+        /// How often --watch redraws (500ms, 2s, 1m).
+        #[arg(
+            long,
+            default_value = "2s",
+            value_name = "DURATION",
+            requires = "watch"
+        )]
+        interval: String,
+    },
+    /// A live full-screen view of the sessions and agents: what each does now, locks held and
+    /// waited for, denials and deadlocks as they happen; keys to pause, resume, cancel, filter
+    /// and read events. Runs `maos-top` (built with the workspace), passing its arguments
+    /// (`maos top --help`).
+    #[command(disable_help_flag = true)]
+    Top {
+        /// The arguments of `maos-top`.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<OsString>,
     },
     /// Take, release, list and check file locks.
     Lock {

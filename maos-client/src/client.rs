@@ -411,6 +411,16 @@ impl Client {
     }
 }
 
+/// Who runs this command, for the record of a pause, a resume or a forced release: `$USER`,
+/// else `$LOGNAME`, else the user id (a container or a service often sets neither variable,
+/// and "by": null would not say who did it).
+pub fn whoami() -> Option<String> {
+    ["USER", "LOGNAME"]
+        .into_iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+        .or_else(|| Some(format!("uid {}", maos_proto::paths::uid())))
+}
+
 /// The `maosd` binary: next to this executable, else on PATH.
 pub fn daemon_binary() -> PathBuf {
     std::env::current_exe()

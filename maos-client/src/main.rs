@@ -7,9 +7,7 @@
 extern crate maos_client;
 
 mod cli;
-mod client;
 mod codex;
-mod demo;
 mod doctor;
 mod failure;
 mod gemini;
@@ -22,8 +20,10 @@ mod run;
 mod service;
 mod shell;
 mod show;
+mod sibling;
 mod transfer;
 
+use maos_client::client;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -111,7 +111,11 @@ fn fast_path() -> Option<Cli> {
         version: false,
         json,
         project,
-        cmd: Cmd::Ps { all },
+        cmd: Cmd::Ps {
+            all,
+            watch: false,
+            interval: String::new(),
+        },
     })
 }
 

@@ -1,9 +1,10 @@
 //! Human output: `docker ps`-style tables and short summaries. `--json` bypasses all of this.
 
+use crate::paint::Paint;
 use chrono::Utc;
 use maos_core::{AgentState, Progress, Ts, ids::short};
 use maos_proto::{
-    AgentRecord, DaemonStatus, EventRecord, LockCheck, LockList, Problem, PsSession,
+    AgentRecord, DaemonStatus, EventRecord, LockCheck, LockList, Problem, PsAgent, PsSession,
     RecoveryReport, SessionRecord, StatusView,
 };
 use std::fmt::Write;
@@ -19,11 +20,11 @@ pub fn human_secs(secs: f64) -> String {
     }
 }
 
-fn age(ts: &Ts) -> String {
+pub fn age(ts: &Ts) -> String {
     human_secs((Utc::now() - *ts).as_seconds_f64())
 }
 
-fn clip(s: &str, n: usize) -> String {
+pub fn clip(s: &str, n: usize) -> String {
     let line = s.lines().next().unwrap_or("");
     if line.chars().count() <= n {
         line.to_string()
@@ -39,7 +40,7 @@ fn runtime(a: &AgentRecord) -> String {
 }
 
 /// How long something ran (or has been running).
-fn span(started: Option<Ts>, ended: Option<Ts>) -> String {
+pub fn span(started: Option<Ts>, ended: Option<Ts>) -> String {
     match (started, ended) {
         (Some(s), Some(e)) => human_secs((e - s).as_seconds_f64()),
         (Some(s), None) => human_secs((Utc::now() - s).as_seconds_f64()),
@@ -81,17 +82,72 @@ fn agents_done(s: &SessionRecord) -> String {
     format!("{done}/{}", s.agents.len())
 }
 
-/// `maos ps`: sessions with their agents under them (spawn tree indented), and their locks.
-pub fn ps(sessions: &[PsSession]) -> String {
+/// What an agent is doing now, in a few words: the lock it waits for, else the item of its
+/// task list in progress and its last tool call, else its task (`maos ps`'s NOW, `maos top`).
+pub fn doing_now(a: &PsAgent, now: Ts) -> String {
+    let ago = |t: &Ts| human_secs((now - *t).as_seconds_f64());
+    if let Some(w) = a.waits.first() {
+        return format!("waits for {} {} ({})", w.mode, w.path, ago(&w.since));
+    }
+    let last = a.activity.as_ref().map(|act| {
+        let on = act
+            .path
+            .as_deref()
+            .map(|p| format!(" {p}"))
+            .unwrap_or_default();
+        format!("{}{on}, {} ago", act.tool, ago(&act.at))
+    });
+    match (&a.todo, last) {
+        _ if a.state.is_terminal() => one_line(&a.task),
+        (Some(todo), Some(last)) => format!("{} ({last})", one_line(todo)),
+        (Some(todo), None) => one_line(todo),
+        (None, Some(last)) => last,
+        (None, None) => one_line(&a.task),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").trim().to_string()
+}
+
+/// An agent's state as one word: `paused` over the state it was paused in.
+pub fn agent_state_word(a: &PsAgent) -> String {
+    if a.paused && !a.state.is_terminal() {
+        "paused".into()
+    } else {
+        a.state.to_string()
+    }
+}
+
+/// The CLI of a window's agent or subagent (`claude`, `codex`, `gemini`); `-` for the others.
+pub fn cli_word(a: &PsAgent) -> &'static str {
+    a.cli.map_or("-", |c| c.as_str())
+}
+
+/// `maos ps`: sessions with their agents under them (spawn tree indented), what each agent is
+/// doing now, and their locks.
+pub fn ps(sessions: &[PsSession], paint: Paint) -> String {
     let mut out = String::new();
     if sessions.is_empty() {
         out.push_str("no sessions (create one with `maos session create --objective TEXT`)\n");
         return out;
     }
+    let now = Utc::now();
     let _ = writeln!(
         out,
-        "{:<14} {:<11} {:<10} {:<6} {:<7} {:<5} OBJECTIVE",
-        "SESSION", "STATE", "STRATEGY", "PHASE", "AGENTS", "AGE"
+        "{}",
+        paint.bold(&format!(
+            "{:<14} {:<10} {:<10} {:<6} {:<7} {:<5} OBJECTIVE",
+            "SESSION", "STATE", "STRATEGY", "PHASE", "AGENTS", "AGE"
+        ))
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        paint.dim(&format!(
+            "    {:<13} {:<12} {:<6} {:<9} {:<5} NOW",
+            "AGENT", "ROLE", "CLI", "STATE", "TIME"
+        ))
     );
     for s in sessions {
         let mut state = s.state.to_string();
@@ -105,9 +161,9 @@ pub fn ps(sessions: &[PsSession]) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<14} {:<11} {:<10} {:<6} {:<7} {:<5} {}",
+            "{:<14} {} {:<10} {:<6} {:<7} {:<5} {}",
             short(s.id.as_str()),
-            state,
+            paint.session_state(s.state, &format!("{state:<10}")),
             s.strategy.as_str(),
             phase,
             format!("{done}/{}", s.agents.len()),
@@ -121,34 +177,23 @@ pub fn ps(sessions: &[PsSession]) -> String {
         let by_id: std::collections::HashMap<_, _> = s.agents.iter().map(|a| (&a.id, a)).collect();
         for a in tree.preorder().iter().filter_map(|id| by_id.get(id)) {
             let indent = "  ".repeat(tree.depth(&a.id) + 1);
-            let state = if a.paused {
-                format!("{} (paused)", a.state)
+            let doing = clip(&doing_now(a, now), 60);
+            let doing = if !a.waits.is_empty() {
+                paint.yellow(&doing)
+            } else if a.state.is_terminal() {
+                paint.dim(&doing)
             } else {
-                a.state.to_string()
+                doing
             };
             let _ = writeln!(
                 out,
-                "{indent}└ {:<13} {:<16} {:<20} {:<6} {}",
+                "{indent}└ {:<13} {:<12} {:<6} {} {:<5} {doing}",
                 short(a.id.as_str()),
-                clip(&a.role, 16),
-                state,
+                clip(&a.role, 12),
+                cli_word(a),
+                paint.agent_state(a.state, a.paused, &format!("{:<9}", agent_state_word(a))),
                 span(a.started_at, a.ended_at),
-                clip(&a.task, 50)
             );
-            // What a live agent of a CLI window did last, as its hook reported it.
-            if let (false, Some(act)) = (a.state.is_terminal(), &a.activity) {
-                let on = act
-                    .path
-                    .as_deref()
-                    .map(|p| format!(" {p}"))
-                    .unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "{indent}    last {}{on} ({} ago)",
-                    act.tool,
-                    age(&act.at)
-                );
-            }
             for l in &a.locks {
                 let _ = writeln!(
                     out,
@@ -158,7 +203,7 @@ pub fn ps(sessions: &[PsSession]) -> String {
             }
         }
     }
-    out.push_str("(* = active session)\n");
+    out.push_str("(* = active session; NOW = the lock it waits for, its task list item in progress and last tool call, or its task)\n");
     out
 }
 
@@ -325,8 +370,9 @@ pub fn session(s: &SessionRecord) -> String {
     out
 }
 
-pub fn event_line(e: &EventRecord) -> String {
-    let data = match &e.data {
+/// An event's data as `key=value` pairs, compact (`maos events`, `maos top`).
+pub fn event_data(e: &EventRecord) -> String {
+    match &e.data {
         serde_json::Value::Object(m) if m.is_empty() => String::new(),
         serde_json::Value::Null => String::new(),
         serde_json::Value::Object(m) => {
@@ -342,7 +388,11 @@ pub fn event_line(e: &EventRecord) -> String {
             parts.join(" ")
         }
         other => other.to_string(),
-    };
+    }
+}
+
+pub fn event_line(e: &EventRecord) -> String {
+    let data = event_data(e);
     format!(
         "{:>6}  {}  {:<20} {:<13} {:<13} {}",
         e.seq,

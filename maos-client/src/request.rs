@@ -106,15 +106,7 @@ pub fn lock_request(cmd: &LockCmd) -> Res<Request> {
     })
 }
 
-/// Who runs this command, for the record of a pause, a resume or a forced release: `$USER`,
-/// else `$LOGNAME`, else the user id (a container or a service often sets neither variable,
-/// and "by": null would not say who did it).
-pub fn whoami() -> Option<String> {
-    ["USER", "LOGNAME"]
-        .into_iter()
-        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
-        .or_else(|| Some(format!("uid {}", maos_proto::paths::uid())))
-}
+pub use crate::client::whoami;
 
 pub fn target(agent: &Option<String>, phase: &Option<String>) -> Target {
     match (agent, phase) {

@@ -15,7 +15,7 @@ use crate::request::{
     target, whoami,
 };
 use crate::show::{emit_events, print_json, show, show_human};
-use crate::{demo, doctor, gemini, hook, install, managed, service, shell, transfer};
+use crate::{doctor, gemini, hook, install, managed, service, shell, sibling, transfer};
 
 pub fn run(cli: &Cli) -> Res {
     let json = cli.json;
@@ -26,8 +26,16 @@ pub fn run(cli: &Cli) -> Res {
     }
     let body = match &cli.cmd {
         Cmd::Daemon { cmd } => return daemon(cmd, json),
-        Cmd::Demo { args } => return demo::run(args),
         Cmd::Init { dir } => return crate::project::init(dir.as_deref(), json),
+        Cmd::Demo { args } => return sibling::exec("maos-demo", args, &[]),
+        Cmd::Top { args } => {
+            // The project this `maos` resolved (`--project`, `MAOS_PROJECT`, or the directory).
+            let vars = [(
+                "MAOS_PROJECT",
+                std::ffi::OsString::from(cli.project_root()?),
+            )];
+            return sibling::exec("maos-top", args, &vars);
+        }
         Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
             let root =
                 crate::project::for_install(cli, t.user, matches!(cli.cmd, Cmd::InstallHooks(_)))?;
@@ -174,7 +182,12 @@ pub fn run(cli: &Cli) -> Res {
                 name: name.clone(),
             },
         },
-        Cmd::Ps { all } => Request::Ps { all: *all },
+        Cmd::Ps {
+            all,
+            watch: true,
+            interval,
+        } => return watch_ps(cli, *all, interval),
+        Cmd::Ps { all, .. } => Request::Ps { all: *all },
         Cmd::History { limit } => Request::History {
             limit: Some(*limit),
         },
@@ -381,6 +394,62 @@ fn follow_archived(
         if shown { "" } else { "; its timeline is above" }
     );
     Ok(())
+}
+
+/// `maos ps --watch`: `maos ps` again every `every`, on a cleared screen at a terminal (one
+/// snapshot after another, or one JSON document per line, into a pipe). A daemon that goes
+/// away is waited for, saying so, not started again.
+fn watch_ps(cli: &Cli, all: bool, interval: &str) -> Res {
+    let every = parse_duration("--interval", interval)?;
+    use maos_client::paint::Paint;
+    use std::io::IsTerminal;
+    if every < Duration::from_millis(100) {
+        return Err(usage("--interval: at least 100ms"));
+    }
+    let root = cli.project_root()?;
+    let screen = std::io::stdout().is_terminal();
+    let paint = Paint::stdout();
+    let mut client = Some(Client::connect(true)?);
+    loop {
+        let reply = match client.as_mut() {
+            Some(c) => c.request(Some(&root), Request::Ps { all }),
+            None => Client::connect(false).and_then(|mut c| {
+                let r = c.request(Some(&root), Request::Ps { all });
+                client = Some(c);
+                r
+            }),
+        };
+        let stamp = chrono::Utc::now().format("%F %T UTC");
+        let text = match reply {
+            Ok(Reply::Ps(sessions)) if cli.json => {
+                serde_json::to_string(&sessions).unwrap_or_default() + "\n"
+            }
+            Ok(Reply::Ps(sessions)) => format!(
+                "{}   every {interval} (Ctrl-C to stop), {stamp}\n{}",
+                paint.bold(&format!("project {root}")),
+                maos_client::output::ps(&sessions, paint)
+            ),
+            Ok(other) => return show(cli.json, other),
+            Err(ClientError::Unavailable(m)) => {
+                client = None;
+                let line = format!("maos: the daemon is gone ({m}); waiting for it ({stamp})");
+                if cli.json {
+                    eprintln!("{line}");
+                    std::thread::sleep(every);
+                    continue;
+                }
+                line + "\n"
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if screen {
+            out!("\x1b[H\x1b[2J");
+        } else if !cli.json {
+            outln!();
+        }
+        out!("{text}");
+        std::thread::sleep(every);
+    }
 }
 
 /// Connect again to a daemon that went away, without starting one, until `patience` runs out;

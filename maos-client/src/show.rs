@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use maos_client::output;
+use maos_client::paint::Paint;
 use maos_proto::Reply;
 
 use crate::cli::{AgentCmd, Cli, Cmd, SessionCmd};
@@ -66,7 +67,7 @@ pub fn show(json: bool, reply: Reply) -> Res {
         Reply::Agent(a) => print(&output::agents(std::slice::from_ref(&a))),
         Reply::Agents(a) => print(&output::agents(&a)),
         Reply::Status(s) => print(&output::status(&s)),
-        Reply::Ps(s) => print(&output::ps(&s)),
+        Reply::Ps(s) => print(&output::ps(&s, maos_client::paint::Paint::off())),
         Reply::Daemon(d) => print(&output::daemon(&d)),
         Reply::Events(events) => {
             for e in &events {
@@ -134,7 +135,19 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
             Ok(())
         }
         (Cmd::Ps { .. }, Reply::Ps(s)) => {
-            print(&output::ps(&s));
+            let paint = Paint::stdout();
+            outln!("{}", project_line(cli, paint)?);
+            print(&output::ps(&s, paint));
+            Ok(())
+        }
+        (Cmd::Status { .. }, Reply::Status(s)) => {
+            outln!("{}", project_line(cli, Paint::stdout())?);
+            print(&output::status(&s));
+            Ok(())
+        }
+        (Cmd::Brief { .. }, Reply::Brief(b)) => {
+            outln!("{}", project_line(cli, Paint::stdout())?);
+            print(&b.text);
             Ok(())
         }
         (Cmd::Import { file }, Reply::Session(s)) => {
@@ -187,6 +200,11 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
         }
         (_, reply) => show(false, reply),
     }
+}
+
+/// The header of `ps`, `status` and `brief`: which project the view is of.
+pub fn project_line(cli: &Cli, paint: Paint) -> Result<String, crate::failure::Failure> {
+    Ok(paint.bold(&format!("project {}", cli.project_root()?)))
 }
 
 pub fn emit_events(json: bool, events: &[maos_proto::EventRecord]) {

@@ -6,10 +6,10 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// The `maos` this tour drives: the one that started it (`maos demo` sets `MAOS_DEMO_CLIENT`),
+/// The `maos` this tour drives: the one that started it (`maos demo` sets `MAOS_CLIENT`),
 /// else the one next to this binary, else `maos` on `PATH`.
 fn client() -> PathBuf {
-    if let Some(p) = std::env::var_os("MAOS_DEMO_CLIENT").filter(|p| !p.is_empty()) {
+    if let Some(p) = std::env::var_os("MAOS_CLIENT").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
     std::env::current_exe()

@@ -8,7 +8,7 @@
 //! session. Part 3 (`cli`) drives a session with phases and agents through its life by running real
 //! `maos` commands, and prints each command with its output.
 //!
-//! It drives the `maos` that started it (`MAOS_DEMO_CLIENT`, set by `maos demo`), else the
+//! It drives the `maos` that started it (`MAOS_CLIENT`, set by `maos demo`), else the
 //! `maos` next to this binary, else the one on `PATH`.
 
 #[macro_use]

@@ -27,6 +27,7 @@ pub mod conformance;
 pub mod daemon;
 pub mod procfs;
 pub mod tempdir;
+pub mod tmux;
 
 /// How long any one `maos` invocation may take before the test fails (a hang is a bug).
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -49,7 +50,7 @@ pub fn bin_dir() -> PathBuf {
     dir
 }
 
-/// `maos` and `maosd` exist and are newer than every source file they were built from, so that
+/// `maos`, `maosd` (and `maos-top`, `maos-demo`) exist and are newer than every source file they were built from, so that
 /// a bare `cargo test` (which builds no binary of another package) never runs stale ones.
 /// The sources are those cargo lists in each binary's dep-info file (`target/<profile>/maos.d`):
 /// exactly what a rebuild would be triggered by, so `cargo build --workspace --bins` always
@@ -60,7 +61,7 @@ fn binaries_are_fresh(dir: &Path) -> Result<(), String> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .ok_or("the tests package has no parent directory")?;
-    for bin in ["maos", "maosd"] {
+    for bin in ["maos", "maosd", "maos-top", "maos-demo"] {
         let path = dir.join(bin);
         let built = std::fs::metadata(&path)
             .and_then(|m| m.modified())
@@ -122,8 +123,13 @@ pub fn maosd_bin() -> PathBuf {
 /// `systemd-analyze`) runs here. Where it does not, the test says why it skips; on CI (`CI`
 /// set, as `.ci/run` installs what the tests need) a missing tool fails the test instead.
 pub fn have_tool(name: &str, package: &str) -> bool {
+    have_tool_with(name, &["--version"], package)
+}
+
+/// [`have_tool`] for a tool that tells its version with other arguments (`tmux -V`).
+pub fn have_tool_with(name: &str, version_args: &[&str], package: &str) -> bool {
     let found = Command::new(name)
-        .arg("--version")
+        .args(version_args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -99,3 +99,110 @@ fn counts_and_reasons_read_right() {
         "{text}"
     );
 }
+
+/// The agent line of `maos ps` whose id starts like `id`.
+fn line_of<'a>(text: &'a str, id: &str) -> &'a str {
+    let short = id.get(..12).unwrap_or(id);
+    text.lines()
+        .find(|l| l.contains(&format!("└ {short}")))
+        .unwrap_or_else(|| panic!("no line for {short}:\n{text}"))
+}
+
+/// NOW (issue 15): what each agent does at this moment — the item of its own task list in
+/// progress and its last tool call for a CLI window, the lock a waiting agent waits for — with
+/// its CLI, under a header naming the project.
+#[test]
+fn ps_shows_what_each_agent_does_now_and_the_project() {
+    let env = Env::new();
+    let run = |input: serde_json::Value| {
+        let out = env.hook_at(
+            &env.project,
+            &["hook", "--cli", "claude"],
+            input.to_string().into_bytes(),
+            &[],
+            false,
+        );
+        assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    };
+    let cwd = env.project.to_string_lossy().into_owned();
+    run(
+        serde_json::json!({"session_id": "w-1", "cwd": cwd, "hook_event_name": "UserPromptSubmit", "prompt": "Split the lexer"}),
+    );
+    run(
+        serde_json::json!({"session_id": "w-1", "cwd": cwd, "hook_event_name": "PostToolUse",
+        "tool_name": "TodoWrite", "tool_use_id": "toolu_t",
+        "tool_input": {"todos": [
+            {"content": "Read the parser", "status": "completed"},
+            {"content": "Move tokens to lexer.rs", "status": "in_progress"}]},
+        "tool_response": {}}),
+    );
+    run(
+        serde_json::json!({"session_id": "w-1", "cwd": cwd, "hook_event_name": "PreToolUse",
+        "tool_name": "Write", "tool_use_id": "toolu_w",
+        "tool_input": {"file_path": format!("{cwd}/src/lexer.rs"), "content": "x"}}),
+    );
+
+    let ps = env.maos_json(&["ps"]);
+    let window = ps[0]["agents"][0]["id"]
+        .as_str()
+        .expect("window agent")
+        .to_string();
+    assert_eq!(
+        ps[0]["agents"][0]["todo"], "Move tokens to lexer.rs",
+        "{ps}"
+    );
+
+    // A second agent waits for the window's lock.
+    let waiter = env.agent(None, "tester", "runs the tests");
+    let _wait = env.spawn_maos(&[
+        "lock",
+        "acquire",
+        "src/lexer.rs",
+        "--agent",
+        &waiter,
+        "--wait",
+        "60s",
+    ]);
+    maos_tests::wait_until(
+        std::time::Duration::from_secs(10),
+        "the waiter queued",
+        || {
+            let ps = env.maos_json(&["ps"]);
+            ps[0]["agents"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|a| a["waits"][0]["path"] == "src/lexer.rs"))
+        },
+    );
+
+    let out = env.maos(&["ps"]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let root = maos_tests::Env::project_root(&env.project);
+    assert_eq!(
+        text.lines().next(),
+        Some(format!("project {root}").as_str()),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "no colour into a pipe:\n{text}");
+    let w = line_of(&text, &window);
+    assert!(
+        w.contains(" claude ")
+            && w.contains("Move tokens to lexer.rs (Write src/lexer.rs, ")
+            && w.contains(" ago)"),
+        "the window's CLI, todo and last tool:\n{text}"
+    );
+    let t = line_of(&text, &waiter);
+    assert!(
+        t.contains("waits for write src/lexer.rs ("),
+        "the waiter's NOW:\n{text}"
+    );
+    for cmd in ["status", "brief"] {
+        let out = env.maos(&[cmd]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            text.lines().next(),
+            Some(format!("project {root}").as_str()),
+            "maos {cmd}:\n{text}"
+        );
+    }
+}

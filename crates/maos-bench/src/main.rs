@@ -30,6 +30,7 @@ use crate::scenarios::requests::{
     scen_create, scen_register, scen_rss, scen_throughput, scen_update,
 };
 use crate::scenarios::startup::scen_startup;
+use crate::scenarios::top::scen_top;
 
 const USAGE: &str = "\
 usage: maos-bench <scenario> [options]
@@ -67,6 +68,10 @@ scenarios:
               `maos ps` as the first command, the daemon started by the socket (20 sessions x 5
               agents to open), then again against the running daemon; --requests rounds
               (default 30), each ending with `maos daemon stop`: first p50/p90, warm p50, ratio
+  top         needs tmux and maos-top, so not in `all`: the daemon's CPU over 10 s idle without
+              and with --clients maos-top views open (default 5, each in its own tmux 80x24),
+              then --requests events (default 1000, a pause/resume every --pace-ms, default 10):
+              event commit to the first frame of each view that shows it, p50/p99/max
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
@@ -183,6 +188,7 @@ fn run(o: &Opts) -> Res {
         "gc" => one(scen_gc)?,
         "agent-start" => one(scen_agent_start)?,
         "activation" => one(scen_activation)?,
+        "top" => one(scen_top)?,
         "serve" => one(scen_serve)?,
         "all" => {
             let syncs: Vec<&str> = match o.synchronous.as_deref() {

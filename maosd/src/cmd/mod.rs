@@ -88,7 +88,7 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             target,
             by,
         } => session::set_paused(tx, session.as_deref(), target, false, None, by),
-        Request::Ps { all } => query::ps(tx.state(), all),
+        Request::Ps { all } => query::ps(tx.state(), all, tx.now),
         Request::Events { filter, limit } => query::events(tx.state(), &filter, limit),
         Request::Status { session } => query::status(tx.state(), session.as_deref(), tx.now),
         Request::LockAcquire {

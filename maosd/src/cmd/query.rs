@@ -3,7 +3,7 @@
 
 use maos_core::{Progress, Ts, progress};
 use maos_proto::{
-    ErrorBody, EventFilter, PsAgent, PsLock, PsSession, Reply, SessionRecord, StatusView,
+    ErrorBody, EventFilter, PsAgent, PsLock, PsSession, PsWait, Reply, SessionRecord, StatusView,
 };
 use maos_store::EventQuery;
 
@@ -22,7 +22,8 @@ pub fn session_list(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
     Ok(Reply::Sessions(live_or_all(st, all)).into())
 }
 
-pub fn ps(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
+pub fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
+    let waiters = st.locks.waiters();
     let sessions = st
         .sessions()
         .iter()
@@ -35,6 +36,7 @@ pub fn ps(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
             active: s.active,
             created_at: s.created_at,
             phase: s.workflow.position(),
+            progress: Some((&progress_of(s, now)).into()),
             agents: s
                 .agents
                 .iter()
@@ -50,6 +52,21 @@ pub fn ps(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
                     ended_at: a.ended_at,
                     cli: a.cli,
                     activity: st.activity(&a.id).cloned(),
+                    todo: s
+                        .todos
+                        .iter()
+                        .find(|t| t.agent == a.id)
+                        .and_then(|t| t.items.iter().find(|i| i.status == "in_progress"))
+                        .map(|i| i.content.clone()),
+                    waits: waiters
+                        .iter()
+                        .filter(|w| w.holder == a.id)
+                        .map(|w| PsWait {
+                            path: w.path.to_string(),
+                            mode: w.mode,
+                            since: w.since,
+                        })
+                        .collect(),
                     locks: st
                         .locks
                         .held_by(&a.id)

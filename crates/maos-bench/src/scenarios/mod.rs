@@ -8,6 +8,7 @@ pub mod locks;
 pub mod process;
 pub mod requests;
 pub mod startup;
+pub mod top;
 
 use maos_tests::client::Res;
 

@@ -19,6 +19,32 @@ pub struct PsSession {
     /// Phase position `[k, n]` (1-based; `[0, 0]` without phases; never `k > n`).
     pub phase: (usize, usize),
     pub agents: Vec<PsAgent>,
+    /// Percent done, ETA and whether it is stalled, as `maos status` computes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<PsProgress>,
+}
+
+/// A session's progress as `maos ps` and `maos top` show it (`maos status` has the rest).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsProgress {
+    /// 0..=100.
+    pub percent: f64,
+    /// Estimated completion time (none without an average phase time, or when finished).
+    #[serde(default)]
+    pub eta: Option<Ts>,
+    /// The running phase takes over twice the average.
+    #[serde(default)]
+    pub stalled: bool,
+}
+
+impl From<&Progress> for PsProgress {
+    fn from(p: &Progress) -> PsProgress {
+        PsProgress {
+            percent: p.percent,
+            eta: p.eta,
+            stalled: p.stalled,
+        }
+    }
 }
 
 /// An agent as `maos ps` shows it.
@@ -45,6 +71,20 @@ pub struct PsAgent {
     /// Its last tool call, as its CLI's hook reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activity: Option<Activity>,
+    /// The item of its own task list it marked in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todo: Option<String>,
+    /// Locks it waits for (queued requests).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<PsWait>,
+}
+
+/// A lock an agent waits for, as `maos ps` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsWait {
+    pub path: String,
+    pub mode: LockMode,
+    pub since: Ts,
 }
 
 /// `maos status`: a session with its progress figures.

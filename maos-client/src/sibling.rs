@@ -1,0 +1,42 @@
+//! Commands that are binaries of their own, so that the client every hook call starts stays
+//! small: `maos demo` runs `maos-demo`, `maos top` runs `maos-top`. Each runs in this process's
+//! place (exec): its arguments, stdin, stdout, stderr and exit code are its own.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Command;
+
+use maos_proto::{ErrorBody, ErrorCode};
+
+use crate::failure::{Failure, Res};
+
+/// Run `BIN ARGS` (looked for next to this binary, then on `PATH`) in place of this process,
+/// with `vars` set; returns only when it could not be started.
+pub fn exec(bin: &str, args: &[OsString], vars: &[(&str, OsString)]) -> Res {
+    let me = std::env::current_exe().ok();
+    let program = me
+        .as_ref()
+        .and_then(|me| Some(me.parent()?.join(bin)))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(bin));
+    let mut cmd = Command::new(&program);
+    cmd.args(args);
+    // It drives this `maos`, wherever it was found.
+    if let Some(me) = &me {
+        cmd.env("MAOS_CLIENT", me);
+    }
+    cmd.envs(vars.iter().map(|(k, v)| (k, v)));
+    let e = cmd.exec();
+    let message = if e.kind() == std::io::ErrorKind::NotFound {
+        format!(
+            "this command runs `{bin}`, which is neither next to this maos nor on PATH: build it with `cargo build --release --workspace --bins` (target/release/{bin})"
+        )
+    } else {
+        format!("cannot run {}: {e}", program.display())
+    };
+    Err(Failure {
+        body: ErrorBody::new(ErrorCode::BadRequest, message),
+        exit: 1,
+    })
+}
