@@ -22,7 +22,7 @@ use crate::failure::{Failure, Res, usage};
 )]
 pub struct Cli {
     /// Print machine-readable JSON instead of tables (see README: JSON output and exit codes;
-    /// refused where a command prints no JSON: completions, man without --dir, demo).
+    /// refused where a command prints no JSON: completions, man without --dir, demo, top).
     #[arg(long, global = true)]
     pub json: bool,
     /// The project directory (default: the main worktree of the git repository around the
@@ -81,6 +81,9 @@ impl Cli {
                 "`maos man` prints a roff page (with --dir DIR it lists the pages it wrote as JSON)"
             }
             Cmd::Demo { .. } => "`maos demo` is a tour for people",
+            Cmd::Top { .. } => {
+                "`maos top` is a full-screen view (`maos ps --json` is the snapshot)"
+            }
             _ => return Ok(()),
         };
         Err(usage(format!("--json does not apply here: {what}")))

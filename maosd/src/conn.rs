@@ -375,7 +375,40 @@ async fn subscribe(
     project: String,
     filter: EventFilter,
 ) {
-    let sub = match daemon.projects.existing(&project).await {
+    // A project with nothing recorded yet is not created by watching it: the subscription is
+    // accepted and waits for the project's first session or hook call (not one session's
+    // events: that session cannot exist there).
+    let mut acked = false;
+    let handle = loop {
+        let opened = daemon.projects.opened().notified();
+        tokio::pin!(opened);
+        opened.as_mut().enable();
+        match daemon.projects.existing(&project).await {
+            Err(e)
+                if e.code == ErrorCode::NotFound
+                    && filter.session.is_none()
+                    && filter.agent.is_none() =>
+            {
+                if !acked {
+                    let ok = ServerMsg::Response {
+                        id,
+                        result: Ok(Reply::Subscribed),
+                    };
+                    if !send(conn, &ok).await {
+                        return;
+                    }
+                    acked = true;
+                }
+                tokio::select! {
+                    () = opened => {}
+                    _ = conn.next() => return,
+                    () = daemon.shutdown.cancelled() => return,
+                }
+            }
+            other => break other,
+        }
+    };
+    let sub = match handle {
         Ok(h) => h.subscribe(filter).await,
         Err(e) => Err(e),
     };
@@ -391,14 +424,15 @@ async fn subscribe(
             return;
         }
     };
-    if !send(
-        conn,
-        &ServerMsg::Response {
-            id,
-            result: Ok(Reply::Subscribed),
-        },
-    )
-    .await
+    if !acked
+        && !send(
+            conn,
+            &ServerMsg::Response {
+                id,
+                result: Ok(Reply::Subscribed),
+            },
+        )
+        .await
     {
         return;
     }

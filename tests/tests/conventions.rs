@@ -11,6 +11,7 @@ fn json_is_refused_where_a_command_prints_none() {
         (&["--json", "completions", "bash"][..], "shell script"),
         (&["--json", "man"], "roff page"),
         (&["--json", "demo"], "tour for people"),
+        (&["--json", "top"], "full-screen view"),
     ] {
         let f = env.maos_fail(&args[1..]);
         assert_eq!(f.exit, 2, "{args:?}: {}", f.message);

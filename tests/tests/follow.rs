@@ -262,3 +262,31 @@ fn follow_of_an_archived_session_prints_its_timeline_and_says_it_is_archived() {
     assert_eq!(f.exit, 1);
     assert!(f.message.contains("no id matches"), "{}", f.message);
 }
+
+/// Following a project where nothing has been recorded yet waits for its first events
+/// without creating the project (watching is not recording).
+#[test]
+fn follow_of_a_project_with_nothing_recorded_waits_for_its_first_session() {
+    let env = Env::new();
+    env.maos_json(&["daemon", "start"]);
+    let (mut child, rx) = follow(&env, &[]);
+    maos_tests::wait_until(DEADLINE, "the follower is connected", || {
+        env.maos_json(&["daemon", "status"])["projects"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            && child.0.try_wait().ok().flatten().is_none()
+    });
+    assert!(
+        !env.home.join("projects").exists()
+            || std::fs::read_dir(env.home.join("projects"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+                == 0,
+        "watching created the project"
+    );
+    let sid = env.session("first", &[]);
+    let e = next(&rx, "session_created");
+    assert_eq!(e["type"], "session_created");
+    assert_eq!(e["session_id"], sid.as_str());
+    let _ = child.0.kill();
+}
