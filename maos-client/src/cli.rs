@@ -32,6 +32,9 @@ pub struct Cli {
     /// Print the versions of maos and of the running daemon (never starts one).
     #[arg(short = 'V', long)]
     pub version: bool,
+    /// `--project` was typed on the command line (not inherited from `MAOS_PROJECT`).
+    #[arg(skip)]
+    pub project_typed: bool,
     #[command(subcommand)]
     pub cmd: Cmd,
 }
@@ -71,9 +74,27 @@ impl Cli {
 }
 
 impl Cli {
-    /// `--json` where the command prints no JSON (a shell script, a roff page, the demo's
-    /// tour): refused in one line rather than accepted and ignored.
-    pub fn check_json(&self) -> Res {
+    /// A typed `--project` where the command works on no project (the daemon, a shell
+    /// script, the pages, the demo's own projects, `init`'s DIR), and `--json` where the
+    /// command prints no JSON (a shell script, a roff page, the demo's tour, a full-screen
+    /// view): refused in one line rather than accepted and ignored. `MAOS_PROJECT` in the
+    /// environment is not refused: it is set for every command alike.
+    pub fn check_globals(&self) -> Res {
+        let project = match &self.cmd {
+            _ if !self.project_typed || self.version => None,
+            Cmd::Daemon { .. } => Some("`maos daemon` serves every project"),
+            Cmd::Completions { .. } | Cmd::Man { .. } => Some("it describes the command line"),
+            Cmd::Demo { .. } => Some("`maos demo` makes its own throw-away projects"),
+            Cmd::Init { .. } => Some("`maos init DIR` takes the directory as its argument"),
+            _ => None,
+        };
+        if let Some(why) = project {
+            return Err(usage(format!("--project does not apply here: {why}")));
+        }
+        self.check_json()
+    }
+
+    fn check_json(&self) -> Res {
         let what = match &self.cmd {
             _ if !self.json || self.version => return Ok(()),
             Cmd::Completions { .. } => "`maos completions` prints a shell script",

@@ -35,10 +35,12 @@ use maos_proto::ErrorCode;
 fn parse_cli() -> Result<Cli, ExitCode> {
     use clap::FromArgMatches;
     use clap::error::ErrorKind;
-    let e = match cli::command()
-        .try_get_matches()
-        .and_then(|m| Cli::from_arg_matches(&m))
-    {
+    let e = match cli::command().try_get_matches().and_then(|m| {
+        let mut cli = Cli::from_arg_matches(&m)?;
+        cli.project_typed =
+            m.value_source("project") == Some(clap::parser::ValueSource::CommandLine);
+        Ok(cli)
+    }) {
         Ok(cli) => return Ok(cli),
         Err(e) => e,
     };
@@ -111,6 +113,7 @@ fn fast_path() -> Option<Cli> {
         version: false,
         json,
         project,
+        project_typed: false,
         cmd: Cmd::Ps {
             all,
             watch: false,

@@ -19,7 +19,7 @@ use crate::{doctor, gemini, hook, install, managed, service, shell, sibling, tra
 
 pub fn run(cli: &Cli) -> Res {
     let json = cli.json;
-    cli.check_json()?;
+    cli.check_globals()?;
     // `maos --version SUBCOMMAND ...`, as git does: the version, not the subcommand.
     if cli.version {
         return shell::version(json);

@@ -30,6 +30,42 @@ fn json_is_refused_where_a_command_prints_none() {
     assert!(env.daemons().is_empty(), "none of these needs a daemon");
 }
 
+/// A typed `--project` where a command works on no project is refused in one line;
+/// `MAOS_PROJECT` in the environment is not (it is set for every command alike).
+#[test]
+fn project_is_refused_where_a_command_works_on_no_project() {
+    let env = Env::new();
+    let project = env.project.to_str().expect("utf-8");
+    for (args, what) in [
+        (
+            &["daemon", "status", "--project", project][..],
+            "serves every project",
+        ),
+        (
+            &["--project", project, "completions", "bash"],
+            "command line",
+        ),
+        (&["--project", project, "man"], "command line"),
+        (&["--project", project, "init"], "maos init DIR"),
+    ] {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = env.maos_at(&env.project, &all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", describe(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with("maos: --project does not apply here") && err.contains(what),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(env.daemons().is_empty(), "nothing was started");
+    let mut cmd = env.maos_cmd_at(&env.project, &["--json", "daemon", "start"]);
+    cmd.env("MAOS_PROJECT", &env.project);
+    let out = maos_tests::run_with_timeout(cmd, maos_tests::COMMAND_TIMEOUT);
+    assert!(out.status.success(), "{}", describe(&out));
+    env.maos_json(&["daemon", "stop"]);
+}
+
 #[test]
 fn lists_are_arrays_and_actions_print_the_record_they_changed() {
     let env = Env::new();
