@@ -1,11 +1,14 @@
-//! The command line. Every command takes `--json` for a stable, documented machine shape.
+//! The command line. Every command that prints something a script may read takes `--json`
+//! for a stable, documented machine shape (README: JSON output and exit codes).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::failure::{Res, usage};
+use maos_proto::{ErrorBody, ErrorCode};
+
+use crate::failure::{Failure, Res, usage};
 
 /// maos: keeps multi-agent coding sessions safe, durable and resumable.
 #[derive(Parser, Debug)]
@@ -18,37 +21,196 @@ use crate::failure::{Res, usage};
     disable_version_flag = true
 )]
 pub struct Cli {
-    /// Print machine-readable JSON instead of tables.
+    /// Print machine-readable JSON instead of tables (see README: JSON output and exit codes;
+    /// refused where a command prints no JSON: completions, man without --dir, demo, top).
     #[arg(long, global = true)]
     pub json: bool,
-    /// The project directory (default: the git main worktree or marker directory around the
-    /// current directory).
+    /// The project directory (default: the main worktree of the git repository around the
+    /// current directory, else the nearest directory with .maos/; see README: Commands).
     #[arg(long, global = true, env = "MAOS_PROJECT", value_name = "DIR")]
     pub project: Option<PathBuf>,
     /// Print the versions of maos and of the running daemon (never starts one).
     #[arg(short = 'V', long)]
     pub version: bool,
+    /// `--project` was typed on the command line (not inherited from `MAOS_PROJECT`).
+    #[arg(skip)]
+    pub project_typed: bool,
     #[command(subcommand)]
     pub cmd: Cmd,
 }
 
 impl Cli {
-    /// The project root this invocation works on, as the daemon names it.
+    /// The project root this invocation works on, as the daemon names it: the one `--project`
+    /// names (the project it lies in, else that directory itself), else the project around the
+    /// current directory ([`maos_proto::paths::find_project`]); outside any, one line saying
+    /// so and how to make one (exit 1; nothing is created).
     pub fn project_root(&self) -> Res<String> {
-        let start = match &self.project {
-            Some(p) => p.clone(),
-            None => std::env::current_dir()
-                .map_err(|e| usage(format!("cannot read the current directory: {e}")))?,
-        };
-        if self.project.is_some() && !start.is_dir() {
-            return Err(usage(format!(
-                "project directory {} does not exist",
-                start.display()
-            )));
+        if let Some(dir) = &self.project {
+            return explicit_root(dir);
         }
-        Ok(maos_proto::paths::project_root(&start)
-            .to_string_lossy()
-            .into_owned())
+        let cwd = std::env::current_dir()
+            .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
+        match maos_proto::paths::find_project(&cwd) {
+            Some(root) => Ok(root.to_string_lossy().into_owned()),
+            None => Err(no_project(&cwd)),
+        }
+    }
+
+    /// The project around the current directory, or the current directory when there is none
+    /// (and nothing names one): for the commands that set a project up (`install-hooks`) or
+    /// look at one (`doctor`).
+    pub fn project_or_cwd(&self) -> Res<(String, bool)> {
+        match self.project_root() {
+            Ok(root) => Ok((root, true)),
+            Err(_) if self.project.is_none() => {
+                let cwd = std::env::current_dir()
+                    .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
+                let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+                Ok((cwd.to_string_lossy().into_owned(), false))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Cli {
+    /// A typed `--project` where the command works on no project (the daemon, a shell
+    /// script, the pages, the demo's own projects, `init`'s DIR), and `--json` where the
+    /// command prints no JSON (a shell script, a roff page, the demo's tour, a full-screen
+    /// view): refused in one line rather than accepted and ignored. `MAOS_PROJECT` in the
+    /// environment is not refused: it is set for every command alike.
+    pub fn check_globals(&self) -> Res {
+        let project = match &self.cmd {
+            _ if !self.project_typed || self.version => None,
+            Cmd::Daemon { .. } => Some("`maos daemon` serves every project"),
+            Cmd::Completions { .. } | Cmd::Man { .. } => Some("it describes the command line"),
+            Cmd::Demo { .. } => Some("`maos demo` makes its own throw-away projects"),
+            Cmd::Init { .. } => Some("`maos init DIR` takes the directory as its argument"),
+            _ => None,
+        };
+        if let Some(why) = project {
+            return Err(usage(format!("--project does not apply here: {why}")));
+        }
+        self.check_json()
+    }
+
+    fn check_json(&self) -> Res {
+        let what = match &self.cmd {
+            _ if !self.json || self.version => return Ok(()),
+            Cmd::Completions { .. } => "`maos completions` prints a shell script",
+            Cmd::Man { dir: None } => {
+                "`maos man` prints a roff page (with --dir DIR it lists the pages it wrote as JSON)"
+            }
+            Cmd::Demo { .. } => "`maos demo` is a tour for people",
+            Cmd::Top { .. } => {
+                "`maos top` is a full-screen view (`maos ps --json` is the snapshot)"
+            }
+            _ => return Ok(()),
+        };
+        Err(usage(format!("--json does not apply here: {what}")))
+    }
+}
+
+/// The top-level commands in the groups and the order `maos --help` shows them: watching
+/// first. A name this build lacks is skipped (`top` has its slot), and a test checks that every
+/// command has a group.
+pub const GROUPS: &[(&str, &[&str])] = &[
+    (
+        "Watch",
+        &["ps", "top", "status", "brief", "events", "logs", "history"],
+    ),
+    (
+        "Steer",
+        &[
+            "pause", "resume", "retry", "note", "run", "session", "agent", "phase", "lock",
+        ],
+    ),
+    (
+        "Keep and repair",
+        &[
+            "export", "import", "backup", "restore", "gc", "recover", "validate",
+        ],
+    ),
+    (
+        "Set up",
+        &[
+            "init",
+            "install-hooks",
+            "uninstall-hooks",
+            "doctor",
+            "daemon",
+            "hook",
+            "completions",
+            "man",
+            "demo",
+            "help",
+        ],
+    ),
+];
+
+/// The command line as clap sees it, its subcommands ordered by [`GROUPS`] (for the man
+/// pages and completions too) and the root help listing them under the groups' headings.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    // Not built: `man` turns clap's `help` subcommand off before it is added.
+    let mut cmd = Cli::command();
+    let width = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().len())
+        .max()
+        .unwrap_or(0);
+    let mut listing = String::new();
+    let mut order = 0;
+    for (title, names) in GROUPS {
+        listing.push_str(&format!("{title}:\n"));
+        for name in names.iter().copied() {
+            let about = match cmd.find_subcommand(name) {
+                Some(sub) => sub.get_about().map(ToString::to_string).unwrap_or_default(),
+                // clap adds it when the command is built.
+                None if name == "help" => {
+                    "Print this message or the help of the given subcommand(s)".to_string()
+                }
+                None => continue,
+            };
+            if name == "help" {
+                listing.push_str(&format!("  {name:<width$}  {about}\n"));
+                continue;
+            }
+            listing.push_str(&format!("  {name:<width$}  {about}\n"));
+            order += 1;
+            cmd = cmd.mut_subcommand(name, |s| s.display_order(order));
+        }
+        listing.push('\n');
+    }
+    cmd.help_template(format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{listing}Options:\n{{options}}{{after-help}}"
+    ))
+}
+
+/// `--project DIR`: the project DIR lies in, else DIR itself.
+fn explicit_root(dir: &std::path::Path) -> Res<String> {
+    if !dir.is_dir() {
+        return Err(usage(format!(
+            "project directory {} does not exist",
+            dir.display()
+        )));
+    }
+    Ok(maos_proto::paths::project_root(dir)
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// The refusal of a command run outside every project.
+pub fn no_project(dir: &std::path::Path) -> Failure {
+    Failure {
+        body: ErrorBody::new(
+            ErrorCode::NotFound,
+            format!(
+                "no maos project at {}: not inside a git repository, and no .maos/ here or above; run `maos init` to make this directory one, or pass --project DIR",
+                dir.display()
+            ),
+        ),
+        exit: 1,
     }
 }
 
@@ -93,6 +255,7 @@ pub enum Cmd {
     /// Replace this project's database with a backup, once the backup checks out; the old
     /// database is kept beside it.
     Restore {
+        /// The backup (a `maos backup` file).
         file: PathBuf,
         /// Even though sessions are live (they are replaced by the backup's).
         #[arg(long)]
@@ -100,14 +263,17 @@ pub enum Cmd {
     },
     /// Write a session with its timeline and checkpoints as JSON (archived sessions too).
     Export {
-        /// Session id or unique prefix.
-        session: String,
+        /// Session id or unique prefix (default: the active session).
+        session: Option<String>,
         /// Write to this file (replaced whole, mode 0600) instead of stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
     },
     /// Bring in a session file: a `maos export`, or an orchestrator's session JSON.
-    Import { file: PathBuf },
+    Import {
+        /// A `maos export` file, or an orchestrator's session JSON.
+        file: PathBuf,
+    },
     /// Finished sessions, newest first, archived ones included.
     History {
         /// At most this many (default 20).
@@ -206,6 +372,13 @@ pub enum Cmd {
         /// Session id or unique prefix (default: every live session).
         session: Option<String>,
     },
+    /// Make a directory outside git a maos project: creates DIR/.maos/ (a git repository is
+    /// one already; see README: Commands).
+    Init {
+        /// The directory (default: the current one).
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Answer an agent CLI's hook call: one JSON object on stdin (see README: Hooks).
     Hook {
         /// The CLI that calls: claude (the default), codex or gemini.
@@ -220,12 +393,14 @@ pub enum Cmd {
     Doctor,
     /// Print a shell completion script: `maos completions bash > ~/.local/share/bash-completion/completions/maos`.
     Completions {
+        /// The shell the script is for.
         #[arg(value_parser = ["bash", "zsh", "fish"])]
         shell: String,
     },
     /// Print the man page (roff), generated from this command line; with --dir, write maos.1 and
     /// one page per subcommand (maos-daemon-install.1, ...) into DIR.
     Man {
+        /// Write every page into DIR instead of printing the root page.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
@@ -316,6 +491,8 @@ pub enum SessionCmd {
         /// starts once the session starts.
         #[arg(long, value_name = "PLAN", conflicts_with_all = ["strategy", "phases"])]
         plan: Option<PathBuf>,
+        /// How its agents run: all at once, one after another, as their dependencies allow, or
+        /// each phase's output feeding the next.
         #[arg(
             long,
             default_value = "parallel",
@@ -326,15 +503,23 @@ pub enum SessionCmd {
         #[arg(long = "phase", value_name = "NAME")]
         phases: Vec<String>,
     },
-    /// Sessions of this project (live ones; --all for finished ones too).
+    /// Sessions of this project: the live ones and the active one, even once it has finished
+    /// (--all for every finished one too).
     List {
+        /// Every finished session too (not archived ones: `maos history` lists those).
         #[arg(long)]
         all: bool,
     },
     /// One session in full.
-    Show { session: Option<String> },
+    Show {
+        /// Session id or unique prefix (default: the active session; archived ones too).
+        session: Option<String>,
+    },
     /// Make a session the project's active one (the default of every command).
-    Activate { session: String },
+    Activate {
+        /// Session id or unique prefix.
+        session: String,
+    },
     /// Created → Running.
     Start(SessionTarget),
     /// Finish a session successfully.
@@ -345,7 +530,10 @@ pub enum SessionCmd {
     Cancel(SessionTarget),
     /// Take a finished session out of `ps` and `session list`; the database keeps it, with
     /// its events and checkpoints, and `maos history` lists it.
-    Archive { session: String },
+    Archive {
+        /// Session id or unique prefix.
+        session: String,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -361,8 +549,10 @@ pub struct SessionTarget {
 pub enum AgentCmd {
     /// Register an agent in a session (Pending until started).
     Register {
+        /// What the agent is (coder, reviewer, ...): shown in `ps` and in denials.
         #[arg(long)]
         role: String,
+        /// What the agent is to do, in a line.
         #[arg(long)]
         task: String,
         /// An agent of the same session this one waits for (repeat for several).
@@ -371,6 +561,7 @@ pub enum AgentCmd {
         /// The agent that spawned this one.
         #[arg(long, value_name = "ID")]
         parent: Option<String>,
+        /// Session id or unique prefix (default: the active session).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
@@ -384,6 +575,7 @@ pub enum AgentCmd {
     Cancel(AgentTarget),
     /// Agents of a session.
     List {
+        /// Session id or unique prefix (default: the active session).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
@@ -400,8 +592,11 @@ pub enum LockCmd {
     Acquire {
         /// File or directory (absolute, or relative to the current directory).
         path: String,
+        /// The agent that takes it (id or unique prefix).
         #[arg(long, value_name = "ID")]
         agent: String,
+        /// read: shared; write: one file; directory: a whole subtree; workspace: the whole
+        /// project.
         #[arg(
             long,
             default_value = "write",
@@ -423,7 +618,9 @@ pub enum LockCmd {
     },
     /// Release a lock. Only its holder may, unless --force (which is logged).
     Release {
+        /// The locked file or directory (absolute, or relative to the current directory).
         path: String,
+        /// The holder (id or unique prefix); not needed with --force.
         #[arg(long, value_name = "ID", required_unless_present = "force")]
         agent: Option<String>,
         /// Break the lock whoever holds it.
@@ -432,19 +629,25 @@ pub enum LockCmd {
     },
     /// Release every lock of an agent and end its waits.
     ReleaseAll {
+        /// Agent id or unique prefix.
         #[arg(long, value_name = "ID")]
         agent: String,
     },
     /// Held locks and queued requests.
     List {
+        /// Only the locks of this session's agents (id or unique prefix; default: all).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
     /// Would this agent be blocked on PATH, and by whom? Exits 1 when it would be.
     Check {
+        /// File or directory (absolute, or relative to the current directory).
         path: String,
+        /// The agent that would ask (default: one holding nothing, so every conflicting lock
+        /// shows).
         #[arg(long, value_name = "ID")]
         agent: Option<String>,
+        /// The mode it would ask for (as in `lock acquire`).
         #[arg(
             long,
             default_value = "write",
@@ -458,8 +661,10 @@ pub enum LockCmd {
 pub struct AgentTarget {
     /// Agent id, unique prefix, or its name in the plan.
     pub agent: String,
+    /// The agent's exit code, recorded with it.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub exit_code: Option<i32>,
+    /// Why (recorded in the timeline).
     #[arg(long)]
     pub reason: Option<String>,
 }
@@ -472,6 +677,7 @@ pub enum PhaseCmd {
     Complete {
         #[command(flatten)]
         target: PhaseTarget,
+        /// Record a failed checkpoint instead (`phase start` retries the phase).
         #[arg(long)]
         failed: bool,
         /// Artifacts of the phase as JSON (outputs, evidence, files, commands run).
@@ -483,7 +689,9 @@ pub enum PhaseCmd {
     /// Grow the plan of a live session by one phase, appended after the others (not for a
     /// session that runs a plan file).
     Add {
+        /// The new phase's name.
         name: String,
+        /// Session id or unique prefix (default: the active session).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
     },
@@ -493,6 +701,7 @@ pub enum PhaseCmd {
 pub struct PhaseTarget {
     /// Phase name or number (1-based; default: the current phase).
     pub phase: Option<String>,
+    /// Session id or unique prefix (default: the active session).
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
 }
@@ -518,9 +727,11 @@ pub struct ResumeArgs {
     /// Session id or unique prefix (default: the active session); else one agent, by id,
     /// prefix or plan name.
     pub session: Option<String>,
-    /// Resume one agent only (id, unique prefix or plan name).
+    /// Resume one agent only (id, unique prefix or plan name; an interrupted managed agent runs
+    /// its resume command).
     #[arg(long, value_name = "ID", conflicts_with = "phase")]
     pub agent: Option<String>,
+    /// Resume one phase only.
     #[arg(long, value_name = "NAME")]
     pub phase: Option<String>,
 }
@@ -572,6 +783,7 @@ pub struct EventsArgs {
     /// Only events of this type (repeat for several); an unknown type is refused with the list.
     #[arg(long = "type", value_name = "TYPE")]
     pub types: Vec<String>,
+    /// Only this agent's events (id or unique prefix).
     #[arg(long, value_name = "ID")]
     pub agent: Option<String>,
     /// Only events at or after TIME: RFC 3339 (2026-11-22T10:00:00Z) or an age (30s, 10m, 2h, 1d).
@@ -588,4 +800,58 @@ pub struct EventsArgs {
     /// default 60s) before exiting with code 3.
     #[arg(long, value_name = "TIME", requires = "follow")]
     pub reconnect_for: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every subcommand says what it does and every argument what it means, at every depth:
+    /// the help, the man pages and the completions are all made from these texts.
+    #[test]
+    fn every_command_and_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                    missing.push(format!("{path} (the command)"));
+                }
+                walk(sub, &path, missing);
+            }
+        }
+        let mut cmd = super::command();
+        cmd.build();
+        let mut missing = Vec::new();
+        walk(&cmd, "maos", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "without help text:\n{}",
+            missing.join("\n")
+        );
+    }
+
+    /// Every top-level command is listed in exactly one group of `maos --help`, and `ps`
+    /// comes first.
+    #[test]
+    fn every_command_has_one_group_and_ps_leads() {
+        let cmd = super::command();
+        let listed: Vec<&str> = super::GROUPS
+            .iter()
+            .flat_map(|(_, names)| names.iter().copied())
+            .collect();
+        for sub in cmd.get_subcommands() {
+            let n = listed.iter().filter(|l| **l == sub.get_name()).count();
+            assert_eq!(n, 1, "{} is in {n} groups", sub.get_name());
+        }
+        assert_eq!(listed[0], "ps");
+        let help = cmd.clone().render_help().to_string();
+        let watch = help.find("Watch:").expect("the Watch heading");
+        let ps = help.find("\n  ps ").expect("ps in the list");
+        let daemon = help.find("\n  daemon ").expect("daemon in the list");
+        assert!(watch < ps && ps < daemon, "{help}");
+        assert!(!help.contains("Commands:"), "{help}");
+    }
 }

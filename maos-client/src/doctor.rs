@@ -228,10 +228,24 @@ fn manager_name(m: Manager) -> &'static str {
 
 /// How maosd is run for this client's socket: by a service manager, or on demand.
 fn service(socket: &Path, mine: Option<&svc::Installed>) -> (Check, serde_json::Value) {
+    // A systemd user service can run only where a user manager answers: where none does,
+    // `maos daemon install` is never recommended, and units found are named as the fault.
+    let systemd = |m: Manager| match m {
+        Manager::Systemd => crate::service::systemd_user_manager().err(),
+        Manager::Launchd => None,
+    };
     let Some(i) = mine else {
         let json = serde_json::json!({ "mode": "on_demand" });
         let others = svc::installed();
         if let Some(o) = others.first() {
+            if let Some(why) = systemd(o.manager) {
+                let detail = format!(
+                    "on demand: the client starts maosd when needed; a {} is installed ({}) that cannot run here ({why}): run `maos daemon uninstall`",
+                    manager_name(o.manager),
+                    tilde(&o.file),
+                );
+                return (check("service", Level::Warn, detail), json);
+            }
             let detail = format!(
                 "on demand: the client starts maosd when needed; a {} is installed ({}) for another socket, {}, not this client's {}: MAOS_SOCKET or XDG_RUNTIME_DIR differ from when it was installed; run `maos daemon install` again",
                 manager_name(o.manager),
@@ -241,15 +255,30 @@ fn service(socket: &Path, mine: Option<&svc::Installed>) -> (Check, serde_json::
             );
             return (check("service", Level::Warn, detail), json);
         }
-        return (
-            check(
-                "service",
-                Level::Info,
-                "on demand: the client starts maosd when needed (`maos daemon install` sets up a service)",
+        let detail = match systemd(Manager::native()) {
+            Some(why) => format!(
+                "on demand: the client starts maosd when needed, which is how it runs here: no systemd user manager answers ({why}), so a user service (`maos daemon install`) cannot run"
             ),
-            json,
-        );
+            None => "on demand: the client starts maosd when needed (`maos daemon install` sets up a service)".to_string(),
+        };
+        return (check("service", Level::Info, detail), json);
     };
+    if let Some(why) = systemd(i.manager) {
+        let json = serde_json::json!({
+            "mode": i.manager.as_str(),
+            "file": i.file,
+            "socket": i.socket,
+            "enabled": i.enabled(),
+            "usable": false,
+        });
+        let detail = format!(
+            "{} installed ({}) but no systemd user manager answers here ({why}): nothing starts maosd on {}, and the client starts none while the units are installed; run `maos daemon uninstall` (maosd then starts on demand)",
+            manager_name(i.manager),
+            tilde(&i.file),
+            i.socket.display()
+        );
+        return (check("service", Level::Fail, detail), json);
+    }
     let enabled = i.enabled();
     let json = serde_json::json!({
         "mode": i.manager.as_str(),
@@ -284,7 +313,7 @@ fn started_by(s: maos_proto::StartedBy) -> &'static str {
 }
 
 /// Daemon, versions and database, through one connection.
-fn daemon(root: &str, service: Option<&svc::Installed>) -> Vec<Check> {
+fn daemon(root: &str, found: bool, service: Option<&svc::Installed>) -> Vec<Check> {
     let mut client = match Client::connect(true) {
         Ok(c) => c,
         Err(e) => return vec![check("daemon", Level::Fail, e.body().message)],
@@ -335,6 +364,14 @@ fn daemon(root: &str, service: Option<&svc::Installed>) -> Vec<Check> {
         Ok(_) => out.push(check("daemon", Level::Fail, "unexpected answer to status")),
         Err(e) => out.push(check("daemon", Level::Fail, e.body().message)),
     }
+    if !found {
+        out.push(check(
+            "database",
+            Level::Info,
+            format!("none: {root} is not in a maos project"),
+        ));
+        return out;
+    }
     match client.request(Some(root), Request::DbCheck) {
         Ok(Reply::DbCheck(c)) => {
             let level = if c.quick_check == "ok" {
@@ -359,13 +396,17 @@ fn daemon(root: &str, service: Option<&svc::Installed>) -> Vec<Check> {
             Level::Fail,
             "unexpected answer to the check",
         )),
+        // A project where nothing was recorded yet has no database; the first session makes it.
+        Err(e) if e.body().code == maos_proto::ErrorCode::NotFound => {
+            out.push(check("database", Level::Info, e.body().message));
+        }
         Err(e) => out.push(check("database", Level::Fail, e.body().message)),
     }
     out
 }
 
 /// Run every check and print the report; true when nothing failed.
-pub fn run(root: &str, json: bool) -> bool {
+pub fn run(root: &str, found: bool, json: bool) -> bool {
     let mut checks = vec![binary()];
     let (codex, for_codex) = hooks(Path::new(root), Cli::Codex, false);
     let (gemini, for_gemini) = hooks(Path::new(root), Cli::Gemini, false);
@@ -379,11 +420,11 @@ pub fn run(root: &str, json: bool) -> bool {
     let mine = svc::installed_for(&socket);
     let (service_check, service_json) = service(&socket, mine.as_ref());
     checks.push(service_check);
-    checks.extend(daemon(root, mine.as_ref()));
+    checks.extend(daemon(root, found, mine.as_ref()));
     let ok = checks.iter().all(|c| c.level != Level::Fail);
     if json {
         let v = serde_json::json!({
-            "project": root,
+            "project": found.then_some(root),
             "ok": ok,
             "socket": socket,
             "service": service_json,
@@ -391,7 +432,10 @@ pub fn run(root: &str, json: bool) -> bool {
         });
         outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
-        outln!("maos doctor: project {root}");
+        match found {
+            true => outln!("maos doctor: project {root}"),
+            false => outln!("maos doctor: no maos project at {root} (`maos init` makes it one)"),
+        }
         for c in &checks {
             let tag = match c.level {
                 Level::Ok => "ok  ",

@@ -227,13 +227,28 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
     // The CLI's process, so that the daemon notices when the window is gone; only for calls
     // that reach the daemon.
     call.process = process.or_else(cli_process);
-    let start = project
-        .or_else(|| call.cwd.as_deref().map(PathBuf::from))
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_else(|| PathBuf::from("."));
-    let root = maos_proto::paths::project_root(&start)
-        .to_string_lossy()
-        .into_owned();
+    // The project: `--project`'s, else the one around the CLI's working directory, else that
+    // directory made one (never `$HOME` or `/`: the call goes through unrecorded).
+    let (root, told) = match project {
+        Some(p) => (
+            maos_proto::paths::project_root(&p)
+                .to_string_lossy()
+                .into_owned(),
+            None,
+        ),
+        None => {
+            let start = call
+                .cwd
+                .as_deref()
+                .map(PathBuf::from)
+                .or_else(|| std::env::current_dir().ok())
+                .unwrap_or_else(|| PathBuf::from("."));
+            match crate::project::for_hook(&start, &event) {
+                Ok(found) => found,
+                Err(why) => return outside(&event, &why),
+            }
+        }
+    };
     let timeout = env("MAOS_HOOK_TIMEOUT_MS")
         .and_then(|t| t.parse::<u64>().ok())
         .unwrap_or(DEFAULT_TIMEOUT_MS);
@@ -249,7 +264,7 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
         Ok(_) => return unreachable(cli, &event, "the daemon gave an unexpected answer"),
         Err(e) => return unreachable(cli, &event, &e.body().message),
     };
-    match (answer.decision, event.as_str()) {
+    let mut output = match (answer.decision, event.as_str()) {
         (HookDecision::Deny, _) => {
             let reason = answer.reason.as_deref().unwrap_or("refused by maos");
             // Codex shows "…hook: <reason>. Command: …": without a full stop of our own.
@@ -257,17 +272,34 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
                 Cli::Codex => reason.trim_end_matches('.'),
                 _ => reason,
             };
-            deny(cli, reason)
+            Some(denial(cli, reason))
         }
-        (_, "SessionStart" | "UserPromptSubmit") => {
-            if let Some(ctx) = answer.context {
-                print(&json!({"hookSpecificOutput": {
-                    "hookEventName": event,
-                    "additionalContext": ctx,
-                }}));
-            }
-        }
-        _ => {}
+        (_, "SessionStart" | "UserPromptSubmit") => answer.context.map(|ctx| {
+            json!({"hookSpecificOutput": {
+                "hookEventName": event,
+                "additionalContext": ctx,
+            }})
+        }),
+        _ => None,
+    };
+    // The project this call made: the user hears of it (each CLI shows `systemMessage`).
+    if let Some(told) = told {
+        let out = output.get_or_insert_with(|| json!({}));
+        out["systemMessage"] = json!(format!("maos: {told}"));
+    }
+    if let Some(out) = output {
+        print(&out);
+    }
+    ExitCode::SUCCESS
+}
+
+/// A call from outside every project that maos does not make one (`$HOME`, `/`): it goes
+/// through unrecorded; the window's start tells the user why, once.
+fn outside(event: &str, why: &str) -> ExitCode {
+    if event == "SessionStart" {
+        print(&json!({
+            "systemMessage": format!("maos: {why}; file locks are not enforced in this window")
+        }));
     }
     ExitCode::SUCCESS
 }

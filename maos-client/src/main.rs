@@ -14,6 +14,7 @@ mod gemini;
 mod hook;
 mod install;
 mod managed;
+mod project;
 mod request;
 mod run;
 mod service;
@@ -26,15 +27,20 @@ use maos_client::client;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
 use cli::{Cli, Cmd};
 use maos_proto::ErrorCode;
 
 /// Parse the command line. Help and version print as usual; a bad command line is one line on
 /// stderr (and the JSON error object with `--json`), exit code 2, like every other usage error.
 fn parse_cli() -> Result<Cli, ExitCode> {
+    use clap::FromArgMatches;
     use clap::error::ErrorKind;
-    let e = match Cli::try_parse() {
+    let e = match cli::command().try_get_matches().and_then(|m| {
+        let mut cli = Cli::from_arg_matches(&m)?;
+        cli.project_typed =
+            m.value_source("project") == Some(clap::parser::ValueSource::CommandLine);
+        Ok(cli)
+    }) {
         Ok(cli) => return Ok(cli),
         Err(e) => e,
     };
@@ -107,6 +113,7 @@ fn fast_path() -> Option<Cli> {
         version: false,
         json,
         project,
+        project_typed: false,
         cmd: Cmd::Ps {
             all,
             watch: false,

@@ -135,6 +135,15 @@ pub fn agent_state_word(a: &PsAgent) -> String {
     }
 }
 
+/// Who an agent is, in a few words: its role, or for a CLI window (whose role is its CLI,
+/// shown beside it) its task, the window's first prompt.
+pub fn who(a: &PsAgent) -> String {
+    match a.cli {
+        Some(c) if c.as_str() == a.role && !a.task.trim().is_empty() => one_line(&a.task),
+        _ => a.role.clone(),
+    }
+}
+
 /// The CLI of a window's agent or subagent (`claude`, `codex`, `gemini`); `-` for the others.
 pub fn cli_word(a: &PsAgent) -> &'static str {
     a.cli.map_or("-", |c| c.as_str())
@@ -161,8 +170,8 @@ pub fn ps(sessions: &[PsSession], paint: Paint) -> String {
         out,
         "{}",
         paint.dim(&format!(
-            "    {:<13} {:<12} {:<6} {:<9} {:<5} NOW",
-            "AGENT", "ROLE", "CLI", "STATE", "TIME"
+            "    {:<13} {:<16} {:<6} {:<9} {:<5} NOW",
+            "AGENT", "WHO", "CLI", "STATE", "TIME"
         ))
     );
     for s in sessions {
@@ -203,9 +212,9 @@ pub fn ps(sessions: &[PsSession], paint: Paint) -> String {
             };
             let _ = writeln!(
                 out,
-                "{indent}└ {:<13} {:<12} {:<6} {} {:<5} {doing}{}",
+                "{indent}└ {:<13} {:<16} {:<6} {} {:<5} {doing}{}",
                 short(a.id.as_str()),
-                clip(&a.role, 12),
+                clip(&who(a), 16),
                 cli_word(a),
                 paint.agent_state(a.state, a.paused, &format!("{:<9}", agent_state_word(a))),
                 span(a.started_at, a.ended_at),
@@ -220,7 +229,7 @@ pub fn ps(sessions: &[PsSession], paint: Paint) -> String {
             }
         }
     }
-    out.push_str("(* = active session; NOW = the lock it waits for, its task list item in progress and last tool call, or its task)\n");
+    out.push_str("(* = active session; WHO = the role, or a CLI window's first prompt; NOW = the lock it waits for, its task list item in progress and last tool call, or its task)\n");
     out
 }
 
@@ -259,10 +268,10 @@ pub fn count(n: usize, word: &str) -> String {
 
 /// `maos gc`: what was deleted, and where each export is.
 pub fn gc(g: &maos_proto::GcReport) -> String {
-    let cutoff = g.cutoff.format("%F %T");
+    let cutoff = maos_core::utc(g.cutoff);
     let verb = if g.dry_run { "would delete" } else { "deleted" };
     let mut out = format!(
-        "{verb} {} that ended before {cutoff} UTC\n",
+        "{verb} {} that ended before {cutoff}\n",
         count(g.sessions.len(), "finished session")
     );
     for s in &g.sessions {
@@ -280,19 +289,22 @@ pub fn history(list: &[maos_proto::HistoryEntry]) -> String {
         return "no finished sessions\n".into();
     }
     let mut out = format!(
-        "{:<14} {:<10} {:<10} {:<6} {:<8} {:<6} {:<8} OBJECTIVE\n",
+        "{:<14} {:<10} {:<10} {:<6} {:<8} {:<9} {:<8} OBJECTIVE\n",
         "SESSION", "STATE", "STRATEGY", "AGENTS", "RAN", "ENDED", "ARCHIVED"
     );
     for h in list {
         let _ = writeln!(
             out,
-            "{:<14} {:<10} {:<10} {:<6} {:<8} {:<6} {:<8} {}",
+            "{:<14} {:<10} {:<10} {:<6} {:<8} {:<9} {:<8} {}",
             short(h.id.as_str()),
             h.state.as_str(),
             h.strategy.as_str(),
             h.agents,
             span(h.started_at, h.ended_at),
-            h.ended_at.as_ref().map_or_else(|| "-".to_string(), age),
+            // When it ended, as an age: the column is a duration like RAN, said so.
+            h.ended_at
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |t| format!("{} ago", age(t))),
             if h.archived { "yes" } else { "no" },
             clip(&h.objective, 60)
         );
@@ -336,13 +348,14 @@ pub fn session(s: &SessionRecord) -> String {
     let _ = writeln!(
         out,
         "created    {} ({} ago)",
-        s.created_at.format("%F %T"),
+        maos_core::utc(s.created_at),
         age(&s.created_at)
     );
     if let Some(p) = &s.pause {
         let _ = writeln!(
             out,
-            "paused     {} ago by {}: {}",
+            "paused     {} ({} ago) by {}: {}",
+            maos_core::utc(p.at),
             age(&p.at),
             p.by.as_deref().unwrap_or("-"),
             p.reason.as_deref().unwrap_or("(no reason given)")
@@ -373,7 +386,7 @@ pub fn session(s: &SessionRecord) -> String {
     if !s.errors.is_empty() {
         let _ = writeln!(out, "errors     {}", s.errors.len());
         for e in s.errors.iter().rev().take(3) {
-            let _ = writeln!(out, "  {}  {}", e.at.format("%F %T"), e.message);
+            let _ = writeln!(out, "  {}  {}", maos_core::utc(e.at), e.message);
         }
     }
     let _ = writeln!(out, "agents     {}", agents_done(s));
@@ -409,7 +422,7 @@ pub fn event_line(e: &EventRecord) -> String {
     format!(
         "{:>6}  {}  {:<20} {:<13} {:<13} {}",
         e.seq,
-        e.ts.format("%F %T%.3f"),
+        maos_core::utc_ms(e.ts),
         e.kind,
         e.session_id.as_ref().map_or("-", |s| short(s.as_str())),
         e.agent_id.as_ref().map_or("-", |a| short(a.as_str())),
@@ -469,7 +482,7 @@ pub fn status(v: &StatusView) -> String {
     let eta = p.eta.map_or("-".into(), |t| {
         format!(
             "{} (in {})",
-            t.format("%F %T"),
+            maos_core::utc(t),
             human_secs((t - Utc::now()).as_seconds_f64())
         )
     });
@@ -512,8 +525,10 @@ pub fn daemon(d: &DaemonStatus) -> String {
     for p in &d.projects {
         let _ = writeln!(
             out,
-            "  {}  ({} sessions, {} live)",
-            p.root, p.sessions, p.live_sessions
+            "  {}  ({}, {} live)",
+            p.root,
+            count(p.sessions, "session"),
+            p.live_sessions
         );
     }
     out
@@ -537,7 +552,7 @@ pub fn locks(l: &LockList) -> String {
         let _ = writeln!(
             out,
             "{:<40} {:<10} {:<13} {:<14} {:<6} {:<6} EXPIRES",
-            "PATH", "MODE", "HOLDER", "ROLE", "TOKEN", "SINCE"
+            "PATH", "MODE", "HOLDER", "ROLE", "TOKEN", "HELD"
         );
         for k in &l.locks {
             let _ = writeln!(
@@ -582,11 +597,12 @@ pub fn lock_check(c: &LockCheck) -> String {
     for h in &c.holders {
         let _ = writeln!(
             out,
-            "  {} {} holding {} ({}) since {} ago, token {}",
+            "  {} {} holding {} ({}) since {} ({} ago), token {}",
             h.holder_role,
             short(h.holder.as_str()),
             h.path,
             h.mode,
+            maos_core::utc(h.acquired_at),
             age(&h.acquired_at),
             h.token
         );

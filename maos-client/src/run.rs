@@ -19,12 +19,14 @@ use crate::{doctor, gemini, hook, install, managed, service, shell, sibling, tra
 
 pub fn run(cli: &Cli) -> Res {
     let json = cli.json;
+    cli.check_globals()?;
     // `maos --version SUBCOMMAND ...`, as git does: the version, not the subcommand.
     if cli.version {
         return shell::version(json);
     }
     let body = match &cli.cmd {
         Cmd::Daemon { cmd } => return daemon(cmd, json),
+        Cmd::Init { dir } => return crate::project::init(dir.as_deref(), json),
         Cmd::Demo { args } => return sibling::exec("maos-demo", args, &[]),
         Cmd::Top { args } => {
             // The project this `maos` resolved (`--project`, `MAOS_PROJECT`, or the directory).
@@ -35,7 +37,8 @@ pub fn run(cli: &Cli) -> Res {
             return sibling::exec("maos-top", args, &vars);
         }
         Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
-            let root = cli.project_root()?;
+            let root =
+                crate::project::for_install(cli, t.user, matches!(cli.cmd, Cmd::InstallHooks(_)))?;
             let path = install::settings_path(std::path::Path::new(&root), t.user, t.cli())
                 .map_err(usage)?;
             // Codex's project hooks need the project's trust too (not the user's hooks);
@@ -71,8 +74,8 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::Completions { shell } => return shell::completions(shell),
         Cmd::Man { dir } => return shell::man(dir.as_deref(), json),
         Cmd::Doctor => {
-            let root = cli.project_root()?;
-            return match doctor::run(&root, json) {
+            let (root, found) = cli.project_or_cwd()?;
+            return match doctor::run(&root, found, json) {
                 true => Ok(()),
                 // The report says what failed.
                 false => Err(Failure {
@@ -191,7 +194,7 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::Run { plan, wait: true } => return run_and_wait(cli, plan),
         Cmd::Run { plan, .. } => plan_request(plan, true)?,
         Cmd::Export { session, output } => {
-            return transfer::export(cli, session, output.as_deref());
+            return transfer::export(cli, session.as_deref(), output.as_deref());
         }
         Cmd::Import { file } => transfer::import_request(file)?,
         Cmd::Backup { output } => {
@@ -394,6 +397,10 @@ pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
                 lost
             }
             Err(ClientError::Unavailable(m)) => m,
+            // The actor does not have the session: an archived one has its events still.
+            Err(ClientError::Remote(e)) if e.code == ErrorCode::NotFound => {
+                return follow_archived(cli, &root, &filter, args.limit.is_some(), e);
+            }
             Err(e) => return Err(e.into()),
         };
         let secs = patience.as_secs_f64();
@@ -414,6 +421,51 @@ pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
             None => eprintln!("maos: reconnected to maosd (pid {pid})"),
         }
     }
+}
+
+/// `events --follow SESSION` of an archived session: it has ended, so nothing will follow.
+/// Its events (unless `--limit` printed them already), then one line saying so on stderr,
+/// exit 0. `missing`: the answer when the session is not archived either.
+fn follow_archived(
+    cli: &Cli,
+    root: &str,
+    filter: &maos_proto::EventFilter,
+    shown: bool,
+    missing: ErrorBody,
+) -> Res {
+    let Some(session) = &filter.session else {
+        return Err(ClientError::Remote(missing).into());
+    };
+    let mut client = Client::connect(true)?;
+    let record = match client.request(
+        Some(root),
+        Request::SessionShow {
+            session: Some(session.clone()),
+        },
+    ) {
+        Ok(Reply::Session(s)) => s,
+        _ => return Err(ClientError::Remote(missing).into()),
+    };
+    if !shown {
+        let events = match client.request(
+            Some(root),
+            Request::Events {
+                filter: filter.clone(),
+                limit: None,
+            },
+        )? {
+            Reply::Events(events) => events,
+            _ => Vec::new(),
+        };
+        emit_events(cli.json, &events);
+    }
+    eprintln!(
+        "maos: session {} is archived (it ended {}): no more events will come{}",
+        record.id,
+        record.state,
+        if shown { "" } else { "; its timeline is above" }
+    );
+    Ok(())
 }
 
 /// `maos ps --watch`: `maos ps` again every `every`, on a cleared screen at a terminal (one

@@ -233,6 +233,10 @@ struct Staged {
     path: PathBuf,
     tmp: PathBuf,
     changed: bool,
+    /// What the file held before (None: it did not exist), to put back on a rollback.
+    previous: Option<Vec<u8>>,
+    /// Directories created for it, deepest first, removed again on a rollback.
+    made_dirs: Vec<PathBuf>,
 }
 
 /// Write every file to a temporary beside it, then rename them all into place: a failure
@@ -248,6 +252,11 @@ fn write_all_atomic(files: &[(PathBuf, String)]) -> Result<Vec<Staged>, String> 
         let dir = path
             .parent()
             .ok_or_else(|| format!("{} has no directory", path.display()))?;
+        let made_dirs: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|d| !d.exists())
+            .map(Path::to_path_buf)
+            .collect();
         if let Err(e) = std::fs::create_dir_all(dir) {
             cleanup(&staged);
             return Err(format!(
@@ -279,11 +288,14 @@ fn write_all_atomic(files: &[(PathBuf, String)]) -> Result<Vec<Staged>, String> 
                 path.display()
             ));
         }
-        let changed = std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str());
+        let previous = std::fs::read(path).ok();
+        let changed = previous.as_deref() != Some(text.as_bytes());
         staged.push(Staged {
             path: path.clone(),
             tmp,
             changed,
+            previous,
+            made_dirs,
         });
     }
     for (i, s) in staged.iter().enumerate() {
@@ -323,6 +335,13 @@ fn run_tool(tool: &str, args: &[&str]) -> Result<(), String> {
         }
         Err(e) => Err(format!("cannot run `{shown}`: {e}")),
     }
+}
+
+/// Whether a systemd user manager answers here (`systemctl --user show-environment`), else
+/// why not: without one a user service cannot run (most containers, WSL without systemd, an
+/// ssh session without lingering).
+pub fn systemd_user_manager() -> Result<(), String> {
+    run_tool("systemctl", &["--user", "show-environment"])
 }
 
 fn tool_ok(tool: &str, args: &[&str]) -> bool {
@@ -458,12 +477,29 @@ pub fn install(args: &ServiceArgs, json: bool) -> Res {
         restarted: false,
     };
     if !args.files_only {
+        // The service manager cannot take the files (no user manager runs: a container, WSL,
+        // an ssh session without lingering): put back what was there, so that no unit is left
+        // that would keep the client from starting maosd on demand, and start again the
+        // daemon this install stopped.
         let failed = |e: String, done: &Done| {
-            fail(format!(
-                "{e}; the files are in place ({}): {}; or remove them with `maos daemon uninstall`",
-                file_list(&done.files),
-                enable_hint(manager)
-            ))
+            let undone = rollback(manager, &done.files);
+            if done.stopped.is_some() {
+                let _ = Client::connect(true);
+            }
+            let why = match manager {
+                Manager::Systemd => {
+                    " (a user service needs a running systemd user manager, which most containers, WSL without systemd and ssh sessions without `loginctl enable-linger` lack)"
+                }
+                Manager::Launchd => "",
+            };
+            fail(match undone {
+                Ok(undone) => format!(
+                    "{e}; nothing was installed: {undone}, and maosd keeps starting on demand{why}"
+                ),
+                Err(left) => format!(
+                    "{e}; undoing the install failed ({left}): run `maos daemon uninstall`{why}"
+                ),
+            })
         };
         // The manager answers (and knows the new files) before a running daemon is stopped.
         let before = match manager {
@@ -473,7 +509,9 @@ pub fn install(args: &ServiceArgs, json: bool) -> Res {
         .map_err(|e| failed(e, &done))?;
         // The files are written: from now on a client does not start a daemon of its own on
         // this socket, so none can slip in between this stop and the manager's start.
-        done.stopped = stop_unmanaged_daemon(&socket_path, manager)?;
+        done.stopped = stop_unmanaged_daemon(&socket_path, manager).inspect_err(|_| {
+            let _ = rollback(manager, &done.files);
+        })?;
         done.restarted = match manager {
             Manager::Systemd => enable_systemd(&done, before),
             Manager::Launchd => enable_launchd(&done, before),
@@ -484,12 +522,63 @@ pub fn install(args: &ServiceArgs, json: bool) -> Res {
     report_install(&done, args.files_only, json)
 }
 
-fn file_list(files: &[Staged]) -> String {
-    files
-        .iter()
-        .map(|s| s.path.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+/// Undo what install wrote: each file back to what it held, or removed when it was new; then
+/// `systemctl enable`'s link if it now dangles, and a daemon-reload (best effort: the manager
+/// is what failed). `Err` names what could not be undone.
+fn rollback(manager: Manager, files: &[Staged]) -> Result<String, String> {
+    let mut left = Vec::new();
+    let (mut removed, mut restored) = (Vec::new(), Vec::new());
+    for s in files {
+        match &s.previous {
+            None => removed.push(s.path.display().to_string()),
+            Some(_) => restored.push(s.path.display().to_string()),
+        }
+        let undone = match &s.previous {
+            None => std::fs::remove_file(&s.path).or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(e),
+            }),
+            Some(_) if !s.changed => Ok(()),
+            Some(old) => {
+                std::fs::write(&s.tmp, old).and_then(|()| std::fs::rename(&s.tmp, &s.path))
+            }
+        };
+        if let Err(e) = undone {
+            left.push(format!("{}: {e}", s.path.display()));
+        }
+    }
+    let made = |s: &Staged| s.made_dirs.clone();
+    let mut dirs: Vec<PathBuf> = files.iter().flat_map(made).collect();
+    if manager == Manager::Systemd {
+        if let Some(dir) = files.first().and_then(|f| f.path.parent()) {
+            let link = dir
+                .join("sockets.target.wants")
+                .join(svc::SYSTEMD_SOCKET_UNIT);
+            let dangling = std::fs::symlink_metadata(&link)
+                .is_ok_and(|m| m.file_type().is_symlink())
+                && std::fs::metadata(&link).is_err();
+            if dangling && let Err(e) = std::fs::remove_file(&link) {
+                left.push(format!("{}: {e}", link.display()));
+            }
+        }
+        let _ = tool_ok("systemctl", &["--user", "daemon-reload"]);
+    }
+    // Deepest first; a directory something else put files in meanwhile stays.
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for d in dirs {
+        let _ = std::fs::remove_dir(d);
+    }
+    if !left.is_empty() {
+        return Err(left.join("; "));
+    }
+    let mut said = Vec::new();
+    if !removed.is_empty() {
+        said.push(format!("removed {} again", removed.join(" and ")));
+    }
+    if !restored.is_empty() {
+        said.push(format!("{} as it was before", restored.join(" and ")));
+    }
+    Ok(said.join(", "))
 }
 
 fn enable_hint(manager: Manager) -> String {

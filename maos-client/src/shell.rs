@@ -9,13 +9,11 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clap::CommandFactory;
 use maos_proto::{
     ClientMsg, ErrorBody, ErrorCode, FrameError, PROTOCOL_VERSION, Reply, Request, ServerMsg,
     StartedBy, paths,
 };
 
-use crate::cli::Cli;
 use crate::failure::{Failure, Res, usage};
 use crate::show::print_json;
 
@@ -57,7 +55,7 @@ pub fn completions(shell: &str) -> Res {
     };
     // Generated in memory first: clap_complete panics on a failed write.
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "maos", &mut script);
+    clap_complete::generate(shell, &mut crate::cli::command(), "maos", &mut script);
     emit(&script)
 }
 
@@ -69,7 +67,7 @@ struct Page {
 
 /// The root command as the man pages see it: no `help` subcommand (it has no page of its own).
 fn man_command() -> clap::Command {
-    let mut cmd = Cli::command().disable_help_subcommand(true);
+    let mut cmd = crate::cli::command().disable_help_subcommand(true);
     // Gives every subcommand its git-style display name (maos-daemon-install).
     cmd.build();
     cmd

@@ -52,7 +52,8 @@ pub fn show(json: bool, reply: Reply) -> Res {
             Reply::Log { agent, path, state } => {
                 print_json(&serde_json::json!({ "agent": agent, "path": path, "state": state }))
             }
-            Reply::Recovery(r) => print_json(&r),
+            // A list of one kind of record is an array (README: JSON output).
+            Reply::Recovery(r) => print_json(&r.sessions),
             Reply::Validation(p) => print_json(&p),
             Reply::Brief(b) => print_json(&b),
             Reply::Pong | Reply::Done | Reply::Subscribed => {
@@ -80,7 +81,7 @@ pub fn show(json: bool, reply: Reply) -> Res {
             l.holder_role,
             l.holder.short(),
             l.token,
-            l.expires_at.format("%F %T")
+            maos_core::utc(l.expires_at)
         ),
         Reply::Released(l) if l.is_empty() => outln!("no locks released"),
         Reply::Released(l) => {
@@ -193,7 +194,7 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
             outln!("registered agent {} ({} #{})", a.id, a.role, a.instance);
             Ok(())
         }
-        (Cmd::Note(_), Reply::Done) => {
+        (Cmd::Note(_), Reply::Session(_)) => {
             outln!("noted");
             Ok(())
         }

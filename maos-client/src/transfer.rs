@@ -9,24 +9,27 @@ use crate::cli::Cli;
 use crate::client::Client;
 use crate::failure::{Res, usage};
 
-/// Write the session (archived ones too) as maos-session JSON: to `output`, replaced whole,
-/// mode 0600, or to stdout.
-pub fn export(cli: &Cli, session: &str, output: Option<&Path>) -> Res {
+/// Write the session (archived ones too; default: the active one) as maos-session JSON: to
+/// `output`, replaced whole, mode 0600, or to stdout.
+pub fn export(cli: &Cli, session: Option<&str>, output: Option<&Path>) -> Res {
     let root = cli.project_root()?;
     let mut client = Client::connect(true)?;
-    let reply = client.request(
-        Some(&root),
-        Request::Export {
-            session: session.to_string(),
+    let session = match session {
+        Some(s) => s.to_string(),
+        // The export is read from the database by id: the actor names the active session.
+        None => match client.request(Some(&root), Request::SessionShow { session: None })? {
+            Reply::Session(s) => s.id.to_string(),
+            _ => return Err(usage("the daemon gave an unexpected answer")),
         },
-    )?;
+    };
+    let reply = client.request(Some(&root), Request::Export { session })?;
     let Reply::Export(file) = reply else {
         return Err(usage("the daemon gave an unexpected answer"));
     };
     let Some(path) = output else {
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut out, &file).map_err(|e| usage(e.to_string()))?;
-        let _ = writeln!(out);
+        // Through `outln!`: a reader that stops early (`| head`) ends it quietly.
+        let text = serde_json::to_string_pretty(&file).map_err(|e| usage(e.to_string()))?;
+        outln!("{text}");
         return Ok(());
     };
     let fail = |e: std::io::Error| usage(format!("cannot write {}: {e}", path.display()));

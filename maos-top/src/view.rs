@@ -4,7 +4,7 @@
 //! for 80×24 and up. Times are UTC, and say so.
 
 use chrono::Utc;
-use maos_client::output::{age, agent_state_word, cli_word, clip, doing_now, event_data, span};
+use maos_client::output::{age, agent_state_word, clip, doing_now, event_data, span};
 use maos_core::ids::short;
 use maos_core::{AgentState, SessionState};
 use maos_proto::{EventRecord, PsAgent, PsSession};
@@ -91,6 +91,17 @@ fn header(f: &mut Frame, area: Rect, app: &App) {
         }
     };
     f.render_widget(Paragraph::new(line), area);
+}
+
+/// The CLI and who it is: `claude: Build the parser` for a window, `claude Explore` for a
+/// subagent, the role for the others.
+fn who(a: &PsAgent) -> String {
+    let named = maos_client::output::who(a);
+    match a.cli {
+        Some(c) if named != a.role => format!("{c}: {named}"),
+        Some(c) if c.as_str() != a.role => format!("{c} {named}"),
+        _ => named,
+    }
 }
 
 fn agent_style(a: &PsAgent) -> Style {
@@ -197,16 +208,7 @@ fn sessions(f: &mut Frame, area: Rect, app: &mut App) {
             } => {
                 let a = &app.projects[project].sessions[session].agents[agent];
                 let tree = format!("{}└ {}", "  ".repeat(depth), short(a.id.as_str()));
-                let who = if a.cli.is_some() {
-                    format!("{} {}", cli_word(a), clip(&a.role, 8))
-                } else {
-                    clip(&a.role, 12)
-                };
-                let who = if a.cli.is_some() && a.role == cli_word(a) {
-                    cli_word(a).to_string()
-                } else {
-                    who
-                };
+                let who = clip(&who(a), 14);
                 let mut now_style = Style::new();
                 if !a.waits.is_empty() {
                     now_style = now_style.fg(Color::Yellow);
@@ -226,7 +228,7 @@ fn sessions(f: &mut Frame, area: Rect, app: &mut App) {
     let widths = [
         Constraint::Length(18),
         Constraint::Length(9),
-        Constraint::Length(12),
+        Constraint::Length(14),
         Constraint::Length(4),
         Constraint::Fill(1),
     ];

@@ -250,7 +250,7 @@ async fn request(
             older_than,
             dry_run,
         } => {
-            let handle = daemon.projects.get(&root).await?;
+            let handle = daemon.projects.existing(&root).await?;
             let sync = daemon.config.synchronous == maos_store::Synchronous::Full;
             crate::gc::run(
                 &daemon.config.home,
@@ -263,9 +263,13 @@ async fn request(
             .await
             .map(Reply::Gc)
         }
-        ProjectRoute::Read(read) => reads::answer(cached(daemon, cache, root).await?, read).await,
+        ProjectRoute::Read(read) => match cached(daemon, cache, root, false).await {
+            Ok(handle) => reads::answer(handle, read).await,
+            Err(e) if e.code == ErrorCode::NotFound => read.empty_answer().ok_or(e),
+            Err(e) => Err(e),
+        },
         ProjectRoute::Import { path, text } => {
-            let handle = cached(daemon, cache, root).await?;
+            let handle = cached(daemon, cache, root, true).await?;
             reads::import_check(handle, &path, &text).await?;
             actor(handle, ProjectRequest::Import { path, text }, None).await
         }
@@ -280,24 +284,36 @@ async fn request(
             if let ProjectRequest::SessionFromPlan { path, text, .. } = &request {
                 crate::plancheck::check(&root, path, text)?;
             }
-            let handle = cached(daemon, cache, root).await?;
-            actor(handle, request, archived.as_deref()).await
+            let create = request.creates_project();
+            match cached(daemon, cache, root, create).await {
+                Ok(handle) => actor(handle, request, archived.as_deref()).await,
+                // Nothing recorded there: a list is empty; anything else is not found.
+                Err(e) if e.code == ErrorCode::NotFound && !create => {
+                    request.empty_answer().ok_or(e)
+                }
+                Err(e) => Err(e),
+            }
         }
     }
 }
 
 /// The handle of the project at `root`: the connection's last one when it is that project's.
+/// A project with nothing recorded is created only when `create`.
 async fn cached<'a>(
     daemon: &Daemon,
     cache: &'a mut Option<(String, ProjectHandle)>,
     root: String,
+    create: bool,
 ) -> Result<&'a ProjectHandle, ErrorBody> {
     let entry = match cache.take() {
         // A closed handle: its project was restored meanwhile; the next get opens it anew.
         Some((r, h)) if r == root && !h.is_closed() => (r, h),
         old => {
             *cache = old;
-            let h = daemon.projects.get(&root).await?;
+            let h = match create {
+                true => daemon.projects.get(&root).await?,
+                false => daemon.projects.existing(&root).await?,
+            };
             (root, h)
         }
     };
@@ -363,7 +379,40 @@ async fn subscribe(
     project: String,
     filter: EventFilter,
 ) {
-    let sub = match daemon.projects.get(&project).await {
+    // A project with nothing recorded yet is not created by watching it: the subscription is
+    // accepted and waits for the project's first session or hook call (not one session's
+    // events: that session cannot exist there).
+    let mut acked = false;
+    let handle = loop {
+        let opened = daemon.projects.opened().notified();
+        tokio::pin!(opened);
+        opened.as_mut().enable();
+        match daemon.projects.existing(&project).await {
+            Err(e)
+                if e.code == ErrorCode::NotFound
+                    && filter.session.is_none()
+                    && filter.agent.is_none() =>
+            {
+                if !acked {
+                    let ok = ServerMsg::Response {
+                        id,
+                        result: Ok(Reply::Subscribed),
+                    };
+                    if !send(conn, &ok).await {
+                        return;
+                    }
+                    acked = true;
+                }
+                tokio::select! {
+                    () = opened => {}
+                    _ = conn.next() => return,
+                    () = daemon.shutdown.cancelled() => return,
+                }
+            }
+            other => break other,
+        }
+    };
+    let sub = match handle {
         Ok(h) => h.subscribe(filter).await,
         Err(e) => Err(e),
     };
@@ -379,14 +428,15 @@ async fn subscribe(
             return;
         }
     };
-    if !send(
-        conn,
-        &ServerMsg::Response {
-            id,
-            result: Ok(Reply::Subscribed),
-        },
-    )
-    .await
+    if !acked
+        && !send(
+            conn,
+            &ServerMsg::Response {
+                id,
+                result: Ok(Reply::Subscribed),
+            },
+        )
+        .await
     {
         return;
     }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy};
 use maos_proto::{
-    AgentExit, ErrorBody, EventFilter, HookCall, LockWait, NoteKind, Request, Target,
+    AgentExit, ErrorBody, EventFilter, HookCall, LockList, LockWait, NoteKind, RecoveryReport,
+    Reply, Request, Target,
 };
 
 /// Where one request goes.
@@ -52,6 +53,16 @@ pub enum ReadRequest {
     Backup { path: String },
     History { limit: Option<u32> },
     Export { session: String },
+}
+
+impl ReadRequest {
+    /// What the read answers for a project with nothing recorded, without creating it.
+    pub fn empty_answer(&self) -> Option<Reply> {
+        match self {
+            Self::History { .. } => Some(Reply::History(Vec::new())),
+            _ => None,
+        }
+    }
 }
 
 /// `session show` and `events` of a session named by id or prefix, answered from the
@@ -400,6 +411,34 @@ impl Route {
 }
 
 impl ProjectRequest {
+    /// Whether the request may create its project's state when the daemon has none: only
+    /// what starts work there (a session, a plan, an agent CLI's hook call). Every other
+    /// request on a project with nothing recorded is answered "no maos project" and creates
+    /// nothing, so that reading never leaves an empty project behind.
+    pub fn creates_project(&self) -> bool {
+        matches!(
+            self,
+            Self::SessionCreate { .. } | Self::SessionFromPlan { .. } | Self::Hook(_)
+        )
+    }
+
+    /// What a list answers for a project with nothing recorded (no sessions, events, locks
+    /// or problems), without creating it; None for the requests that need something there.
+    pub fn empty_answer(&self) -> Option<Reply> {
+        Some(match self {
+            Self::Ps { .. } => Reply::Ps(Vec::new()),
+            Self::SessionList { .. } => Reply::Sessions(Vec::new()),
+            Self::Events { .. } => Reply::Events(Vec::new()),
+            Self::LockList { .. } => Reply::Locks(LockList {
+                locks: Vec::new(),
+                waiters: Vec::new(),
+            }),
+            Self::Validate { .. } => Reply::Validation(Vec::new()),
+            Self::Recover { .. } => Reply::Recovery(RecoveryReport::default()),
+            _ => return None,
+        })
+    }
+
     /// Lock requests and a hook's writes name paths as the agent sees them; the actor works on
     /// project-relative keys. `resolve(path, cwd)` gives a path's key (it touches the
     /// filesystem, so the connection supplies it and the actor never runs it).

@@ -343,10 +343,23 @@ impl Env {
         std::fs::write(self.home.join("config.toml"), toml).expect("write config.toml");
     }
 
-    /// `maos --project <project> ARGS`.
+    /// `maos --project <project> ARGS`; without `--project` for the commands that work on no
+    /// project (`daemon`, `completions`, `man`, `demo`, `init`), which refuse it.
     pub fn maos_cmd_in<S: AsRef<OsStr>>(&self, project: &Path, args: &[S]) -> Command {
         let mut cmd = self.command(&maos_bin());
-        cmd.arg("--project").arg(project).args(args);
+        let verb = args
+            .iter()
+            .map(AsRef::as_ref)
+            .find(|a| !a.to_string_lossy().starts_with('-'));
+        let projectless = verb.is_some_and(|v| {
+            ["daemon", "completions", "man", "demo", "init"]
+                .iter()
+                .any(|p| v == OsStr::new(p))
+        });
+        if !projectless {
+            cmd.arg("--project").arg(project);
+        }
+        cmd.args(args);
         cmd
     }
 

@@ -467,10 +467,15 @@ impl Op {
                     token: held.token,
                 }
             }
-            (Op::Note { sid, text }, Reply::Done) => Write::Noted {
-                sid: sid.clone(),
-                text: text.clone(),
-            },
+            // A note answers with the session it changed, the note last.
+            (Op::Note { sid, text }, Reply::Session(s))
+                if s.id.as_str() == sid && s.notes.last().is_some_and(|n| &n.text == text) =>
+            {
+                Write::Noted {
+                    sid: sid.clone(),
+                    text: text.clone(),
+                }
+            }
             (_, r) => return wrong(&r),
         };
         Ok(Some(w))

@@ -272,7 +272,8 @@ fn check_managed(out: &str) {
     let at = |kind: &str| {
         timeline
             .iter()
-            .position(|l| l.split_whitespace().nth(3) == Some(kind))
+            // `seq date time UTC type ...`
+            .position(|l| l.split_whitespace().nth(4) == Some(kind))
             .unwrap_or_else(|| panic!("no {kind} in the timeline:\n{}", timeline.join("\n")))
     };
     let (recovered, completed) = (at("session_recovered"), at("session_completed"));
@@ -290,7 +291,7 @@ fn check_managed(out: &str) {
     );
     let exits = timeline
         .iter()
-        .filter(|l| l.split_whitespace().nth(3) == Some("agent_process_exited"))
+        .filter(|l| l.split_whitespace().nth(4) == Some("agent_process_exited"))
         .count();
     assert_eq!(
         exits,

@@ -225,3 +225,68 @@ fn a_bad_reconnect_for_is_refused_in_one_line() {
     }
     assert!(env.daemons().is_empty(), "no daemon was started");
 }
+
+/// Following an archived session (issue 15: "no id matches"): its timeline, then one line
+/// saying it is archived and how it ended, exit 0; a session that does not exist is still
+/// "no id matches", exit 1.
+#[test]
+fn follow_of_an_archived_session_prints_its_timeline_and_says_it_is_archived() {
+    let env = Env::new();
+    let sid = env.session("archived", &[]);
+    env.maos_json(&["session", "cancel"]);
+    env.maos_json(&["session", "archive", &sid]);
+
+    let out = env.maos(&["--json", "events", "--follow", &sid[..13]]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let types: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("one event per line");
+            v["type"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    assert_eq!(types.first().map(String::as_str), Some("session_created"));
+    assert!(types.contains(&"session_archived".to_string()), "{types:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("session {sid} is archived (it ended cancelled)"))
+            && err.contains("no more events will come"),
+        "{err}"
+    );
+    // With --limit: the newest events once, then the same line.
+    let out = env.maos(&["--json", "events", "--follow", &sid, "--limit", "1"]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+
+    let f = env.maos_fail(&["events", "--follow", "sess_ffffffff"]);
+    assert_eq!(f.exit, 1);
+    assert!(f.message.contains("no id matches"), "{}", f.message);
+}
+
+/// Following a project where nothing has been recorded yet waits for its first events
+/// without creating the project (watching is not recording).
+#[test]
+fn follow_of_a_project_with_nothing_recorded_waits_for_its_first_session() {
+    let env = Env::new();
+    env.maos_json(&["daemon", "start"]);
+    let (mut child, rx) = follow(&env, &[]);
+    maos_tests::wait_until(DEADLINE, "the follower is connected", || {
+        env.maos_json(&["daemon", "status"])["projects"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            && child.0.try_wait().ok().flatten().is_none()
+    });
+    assert!(
+        !env.home.join("projects").exists()
+            || std::fs::read_dir(env.home.join("projects"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+                == 0,
+        "watching created the project"
+    );
+    let sid = env.session("first", &[]);
+    let e = next(&rx, "session_created");
+    assert_eq!(e["type"], "session_created");
+    assert_eq!(e["session_id"], sid.as_str());
+    let _ = child.0.kill();
+}

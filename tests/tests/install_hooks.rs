@@ -131,7 +131,8 @@ fn doctor_reports_each_part_of_the_set_up() {
         .to_path_buf();
     let empty = env.root().join("empty-bin");
     std::fs::create_dir_all(&empty).expect("mkdir");
-    // Nothing set up: no hooks, no `maos` on PATH. The daemon starts and the database is fine.
+    // Nothing set up: no hooks, no `maos` on PATH. The daemon starts; nothing has been
+    // recorded, so there is no database (and doctor creates none).
     let (code, r) = doctor(&env, &[&empty]);
     assert_eq!(code, Some(1), "{r}");
     assert_eq!(r["ok"], false);
@@ -140,7 +141,8 @@ fn doctor_reports_each_part_of_the_set_up() {
     assert_eq!(level(&r, "Codex hooks"), ["info"]);
     assert_eq!(level(&r, "daemon"), ["ok"]);
     assert_eq!(level(&r, "versions"), ["ok"]);
-    assert_eq!(level(&r, "database"), ["ok"]);
+    assert_eq!(level(&r, "database"), ["info"]);
+    assert!(!env.db_path().exists());
     // Installed (and trusted) for Codex only: Claude Code's hooks are only mentioned, and
     // doctor passes.
     env.maos_json(&["install-hooks", "--codex", "--yes"]);
@@ -153,8 +155,10 @@ fn doctor_reports_each_part_of_the_set_up() {
     assert_eq!(code, Some(1), "no CLI set up fails again");
     // Set up: every check passes.
     env.maos_json(&["install-hooks"]);
+    env.session("doctor", &[]);
     let (code, r) = doctor(&env, &[&bin_dir]);
     assert_eq!(code, Some(0), "{r}");
+    assert_eq!(level(&r, "database"), ["ok"]);
     assert_eq!(level(&r, "maos on PATH"), ["ok"]);
     assert_eq!(level(&r, "Claude Code hooks"), ["ok"]);
     // A hook removed by hand is named; a settings file Claude Code cannot read fails.

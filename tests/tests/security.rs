@@ -46,6 +46,9 @@ fn a_client_of_another_user_is_refused_with_the_reason_and_changes_nothing() {
         .env("MAOS_SOCKET", &env.socket)
         .env("MAOS_NO_AUTOSTART", "1")
         .current_dir(&other)
+        // Named: that user's home is no project by itself.
+        .arg("--project")
+        .arg(&other)
         .args(["session", "create", "--objective", "not yours"])
         .uid(OTHER_UID)
         .gid(OTHER_UID);

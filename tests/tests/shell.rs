@@ -24,18 +24,31 @@ fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The names under `Commands:` in a clap help text (without `help`).
+/// The command names a clap help text lists (without `help`): those under `Commands:`, or, in
+/// the root's help, under each group's heading (`Watch:`, ...; every heading but `Options:`).
 fn commands_in_help(help: &str) -> Vec<String> {
-    help.lines()
-        .skip_while(|l| l.trim() != "Commands:")
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
+    let mut names = Vec::new();
+    let mut listing = false;
+    for l in help.lines() {
+        if !l.starts_with(' ') && l.ends_with(':') {
+            listing = l != "Options:" && l != "Arguments:";
+            continue;
+        }
+        if l.trim().is_empty() {
+            listing = false;
+            continue;
+        }
         // Entries are indented by two spaces; anything deeper would be a wrapped description.
-        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|name| *name != "help")
-        .map(str::to_string)
-        .collect()
+        if listing && l.starts_with("  ") && !l.starts_with("   ") {
+            names.extend(
+                l.split_whitespace()
+                    .next()
+                    .filter(|name| *name != "help")
+                    .map(str::to_string),
+            );
+        }
+    }
+    names
 }
 
 /// Every subcommand path at every depth (`["daemon"]`, `["daemon", "install"]`, ...), found by

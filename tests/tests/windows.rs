@@ -146,6 +146,18 @@ fn two_windows_of_different_clis_are_two_agents_and_a_denial_names_the_holder() 
     ] {
         assert!(reason.contains(&part), "{part:?} is not in {reason:?}");
     }
+    // Since when: a dated UTC time, then how long ago (was a bare "10:01:02 UTC").
+    let since = reason.split("has held it since ").nth(1).expect("since");
+    let stamp: String = since.chars().take(23).collect();
+    assert!(
+        stamp.len() == 23
+            && stamp.ends_with(" UTC")
+            && stamp.as_bytes()[4] == b'-'
+            && stamp.as_bytes()[13] == b':'
+            && since[23..].starts_with(" (")
+            && since.contains(" ago)"),
+        "{reason}"
+    );
     // Codex's own texts never call it Claude Code.
     let mine = agent_of_cli(&env, "codex");
     assert!(!mine["task"].as_str().unwrap_or_default().contains("Claude"));
@@ -155,9 +167,9 @@ fn two_windows_of_different_clis_are_two_agents_and_a_denial_names_the_holder() 
     let text = String::from_utf8_lossy(&env.maos(&["ps"]).stdout).into_owned();
     for part in [
         "Build the parser",
-        "Write the parser tests",
-        "last Write src/parser.rs (",
-        "last apply_patch src/parser.rs (",
+        "Write the parse…",
+        "Write src/parser.rs, ",
+        "apply_patch src/parser.rs, ",
     ] {
         assert!(text.contains(part), "{part:?} is not in `maos ps`:\n{text}");
     }

@@ -173,29 +173,54 @@ pub fn ensure_private_dirs(dirs: &[&Path]) -> Result<(), PathError> {
     }
 }
 
-/// The project a directory belongs to: the main worktree of its git repository (so every
-/// worktree of one repository is one project), else the nearest ancestor holding `.claude/` or
-/// `.maos/`, else the directory itself. Reads files only; never spawns git.
-pub fn project_root(start: &Path) -> PathBuf {
+/// The name of the directory that makes its parent a maos project outside git (`maos init`).
+pub const MARKER: &str = ".maos";
+
+/// The project a directory belongs to, if any: the main worktree of the git repository around
+/// it (so every worktree of one repository is one project), else the nearest ancestor holding
+/// a `.maos/` directory (what `maos init` creates). `$HOME` and `/` are never a project by
+/// themselves: a `.git` there (a dotfiles repository) is not looked at, only a `.maos/` someone
+/// put there. `.claude/` is no marker (`install-hooks --user` creates `~/.claude/`). None when
+/// nothing marks a project: a directory outside git never becomes one silently. Reads files
+/// only; never spawns git.
+pub fn find_project(start: &Path) -> Option<PathBuf> {
     let start = fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
-    for dir in start.ancestors() {
+    let home = canonical_home();
+    for dir in start
+        .ancestors()
+        .filter(|d| !never_implicit(d, home.as_deref()))
+    {
         let git = dir.join(".git");
         if let Ok(meta) = fs::metadata(&git) {
             if meta.is_dir() {
-                return dir.to_path_buf();
+                return Some(dir.to_path_buf());
             }
             if let Some(root) = main_worktree_of(&git) {
-                return root;
+                return Some(root);
             }
-            return dir.to_path_buf();
-        }
-    }
-    for dir in start.ancestors() {
-        if dir.join(".claude").is_dir() || dir.join(".maos").is_dir() {
-            return dir.to_path_buf();
+            return Some(dir.to_path_buf());
         }
     }
     start
+        .ancestors()
+        .find(|dir| dir.join(MARKER).is_dir())
+        .map(Path::to_path_buf)
+}
+
+/// `$HOME`, canonical, if set.
+pub fn canonical_home() -> Option<PathBuf> {
+    env_path("HOME").map(|h| fs::canonicalize(&h).unwrap_or(h))
+}
+
+/// `/` or the home directory (`home`, canonical): never a project unless someone says so.
+pub fn never_implicit(dir: &Path, home: Option<&Path>) -> bool {
+    dir.parent().is_none() || home == Some(dir)
+}
+
+/// The project of a directory named on purpose (`--project DIR`): the one it belongs to
+/// ([`find_project`]), else the directory itself.
+pub fn project_root(dir: &Path) -> PathBuf {
+    find_project(dir).unwrap_or_else(|| fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()))
 }
 
 /// `.git` file (`gitdir: <path>`) of a linked worktree → the main worktree's root, found through
@@ -287,14 +312,22 @@ mod tests {
     }
 
     #[test]
-    fn project_root_outside_git_uses_markers_then_cwd() {
+    fn outside_git_only_a_maos_marker_makes_a_project() {
         let t = tempfile::tempdir().unwrap();
         let p = fs::canonicalize(t.path()).unwrap();
         fs::create_dir_all(p.join("proj/.maos")).unwrap();
         fs::create_dir_all(p.join("proj/deep/er")).unwrap();
-        assert_eq!(project_root(&p.join("proj/deep/er")), p.join("proj"));
-        fs::create_dir_all(p.join("plain")).unwrap();
-        assert_eq!(project_root(&p.join("plain")), p.join("plain"));
+        assert_eq!(find_project(&p.join("proj/deep/er")), Some(p.join("proj")));
+        // `a/b` and `a` are not two projects made in passing: neither is one.
+        fs::create_dir_all(p.join("plain/sub")).unwrap();
+        assert_eq!(find_project(&p.join("plain/sub")), None);
+        assert_eq!(find_project(&p.join("plain")), None);
+        // `.claude/` is not a marker (install-hooks --user creates ~/.claude/).
+        fs::create_dir_all(p.join("claude/.claude")).unwrap();
+        assert_eq!(find_project(&p.join("claude")), None);
+        // Named on purpose, the directory itself is the project.
+        assert_eq!(project_root(&p.join("plain/sub")), p.join("plain/sub"));
+        assert_eq!(project_root(&p.join("proj/deep")), p.join("proj"));
     }
 
     #[test]

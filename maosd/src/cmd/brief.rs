@@ -3,12 +3,13 @@
 //! the project's live state with its locks, and notes are recorded with their caps.
 
 use maos_core::Ts;
-use maos_proto::{Briefing, ErrorBody, NoteKind, Reply};
+use maos_proto::{Briefing, ErrorBody, NoteKind};
 
 use super::Outcome;
 use crate::state::{State, Txn};
 
-/// `maos note KIND TEXT [--agent ID]`: the agent must belong to the session.
+/// `maos note KIND TEXT [--agent ID]`: the agent must belong to the session. Answers the
+/// session.
 pub fn note(
     tx: &mut Txn<'_>,
     session: Option<&str>,
@@ -31,7 +32,8 @@ pub fn note(
         })
         .transpose()?;
     crate::ops::brief::note(tx, &sid, agent, kind, &text)?;
-    Ok(Reply::Done.into())
+    // An action answers with the record it changed: the session, its new note last.
+    super::session_reply(tx, &sid)
 }
 
 /// `maos brief`: the briefing of a session (`None`: the active one).

@@ -469,9 +469,10 @@ fn blockers(st: &State, holders: &[HeldLock], queued: &[WaiterInfo], now: Ts) ->
         .iter()
         .map(|h| {
             format!(
-                "{}, has held it since {} UTC",
+                "{}, has held it since {} ({} ago)",
                 describe(st, &h.holder, now),
-                h.acquired_at.format("%H:%M:%S")
+                maos_core::utc(h.acquired_at),
+                ago(h.acquired_at, now)
             )
         })
         .chain(

@@ -49,7 +49,7 @@ fn conflict_error(st: &State, e: &LockError) -> ErrorBody {
                 who(st, &h.holder),
                 h.path,
                 h.mode,
-                h.acquired_at.format("%H:%M:%S")
+                maos_core::utc(h.acquired_at)
             )
         })
         .collect();

@@ -105,7 +105,8 @@ pub fn activate(tx: &mut Txn<'_>, id: &SessionId) {
 /// becomes a session of this project. Its events join this timeline after the project's own,
 /// in their order and with their times. Nothing runs by itself: a live session comes in
 /// paused, and a managed agent that was running is reconciled like after a crash (resumable
-/// or failed). The connection has checked that the database has none of its ids.
+/// or failed); it becomes the active session when no live one is. The connection has checked
+/// that the database has none of its ids.
 pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<SessionId, ErrorBody> {
     let file = maos_proto::export::parse(
         text,
@@ -144,7 +145,15 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<SessionId, Err
     super::brief::cap_notes(&mut rec.notes);
     let sid = rec.id.clone();
     let agents = std::mem::take(&mut rec.agents);
-    rec.active = false;
+    // A live session comes in as a created one would: the active one unless a live session
+    // is active already (Some(the active session it takes over from, if any)).
+    let takes_active = (!rec.state.is_terminal()
+        && tx.state().active().is_none_or(|a| a.state.is_terminal()))
+    .then(|| tx.state().active().map(|a| a.id.clone()));
+    if let Some(Some(prev)) = &takes_active {
+        tx.session_mut(prev).active = false;
+    }
+    rec.active = takes_active.is_some();
     if matches!(rec.state, SessionState::Running) {
         rec.state = SessionState::Paused;
         rec.pause = Some(PauseInfo {
@@ -197,6 +206,14 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<SessionId, Err
         data["phase_ended"] = json!(ended);
     }
     tx.event(Some(&sid), None, "session_imported", data);
+    if let Some(previous) = takes_active {
+        tx.event(
+            Some(&sid),
+            None,
+            "session_activated",
+            json!({ "previous": previous }),
+        );
+    }
     if tx
         .state()
         .session(&sid)

@@ -20,6 +20,9 @@ pub struct Projects {
     opts: StoreOptions,
     open: Mutex<HashMap<String, ProjectHandle>>,
     actors: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Woken whenever a project opens: subscriptions to a project with nothing recorded yet
+    /// wait for it here.
+    opened: tokio::sync::Notify,
 }
 
 impl Projects {
@@ -30,6 +33,7 @@ impl Projects {
             opts,
             open: Mutex::new(HashMap::new()),
             actors: std::sync::Mutex::new(Vec::new()),
+            opened: tokio::sync::Notify::new(),
         }
     }
 
@@ -65,7 +69,33 @@ impl Projects {
             actors.push(h.1);
         }
         open.insert(root.to_string(), h.0.clone());
+        self.opened.notify_waiters();
         Ok(h.0)
+    }
+
+    /// What wakes when any project opens (see [`Projects::existing`]).
+    pub fn opened(&self) -> &tokio::sync::Notify {
+        &self.opened
+    }
+
+    /// The actor of the project rooted at `root` when the project has state (it is open, or
+    /// its database exists); else `not_found`, and nothing is created.
+    pub async fn existing(&self, root: &str) -> Result<ProjectHandle, ErrorBody> {
+        let known = self.open.lock().await.contains_key(root)
+            || self
+                .dir
+                .join(maos_proto::paths::workspace_hash(Path::new(root)))
+                .join("maos.db")
+                .exists();
+        if !known {
+            return Err(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no maos project at {root}: nothing has been recorded there yet (a session, `maos run` or an agent's hook call starts it)"
+                ),
+            ));
+        }
+        self.get(root).await
     }
 
     /// Open every project that has run managed agents (it has an `agents/` directory), so
