@@ -821,7 +821,7 @@ fn a_recovery_report_says_what_recovery_did() {
             .contains("resume"),
         "{first}"
     );
-    assert_eq!(report["sessions"][0]["plan"], "mark_failed", "{report}");
+    assert_eq!(report[0]["plan"], "mark_failed", "{report}");
     // The text form says the same.
     let out = env.maos(&["recover", &sid]);
     let text = String::from_utf8_lossy(&out.stdout);
