@@ -276,8 +276,8 @@ pub fn gc(g: &maos_proto::GcReport) -> String {
     );
     for s in &g.sessions {
         let _ = match &s.exported_to {
-            Some(p) => writeln!(out, "  {}  exported to {p}", s.id),
-            None => writeln!(out, "  {}", s.id),
+            Some(p) => writeln!(out, "  {}  exported to {p}", short(s.id.as_str())),
+            None => writeln!(out, "  {}", short(s.id.as_str())),
         };
     }
     out
@@ -340,7 +340,7 @@ pub fn session(s: &SessionRecord) -> String {
     let _ = writeln!(
         out,
         "session    {}{}",
-        s.id,
+        short(s.id.as_str()),
         if s.active { " (active)" } else { "" }
     );
     let _ = writeln!(out, "objective  {}", s.objective);
@@ -406,14 +406,27 @@ pub fn event_data(e: &EventRecord) -> String {
             let parts: Vec<String> = m
                 .iter()
                 .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| match v {
-                    serde_json::Value::String(s) => format!("{k}={}", clip(s, 60)),
+                .map(|(k, v)| match short_ids(v) {
+                    serde_json::Value::String(s) => format!("{k}={}", clip(&s, 60)),
                     other => format!("{k}={}", clip(&other.to_string(), 60)),
                 })
                 .collect();
             parts.join(" ")
         }
         other => other.to_string(),
+    }
+}
+
+/// `v` with every session or agent id in it shortened, as the rest of the line shows ids.
+fn short_ids(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) if maos_core::ids::is_id(s) => Value::String(short(s).to_string()),
+        Value::Array(items) => Value::Array(items.iter().map(short_ids).collect()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), short_ids(v))).collect())
+        }
+        other => other.clone(),
     }
 }
 
@@ -633,7 +646,7 @@ pub fn recovery(r: &RecoveryReport) -> String {
     }
     let mut out = String::new();
     for s in &r.sessions {
-        let _ = writeln!(out, "session {}: {}", s.session, s.plan);
+        let _ = writeln!(out, "session {}: {}", s.session.short(), s.plan);
         for (what, list) in [
             ("re-adopted (still running)", &s.readopted),
             ("exit applied (ended while maos was down)", &s.exits_applied),

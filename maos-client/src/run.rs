@@ -328,7 +328,11 @@ fn run_and_wait(cli: &Cli, plan: &std::path::Path) -> Res {
         print_json(&s)?;
     } else {
         let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
-        outln!("session {} {}{why}", s.id, s.state);
+        outln!(
+            "session {} {}{why}",
+            maos_core::ids::short(s.id.as_str()),
+            s.state
+        );
     }
     let exit = match s.state {
         maos_core::SessionState::Completed => return Ok(()),
@@ -461,7 +465,7 @@ fn follow_archived(
     }
     eprintln!(
         "maos: session {} is archived (it ended {}): no more events will come{}",
-        record.id,
+        maos_core::ids::short(record.id.as_str()),
         record.state,
         if shown { "" } else { "; its timeline is above" }
     );

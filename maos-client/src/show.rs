@@ -5,6 +5,7 @@ use std::io::Write;
 
 use maos_client::output;
 use maos_client::paint::Paint;
+use maos_core::ids::short;
 use maos_proto::Reply;
 
 use crate::cli::{AgentCmd, Cli, Cmd, SessionCmd};
@@ -129,7 +130,7 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
         ) => {
             outln!(
                 "archived session {} ({}); `maos history` lists it",
-                s.id,
+                short(s.id.as_str()),
                 s.state
             );
             Ok(())
@@ -153,7 +154,7 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
         (Cmd::Import { file }, Reply::Session(s)) => {
             outln!(
                 "imported session {} ({}, {} agents) from {}",
-                s.id,
+                short(s.id.as_str()),
                 s.state,
                 s.agents.len(),
                 file.display()
@@ -171,13 +172,13 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
             } else {
                 ""
             };
-            outln!("created session {}{active}", s.id);
+            outln!("created session {}{active}", short(s.id.as_str()));
             Ok(())
         }
         (Cmd::Run { plan, .. }, Reply::Session(s)) => {
             outln!(
                 "session {} from {}: {}, {}",
-                s.id,
+                short(s.id.as_str()),
                 plan.display(),
                 output::count(s.agents.len(), "agent"),
                 s.state
@@ -191,7 +192,12 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
             },
             Reply::Agent(a),
         ) => {
-            outln!("registered agent {} ({} #{})", a.id, a.role, a.instance);
+            outln!(
+                "registered agent {} ({} #{})",
+                short(a.id.as_str()),
+                a.role,
+                a.instance
+            );
             Ok(())
         }
         (Cmd::Note(_), Reply::Session(_)) => {

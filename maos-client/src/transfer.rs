@@ -52,7 +52,7 @@ pub fn export(cli: &Cli, session: Option<&str>, output: Option<&Path>) -> Res {
     } else {
         outln!(
             "exported session {} ({events} events, {checkpoints} checkpoints) to {}",
-            file.session.id,
+            maos_core::ids::short(file.session.id.as_str()),
             path.display()
         );
     }

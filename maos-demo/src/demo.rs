@@ -19,6 +19,47 @@ fn client() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("maos"))
 }
 
+/// How the tour goes from one step to the next (`--step`, `--pace`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pacing {
+    None,
+    /// Wait for Enter before each step.
+    Step,
+    /// Wait this long before each step.
+    Pace(std::time::Duration),
+}
+
+static PACING: std::sync::OnceLock<Pacing> = std::sync::OnceLock::new();
+/// `--step` met the end of its input: run on.
+static STEPPING_OVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_pacing(p: Pacing) {
+    let _ = PACING.set(p);
+}
+
+/// Before a step: wait for Enter (`--step`) or a while (`--pace`), once its line is shown.
+pub fn step() {
+    use std::sync::atomic::Ordering;
+    match PACING.get().copied().unwrap_or(Pacing::None) {
+        Pacing::None => {}
+        Pacing::Pace(d) => std::thread::sleep(d),
+        Pacing::Step if STEPPING_OVER.load(Ordering::Relaxed) => {}
+        Pacing::Step => {
+            out!("{}", paint("2", "    [Enter: go on] "));
+            let mut line = String::new();
+            let read = std::io::stdin().read_line(&mut line);
+            let typed = matches!(read, Ok(n) if n > 0);
+            if !typed {
+                STEPPING_OVER.store(true, Ordering::Relaxed);
+            }
+            // A terminal echoed the Enter; a pipe did not.
+            if !typed || !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                outln!();
+            }
+        }
+    }
+}
+
 /// A throw-away project and its own daemon, and the `maos` commands run in it.
 pub struct Demo {
     pub exe: PathBuf,
@@ -69,6 +110,7 @@ impl Demo {
             })
             .collect();
         outln!("{}", paint("1", &format!("$ maos {}", shown.join(" "))));
+        step();
         let out = self.command(args)?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         out!("{stdout}");
@@ -107,6 +149,7 @@ impl Demo {
     /// Start `maos ARGS` in the background (echoed with a trailing `&`).
     pub fn spawn(&self, args: &[&str]) -> Result<std::process::Child, String> {
         outln!("{}", paint("1", &format!("$ maos {} &", args.join(" "))));
+        step();
         self.base(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -153,8 +196,14 @@ impl Drop for Demo {
         let _ = self.command(&["daemon", "stop"]);
         if self.keep {
             let kept = format!(
-                "kept {} (database under home/projects/)",
-                self.dir.display()
+                "kept {dir} (database under home/projects/); to explore it:\n  \
+                 export MAOS_HOME={home} MAOS_SOCKET={socket}\n  \
+                 cd {project} && maos ps --all   (or: maos history, maos events, maos brief ID, maos top --all)\n  \
+                 maos daemon stop; rm -r {dir}   when done",
+                dir = self.dir.display(),
+                home = self.home.display(),
+                socket = self.socket.display(),
+                project = self.project.display(),
             );
             // Cut short by a reader that went away (`maos demo --keep | head`): say it where
             // it is still read.

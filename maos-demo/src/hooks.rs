@@ -171,6 +171,7 @@ impl Claude<'_> {
 
     /// Send one event and print it on one line (a denial's reason on the next).
     fn send(&self, who: Thread, event: &str, what: &str, fields: Value) -> Result<Answer, String> {
+        crate::demo::step();
         let (answer, took) = self.call(&self.input(who, event, fields))?;
         let mut line = vec![
             paint("2", &format!("{:<33}", who.label())),

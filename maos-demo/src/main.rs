@@ -41,6 +41,13 @@ struct Args {
     /// Show the JSON each `maos hook` call gets and answers.
     #[arg(long, short)]
     verbose: bool,
+    /// Stop before each step (a command, a hook call) until Enter is pressed; at the end of
+    /// the input, run on.
+    #[arg(long, conflicts_with = "pace")]
+    step: bool,
+    /// Wait this long before each step (500ms, 2s), to watch it go by.
+    #[arg(long, value_name = "DURATION")]
+    pace: Option<String>,
 }
 
 /// The parts: the Claude Code replay, the managed session that survives a kill -9 of its
@@ -76,6 +83,18 @@ fn run(part: Option<&str>, keep: bool, verbose: bool) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let pacing = match (&args.pace, args.step) {
+        (_, true) => demo::Pacing::Step,
+        (Some(p), false) => match maos_core::duration::parse(p) {
+            Ok(d) => demo::Pacing::Pace(d),
+            Err(e) => {
+                eprintln!("maos: --pace {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, false) => demo::Pacing::None,
+    };
+    demo::set_pacing(pacing);
     // A reader that goes away (`maos demo | head`) ends the tour as it ends any `maos`
     // command, quietly with exit code 0, but only once the guards of what it started have run
     // on the way out: its daemon stopped, its agents ended, its directory removed.

@@ -108,6 +108,7 @@ fn shell(line: &str, why: &str) {
         paint("2", &format!("    ({why})"))
     };
     outln!("{}{why}", paint("1", &format!("$ {line}")));
+    crate::demo::step();
 }
 
 /// What part 2 leaves running if it stops half-way: agents waiting for `go`, supervisors that

@@ -239,6 +239,11 @@ fn the_full_demo_replays_hooks_first_then_tours_the_cli_and_cleans_up() {
         replay < managed && managed < tour,
         "the hook replay comes first, then the managed session, then the CLI tour:\n{out}"
     );
+    assert_eq!(
+        full_ids(&out),
+        Vec::<String>::new(),
+        "one id system, the short one, outside file paths:\n{out}"
+    );
     assert!(
         demo_dirs(&tmp).is_empty(),
         "without --keep the demo removes its directories: {:?}",
@@ -485,4 +490,89 @@ fn without_maos_demo_one_line_says_how_to_build_it() {
         "nothing on stdout: {}",
         describe(&out)
     );
+}
+
+/// A session or agent id in full (`sess_` or `agt_` and 32 hex digits), outside file paths
+/// and the JSON files the demo shows (`cat exit.json`).
+fn full_ids(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| !l.trim_start().starts_with('"'))
+        .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '/')))
+        .filter(|w| !w.contains('/'))
+        .filter(|w| maos_core::ids::is_id(w))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Watchable (issue 15): `--step` stops before each step until Enter (and runs on at the end
+/// of its input), `--pace` waits before each; one id system, the short one, throughout; and
+/// `--keep` says how to explore what it kept, in commands that work.
+#[test]
+fn the_demo_can_be_stepped_paced_and_explored_and_shows_short_ids() {
+    let env = Env::new();
+    let _left = Leftovers(env.root());
+    let mut cmd = env.command(&maos_bin());
+    cmd.args(["demo", "cli", "--step", "--keep"])
+        .env("TMPDIR", env.root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn maos demo");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"\n\n\n").expect("three Enters");
+    }
+    let out = child.wait_with_output().expect("demo output");
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.matches("[Enter: go on]").count() == 4,
+        "three steps waited for, the fourth met the end of the input and the rest ran on:\n{text}"
+    );
+    assert!(text.contains("created session sess_"), "{text}");
+    assert_eq!(
+        full_ids(&text),
+        Vec::<String>::new(),
+        "short ids only:\n{text}"
+    );
+
+    // What --keep printed works as printed.
+    let export = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("export "))
+        .unwrap_or_else(|| panic!("no export line:\n{text}"));
+    let vars: Vec<(&str, &str)> = export
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    let project = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("cd ")?.split(" && ").next())
+        .unwrap_or_else(|| panic!("no cd line:\n{text}"));
+    let mut ps = env.command(&maos_bin());
+    ps.args(["ps", "--all"])
+        .current_dir(project)
+        .envs(vars.iter().copied());
+    let listed = run_with_timeout(ps, DEADLINE);
+    let listed_text = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.status.success() && listed_text.contains("Add rate limiting"),
+        "{}",
+        describe(&listed)
+    );
+    let mut stop = env.command(&maos_bin());
+    stop.args(["daemon", "stop"]).envs(vars.iter().copied());
+    assert!(run_with_timeout(stop, DEADLINE).status.success());
+
+    // --pace: the whole part goes through; bad values are one line and exit 2.
+    let (paced, _) = demo(&env, &["cli", "--pace", "1ms"]);
+    assert!(paced.contains("created session"), "{paced}");
+    for bad in [
+        &["cli", "--pace", "soon"][..],
+        &["cli", "--pace", "1s", "--step"],
+    ] {
+        let out = env.maos(&[&["demo"][..], bad].concat());
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", describe(&out));
+    }
 }

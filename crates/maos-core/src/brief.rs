@@ -995,7 +995,9 @@ fn header(b: &Briefing) -> String {
     let _ = writeln!(
         out,
         "maos: briefing on session {} ({}, {} strategy{active}).",
-        b.session_id, b.state, b.strategy
+        crate::ids::short(b.session_id.as_str()),
+        b.state,
+        b.strategy
     );
     let _ = writeln!(out, "Objective: {}", clip(&one_line(&b.objective), 1000));
     let mut dates = format!("Created {}", when(b.created_at));

@@ -113,6 +113,11 @@ pub fn short(id: &str) -> &str {
     id.get(..cut).unwrap_or(id)
 }
 
+/// Whether `s` is a whole session or agent id (`sess_` or `agt_` and 32 hex digits).
+pub fn is_id(s: &str) -> bool {
+    SessionId::parse(s).is_ok() || AgentId::parse(s).is_ok()
+}
+
 /// How many matches an ambiguity message lists.
 const MAX_LISTED: usize = 5;
 

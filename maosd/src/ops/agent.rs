@@ -129,12 +129,12 @@ pub fn transition(
     let next = a
         .state
         .apply(op)
-        .map_err(|e| invalid(format!("agent {id}: {e}")))?;
+        .map_err(|e| invalid(format!("agent {}: {e}", id.short())))?;
     if matches!(op, AgentOp::Start | AgentOp::Resume) {
         let s = st
             .session(&sid)
             .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "agent without session"))?;
-        super::require_running(s, &format!("{op} agent {id}"))?;
+        super::require_running(s, &format!("{op} agent {}", id.short()))?;
     }
     // Ended (or interrupted) by decision while its process runs: the process goes too. An
     // exit report clears `process` first, so a process that ended by itself is not signalled.

@@ -28,7 +28,8 @@ pub fn require_running(s: &SessionRecord, what: &str) -> Result<(), ErrorBody> {
     };
     Err(invalid(format!(
         "cannot {what}: session {} is {}{hint}",
-        s.id, s.state
+        s.id.short(),
+        s.state
     )))
 }
 

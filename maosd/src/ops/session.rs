@@ -318,7 +318,7 @@ pub fn transition(
     let next = s
         .state
         .apply(op)
-        .map_err(|e| invalid(format!("session {id}: {e}")))?;
+        .map_err(|e| invalid(format!("session {}: {e}", id.short())))?;
     apply_session(tx, id, op, next, reason, by);
     Ok(())
 }
@@ -506,7 +506,7 @@ pub fn set_paused(
             let next = s
                 .state
                 .apply(op)
-                .map_err(|e| invalid(format!("session {sid}: {e}")))?;
+                .map_err(|e| invalid(format!("session {}: {e}", sid.short())))?;
             apply_session(tx, &sid, op, next, reason, by);
             // Their processes really stop (SIGSTOP to the group) and continue.
             super::process::signal_agents(tx, &running, pause);
@@ -530,7 +530,7 @@ pub fn set_paused(
                 return Ok(Paused::Agent(aid));
             }
             agent_set_paused(a.state, a.paused, pause)
-                .map_err(|e| invalid(format!("agent {aid}: {e}")))?;
+                .map_err(|e| invalid(format!("agent {}: {e}", aid.short())))?;
             let now = tx.now;
             let a = tx.agent_mut(&aid);
             a.paused = pause;
