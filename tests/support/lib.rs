@@ -448,6 +448,15 @@ impl Env {
         out
     }
 
+    /// One `maos hook --cli CLI` call from the project with `input` on stdin, which must
+    /// succeed (a denial is an answer too): what it answered.
+    pub fn hook(&self, cli: &str, input: &Value) -> Output {
+        let input = input.to_string().into_bytes();
+        let out = self.hook_at(&self.project, &["hook", "--cli", cli], input, &[], false);
+        assert!(out.status.success(), "{}", describe(&out));
+        out
+    }
+
     /// Run `maos ARGS` from `cwd` (no `--project`) and return what it did.
     pub fn maos_at<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Output {
         let out = run_with_timeout(self.maos_cmd_at(cwd, args), COMMAND_TIMEOUT);

@@ -133,14 +133,7 @@ fn logs_of_an_agent_maos_did_not_start_says_it_is_not_managed() {
     let input = json!({"session_id": "cli-session-1", "cwd": env.project,
                        "hook_event_name": "UserPromptSubmit", "prompt": "fix the bug",
                        "transcript_path": env.root().join("t.jsonl")});
-    let out = env.hook_at(
-        &env.project,
-        &["hook", "--cli", "claude"],
-        input.to_string().into_bytes(),
-        &[],
-        false,
-    );
-    assert!(out.status.success(), "{}", describe(&out));
+    env.hook("claude", &input);
     let prompt = env.events(&["--type", "prompt_submitted"]);
     let window = prompt[0]["agent_id"]
         .as_str()

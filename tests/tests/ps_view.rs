@@ -115,14 +115,7 @@ fn line_of<'a>(text: &'a str, id: &str) -> &'a str {
 fn ps_shows_what_each_agent_does_now_and_the_project() {
     let env = Env::new();
     let run = |input: serde_json::Value| {
-        let out = env.hook_at(
-            &env.project,
-            &["hook", "--cli", "claude"],
-            input.to_string().into_bytes(),
-            &[],
-            false,
-        );
-        assert!(out.status.success(), "{}", maos_tests::describe(&out));
+        env.hook("claude", &input);
     };
     let cwd = env.project.to_string_lossy().into_owned();
     run(

@@ -153,13 +153,7 @@ fn top_shows_the_project_live_and_steers_it_with_confirmation() {
     let write = json!({"session_id": "w-top", "cwd": cwd, "hook_event_name": "PreToolUse",
         "tool_name": "Write", "tool_use_id": "toolu_1",
         "tool_input": {"file_path": format!("{cwd}/src/lexer.rs"), "content": "x"}});
-    let out = env.hook_at(
-        &env.project,
-        &["hook", "--cli", "claude"],
-        write.to_string().into_bytes(),
-        &[],
-        false,
-    );
+    let out = env.hook("claude", &write);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("deny"),
         "{}",

@@ -12,14 +12,6 @@ use std::time::Duration;
 
 use maos_tests::{Env, Value, json, maos_bin, wait_until};
 
-/// One `maos hook --cli CLI` call with `input` on stdin, which must succeed.
-fn hook(env: &Env, cli: &str, input: &Value) -> Output {
-    let input = input.to_string().into_bytes();
-    let out = env.hook_at(&env.project, &["hook", "--cli", cli], input, &[], false);
-    assert!(out.status.success(), "{}", maos_tests::describe(&out));
-    out
-}
-
 fn event(env: &Env, window: &str, name: &str, extra: Value) -> Value {
     let mut v = json!({"session_id": window, "cwd": env.project, "hook_event_name": name});
     if let (Some(v), Value::Object(extra)) = (v.as_object_mut(), extra) {
@@ -83,13 +75,11 @@ fn agent_of_cli(env: &Env, cli: &str) -> Value {
 #[test]
 fn two_windows_of_different_clis_are_two_agents_and_a_denial_names_the_holder() {
     let env = Env::new();
-    hook(
-        &env,
+    env.hook(
         "claude",
         &event(&env, "cc-1", "SessionStart", json!({"source": "startup"})),
     );
-    hook(
-        &env,
+    env.hook(
         "claude",
         &event(
             &env,
@@ -98,13 +88,11 @@ fn two_windows_of_different_clis_are_two_agents_and_a_denial_names_the_holder() 
             json!({"prompt": "Build the parser\nin src/"}),
         ),
     );
-    hook(
-        &env,
+    env.hook(
         "codex",
         &event(&env, "cx-1", "SessionStart", json!({"source": "startup"})),
     );
-    hook(
-        &env,
+    env.hook(
         "codex",
         &event(
             &env,
@@ -132,10 +120,10 @@ fn two_windows_of_different_clis_are_two_agents_and_a_denial_names_the_holder() 
     // Claude Code writes the file; Codex's patch of it is denied, naming who holds it: its
     // window, its task, what it did last, and since when.
     assert_eq!(
-        denial(&hook(&env, "claude", &write(&env, "cc-1", "src/parser.rs"))),
+        denial(&env.hook("claude", &write(&env, "cc-1", "src/parser.rs"))),
         ""
     );
-    let reason = denial(&hook(&env, "codex", &patch(&env, "cx-1", "src/parser.rs")));
+    let reason = denial(&env.hook("codex", &patch(&env, "cx-1", "src/parser.rs")));
     let short = claude["id"].as_str().and_then(|i| i.get(..12)).expect("id");
     for part in [
         "maos: src/parser.rs is being written by another agent: ".to_string(),
@@ -245,13 +233,11 @@ fn windows_end_truthfully_and_the_session_completes_with_the_last() {
         ],
     );
     // A Claude Code window takes another, then ends.
-    hook(
-        &env,
+    env.hook(
         "claude",
         &event(&env, "cc-2", "SessionStart", json!({"source": "startup"})),
     );
-    hook(
-        &env,
+    env.hook(
         "claude",
         &event(
             &env,
@@ -261,7 +247,7 @@ fn windows_end_truthfully_and_the_session_completes_with_the_last() {
         ),
     );
     assert_eq!(
-        denial(&hook(&env, "claude", &write(&env, "cc-2", "src/bug.rs"))),
+        denial(&env.hook("claude", &write(&env, "cc-2", "src/bug.rs"))),
         ""
     );
     assert_eq!(
@@ -270,8 +256,7 @@ fn windows_end_truthfully_and_the_session_completes_with_the_last() {
             .map(Vec::len),
         Some(2)
     );
-    hook(
-        &env,
+    env.hook(
         "claude",
         &event(&env, "cc-2", "SessionEnd", json!({"reason": "other"})),
     );
@@ -326,8 +311,7 @@ fn windows_end_truthfully_and_the_session_completes_with_the_last() {
     );
 
     // The next window starts a new session and is told how the last one stood.
-    let out = hook(
-        &env,
+    let out = env.hook(
         "claude",
         &event(&env, "cc-3", "SessionStart", json!({"source": "startup"})),
     );
@@ -346,21 +330,18 @@ fn windows_end_truthfully_and_the_session_completes_with_the_last() {
 fn a_background_subagents_result_is_its_own_not_a_prompt() {
     let env = Env::new();
     let w = "cc-4";
-    hook(
-        &env,
+    env.hook(
         "claude",
         &event(&env, w, "SessionStart", json!({"source": "startup"})),
     );
-    hook(
-        &env,
+    env.hook(
         "claude",
         &event(&env, w, "UserPromptSubmit", json!({"prompt": "Review it"})),
     );
     let spawn = json!({"tool_name": "Agent", "tool_use_id": "toolu_bg",
         "tool_input": {"description": "review", "prompt": "Review src/", "subagent_type": "reviewer"}});
-    hook(&env, "claude", &event(&env, w, "PreToolUse", spawn.clone()));
-    hook(
-        &env,
+    env.hook("claude", &event(&env, w, "PreToolUse", spawn.clone()));
+    env.hook(
         "claude",
         &event(
             &env,
@@ -371,10 +352,9 @@ fn a_background_subagents_result_is_its_own_not_a_prompt() {
     );
     let mut launched = spawn.clone();
     launched["tool_response"] = json!({"status": "async_launched", "agentId": "sub-9"});
-    hook(&env, "claude", &event(&env, w, "PostToolUse", launched));
+    env.hook("claude", &event(&env, w, "PostToolUse", launched));
     // The main thread's turn ends before its background subagent does.
-    hook(
-        &env,
+    env.hook(
         "claude",
         &event(&env, w, "Stop", json!({"stop_hook_active": false})),
     );
@@ -389,8 +369,7 @@ fn a_background_subagents_result_is_its_own_not_a_prompt() {
         <status>completed</status>\n<summary>Agent \"review\" completed</summary>\n\
         <usage><subagent_tokens>4321</subagent_tokens><tool_uses>5</tool_uses><duration_ms>9000</duration_ms></usage>\n\
         </task-notification>";
-    hook(
-        &env,
+    env.hook(
         "claude",
         &event(&env, w, "UserPromptSubmit", json!({"prompt": notice})),
     );

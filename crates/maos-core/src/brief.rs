@@ -1244,7 +1244,7 @@ mod tests {
         assert_eq!(b.pending.agents[0].waiting_for[0].role, "backend");
         assert!(b.pause.is_some());
         let want = [
-            "maos: briefing on session sess_00000000000000000000000000000001 (paused, adaptive strategy, the active session).",
+            "maos: briefing on session sess_00000000 (paused, adaptive strategy, the active session).",
             "Objective: Ship the limiter",
             "Created 2026-11-22 10:00 UTC, started 2026-11-22 10:00 UTC.",
             "- backend (agt_00000000): the backend work — running since 2026-11-22 10:01 UTC (59m); holds src/limit.rs (write)",
@@ -1297,8 +1297,11 @@ mod tests {
             Some("failed: mdbook is missing")
         );
         assert!(
-            b.text.lines().next().is_some_and(|l| l
-                == "maos: briefing on session sess_00000000000000000000000000000001 (completed, adaptive strategy)."),
+            b.text
+                .lines()
+                .next()
+                .is_some_and(|l| l
+                    == "maos: briefing on session sess_00000000 (completed, adaptive strategy)."),
             "{}",
             b.text
         );

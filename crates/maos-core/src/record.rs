@@ -113,6 +113,14 @@ pub struct ErrorRecord {
 }
 
 impl SessionRecord {
+    /// The item of `agent`'s own task list it marked in progress, if any.
+    pub fn current_todo(&self, agent: &AgentId) -> Option<&Todo> {
+        self.todos
+            .iter()
+            .find(|t| &t.agent == agent)
+            .and_then(|t| t.items.iter().find(|i| i.status == "in_progress"))
+    }
+
     /// Percent done, phase k/n, phase timing and ETA at `now` (the figures of `maos status`).
     /// A finished session's figures stop where it ended: no ETA, never stalled, and a phase
     /// left running when it failed or was cancelled does not go on counting time.

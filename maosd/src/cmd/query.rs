@@ -54,12 +54,7 @@ pub fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
                     ended_at: a.ended_at,
                     cli: a.cli,
                     activity: st.activity(&a.id).cloned(),
-                    todo: s
-                        .todos
-                        .iter()
-                        .find(|t| t.agent == a.id)
-                        .and_then(|t| t.items.iter().find(|i| i.status == "in_progress"))
-                        .map(|i| i.content.clone()),
+                    todo: s.current_todo(&a.id).map(|i| i.content.clone()),
                     waits: waiters
                         .iter()
                         .filter(|w| w.holder == a.id)

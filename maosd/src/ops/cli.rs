@@ -435,8 +435,7 @@ pub fn describe(st: &State, id: &AgentId, now: Ts) -> String {
     }
     let todo = st
         .session(&a.session_id)
-        .and_then(|s| s.todos.iter().find(|t| t.agent == a.id))
-        .and_then(|t| t.items.iter().find(|i| i.status == "in_progress"));
+        .and_then(|s| s.current_todo(&a.id));
     if let Some(todo) = todo {
         about.push(format!("now: {}", one_line(&todo.content, 120)));
     } else if let Some(act) = st.activity(&a.id) {
