@@ -112,16 +112,22 @@ fn main() -> ExitCode {
 }
 
 /// Draw, wait for news (or the next second), take all of it in, ask for what changed, draw.
+/// Sessions are asked for at most every [`MIN_REFRESH`]: under a storm of events the view
+/// takes them in batches instead of asking the daemon once per event.
 fn run(
     terminal: &mut ratatui::DefaultTerminal,
     app: &mut app::App,
     rx: &mpsc::Receiver<feed::Msg>,
 ) -> std::io::Result<()> {
     let mut next_tick = Instant::now();
+    let mut refreshed = Instant::now() - MIN_REFRESH;
     let mut trace = Trace::from_env();
     loop {
-        if app.needs_refresh() {
+        let now = Instant::now();
+        let refresh_at = refreshed + MIN_REFRESH;
+        if app.needs_refresh() && refresh_at <= now {
             app.refresh();
+            refreshed = now;
         }
         terminal.draw(|f| view::draw(f, app))?;
         trace.drew(app);
@@ -132,7 +138,12 @@ fn run(
         if next_tick <= now {
             next_tick = now + Duration::from_secs(1);
         }
-        match rx.recv_timeout(next_tick - now) {
+        let wake = if app.needs_refresh() {
+            next_tick.min(refresh_at.max(now))
+        } else {
+            next_tick
+        };
+        match rx.recv_timeout(wake.saturating_duration_since(now)) {
             Ok(msg) => {
                 app.handle(msg);
                 while let Ok(msg) = rx.try_recv() {
@@ -144,6 +155,9 @@ fn run(
         }
     }
 }
+
+/// The least time between two requests for the sessions (a redraw still follows each event).
+const MIN_REFRESH: Duration = Duration::from_millis(40);
 
 /// `MAOS_TOP_TRACE=FILE`: after each frame, one line `UNIX_MICROS LAST_SEQ` (the newest event
 /// the frame shows): how `maos-bench top` measures the time from an event to the screen.
