@@ -485,7 +485,10 @@ fn watch_ps(cli: &Cli, all: bool, interval: &str) -> Res {
     let root = cli.project_root()?;
     let screen = std::io::stdout().is_terminal();
     let paint = Paint::stdout();
-    let mut client = Some(Client::connect(true)?);
+    // Started when none runs, like every command; after that only reconnected, so a daemon
+    // someone stopped stays stopped.
+    drop(Client::connect(true)?);
+    let mut client = Some(Client::connect(false)?);
     loop {
         let reply = match client.as_mut() {
             Some(c) => c.request(Some(&root), Request::Ps { all }),
@@ -495,7 +498,7 @@ fn watch_ps(cli: &Cli, all: bool, interval: &str) -> Res {
                 r
             }),
         };
-        let stamp = chrono::Utc::now().format("%F %T UTC");
+        let stamp = maos_core::utc(chrono::Utc::now());
         let text = match reply {
             Ok(Reply::Ps(sessions)) if cli.json => {
                 serde_json::to_string(&sessions).unwrap_or_default() + "\n"

@@ -58,9 +58,9 @@ fn header(f: &mut Frame, area: Rect, app: &App) {
         Some((since, why)) => Line::from(vec![
             Span::styled(
                 format!(
-                    " daemon gone since {} UTC ({}); reconnecting ",
-                    since.format("%H:%M:%S"),
-                    clip(why, 60)
+                    " daemon gone since {} ({}); reconnecting ",
+                    maos_core::utc(*since),
+                    clip(why, 40)
                 ),
                 Style::new().fg(Color::White).bg(Color::Red).bold(),
             ),
@@ -261,7 +261,7 @@ fn selected(f: &mut Frame, area: Rect, app: &App) {
                 Some(v) => match (v.progress.eta, &v.progress.current_phase) {
                     (Some(t), _) => format!(
                         "ETA {} (in {})",
-                        t.format("%H:%M:%S UTC"),
+                        maos_core::utc(t),
                         maos_client::output::human_secs((t - Utc::now()).as_seconds_f64())
                     ),
                     (None, Some(_)) => "no ETA yet (no phase has completed)".into(),
