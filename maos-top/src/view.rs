@@ -77,15 +77,12 @@ fn header(f: &mut Frame, area: Rect, app: &App) {
                 .flat_map(|s| &s.agents)
                 .filter(|a| a.state == AgentState::Running && !a.paused)
                 .count();
-            let pid = app.pid.map(|p| format!("maosd {p}")).unwrap_or_default();
+            let pid = app.pid.map(|p| format!("  maosd {p}")).unwrap_or_default();
             Line::from(vec![
                 Span::styled(" maos top ", Style::new().reversed().bold()),
                 Span::raw(format!(
-                    " {clock}  {}  {}  {}  {} running",
-                    where_,
-                    pid,
+                    " {clock}  {where_}  {}, {running} running{pid}",
                     maos_client::output::count(sessions.len(), "session"),
-                    maos_client::output::count(running, "agent"),
                 )),
             ])
         }
