@@ -25,13 +25,14 @@ use maos_proto::{Reply, Request};
 #[derive(Parser, Debug)]
 #[command(
     name = "maos top",
+    bin_name = "maos top",
     version,
     about = "A live full-screen view of maos's sessions and agents: what each agent does now, the locks it holds and waits for, denials and deadlocks as they happen. Keys: ↑↓ select, p pause, r resume, c cancel (each asks first), / filter, e events, a finished sessions too, ? help, q quit.",
     after_help = "Times are UTC. The view follows the daemon's event stream; when the daemon goes away it says so and reconnects once it is back."
 )]
 struct Args {
-    /// The project to watch (default: the git main worktree or marker directory around the
-    /// current directory).
+    /// The project to watch (default: the git repository's main worktree around the current
+    /// directory, else the nearest directory holding `.maos/`).
     #[arg(long, env = "MAOS_PROJECT", value_name = "DIR")]
     project: Option<PathBuf>,
     /// Every project the daemon has open, not just this one.
