@@ -86,6 +86,7 @@ impl Cli {
             Cmd::Completions { .. } | Cmd::Man { .. } => Some("it describes the command line"),
             Cmd::Demo { .. } => Some("`maos demo` makes its own throw-away projects"),
             Cmd::Init { .. } => Some("`maos init DIR` takes the directory as its argument"),
+            Cmd::Dashboard { .. } => Some("the dashboard shows every open project"),
             _ => None,
         };
         if let Some(why) = project {
@@ -117,7 +118,16 @@ impl Cli {
 pub const GROUPS: &[(&str, &[&str])] = &[
     (
         "Watch",
-        &["ps", "top", "status", "brief", "events", "logs", "history"],
+        &[
+            "ps",
+            "top",
+            "dashboard",
+            "status",
+            "brief",
+            "events",
+            "logs",
+            "history",
+        ],
     ),
     (
         "Steer",
@@ -312,6 +322,13 @@ pub enum Cmd {
             value_name = "ARGS"
         )]
         args: Vec<OsString>,
+    },
+    /// The browser view: find the running dashboard or start one (on 127.0.0.1, behind a
+    /// secret token made at each start), print its URL, and open it in `$BROWSER` if set.
+    Dashboard {
+        /// Stop the running dashboard instead.
+        #[arg(long)]
+        stop: bool,
     },
     /// Take, release, list and check file locks.
     Lock {

@@ -421,13 +421,33 @@ pub fn whoami() -> Option<String> {
         .or_else(|| Some(format!("uid {}", maos_proto::paths::uid())))
 }
 
+/// Start `cmd` in a session of its own, so that it outlives the terminal or agent that
+/// started it (the daemon, the dashboard).
+pub fn detach(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid is async-signal-safe, the only call made between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// The `maosd` binary: next to this executable, else on PATH.
 pub fn daemon_binary() -> PathBuf {
+    sibling_binary("maosd")
+}
+
+/// A binary of maos's: next to this executable, else on PATH.
+pub fn sibling_binary(name: &str) -> PathBuf {
     std::env::current_exe()
         .ok()
-        .and_then(|exe| exe.parent().map(|d| d.join("maosd")))
+        .and_then(|exe| exe.parent().map(|d| d.join(name)))
         .filter(|p| p.is_file())
-        .unwrap_or_else(|| PathBuf::from("maosd"))
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 /// A service manager owns the socket, but nothing listens on it: the client must not start a
@@ -637,19 +657,7 @@ fn spawn_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
     cmd.arg("--autostarted");
     // Never inherit the caller's stdio: agent CLIs wait for the hook's stdout to close.
     cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setsid is async-signal-safe; it detaches the daemon from our session so that
-        // it outlives the terminal or agent that started it.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::setsid() == -1 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
+    detach(&mut cmd);
     let mut child = cmd
         .spawn()
         .map_err(|e| fail(format!("cannot start {}: {e}", bin.display())))?;

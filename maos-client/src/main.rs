@@ -8,6 +8,7 @@ extern crate maos_client;
 
 mod cli;
 mod codex;
+mod dashboard;
 mod doctor;
 mod failure;
 mod gemini;

@@ -28,6 +28,7 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::Daemon { cmd } => return daemon(cmd, json),
         Cmd::Init { dir } => return crate::project::init(dir.as_deref(), json),
         Cmd::Demo { args } => return sibling::exec("maos-demo", args, &[]),
+        Cmd::Dashboard { stop } => return crate::dashboard::run(*stop, json),
         Cmd::Top { args } => {
             // The project this `maos` resolved (`--project`, `MAOS_PROJECT`, or the directory).
             let vars = [(

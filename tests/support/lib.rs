@@ -61,7 +61,7 @@ fn binaries_are_fresh(dir: &Path) -> Result<(), String> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .ok_or("the tests package has no parent directory")?;
-    for bin in ["maos", "maosd", "maos-top", "maos-demo"] {
+    for bin in ["maos", "maosd", "maos-top", "maos-demo", "maos-dash"] {
         let path = dir.join(bin);
         let built = std::fs::metadata(&path)
             .and_then(|m| m.modified())
@@ -344,7 +344,7 @@ impl Env {
     }
 
     /// `maos --project <project> ARGS`; without `--project` for the commands that work on no
-    /// project (`daemon`, `completions`, `man`, `demo`, `init`), which refuse it.
+    /// project (`daemon`, `completions`, `man`, `demo`, `init`, `dashboard`), which refuse it.
     pub fn maos_cmd_in<S: AsRef<OsStr>>(&self, project: &Path, args: &[S]) -> Command {
         let mut cmd = self.command(&maos_bin());
         let verb = args
@@ -352,7 +352,7 @@ impl Env {
             .map(AsRef::as_ref)
             .find(|a| !a.to_string_lossy().starts_with('-'));
         let projectless = verb.is_some_and(|v| {
-            ["daemon", "completions", "man", "demo", "init"]
+            ["daemon", "completions", "man", "demo", "init", "dashboard"]
                 .iter()
                 .any(|p| v == OsStr::new(p))
         });

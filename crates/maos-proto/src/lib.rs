@@ -8,6 +8,7 @@
 //!
 //! Architecture invariant: nothing here depends on tokio; the client is plain blocking std I/O.
 
+pub mod dashboard;
 pub mod error;
 pub mod export;
 pub mod frame;

@@ -1,0 +1,80 @@
+//! The gate every request passes: the `Host` header must name this server, and the token must
+//! come with it (`?token=` or `X-Maos-Token` for reads; the header only for actions). A refusal
+//! is a status and one line saying what is wrong.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::Dash;
+
+/// The header that carries the token.
+pub const TOKEN_HEADER: &str = "x-maos-token";
+
+/// Equal, in a time that does not depend on where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The `token` parameter of a query string, if any.
+fn query_token(query: Option<&str>) -> Option<&str> {
+    query?.split('&').find_map(|kv| kv.strip_prefix("token="))
+}
+
+pub async fn guard(State(dash): State<Arc<Dash>>, req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    let port = dash.port;
+    if host != format!("127.0.0.1:{port}") && host != format!("localhost:{port}") {
+        return (
+            StatusCode::MISDIRECTED_REQUEST,
+            format!(
+                "this dashboard answers only to Host 127.0.0.1:{port} or localhost:{port}, not {host:?}\n"
+            ),
+        )
+            .into_response();
+    }
+    let in_header = req
+        .headers()
+        .get(TOKEN_HEADER)
+        .and_then(|h| h.to_str().ok());
+    let given = if req.method() == Method::GET {
+        in_header.or_else(|| query_token(req.uri().query()))
+    } else {
+        in_header
+    };
+    match given {
+        Some(t) if same(t.as_bytes(), dash.token.as_bytes()) => next.run(req).await,
+        None if req.method() != Method::GET => (
+            StatusCode::UNAUTHORIZED,
+            "an action needs the token in the X-Maos-Token header\n",
+        )
+            .into_response(),
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong token: open the URL `maos dashboard` prints\n",
+        )
+            .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole_and_come_from_the_query() {
+        assert!(same(b"abc", b"abc"));
+        assert!(!same(b"abc", b"abd"));
+        assert!(!same(b"abc", b"abcd"));
+        assert_eq!(query_token(Some("a=1&token=xyz")), Some("xyz"));
+        assert_eq!(query_token(Some("tokens=xyz")), None);
+        assert_eq!(query_token(None), None);
+    }
+}
