@@ -249,3 +249,74 @@ fn maos_dashboard_finds_the_running_one_and_stops_it() {
     let out = env.maos(&["dashboard", "--project", "."]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
 }
+
+/// Headless Chromium (Debian's `chromium`; `.ci/run` installs it), run once on `url`: the DOM
+/// after the page's script ran (`--virtual-time-budget` lets its requests finish), or with
+/// `screenshot` a PNG written there.
+fn chromium(env: &Env, url: &str, screenshot: Option<&std::path::Path>) -> String {
+    let mut cmd = std::process::Command::new("chromium");
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--virtual-time-budget=5000",
+        "--window-size=1000,500",
+    ])
+    .arg(format!(
+        "--user-data-dir={}",
+        env.root().join("chromium").display()
+    ));
+    match screenshot {
+        Some(png) => cmd.arg(format!("--screenshot={}", png.display())),
+        None => cmd.arg("--dump-dom"),
+    };
+    cmd.arg(url);
+    let out = maos_tests::run_with_timeout(cmd, std::time::Duration::from_secs(60));
+    assert!(out.status.success(), "{}", describe(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// In a real browser: the page lists the project and its session; without the token it is
+/// refused. A screenshot is kept in `target/tmp/dashboard.png` to look at.
+#[test]
+fn a_real_browser_shows_the_sessions_and_is_refused_without_the_token() {
+    if !maos_tests::have_tool("chromium", "chromium") {
+        return;
+    }
+    let env = Env::new();
+    let sid = env.session("Show it in a browser", &[]);
+    let d = start(&env);
+    let dom = chromium(&env, &d.url, None);
+    let root = Env::project_root(&env.project);
+    assert!(
+        dom.contains(&format!("<section data-project=\"{root}\">")),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(&format!("<tr data-session=\"{sid}\">"))
+            && dom.contains("Show it in a browser"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(r#"<p id="status" role="status" aria-live="polite" class=""></p>"#),
+        "loaded, nothing to report: {dom}"
+    );
+    assert!(
+        !dom.contains("token="),
+        "the token leaves the address bar: {dom}"
+    );
+
+    let refused = chromium(&env, &format!("http://127.0.0.1:{}/", d.port), None);
+    assert!(refused.contains("missing or wrong token"), "{refused}");
+    assert!(!refused.contains("Show it in a browser"), "{refused}");
+
+    let png = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
+    chromium(&env, &d.url, Some(&png));
+    let bytes = std::fs::read(&png).expect("the screenshot");
+    assert!(bytes.starts_with(b"\x89PNG"), "a PNG");
+}
