@@ -68,13 +68,25 @@ pub struct SessionsQuery {
 
 /// A project's sessions with their agents, finished ones too (`maos ps --all`).
 pub async fn sessions(Query(q): Query<SessionsQuery>) -> Result<Response, ApiError> {
-    let Some(project) = q.project.filter(|p| !p.is_empty()) else {
+    let project = open_project(q.project).await?;
+    match ask(Some(project), Request::Ps { all: true }).await? {
+        Reply::Ps(sessions) => Ok(Json(json!({ "sessions": sessions })).into_response()),
+        _ => Err(ApiError(
+            StatusCode::BAD_GATEWAY,
+            "the daemon answered something else".into(),
+        )),
+    }
+}
+
+/// The `project` parameter, which must name a project the daemon has open (the dashboard
+/// makes none).
+pub async fn open_project(project: Option<String>) -> Result<String, ApiError> {
+    let Some(project) = project.filter(|p| !p.is_empty()) else {
         return Err(ApiError(
             StatusCode::BAD_REQUEST,
             "name a project: ?project=ROOT (see /api/projects)".into(),
         ));
     };
-    // Only a project the daemon has open: the dashboard makes none.
     let open = match ask(None, Request::DaemonStatus).await? {
         Reply::Daemon(d) => d.projects.iter().any(|p| p.root == project),
         _ => false,
@@ -85,13 +97,7 @@ pub async fn sessions(Query(q): Query<SessionsQuery>) -> Result<Response, ApiErr
             format!("no open project {project:?} (see /api/projects)"),
         ));
     }
-    match ask(Some(project), Request::Ps { all: true }).await? {
-        Reply::Ps(sessions) => Ok(Json(json!({ "sessions": sessions })).into_response()),
-        _ => Err(ApiError(
-            StatusCode::BAD_GATEWAY,
-            "the daemon answered something else".into(),
-        )),
-    }
+    Ok(project)
 }
 
 pub async fn not_found() -> ApiError {

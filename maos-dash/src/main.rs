@@ -13,6 +13,7 @@
 
 mod api;
 mod guard;
+mod live;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -113,6 +114,7 @@ fn main() -> ExitCode {
             .route("/", get(api::page))
             .route("/api/projects", get(api::projects))
             .route("/api/sessions", get(api::sessions))
+            .route("/api/events", get(live::events))
             .fallback(api::not_found)
             .layer(axum::middleware::from_fn_with_state(
                 dash.clone(),

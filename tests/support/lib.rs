@@ -28,6 +28,7 @@ pub mod daemon;
 pub mod procfs;
 pub mod tempdir;
 pub mod tmux;
+pub mod webdriver;
 
 /// How long any one `maos` invocation may take before the test fails (a hang is a bug).
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);

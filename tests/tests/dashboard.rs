@@ -250,73 +250,133 @@ fn maos_dashboard_finds_the_running_one_and_stops_it() {
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
 }
 
-/// Headless Chromium (Debian's `chromium`; `.ci/run` installs it), run once on `url`: the DOM
-/// after the page's script ran (`--virtual-time-budget` lets its requests finish), or with
-/// `screenshot` a PNG written there.
-fn chromium(env: &Env, url: &str, screenshot: Option<&std::path::Path>) -> String {
-    let mut cmd = std::process::Command::new("chromium");
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--virtual-time-budget=5000",
-        "--window-size=1000,500",
-    ])
-    .arg(format!(
-        "--user-data-dir={}",
-        env.root().join("chromium").display()
-    ));
-    match screenshot {
-        Some(png) => cmd.arg(format!("--screenshot={}", png.display())),
-        None => cmd.arg("--dump-dom"),
-    };
-    cmd.arg(url);
-    let out = maos_tests::run_with_timeout(cmd, std::time::Duration::from_secs(60));
-    assert!(out.status.success(), "{}", describe(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// In a real browser: the page lists the project and its session; without the token it is
-/// refused. A screenshot is kept in `target/tmp/dashboard.png` to look at.
+/// In a real browser (headless Chromium through chromedriver): the page lists the project
+/// and its session, shows a session created after it loaded without a reload (the live
+/// stream), and without the token is refused. A screenshot is kept in
+/// `target/tmp/dashboard.png` to look at.
 #[test]
-fn a_real_browser_shows_the_sessions_and_is_refused_without_the_token() {
-    if !maos_tests::have_tool("chromium", "chromium") {
+fn a_real_browser_shows_the_sessions_live_and_is_refused_without_the_token() {
+    if !maos_tests::webdriver::available() {
         return;
     }
     let env = Env::new();
     let sid = env.session("Show it in a browser", &[]);
     let d = start(&env);
-    let dom = chromium(&env, &d.url, None);
+    let browser = maos_tests::webdriver::Browser::start(&env.root().join("chromium"));
+    browser.open(&d.url);
     let root = Env::project_root(&env.project);
+    let html = browser.until("the session's row", |h| {
+        h.contains(&format!("<tr data-session=\"{sid}\">"))
+    });
     assert!(
-        dom.contains(&format!("<section data-project=\"{root}\">")),
-        "{dom}"
+        html.contains(&format!("<section data-project=\"{root}\">")),
+        "{html}"
     );
-    assert!(
-        dom.contains(&format!("<tr data-session=\"{sid}\">"))
-            && dom.contains("Show it in a browser"),
-        "{dom}"
+    assert!(html.contains("Show it in a browser"), "{html}");
+    assert_eq!(
+        browser.eval("return location.search"),
+        "",
+        "the token leaves the address bar"
     );
-    assert!(
-        dom.contains(r#"<p id="status" role="status" aria-live="polite" class=""></p>"#),
-        "loaded, nothing to report: {dom}"
-    );
-    assert!(
-        !dom.contains("token="),
-        "the token leaves the address bar: {dom}"
-    );
-
-    let refused = chromium(&env, &format!("http://127.0.0.1:{}/", d.port), None);
-    assert!(refused.contains("missing or wrong token"), "{refused}");
-    assert!(!refused.contains("Show it in a browser"), "{refused}");
-
+    // Live: a session made now appears, and its event on the timeline, without a reload.
+    let later = env.session("Made while the page was open", &[]);
+    browser.until("the new session's row", |h| {
+        h.contains(&format!("<tr data-session=\"{later}\">"))
+            && h.contains("data-type=\"session_created\"")
+    });
     let png = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
-    chromium(&env, &d.url, Some(&png));
+    browser.screenshot(&png);
     let bytes = std::fs::read(&png).expect("the screenshot");
     assert!(bytes.starts_with(b"\x89PNG"), "a PNG");
+
+    browser.open(&format!("http://127.0.0.1:{}/", d.port));
+    let refused = browser.until("the refusal", |h| h.contains("missing or wrong token"));
+    assert!(!refused.contains("Show it in a browser"), "{refused}");
+}
+
+/// A server-sent event stream, read as it comes.
+struct Stream {
+    s: TcpStream,
+    seen: String,
+}
+
+impl Stream {
+    fn open(d: &Dashboard<'_>, path: &str) -> Stream {
+        let mut s = TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nX-Maos-Token: {}\r\nAccept: text/event-stream\r\n\r\n",
+            d.port, d.token
+        );
+        s.write_all(req.as_bytes()).expect("send");
+        s.set_read_timeout(Some(std::time::Duration::from_millis(100)))
+            .expect("timeout");
+        Stream {
+            s,
+            seen: String::new(),
+        }
+    }
+
+    /// Read until what came so far satisfies `cond` (the test fails after a deadline).
+    fn until(&mut self, what: &str, cond: impl Fn(&str) -> bool) {
+        let deadline = std::time::Instant::now() + maos_tests::DEADLINE;
+        let mut buf = [0u8; 4096];
+        while !cond(&self.seen) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting until {what}; the stream:\n{}",
+                self.seen
+            );
+            match self.s.read(&mut buf) {
+                Ok(0) => panic!("the stream ended; it said:\n{}", self.seen),
+                Ok(n) => self.seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Err(_) => {} // the read timeout: look again
+            }
+        }
+    }
+}
+
+/// Live: an event committed now reaches an open page's stream (through the daemon's own
+/// subscription); a daemon that goes away is said (`lost`), not started again, and once it is
+/// back (`back`) the stream goes on.
+#[test]
+fn the_event_stream_pushes_commits_and_says_when_the_daemon_is_gone() {
+    let env = Env::new();
+    env.session("first", &[]);
+    let d = start(&env);
+    let root = Env::project_root(&env.project);
+    let q = format!("/api/events?project={}", root.replace('/', "%2F"));
+    let mut live = Stream::open(&d, &q);
+    live.until("the stream's headers", |s| s.contains("text/event-stream"));
+    env.session("pushed live", &[]);
+    live.until("the new session's event", |s| {
+        s.contains("event: event") && s.contains("pushed live")
+    });
+    assert!(
+        !live.seen.contains("\"first\""),
+        "from now on, not the past:\n{}",
+        live.seen
+    );
+
+    assert!(env.maos(&["daemon", "stop"]).status.success());
+    live.until("the loss said", |s| s.contains("event: lost"));
+    assert!(
+        env.pidfile_pid().is_none_or(|p| !maos_tests::alive(p)),
+        "not started again"
+    );
+    assert!(env.maos(&["daemon", "start"]).status.success());
+    live.until("the return said", |s| s.contains("event: back"));
+    env.session("after the restart", &[]);
+    live.until("an event after the restart", |s| {
+        s.contains("after the restart")
+    });
+
+    // Bad input: one line, nothing streamed.
+    let (status, body) = http(
+        d.port,
+        "GET",
+        "/api/events?project=%2Fnowhere",
+        &format!("127.0.0.1:{}", d.port),
+        &[("X-Maos-Token", d.token.as_str())],
+    );
+    assert_eq!(status, 404, "{body}");
 }
