@@ -421,6 +421,72 @@ pub fn whoami() -> Option<String> {
         .or_else(|| Some(format!("uid {}", maos_proto::paths::uid())))
 }
 
+/// What [`follow`] reports.
+#[derive(Debug)]
+pub enum Followed {
+    /// The project's next event.
+    Event(Box<EventRecord>),
+    /// The stream broke (the daemon went away): why.
+    Lost(String),
+    /// It is back, from the daemon with this pid.
+    Back(u32),
+}
+
+/// Follow a project's events from after `after` (None: its whole timeline), through the
+/// daemon's subscription, telling `tell` each one, and when the daemon goes away, once, that
+/// it is lost; then connect again (never starting a daemon: whoever stopped it meant it),
+/// say it is back, and go on after the last event told: none twice, none skipped. Returns
+/// when `tell` returns false (whoever listened is gone).
+pub fn follow(project: &str, after: Option<u64>, mut tell: impl FnMut(Followed) -> bool) {
+    let mut filter = EventFilter {
+        after_seq: after,
+        ..EventFilter::default()
+    };
+    let mut lost = false;
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let why = match Client::connect(false).and_then(|mut c| Ok((c.daemon_pid()?, c))) {
+            Ok((pid, c)) => {
+                if lost && !tell(Followed::Back(pid)) {
+                    return;
+                }
+                lost = false;
+                pause = Duration::from_millis(20);
+                match c.subscribe(project, filter.clone()) {
+                    Ok(stream) => {
+                        let mut why = "the daemon closed the connection".to_string();
+                        for e in stream {
+                            match e {
+                                Ok(event) => {
+                                    filter.after_seq = Some(event.seq);
+                                    if !tell(Followed::Event(Box::new(event))) {
+                                        return;
+                                    }
+                                }
+                                Err(e) => {
+                                    why = e.body().message;
+                                    break;
+                                }
+                            }
+                        }
+                        why
+                    }
+                    Err(e) => e.body().message,
+                }
+            }
+            Err(e) => e.body().message,
+        };
+        if !lost {
+            lost = true;
+            if !tell(Followed::Lost(why)) {
+                return;
+            }
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(250));
+    }
+}
+
 /// Start `cmd` in a session of its own, so that it outlives the terminal or agent that
 /// started it (the daemon, the dashboard).
 pub fn detach(cmd: &mut Command) {

@@ -5,10 +5,9 @@
 //! nothing happens, nothing is asked of the daemon.
 
 use std::sync::mpsc::Sender;
-use std::time::Duration;
 
-use maos_client::client::{Client, ClientError};
-use maos_proto::{EventFilter, EventRecord};
+use maos_client::client::{self, Followed};
+use maos_proto::EventRecord;
 use ratatui::crossterm::event::{self, Event};
 
 /// What the view is told.
@@ -47,56 +46,16 @@ pub fn terminal(tx: Sender<Msg>) {
 /// Follow project `project` (at `root`) from after event `after`, until the view is gone.
 pub fn events(project: usize, root: String, after: Option<u64>, tx: Sender<Msg>) {
     std::thread::spawn(move || {
-        let mut filter = EventFilter {
-            after_seq: after,
-            ..EventFilter::default()
-        };
-        let mut lost = false;
-        let mut pause = Duration::from_millis(20);
-        loop {
-            let why = match Client::connect(false).and_then(|mut c| Ok((c.daemon_pid()?, c))) {
-                Ok((pid, c)) => {
-                    if lost && tx.send(Msg::Back { project, pid }).is_err() {
-                        return;
-                    }
-                    lost = false;
-                    pause = Duration::from_millis(20);
-                    match c.subscribe(&root, filter.clone()) {
-                        Ok(stream) => {
-                            let mut why = "the daemon closed the connection".to_string();
-                            for e in stream {
-                                match e {
-                                    Ok(event) => {
-                                        filter.after_seq = Some(event.seq);
-                                        if tx.send(Msg::Event { project, event }).is_err() {
-                                            return;
-                                        }
-                                    }
-                                    Err(e) => {
-                                        why = describe(e);
-                                        break;
-                                    }
-                                }
-                            }
-                            why
-                        }
-                        Err(e) => describe(e),
-                    }
-                }
-                Err(e) => describe(e),
+        client::follow(&root, after, |news| {
+            let msg = match news {
+                Followed::Event(event) => Msg::Event {
+                    project,
+                    event: *event,
+                },
+                Followed::Lost(why) => Msg::Lost { project, why },
+                Followed::Back(pid) => Msg::Back { project, pid },
             };
-            if !lost {
-                lost = true;
-                if tx.send(Msg::Lost { project, why }).is_err() {
-                    return;
-                }
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(250));
-        }
+            tx.send(msg).is_ok()
+        })
     });
-}
-
-fn describe(e: ClientError) -> String {
-    e.body().message
 }
