@@ -35,6 +35,10 @@ pub struct Cli {
     /// `--project` was typed on the command line (not inherited from `MAOS_PROJECT`).
     #[arg(skip)]
     pub project_typed: bool,
+    /// The project root once resolved: `ps`, `status` and `brief` name it in the request and
+    /// again in their header, and resolving walks the filesystem.
+    #[arg(skip)]
+    pub resolved: std::cell::OnceCell<String>,
     #[command(subcommand)]
     pub cmd: Cmd,
 }
@@ -45,15 +49,21 @@ impl Cli {
     /// current directory ([`maos_proto::paths::find_project`]); outside any, one line saying
     /// so and how to make one (exit 1; nothing is created).
     pub fn project_root(&self) -> Res<String> {
-        if let Some(dir) = &self.project {
-            return explicit_root(dir);
+        if let Some(root) = self.resolved.get() {
+            return Ok(root.clone());
         }
-        let cwd = std::env::current_dir()
-            .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
-        match maos_proto::paths::find_project(&cwd) {
-            Some(root) => Ok(root.to_string_lossy().into_owned()),
-            None => Err(no_project(&cwd)),
-        }
+        let root = match &self.project {
+            Some(dir) => explicit_root(dir)?,
+            None => {
+                let cwd = std::env::current_dir()
+                    .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
+                match maos_proto::paths::find_project(&cwd) {
+                    Some(root) => root.to_string_lossy().into_owned(),
+                    None => return Err(no_project(&cwd)),
+                }
+            }
+        };
+        Ok(self.resolved.get_or_init(|| root).clone())
     }
 
     /// The project around the current directory, or the current directory when there is none

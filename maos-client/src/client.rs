@@ -487,6 +487,16 @@ pub fn follow(project: &str, after: Option<u64>, mut tell: impl FnMut(Followed) 
     }
 }
 
+/// The last line a process that died at start wrote to its log (what it died of), if any.
+pub fn last_line(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .to_string()
+}
+
 /// Start `cmd` in a session of its own, so that it outlives the terminal or agent that
 /// started it (the daemon, the dashboard).
 pub fn detach(cmd: &mut Command) {
@@ -734,12 +744,7 @@ fn spawn_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
             return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
-            let text = std::fs::read_to_string(&out_path).unwrap_or_default();
-            let last = text
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("");
+            let last = last_line(&out_path);
             // Lost a start race to a daemon that is now up: fine.
             if UnixStream::connect(socket).is_ok() {
                 return Ok(());

@@ -105,12 +105,7 @@ fn start(home: &Path) -> Res<Running> {
             return Ok(r);
         }
         if let Ok(Some(status)) = child.try_wait() {
-            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-            let last = text
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("");
+            let last = client::last_line(&log_path);
             return Err(failure(format!(
                 "maos-dash exited at start ({status}): {last}"
             )));

@@ -115,6 +115,7 @@ fn fast_path() -> Option<Cli> {
         json,
         project,
         project_typed: false,
+        resolved: Default::default(),
         cmd: Cmd::Ps {
             all,
             watch: false,

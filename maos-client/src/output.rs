@@ -73,7 +73,7 @@ fn phase_pos(s: &SessionRecord) -> String {
 
 /// An agent that got to its end: completed, or a CLI window that ended. Failed and cancelled
 /// agents are final too, but not done.
-fn is_done(state: AgentState) -> bool {
+pub fn is_done(state: AgentState) -> bool {
     matches!(state, AgentState::Completed | AgentState::Ended)
 }
 

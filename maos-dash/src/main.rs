@@ -56,16 +56,10 @@ fn publish(
     home: &std::path::Path,
     running: &maos_proto::dashboard::Running,
 ) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
     maos_proto::paths::ensure_private_dir(home).map_err(std::io::Error::other)?;
     let path = maos_proto::dashboard::file(home);
     let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
+    let mut f = maos_proto::paths::private_file(&tmp)?;
     f.write_all(serde_json::to_string(running)?.as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, &path)

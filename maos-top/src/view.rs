@@ -139,7 +139,7 @@ fn session_now(s: &PsSession) -> String {
     let done = s
         .agents
         .iter()
-        .filter(|a| matches!(a.state, AgentState::Completed | AgentState::Ended))
+        .filter(|a| maos_client::output::is_done(a.state))
         .count();
     parts.push(format!("{done}/{} done", s.agents.len()));
     format!(
