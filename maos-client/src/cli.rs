@@ -816,6 +816,15 @@ pub struct EventsArgs {
     /// Only events at or after TIME: RFC 3339 (2026-11-22T10:00:00Z) or an age (30s, 10m, 2h, 1d).
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
+    /// Only events before TIME: RFC 3339 or an age, as for --since.
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only events about a path: TEXT occurs in the file or directory they name.
+    #[arg(long, value_name = "TEXT")]
+    pub path: Option<String>,
+    /// Only events whose type or data contain TEXT (ASCII letters in any case).
+    #[arg(long, value_name = "TEXT")]
+    pub grep: Option<String>,
     /// Only the newest N events.
     #[arg(long, value_name = "N")]
     pub limit: Option<u32>,

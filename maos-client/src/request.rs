@@ -18,27 +18,31 @@ pub fn plan_request(path: &std::path::Path, start: bool) -> Res<Request> {
     })
 }
 
-/// Parse `--since`: RFC 3339, or an age like 30s / 10m / 2h / 1d.
-fn parse_since(s: &str) -> Res<Ts> {
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&chrono::Utc));
+/// Parse a time option (`--since`, `--until`): RFC 3339, or an age like 30s / 10m / 2h / 1d.
+fn parse_time(flag: &'static str) -> impl Fn(&str) -> Res<Ts> {
+    move |s| {
+        if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+            return Ok(t.with_timezone(&chrono::Utc));
+        }
+        let bad = || {
+            usage(format!(
+                "{flag} {s:?}: expected an RFC 3339 time (2026-11-22T10:00:00Z) or an age such as 30s, 10m, 2h, 1d"
+            ))
+        };
+        let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let (n, unit) = s.split_at(split);
+        let n: i64 = n.parse().map_err(|_| bad())?;
+        let secs = match unit {
+            "s" => n,
+            "m" => n * 60,
+            "h" => n * 3600,
+            "d" => n * 86400,
+            _ => return Err(bad()),
+        };
+        chrono::Duration::try_seconds(secs)
+            .and_then(|d| chrono::Utc::now().checked_sub_signed(d))
+            .ok_or_else(bad)
     }
-    let bad = || {
-        usage(format!(
-            "--since {s:?}: expected an RFC 3339 time (2026-11-22T10:00:00Z) or an age such as 30s, 10m, 2h, 1d"
-        ))
-    };
-    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-    let (n, unit) = s.split_at(split);
-    let n: i64 = n.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86400,
-        _ => return Err(bad()),
-    };
-    Ok(chrono::Utc::now() - chrono::Duration::seconds(secs))
 }
 
 /// "500ms", "30s", "5m", "1h", "1d", or plain seconds.
@@ -150,7 +154,10 @@ pub fn event_filter(a: &EventsArgs) -> Res<EventFilter> {
         session: a.session.clone(),
         types: a.types.clone(),
         agent: a.agent.clone(),
-        since: a.since.as_deref().map(parse_since).transpose()?,
-        after_seq: None,
+        since: a.since.as_deref().map(parse_time("--since")).transpose()?,
+        until: a.until.as_deref().map(parse_time("--until")).transpose()?,
+        path: a.path.clone(),
+        text: a.grep.clone(),
+        ..EventFilter::default()
     })
 }

@@ -370,6 +370,14 @@ fn matches(q: &EventQuery, e: &EventRecord) -> bool {
             .is_none_or(|a| e.agent_id.as_ref().is_some_and(|x| x.as_str() == a))
         && (q.types.is_empty() || q.types.iter().any(|t| t == &e.kind))
         && q.since_us.is_none_or(|s| maos_store::to_us(&e.ts) >= s)
+        && q.until_us.is_none_or(|u| maos_store::to_us(&e.ts) < u)
+        && q.before_seq.is_none_or(|b| e.seq < b)
+        && q.path
+            .as_deref()
+            .is_none_or(|p| maos_core::events::path_matches(&e.data, p))
+        && q.text
+            .as_deref()
+            .is_none_or(|t| maos_core::events::text_matches(&e.kind, &e.data, t))
 }
 
 async fn subscribe(

@@ -72,6 +72,7 @@ fn bad_command_lines() -> Vec<(Vec<&'static str>, &'static str)> {
         ),
         ("events --since yesterday", "--since"),
         ("events --since 10y", "--since"),
+        ("events --until soon", "--until"),
         ("frobnicate", "frobnicate"),
         ("session create", "--objective"),
         ("agent complete x --exit-code three", "--exit-code"),

@@ -292,3 +292,78 @@ fn follow_of_a_project_with_nothing_recorded_waits_for_its_first_session() {
     assert_eq!(e["session_id"], sid.as_str());
     let _ = child.0.kill();
 }
+
+/// The timeline's new filters, stored and live alike: `--path` (a text in the file named),
+/// `--grep` (a text in type or data, any case), `--until`; each bad value is refused with one
+/// line and changes nothing.
+#[test]
+fn path_grep_and_until_filter_history_and_the_live_stream_alike() {
+    let env = Env::new();
+    env.session("filters", &[]);
+    env.maos_json(&["session", "start"]);
+    let a = env.agent(None, "dev", "writes");
+    env.maos_json(&["agent", "start", &a]);
+    env.maos_json(&["lock", "acquire", "src/alpha.rs", "--agent", &a]);
+    env.maos_json(&["lock", "acquire", "docs/beta.md", "--agent", &a]);
+    env.maos_json(&["note", "decision", "Keep ALPHA small"]);
+
+    let types = |v: &[Value]| {
+        v.iter()
+            .map(|e| e["type"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+    };
+    let alpha = env.events(&["--path", "alpha"]);
+    assert_eq!(types(&alpha), ["lock_acquired"], "{alpha:?}");
+    assert_eq!(alpha[0]["data"]["path"], "src/alpha.rs");
+    // Any case, in the type or the data.
+    let grep = env.events(&["--grep", "alpha"]);
+    assert_eq!(types(&grep), ["lock_acquired", "note_recorded"], "{grep:?}");
+    assert_eq!(
+        types(&env.events(&["--grep", "NOTE_REC"])),
+        ["note_recorded"]
+    );
+    // --until: nothing is before a time an hour ago; everything is before the year 2999.
+    assert!(env.events(&["--until", "1h"]).is_empty());
+    let all = env.events(&[]);
+    assert_eq!(env.events(&["--until", "2999-01-01T00:00:00Z"]), all);
+
+    // Live: only the matching event of the two made after the follower started.
+    let (mut child, rx) = follow(&env, &["--path", "gamma"]);
+    env.maos_json(&["lock", "acquire", "src/delta.rs", "--agent", &a]);
+    env.maos_json(&["lock", "acquire", "src/gamma.rs", "--agent", &a]);
+    let e = next(&rx, "the gamma lock");
+    assert_eq!(
+        (e["type"].as_str(), e["data"]["path"].as_str()),
+        (Some("lock_acquired"), Some("src/gamma.rs")),
+        "{e}"
+    );
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+
+    // Refusals: one line each, nothing recorded.
+    let before = env.events(&[]);
+    let long = "x".repeat(2000);
+    for (args, says) in [
+        (vec!["events", "--path", ""], "--path"),
+        (vec!["events", "--grep", long.as_str()], "too long"),
+        (
+            vec!["events", "--since", "1h", "--until", "2h"],
+            "not after",
+        ),
+        (vec!["events", "--follow", "--grep", ""], "--grep"),
+    ] {
+        let f = env.maos_fail(&args);
+        assert_eq!(
+            (f.exit, f.code.as_str()),
+            (1, "bad_request"),
+            "{args:?}: {f:?}"
+        );
+        assert!(f.message.contains(says), "{args:?}: {f:?}");
+        assert_eq!(f.stderr.trim_end().lines().count(), 1, "{args:?}: {f:?}");
+    }
+    assert_eq!(
+        env.events(&[]),
+        before,
+        "a refused filter changed the timeline"
+    );
+}

@@ -78,6 +78,26 @@ pub fn check_event_type(name: &str) -> Result<(), String> {
     ))
 }
 
+/// Whether an event's data is about a path containing `needle`: its `path`, `paths` or
+/// deadlock `cycle` (`maos events --path`). The store's query decides it the same way.
+pub fn path_matches(data: &serde_json::Value, needle: &str) -> bool {
+    ["path", "paths", "cycle"]
+        .iter()
+        .any(|k| match data.get(k) {
+            Some(serde_json::Value::String(s)) => s.contains(needle),
+            Some(v @ serde_json::Value::Array(_)) => v.to_string().contains(needle),
+            _ => false,
+        })
+}
+
+/// Whether `needle` occurs in an event's type or data, ASCII letters in any case
+/// (`maos events --grep`). The store's query decides it the same way.
+pub fn text_matches(kind: &str, data: &serde_json::Value, needle: &str) -> bool {
+    format!("{kind} {data}")
+        .to_ascii_lowercase()
+        .contains(&needle.to_ascii_lowercase())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

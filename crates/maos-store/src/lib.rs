@@ -188,8 +188,17 @@ pub struct EventQuery {
     pub types: Vec<String>,
     pub since_us: Option<i64>,
     pub after_seq: Option<u64>,
-    /// The newest `limit` matching events (still returned oldest first).
+    pub before_seq: Option<u64>,
+    /// Only events before this time (µs).
+    pub until_us: Option<i64>,
+    /// A text that must occur in the event's `path`, `paths` or `cycle`.
+    pub path: Option<String>,
+    /// A text that must occur in the event's type or data (ASCII case folded).
+    pub text: Option<String>,
+    /// The newest `limit` matching events (still returned oldest first); with `oldest_first`,
+    /// the oldest `limit`.
     pub limit: Option<u32>,
+    pub oldest_first: bool,
 }
 
 /// A project's database: the single write connection and a read-only pool.

@@ -864,9 +864,32 @@ pub(crate) async fn events(
     if let Some(after) = q.after_seq {
         b.push(" AND seq > ").push_bind(after as i64);
     }
-    match q.limit {
-        Some(n) => b.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::from(n)),
-        None => b.push(" ORDER BY seq ASC"),
+    if let Some(before) = q.before_seq {
+        b.push(" AND seq < ")
+            .push_bind(i64::try_from(before).unwrap_or(i64::MAX));
+    }
+    if let Some(until) = q.until_us {
+        b.push(" AND ts < ").push_bind(until);
+    }
+    if let Some(path) = &q.path {
+        // As `EventFilter::path_matches` decides it for live events.
+        b.push(" AND (instr(COALESCE(json_extract(data, '$.path'), ''), ")
+            .push_bind(path.clone())
+            .push(") > 0 OR instr(COALESCE(json_extract(data, '$.paths'), ''), ")
+            .push_bind(path.clone())
+            .push(") > 0 OR instr(COALESCE(json_extract(data, '$.cycle'), ''), ")
+            .push_bind(path.clone())
+            .push(") > 0)");
+    }
+    if let Some(text) = &q.text {
+        b.push(" AND instr(lower(type || ' ' || data), ")
+            .push_bind(text.to_ascii_lowercase())
+            .push(") > 0");
+    }
+    match (q.limit, q.oldest_first) {
+        (Some(n), false) => b.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::from(n)),
+        (Some(n), true) => b.push(" ORDER BY seq ASC LIMIT ").push_bind(i64::from(n)),
+        (None, _) => b.push(" ORDER BY seq ASC"),
     };
     let rows = b.build().fetch_all(pool).await?;
     let mut out = Vec::with_capacity(rows.len());
@@ -888,7 +911,7 @@ pub(crate) async fn events(
             data: parse_json(&row, "data")?,
         });
     }
-    if q.limit.is_some() {
+    if q.limit.is_some() && !q.oldest_first {
         out.reverse();
     }
     Ok(out)

@@ -479,3 +479,113 @@ async fn opening_after_a_crash_keeps_the_wal_for_the_background_checkpoint() {
     );
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
 }
+
+/// Paging both ways, and `path` / `text` / `until` decided in SQL exactly as
+/// `maos_core::events::{path_matches, text_matches}` decide them for live events (the daemon
+/// filters a subscription's live events in Rust, its history in SQL).
+#[tokio::test]
+async fn paging_and_text_filters_agree_with_the_live_matchers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("maos.db"), StoreOptions::default())
+        .await
+        .unwrap();
+    let s = session(1);
+    let datas = [
+        json!({"path": "src/a.rs", "mode": "write"}),
+        json!({"paths": ["src/b.rs", "docs/É.md"], "why": "Held"}),
+        json!({"cycle": [{"waiter": "w", "holder": "h", "path": "src/a.rs"}]}),
+        json!({"text": "Decision about SRC"}),
+        json!({"path": "tests/x \"quoted\".rs"}),
+        json!({}),
+    ];
+    let t0 = Utc::now().trunc_subsecs(6);
+    let events: Vec<EventRecord> = (0..30u64)
+        .map(|seq| EventRecord {
+            seq: seq + 1,
+            ts: t0 + chrono::Duration::seconds(seq as i64),
+            session_id: Some(s.id.clone()),
+            agent_id: None,
+            kind: if seq % 2 == 0 {
+                "lock_acquired"
+            } else {
+                "tool_denied"
+            }
+            .into(),
+            data: datas[seq as usize % datas.len()].clone(),
+        })
+        .collect();
+    store
+        .commit(&Batch {
+            sessions: vec![&s],
+            events: &events,
+            ..Batch::default()
+        })
+        .await
+        .unwrap();
+    let r = store.reader();
+    let seqs = |v: Vec<EventRecord>| v.iter().map(|e| e.seq).collect::<Vec<_>>();
+    // Forward: the oldest 4 after 10; back: the newest 4 before 10; both oldest first.
+    let q = EventQuery {
+        after_seq: Some(10),
+        limit: Some(4),
+        oldest_first: true,
+        ..EventQuery::default()
+    };
+    assert_eq!(seqs(r.events(&q).await.unwrap()), vec![11, 12, 13, 14]);
+    let q = EventQuery {
+        before_seq: Some(10),
+        limit: Some(4),
+        ..EventQuery::default()
+    };
+    assert_eq!(seqs(r.events(&q).await.unwrap()), vec![6, 7, 8, 9]);
+    let q = EventQuery {
+        until_us: Some(maos_store::to_us(&events[5].ts)),
+        ..EventQuery::default()
+    };
+    assert_eq!(seqs(r.events(&q).await.unwrap()), vec![1, 2, 3, 4, 5]);
+    for needle in [
+        "src",
+        "a.rs",
+        "b.rs",
+        "É",
+        "docs/",
+        "\"quoted\"",
+        "held",
+        "HELD",
+        "decision",
+        "lock_",
+        "denied",
+        "mode",
+        "zzz",
+        "w",
+    ] {
+        let by_path = EventQuery {
+            path: Some(needle.into()),
+            ..EventQuery::default()
+        };
+        let want: Vec<u64> = events
+            .iter()
+            .filter(|e| maos_core::events::path_matches(&e.data, needle))
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(
+            seqs(r.events(&by_path).await.unwrap()),
+            want,
+            "path {needle:?}"
+        );
+        let by_text = EventQuery {
+            text: Some(needle.into()),
+            ..EventQuery::default()
+        };
+        let want: Vec<u64> = events
+            .iter()
+            .filter(|e| maos_core::events::text_matches(&e.kind, &e.data, needle))
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(
+            seqs(r.events(&by_text).await.unwrap()),
+            want,
+            "text {needle:?}"
+        );
+    }
+}

@@ -114,6 +114,7 @@ pub fn resolve_filter(
     f: &EventFilter,
     limit: Option<u32>,
 ) -> Result<EventQuery, ErrorBody> {
+    f.check().map_err(crate::error::bad_request)?;
     let session_id = f
         .session
         .as_deref()
@@ -140,7 +141,12 @@ pub fn event_query(
         types: f.types.clone(),
         since_us: f.since.as_ref().map(maos_store::to_us),
         after_seq: f.after_seq,
+        before_seq: f.before_seq,
+        until_us: f.until.as_ref().map(maos_store::to_us),
+        path: f.path.clone(),
+        text: f.text.clone(),
         limit,
+        oldest_first: f.oldest_first,
     }
 }
 

@@ -18,4 +18,52 @@ pub struct EventFilter {
     /// Only events with a larger sequence number.
     #[serde(default)]
     pub after_seq: Option<u64>,
+    /// With a `limit`: the oldest matching events instead of the newest, to page forward from
+    /// `after_seq`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oldest_first: bool,
+    /// Only events with a smaller sequence number (a page further back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_seq: Option<u64>,
+    /// Only events before this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Ts>,
+    /// Only events about a path: the text occurs in their `path`, `paths` or `cycle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Only events whose type or data contain this text (ASCII letters in any case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+/// The longest `path` or `text` a filter takes.
+pub const MAX_FILTER_TEXT: usize = 1024;
+
+impl EventFilter {
+    /// Refuse a filter that can only be a mistake: an empty or huge text, a time range that
+    /// ends before it starts. One line, naming the option as `maos events` spells it.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, v) in [("--path", &self.path), ("--grep", &self.text)] {
+            match v.as_deref() {
+                Some("") => return Err(format!("{name}: give a non-empty text")),
+                Some(t) if t.len() > MAX_FILTER_TEXT => {
+                    return Err(format!(
+                        "{name}: {} bytes is too long (at most {MAX_FILTER_TEXT})",
+                        t.len()
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if let (Some(s), Some(u)) = (&self.since, &self.until)
+            && u <= s
+        {
+            return Err(format!(
+                "--until {} is not after --since {}: the range holds nothing",
+                maos_core::utc(*u),
+                maos_core::utc(*s)
+            ));
+        }
+        Ok(())
+    }
 }
