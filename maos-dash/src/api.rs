@@ -6,7 +6,7 @@ use axum::extract::Query;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maos_client::client::{Client, ClientError};
-use maos_proto::{Reply, Request};
+use maos_proto::{ErrorCode, Reply, Request};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -14,7 +14,22 @@ use serde_json::json;
 const PAGE: &str = include_str!("page.html");
 
 /// A refusal or a failure, as `{"error": "..."}` with its status.
-pub struct ApiError(StatusCode, String);
+pub struct ApiError(pub StatusCode, pub String);
+
+impl ApiError {
+    /// A bad parameter: 400 and one line.
+    pub fn bad(message: impl Into<String>) -> ApiError {
+        ApiError(StatusCode::BAD_REQUEST, message.into())
+    }
+
+    /// The daemon answered a reply of another kind (a bug, or another version).
+    pub fn unexpected() -> ApiError {
+        ApiError(
+            StatusCode::BAD_GATEWAY,
+            "the daemon answered something else".into(),
+        )
+    }
+}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -22,8 +37,9 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// One request to the daemon, which must be running (the dashboard never starts one).
-async fn ask(project: Option<String>, body: Request) -> Result<Reply, ApiError> {
+/// One request to the daemon, which must be running (the dashboard never starts one). Its
+/// refusals keep their one line, with the status that says whose fault it is.
+pub async fn ask(project: Option<String>, body: Request) -> Result<Reply, ApiError> {
     let answer = tokio::task::spawn_blocking(move || {
         let mut c = Client::connect(false)?;
         c.request(project.as_deref(), body)
@@ -35,7 +51,19 @@ async fn ask(project: Option<String>, body: Request) -> Result<Reply, ApiError> 
             StatusCode::SERVICE_UNAVAILABLE,
             format!("the daemon is not reachable: {m}"),
         ),
-        e => ApiError(StatusCode::BAD_REQUEST, e.body().message),
+        e => {
+            let body = e.body();
+            let status = match body.code {
+                ErrorCode::NotFound => StatusCode::NOT_FOUND,
+                ErrorCode::InvalidTransition => StatusCode::CONFLICT,
+                ErrorCode::Internal | ErrorCode::Storage | ErrorCode::StorageFull => {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
+                ErrorCode::Unavailable | ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            ApiError(status, body.message)
+        }
     })
 }
 
@@ -50,15 +78,49 @@ pub async fn page() -> Response {
         .into_response()
 }
 
-/// The daemon's open projects: root, sessions, live sessions.
+/// The daemon's open projects (root, sessions, live sessions), then the projects it keeps on
+/// disk that it has not opened since it started (`"open": false`): they open when looked at.
 pub async fn projects() -> Result<Response, ApiError> {
-    match ask(None, Request::DaemonStatus).await? {
-        Reply::Daemon(d) => Ok(Json(json!({ "projects": d.projects })).into_response()),
-        _ => Err(ApiError(
-            StatusCode::BAD_GATEWAY,
-            "the daemon answered something else".into(),
-        )),
+    let open = match ask(None, Request::DaemonStatus).await? {
+        Reply::Daemon(d) => d.projects,
+        _ => return Err(ApiError::unexpected()),
+    };
+    let mut list: Vec<serde_json::Value> = open
+        .iter()
+        .map(|p| {
+            let mut v = json!(p);
+            v["open"] = json!(true);
+            v
+        })
+        .collect();
+    for root in on_disk() {
+        if !open.iter().any(|p| p.root == root) {
+            list.push(json!({ "root": root, "open": false }));
+        }
     }
+    Ok(Json(json!({ "projects": list })).into_response())
+}
+
+/// The roots of the projects under `$MAOS_HOME/projects/` (each directory's `project.json`).
+fn on_disk() -> Vec<String> {
+    #[derive(Deserialize)]
+    struct Meta {
+        root: String,
+    }
+    let Ok(home) = maos_proto::paths::home_dir() else {
+        return Vec::new();
+    };
+    let Ok(dirs) = std::fs::read_dir(home.join("projects")) else {
+        return Vec::new();
+    };
+    let mut roots: Vec<String> = dirs
+        .flatten()
+        .filter_map(|d| std::fs::read_to_string(d.path().join("project.json")).ok())
+        .filter_map(|t| serde_json::from_str::<Meta>(&t).ok())
+        .map(|m| m.root)
+        .collect();
+    roots.sort();
+    roots
 }
 
 #[derive(Deserialize)]
@@ -66,20 +128,34 @@ pub struct SessionsQuery {
     project: Option<String>,
 }
 
-/// A project's sessions with their agents, finished ones too (`maos ps --all`).
+/// A project's sessions with their agents, finished ones too (`maos ps --all`); a live
+/// session also has its ETA (`maos status`), when there is one.
 pub async fn sessions(Query(q): Query<SessionsQuery>) -> Result<Response, ApiError> {
     let project = open_project(q.project).await?;
-    match ask(Some(project), Request::Ps { all: true }).await? {
-        Reply::Ps(sessions) => Ok(Json(json!({ "sessions": sessions })).into_response()),
-        _ => Err(ApiError(
-            StatusCode::BAD_GATEWAY,
-            "the daemon answered something else".into(),
-        )),
+    let sessions = match ask(Some(project.clone()), Request::Ps { all: true }).await? {
+        Reply::Ps(sessions) => sessions,
+        _ => return Err(ApiError::unexpected()),
+    };
+    let mut out = Vec::with_capacity(sessions.len());
+    for s in sessions {
+        let mut eta = None;
+        if !s.state.is_terminal() {
+            let status = Request::Status {
+                session: Some(s.id.to_string()),
+            };
+            if let Ok(Reply::Status(st)) = ask(Some(project.clone()), status).await {
+                eta = st.progress.eta;
+            }
+        }
+        let mut v = json!(s);
+        v["eta"] = json!(eta);
+        out.push(v);
     }
+    Ok(Json(json!({ "sessions": out })).into_response())
 }
 
-/// The `project` parameter, which must name a project the daemon has open (the dashboard
-/// makes none).
+/// The `project` parameter, which must name a project the daemon has open or keeps on disk
+/// (the dashboard makes none).
 pub async fn open_project(project: Option<String>) -> Result<String, ApiError> {
     let Some(project) = project.filter(|p| !p.is_empty()) else {
         return Err(ApiError(
@@ -91,7 +167,7 @@ pub async fn open_project(project: Option<String>) -> Result<String, ApiError> {
         Reply::Daemon(d) => d.projects.iter().any(|p| p.root == project),
         _ => false,
     };
-    if !open {
+    if !open && !on_disk().contains(&project) {
         return Err(ApiError(
             StatusCode::NOT_FOUND,
             format!("no open project {project:?} (see /api/projects)"),

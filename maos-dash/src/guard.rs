@@ -50,7 +50,21 @@ pub async fn guard(State(dash): State<Arc<Dash>>, req: Request, next: Next) -> R
         in_header
     };
     match given {
-        Some(t) if same(t.as_bytes(), dash.token.as_bytes()) => next.run(req).await,
+        Some(t) if same(t.as_bytes(), dash.token.as_bytes()) => {
+            let method = req.method().clone();
+            let answer = next.run(req).await;
+            if answer.status() == StatusCode::METHOD_NOT_ALLOWED {
+                // axum says nothing with its 405: say which method the address takes.
+                let post = matches!(method, Method::GET | Method::HEAD);
+                let takes = if post { "POST" } else { "GET" };
+                return crate::api::ApiError(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    format!("{method} is not taken here: this address takes {takes}"),
+                )
+                .into_response();
+            }
+            answer
+        }
         None if req.method() != Method::GET => (
             StatusCode::UNAUTHORIZED,
             "an action needs the token in the X-Maos-Token header\n",

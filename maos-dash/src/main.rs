@@ -11,9 +11,11 @@
 //! It asks the daemon through the client's blocking connection on tokio's blocking pool, and
 //! never starts a daemon (`maos dashboard` does, like every command).
 
+mod action;
 mod api;
 mod guard;
 mod live;
+mod session;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -109,6 +111,10 @@ fn main() -> ExitCode {
             .route("/api/projects", get(api::projects))
             .route("/api/sessions", get(api::sessions))
             .route("/api/events", get(live::events))
+            .route("/api/session", get(session::session))
+            .route("/api/timeline", get(session::timeline))
+            .route("/api/brief", get(session::brief))
+            .route("/api/action", axum::routing::post(action::act))
             .fallback(api::not_found)
             .layer(axum::middleware::from_fn_with_state(
                 dash.clone(),

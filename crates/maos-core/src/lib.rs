@@ -18,6 +18,7 @@ pub mod schedule;
 pub mod spec;
 pub mod state;
 pub mod validate;
+pub mod waitfor;
 pub mod workflow;
 
 pub use graph::*;
