@@ -6,6 +6,7 @@ pub mod brief;
 pub mod duration;
 pub mod events;
 pub mod export;
+pub mod gantt;
 pub mod graph;
 pub mod ids;
 pub mod lock;
