@@ -92,8 +92,14 @@ pub async fn act(headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> 
     let session = session_param(Some(a.session))?;
     let by = whoami();
     let reason = Some(match a.reason.filter(|r| !r.trim().is_empty()) {
-        Some(r) => format!("{r} (from the dashboard by {})", by.as_deref().unwrap_or("someone")),
-        None => format!("from the dashboard by {}", by.as_deref().unwrap_or("someone")),
+        Some(r) => format!(
+            "{r} (from the dashboard by {})",
+            by.as_deref().unwrap_or("someone")
+        ),
+        None => format!(
+            "from the dashboard by {}",
+            by.as_deref().unwrap_or("someone")
+        ),
     });
     // An agent is named within its session: one of another session is not found.
     let agent = match &a.agent {

@@ -13,6 +13,7 @@
 
 mod action;
 mod api;
+mod chart;
 mod guard;
 mod live;
 mod session;
@@ -38,6 +39,7 @@ struct Args {
 pub struct Dash {
     pub port: u16,
     pub token: String,
+    pub charts: chart::Charts,
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -94,7 +96,11 @@ fn main() -> ExitCode {
             Ok(a) => a.port(),
             Err(e) => return fail(e),
         };
-        let dash = Arc::new(Dash { port, token });
+        let dash = Arc::new(Dash {
+            port,
+            token,
+            charts: chart::Charts::default(),
+        });
         let running = maos_proto::dashboard::Running {
             pid: std::process::id(),
             port,
@@ -114,6 +120,7 @@ fn main() -> ExitCode {
             .route("/api/session", get(session::session))
             .route("/api/timeline", get(session::timeline))
             .route("/api/brief", get(session::brief))
+            .route("/api/gantt", get(chart::gantt))
             .route("/api/action", axum::routing::post(action::act))
             .fallback(api::not_found)
             .layer(axum::middleware::from_fn_with_state(

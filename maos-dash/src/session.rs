@@ -178,8 +178,8 @@ fn time(name: &str, v: Option<String>) -> Result<Option<maos_core::Ts>, ApiError
 pub async fn timeline(Query(q): Query<TimelineQuery>) -> Result<Response, ApiError> {
     let project = open_project(q.project).await?;
     let session = session_param(q.session)?;
-    let limit = number("limit", q.limit, u64::from(MAX_PAGE))?
-        .map_or(DEFAULT_PAGE, |n| n.max(1) as u32);
+    let limit =
+        number("limit", q.limit, u64::from(MAX_PAGE))?.map_or(DEFAULT_PAGE, |n| n.max(1) as u32);
     let types: Vec<String> = q
         .types
         .iter()

@@ -276,6 +276,35 @@ const TERMINAL: &[&str] = &[
     "agent_ended",
 ];
 
+/// Every event type the fold draws something for. A caller that reads the timeline for the
+/// chart can ask for these alone: the others only count in `folded`, or open the run span of
+/// an agent that was never started (every agent maos knows of is, with `agent_started`).
+pub const TYPES: &[&str] = &[
+    "agent_registered",
+    "agent_started",
+    "agent_resumed",
+    "agent_paused",
+    "agent_interrupted",
+    "agent_completed",
+    "agent_failed",
+    "agent_cancelled",
+    "agent_ended",
+    "session_paused",
+    "session_resumed",
+    "lock_acquired",
+    "lock_released",
+    "lock_expired",
+    "lock_wait",
+    "lock_timeout",
+    "tool_denied",
+    "conflict_detected",
+    "deadlock_detected",
+    "phase_started",
+    "phase_completed",
+    "phase_failed",
+    "phase_skipped",
+];
+
 /// Agent events that are no sign of the agent working (they open no implicit run span).
 const PASSIVE: &[&str] = &["agent_registered", "lock_expired"];
 

@@ -973,3 +973,33 @@ proptest! {
         }
     }
 }
+
+/// `TYPES` names exactly the types the fold reacts to: each is a known event type, and a
+/// type left out of it draws nothing (so asking the timeline for `TYPES` alone loses nothing).
+#[test]
+fn types_are_known_and_the_others_draw_nothing() {
+    for t in super::TYPES {
+        assert!(crate::events::EVENT_TYPES.contains(t), "{t}");
+    }
+    let agent = "agt_00000000000000000000000000000001";
+    for t in crate::events::EVENT_TYPES {
+        if super::TYPES.contains(t) {
+            continue;
+        }
+        let mut b = GanttBuilder::new();
+        b.fold(&EventRecord {
+            seq: 1,
+            ts: chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("a time"),
+            session_id: None,
+            agent_id: None,
+            kind: (*t).to_string(),
+            data: serde_json::json!({ "path": "a", "agent": agent }),
+        });
+        let now = chrono::DateTime::from_timestamp(1_800_000_010, 0).expect("a time");
+        let g = b.snapshot(now, Window::all(100));
+        assert!(
+            g.rows.is_empty() && g.phases.is_empty() && g.deadlocks.is_empty(),
+            "{t}"
+        );
+    }
+}
