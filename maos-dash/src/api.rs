@@ -67,13 +67,21 @@ pub async fn ask(project: Option<String>, body: Request) -> Result<Reply, ApiErr
     })
 }
 
+/// The page with the event types of the timeline's filter filled in (once).
+static PAGE_FILLED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    PAGE.replace(
+        "/*EVENT_TYPES*/[]",
+        &json!(maos_core::events::EVENT_TYPES).to_string(),
+    )
+});
+
 pub async fn page() -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
         ],
-        PAGE,
+        PAGE_FILLED.as_str(),
     )
         .into_response()
 }

@@ -96,6 +96,12 @@ fn main() -> ExitCode {
             Ok(a) => a.port(),
             Err(e) => return fail(e),
         };
+        // The signals are ours before anyone can find this server: a `maos dashboard --stop`
+        // right after the start still gets the clean stop (dashboard.json removed).
+        let stop = match stop_signals() {
+            Ok(s) => s,
+            Err(e) => return fail(format!("cannot handle SIGTERM: {e}")),
+        };
         let dash = Arc::new(Dash {
             port,
             token,
@@ -129,7 +135,7 @@ fn main() -> ExitCode {
             ))
             .with_state(dash);
         let served = axum::serve(listener, app)
-            .with_graceful_shutdown(stopped())
+            .with_graceful_shutdown(stopped(stop))
             .await;
         // Gone: say so to the next `maos dashboard`, unless another one took the file over.
         let file = maos_proto::dashboard::file(&home);
@@ -147,15 +153,19 @@ fn main() -> ExitCode {
     })
 }
 
-/// SIGTERM or SIGINT.
-async fn stopped() {
+type Signals = (tokio::signal::unix::Signal, tokio::signal::unix::Signal);
+
+/// SIGTERM and SIGINT, taken over from their default (which ends the process at once).
+fn stop_signals() -> std::io::Result<Signals> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
+    Ok((
+        signal(SignalKind::terminate())?,
+        signal(SignalKind::interrupt())?,
+    ))
+}
+
+/// SIGTERM or SIGINT.
+async fn stopped((mut term, mut int): Signals) {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}

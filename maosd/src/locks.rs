@@ -238,11 +238,25 @@ impl Txn<'_> {
         self.outcomes(outcomes);
     }
 
-    /// Cancel parked waits whose clients went away.
+    /// Cancel parked waits whose clients went away: on the timeline too, so a wait drawn
+    /// since its `lock_wait` ends where it ended.
     pub fn cancel_waits(&mut self, waits: &[WaitId]) {
         let now = self.now;
         for w in waits {
+            let gone = self
+                .state()
+                .locks
+                .waiters()
+                .into_iter()
+                .find(|i| i.wait == *w);
             let outcomes = self.locks_mut().cancel_wait(*w, now);
+            if let Some(i) = gone {
+                self.lock_event(
+                    &i.holder,
+                    "lock_wait_cancelled",
+                    json!({ "path": i.path.to_string(), "mode": i.mode, "wait": i.wait }),
+                );
+            }
             self.outcomes(outcomes);
         }
     }

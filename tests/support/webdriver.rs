@@ -164,6 +164,40 @@ impl Browser {
         }
     }
 
+    /// Wait until `script` (a function body) returns something truthy: that value.
+    pub fn until_js(&self, what: &str, script: &str) -> Value {
+        let deadline = Instant::now() + crate::DEADLINE;
+        loop {
+            let v = self.eval(script);
+            let truthy = match &v {
+                Value::Null | Value::Bool(false) => false,
+                Value::Number(n) => n.as_f64() != Some(0.0),
+                Value::String(s) => !s.is_empty(),
+                _ => true,
+            };
+            if truthy {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting until {what} ({script}); the page:\n{}",
+                self.html()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Make the window `width` × `height` CSS pixels (what a screenshot shows).
+    pub fn resize(&self, width: u32, height: u32) {
+        call(
+            self.port,
+            "POST",
+            &self.at("window/rect"),
+            Some(&json!({ "width": width, "height": height })),
+        )
+        .expect("resize the window");
+    }
+
     /// A PNG of the window, written to `path`.
     pub fn screenshot(&self, path: &Path) {
         let v = call(self.port, "GET", &self.at("screenshot"), None).expect("screenshot");

@@ -48,13 +48,27 @@ fn http(
     host: &str,
     headers: &[(&str, &str)],
 ) -> (u16, String) {
+    http_with(port, method, path, host, headers, b"")
+}
+
+/// [`http`] with a body.
+fn http_with(
+    port: u16,
+    method: &str,
+    path: &str,
+    host: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the dashboard");
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
-    req.push_str("Content-Length: 0\r\n\r\n");
-    s.write_all(req.as_bytes()).expect("send");
+    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    s.write_all(&bytes).expect("send");
     let mut answer = String::new();
     s.read_to_string(&mut answer).expect("read");
     let status = answer
@@ -378,4 +392,496 @@ fn the_event_stream_pushes_commits_and_says_when_the_daemon_is_gone() {
         &[("X-Maos-Token", d.token.as_str())],
     );
     assert_eq!(status, 404, "{body}");
+}
+
+/// `path` with `%`-escapes for a query value.
+fn enc(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Bad input to every endpoint (ids, filters, ranges, bodies): a 4xx whose JSON `error` is one
+/// sentence, and nothing changes (the sessions and the timeline are as they were). The good
+/// answers of the session endpoints are checked on the way.
+#[test]
+fn bad_input_to_every_endpoint_is_a_4xx_with_one_line_and_changes_nothing() {
+    let env = Env::new();
+    let sid = env.session("Bad input", &["build"]);
+    env.maos_json(&["session", "start"]);
+    let a = env.agent(None, "dev", "writes");
+    env.maos_json(&["agent", "start", &a]);
+    env.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &a]);
+    let d = start(&env);
+    let host = format!("127.0.0.1:{}", d.port);
+    let with = [("X-Maos-Token", d.token.as_str())];
+    let json = [
+        ("X-Maos-Token", d.token.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let p = format!("project={}", enc(&Env::project_root(&env.project)));
+    let s = format!("{p}&session={sid}");
+
+    // The good answers first.
+    let get = |path: &str| {
+        let (status, body) = http(d.port, "GET", path, &host, &with);
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str::<Value>(&body).unwrap_or_else(|_| panic!("{path}: {body}"))
+    };
+    let v = get(&format!("/api/session?{p}&session={}", &sid[..10]));
+    assert_eq!(v["session"]["id"], sid.as_str(), "a prefix names it");
+    assert_eq!(v["locks"]["locks"][0]["path"], "src/a.rs", "{v}");
+    assert_eq!(v["agents"][0]["id"], a.as_str(), "{v}");
+    let g = get(&format!("/api/gantt?{s}&width=500"));
+    let row = &g["rows"][0];
+    assert_eq!(row["agent"], a.as_str(), "{g}");
+    assert_eq!(row["locks"][0]["path"], "src/a.rs", "{g}");
+    assert!(row["locks"][0].get("to_ms").is_none(), "held now: {g}");
+    let t = get(&format!("/api/timeline?{s}&type=lock_acquired"));
+    assert_eq!(t["events"].as_array().map(Vec::len), Some(1), "{t}");
+    let t = get(&format!("/api/timeline?{s}&limit=2"));
+    assert_eq!(t["more"], true, "{t}");
+    let newest = t["events"][1]["seq"].as_u64().expect("seq");
+    let back = get(&format!(
+        "/api/timeline?{s}&limit=2&before={}",
+        t["events"][0]["seq"]
+    ));
+    assert!(
+        back["events"][1]["seq"].as_u64() < t["events"][0]["seq"].as_u64(),
+        "{back}"
+    );
+    let fwd = get(&format!("/api/timeline?{s}&after={}", newest - 1));
+    assert_eq!(fwd["events"][0]["seq"], newest, "{fwd}");
+    let b = get(&format!("/api/brief?{s}"));
+    assert!(
+        b["text"].as_str().is_some_and(|t| t.contains("Bad input")),
+        "{b}"
+    );
+
+    let before = (env.maos_json(&["ps", "--all"]), env.events(&[]));
+    let long = "x".repeat(2000);
+    let gets: Vec<(String, u16)> = vec![
+        // Projects and sessions.
+        ("/api/session".into(), 400),
+        (format!("/api/session?{p}"), 400),
+        (format!("/api/session?{p}&session=sess_nope"), 404),
+        (format!("/api/session?{p}&session={long}"), 400),
+        ("/api/session?project=%2Fnowhere&session=x".into(), 404),
+        (format!("/api/brief?{p}"), 400),
+        (format!("/api/brief?{p}&session=sess_nope"), 404),
+        // The timeline's filters and paging.
+        (format!("/api/timeline?{s}&type=lock_aquired"), 400),
+        (format!("/api/timeline?{s}&limit=abc"), 400),
+        (format!("/api/timeline?{s}&limit=100000"), 400),
+        (format!("/api/timeline?{s}&before=-1"), 400),
+        (format!("/api/timeline?{s}&before=3&after=1"), 400),
+        (format!("/api/timeline?{s}&since=yesterday"), 400),
+        (
+            format!("/api/timeline?{s}&since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z"),
+            400,
+        ),
+        (format!("/api/timeline?{s}&path={long}"), 400),
+        (format!("/api/timeline?{s}&q={long}"), 400),
+        (format!("/api/timeline?{s}&agent=agt_nope"), 404),
+        (format!("/api/timeline?{p}&session=sess_nope"), 404),
+        // The chart's window.
+        (format!("/api/gantt?{s}&width=0"), 400),
+        (format!("/api/gantt?{s}&width=abc"), 400),
+        (format!("/api/gantt?{s}&width=99999"), 400),
+        (format!("/api/gantt?{s}&from=abc"), 400),
+        (format!("/api/gantt?{s}&from=-5"), 400),
+        (format!("/api/gantt?{s}&from=2000&to=1000"), 400),
+        (format!("/api/gantt?{p}&session=sess_nope"), 404),
+        (format!("/api/gantt?{p}"), 400),
+        // The live stream.
+        ("/api/events".into(), 400),
+        ("/api/events?project=%2Fnowhere".into(), 404),
+        // A method an address does not take.
+        ("/api/action".into(), 405),
+    ];
+    for (path, code) in &gets {
+        let (status, body) = http(d.port, "GET", path, &host, &with);
+        assert_eq!(status, *code, "GET {path}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{path}: {body}"));
+        let e = v["error"].as_str().unwrap_or_default();
+        assert!(!e.is_empty() && !e.contains('\n'), "{path}: {body}");
+    }
+    // Actions: a body that is no action, names nothing, or asks what cannot be done.
+    let action = |agent: Option<&str>, verb: &str| {
+        let mut v = serde_json::json!({"project": Env::project_root(&env.project),
+            "session": sid, "action": verb});
+        if let Some(a) = agent {
+            v["agent"] = Value::from(a);
+        }
+        v.to_string()
+    };
+    let huge = format!(
+        "{{\"project\":\"x\",\"session\":\"y\",\"action\":\"pause\",\"reason\":\"{}\"}}",
+        "r".repeat(20_000)
+    );
+    /// What is wrong, the headers, the body, the status.
+    type Post<'a> = (&'a str, Vec<(&'a str, &'a str)>, String, u16);
+    let posts: Vec<Post> = vec![
+        ("not JSON", json.to_vec(), "{not json".into(), 400),
+        ("no Content-Type", with.to_vec(), action(None, "pause"), 415),
+        (
+            "an unknown action",
+            json.to_vec(),
+            action(None, "explode"),
+            400,
+        ),
+        (
+            "an unknown field",
+            json.to_vec(),
+            action(None, "pause").replace("\"action\"", "\"force\":true,\"action\""),
+            400,
+        ),
+        (
+            "an unknown session",
+            json.to_vec(),
+            action(None, "pause").replace(&sid, "sess_nope"),
+            404,
+        ),
+        (
+            "an unknown agent",
+            json.to_vec(),
+            action(Some("agt_nope"), "pause"),
+            404,
+        ),
+        (
+            "an empty agent",
+            json.to_vec(),
+            action(Some(""), "pause"),
+            400,
+        ),
+        (
+            "resume of a running session",
+            json.to_vec(),
+            action(None, "resume"),
+            409,
+        ),
+        ("a huge body", json.to_vec(), huge, 413),
+    ];
+    for (what, headers, body, code) in &posts {
+        let (status, answer) = http_with(
+            d.port,
+            "POST",
+            "/api/action",
+            &host,
+            headers,
+            body.as_bytes(),
+        );
+        assert_eq!(status, *code, "{what}: {answer}");
+        let v: Value = serde_json::from_str(&answer).unwrap_or_else(|_| panic!("{what}: {answer}"));
+        let e = v["error"].as_str().unwrap_or_default();
+        assert!(!e.is_empty() && !e.contains('\n'), "{what}: {answer}");
+    }
+    // POST where only GET is taken.
+    let (status, body) = http(d.port, "POST", &format!("/api/session?{s}"), &host, &with);
+    assert_eq!(status, 405, "{body}");
+    let after = (env.maos_json(&["ps", "--all"]), env.events(&[]));
+    assert_eq!(before, after, "a refused request changed something");
+
+    // And a good action does what it says, recorded as the dashboard's.
+    let (status, body) = http_with(
+        d.port,
+        "POST",
+        "/api/action",
+        &host,
+        &json,
+        action(Some(&a), "pause").as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("paused agent"), "{body}");
+    let paused = env.events(&["--type", "agent_paused"]);
+    assert_eq!(paused.len(), 1, "{paused:?}");
+    assert!(
+        paused[0]["data"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("from the dashboard by")),
+        "{paused:?}"
+    );
+}
+
+/// A Claude Code window's hook event, with `extra` fields.
+fn claude(env: &Env, window: &str, name: &str, extra: Value) -> Value {
+    let mut v =
+        serde_json::json!({"session_id": window, "cwd": env.project, "hook_event_name": name});
+    if let (Some(v), Value::Object(extra)) = (v.as_object_mut(), extra) {
+        v.extend(extra);
+    }
+    v
+}
+
+/// The issue's scenarios in a real browser (headless Chromium through chromedriver), against
+/// a real daemon: a hook-driven window with two subagents where the second one's write is
+/// denied; a deadlock between two agents; a managed plan. The page draws the spawn tree, a
+/// Gantt row per agent with the held lock as a bar and the denial as a mark, the deadlock's
+/// wait-for cycle; an event made now appears live; the type filter and the briefing work; a
+/// pause asks first and then pauses. Screenshots land in `target/tmp/dashboard-*.png`.
+#[test]
+fn a_real_browser_draws_the_tree_the_gantt_the_denial_the_deadlock_and_acts() {
+    if !maos_tests::webdriver::available() {
+        return;
+    }
+    let env = Env::new();
+    let root = Env::project_root(&env.project);
+    // 1. A window and two subagents; the second one's write of the first one's file is denied.
+    let w = "win-dash";
+    for (name, extra) in [
+        ("SessionStart", serde_json::json!({"source": "startup"})),
+        (
+            "UserPromptSubmit",
+            serde_json::json!({"prompt": "Split the lexer"}),
+        ),
+        (
+            "SubagentStart",
+            serde_json::json!({"agent_id": "sub-1", "agent_type": "lexer"}),
+        ),
+        (
+            "SubagentStart",
+            serde_json::json!({"agent_id": "sub-2", "agent_type": "parser"}),
+        ),
+    ] {
+        env.hook("claude", &claude(&env, w, name, extra));
+    }
+    let write = |agent: &str, agent_type: &str| {
+        claude(
+            &env,
+            w,
+            "PreToolUse",
+            serde_json::json!({"agent_id": agent, "agent_type": agent_type, "tool_name": "Write",
+                "tool_use_id": format!("toolu_{agent}"),
+                "tool_input": {"file_path": env.project.join("src/lexer.rs"), "content": "x"}}),
+        )
+    };
+    let allowed = env.hook("claude", &write("sub-1", "lexer"));
+    assert!(!String::from_utf8_lossy(&allowed.stdout).contains("deny"));
+    let denied = env.hook("claude", &write("sub-2", "parser"));
+    assert!(
+        String::from_utf8_lossy(&denied.stdout).contains("deny"),
+        "{}",
+        describe(&denied)
+    );
+    let ps = env.maos_json(&["ps"]);
+    let hooked = ps[0]["id"]
+        .as_str()
+        .expect("the window's session")
+        .to_string();
+    let agents = ps[0]["agents"].as_array().expect("agents").clone();
+    assert_eq!(agents.len(), 3, "{ps}");
+    let id_of = |role: &str| {
+        agents
+            .iter()
+            .find(|a| a["role"] == role)
+            .and_then(|a| a["id"].as_str())
+            .unwrap_or_else(|| panic!("no {role} in {agents:?}"))
+            .to_string()
+    };
+    let (window, lexer, parser) = (id_of("claude"), id_of("lexer"), id_of("parser"));
+
+    // 2. A deadlock: a holds x and waits for y; b holds y and asks for x.
+    let dl = env.session("Deadlock on purpose", &[]);
+    env.maos_json(&["session", "start", &dl]);
+    let a = env.agent(Some(&dl), "alpha", "holds x");
+    let b = env.agent(Some(&dl), "beta", "holds y");
+    for (agent, path) in [(&a, "x.rs"), (&b, "y.rs")] {
+        env.maos_json(&["agent", "start", agent]);
+        env.maos_json(&["lock", "acquire", path, "--agent", agent]);
+    }
+    let waiting = maos_tests::ChildGuard(
+        env.maos_cmd_in(
+            &env.project,
+            &["lock", "acquire", "y.rs", "--agent", &a, "--wait", "60s"],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("a waiting acquire"),
+    );
+    maos_tests::wait_until(maos_tests::DEADLINE, "alpha waits", || {
+        !env.events(&["--type", "lock_wait"]).is_empty()
+    });
+    let f = env.maos_fail(&["lock", "acquire", "x.rs", "--agent", &b, "--wait", "60s"]);
+    assert_eq!(f.code, "deadlock", "{f:?}");
+    drop(waiting);
+
+    // 3. A managed plan, run to its end.
+    let plan = env.root().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "objective = \"Managed plan\"\nstrategy = \"sequential\"\n\
+         [[agent]]\nname = \"build\"\ntask = \"build it\"\ncommand = [\"sh\", \"-c\", \"exit 0\"]\n\
+         [[agent]]\nname = \"check\"\ntask = \"check it\"\ncommand = [\"sh\", \"-c\", \"exit 0\"]\n",
+    )
+    .expect("the plan");
+    let run = env.maos_json(&["run", plan.to_str().expect("utf-8")]);
+    let managed = run["id"].as_str().expect("the plan's session").to_string();
+    maos_tests::wait_until(maos_tests::COMMAND_TIMEOUT, "the plan completes", || {
+        env.maos_json(&["session", "show", &managed])["state"] == "completed"
+    });
+
+    let d = start(&env);
+    let browser = maos_tests::webdriver::Browser::start(&env.root().join("chromium"));
+    browser.resize(1400, 1800);
+    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    browser.open(&d.url);
+    for s in [&hooked, &dl, &managed] {
+        browser.until_js(
+            "the three sessions listed",
+            &format!("return document.querySelector('tr[data-session=\"{s}\"] a')"),
+        );
+    }
+    browser.screenshot(&shots.join("dashboard-projects.png"));
+
+    // The hook-driven session: its tree, its Gantt, the denial.
+    // Show a session's page, and wait until it is drawn.
+    let view = |sid: &str| {
+        browser.eval(&format!("location.hash = '#/session/{}/{sid}'", enc(&root)));
+        browser.until_js(
+            "the session's page",
+            &format!("return document.getElementById('view').dataset.session === '{sid}'"),
+        );
+    };
+    view(&hooked);
+    browser.until_js(
+        "the session ready",
+        "return performance.getEntriesByName('maos-ready').length",
+    );
+    let nested = browser.eval(&format!(
+        "return [...document.querySelectorAll('li[data-agent=\"{window}\"] li[data-agent]')]\
+         .map(l => l.dataset.agent).sort()"
+    ));
+    let mut subs = vec![lexer.clone(), parser.clone()];
+    subs.sort();
+    assert_eq!(
+        nested,
+        serde_json::json!(subs),
+        "the subagents under their window"
+    );
+    let rows = browser
+        .eval("return [...document.querySelectorAll('svg.gantt g.row')].map(r => r.dataset.agent)");
+    assert_eq!(
+        rows.as_array().map(Vec::len),
+        Some(3),
+        "a Gantt row per agent: {rows}"
+    );
+    let bar = browser.eval(&format!(
+        "return document.querySelectorAll('g.row[data-agent=\"{lexer}\"] g.lock[data-path=\"src/lexer.rs\"][data-mode=\"write\"] rect').length"
+    ));
+    assert_eq!(bar, 1, "the lexer's lock bar");
+    let mark = browser.eval(&format!(
+        "return document.querySelectorAll('g.row[data-agent=\"{parser}\"] g.mark[data-kind=\"denied\"]').length"
+    ));
+    assert_eq!(mark, 1, "the parser's denial");
+    assert_eq!(
+        browser.eval(
+            "return [...document.querySelectorAll('table.locks tr[data-path]')].map(r => r.dataset.path)"
+        ),
+        serde_json::json!(["src/lexer.rs"])
+    );
+    // An event made now appears without a reload.
+    env.maos_json(&[
+        "note",
+        "decision",
+        "Tokens live in lexer.rs",
+        "--session",
+        &hooked,
+    ]);
+    browser.until_js(
+        "the note on the timeline",
+        "return [...document.querySelectorAll('#event-rows tr')].some(r => r.dataset.type === 'note_recorded')",
+    );
+    // The type filter, then the briefing.
+    browser.eval(
+        "document.getElementById('f-type').value = 'tool_denied'; \
+         document.getElementById('filters').requestSubmit()",
+    );
+    let types = browser.until_js(
+        "only denials listed",
+        "const t = [...document.querySelectorAll('#event-rows tr')].map(r => r.dataset.type); \
+         return t.length && t.every(x => x === 'tool_denied') ? t : null",
+    );
+    assert_eq!(types.as_array().map(Vec::len), Some(1), "{types}");
+    browser.eval("document.getElementById('brief-load').click()");
+    browser.until_js(
+        "the briefing",
+        "return document.getElementById('brief-text').textContent.includes('Split the lexer')",
+    );
+    browser.screenshot(&shots.join("dashboard-session.png"));
+    // Pause asks first: "No" does nothing, "Yes" pauses.
+    let ask = "document.querySelector('#session-head button[data-action=\"pause\"]').click(); \
+               return document.getElementById('confirm').open";
+    assert_eq!(browser.eval(ask), true, "a confirmation first");
+    browser.eval("document.getElementById('confirm-no').click()");
+    browser.until_js(
+        "not done",
+        "return document.getElementById('status').textContent.includes('not done')",
+    );
+    assert_eq!(
+        env.maos_json(&["session", "show", &hooked])["state"],
+        "running"
+    );
+    assert_eq!(browser.eval(ask), true);
+    browser.eval("document.getElementById('confirm-yes').click()");
+    browser.until_js(
+        "paused",
+        "return document.getElementById('status').textContent.includes('paused session')",
+    );
+    assert_eq!(
+        env.maos_json(&["session", "show", &hooked])["state"],
+        "paused"
+    );
+
+    // The deadlock: its cycle drawn in red, both agents' rows marked.
+    view(&dl);
+    let cycle = browser.until_js(
+        "the deadlock's cycle",
+        "const f = document.querySelector('figure.deadlock'); \
+         return f && [...f.querySelectorAll('g.edge.on-cycle')].map(e => [e.dataset.waiter, e.dataset.holder])",
+    );
+    let mut pairs: Vec<(String, String)> = cycle
+        .as_array()
+        .expect("edges")
+        .iter()
+        .map(|e| {
+            (
+                e[0].as_str().unwrap_or_default().into(),
+                e[1].as_str().unwrap_or_default().into(),
+            )
+        })
+        .collect();
+    pairs.sort();
+    let mut want = vec![(a.clone(), b.clone()), (b.clone(), a.clone())];
+    want.sort();
+    assert_eq!(pairs, want, "a waits for b and b for a");
+    assert_eq!(
+        browser.eval("return document.querySelectorAll('rect.deadlock-row').length"),
+        2
+    );
+    assert!(
+        browser
+            .eval("return document.querySelectorAll('g.mark[data-kind=\"deadlock\"]').length")
+            .as_u64()
+            >= Some(1)
+    );
+    browser.screenshot(&shots.join("dashboard-deadlock.png"));
+
+    // The managed plan: its agents by their plan names, both completed.
+    view(&managed);
+    let names = browser.until_js(
+        "the plan's agents",
+        "const t = [...document.querySelectorAll('#tree li .who')].map(e => e.textContent.split(' ')[0]); \
+         return t.length === 2 ? t : null",
+    );
+    assert_eq!(names, serde_json::json!(["build", "check"]));
+    assert_eq!(
+        browser.eval("return document.querySelectorAll('svg.gantt g.row').length"),
+        2
+    );
 }

@@ -579,6 +579,10 @@ fn a_waiter_whose_client_died_leaves_the_queue_and_is_never_granted() {
     wait_until(DEADLINE, "the dead client's wait is cancelled", || {
         list(&env)["waiters"].as_array().unwrap().is_empty()
     });
+    // The timeline says the wait ended (the dashboard's Gantt ends its bar there).
+    let cancelled = env.events(&["--type", "lock_wait_cancelled", "--agent", b]);
+    assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+    assert_eq!(cancelled[0]["data"]["path"], "src/a.rs");
     env.maos_json(&["lock", "release", "src/a.rs", "--agent", a]);
     assert!(held(&env).is_empty(), "nobody got it: {:?}", held(&env));
     let grants = env.events(&["--type", "lock_acquired", "--agent", b]);

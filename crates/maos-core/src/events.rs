@@ -51,6 +51,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "lock_acquired",
     "lock_released",
     "lock_wait",
+    "lock_wait_cancelled",
     "lock_timeout",
     "lock_expired",
     "conflict_detected",

@@ -295,6 +295,7 @@ pub const TYPES: &[&str] = &[
     "lock_released",
     "lock_expired",
     "lock_wait",
+    "lock_wait_cancelled",
     "lock_timeout",
     "tool_denied",
     "conflict_detected",
@@ -397,6 +398,14 @@ impl GanttBuilder {
                     && !self.rows[r].ended
                 {
                     self.rows[r].switch(SpanKind::Waiting, Some(path), t);
+                }
+            }
+            "lock_wait_cancelled" => {
+                if let (Some(r), Some(path)) = (row, text(d, "path")) {
+                    let r = &mut self.rows[r];
+                    if r.waiting_on(&path) {
+                        r.switch(SpanKind::Run, None, t);
+                    }
                 }
             }
             "lock_timeout" => {

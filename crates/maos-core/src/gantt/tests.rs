@@ -1003,3 +1003,44 @@ fn types_are_known_and_the_others_draw_nothing() {
         );
     }
 }
+
+/// A wait whose client went away (`lock_wait_cancelled`) ends there: the agent runs again.
+#[test]
+fn a_cancelled_wait_ends_its_span() {
+    let a = "agt_00000000000000000000000000000007";
+    let t = |s: i64| chrono::DateTime::from_timestamp(1_800_000_000 + s, 0).expect("a time");
+    let ev = |seq: u64, s: i64, kind: &str, data: Value| EventRecord {
+        seq,
+        ts: t(s),
+        session_id: None,
+        agent_id: AgentId::parse(a).ok(),
+        kind: kind.into(),
+        data,
+    };
+    let mut b = GanttBuilder::new();
+    b.fold(&ev(1, 0, "agent_started", json!({})));
+    b.fold(&ev(
+        2,
+        1,
+        "lock_wait",
+        json!({"path": "x", "mode": "write", "wait": 1, "holders": []}),
+    ));
+    b.fold(&ev(
+        3,
+        4,
+        "lock_wait_cancelled",
+        json!({"path": "x", "mode": "write", "wait": 1}),
+    ));
+    let g = b.snapshot(t(10), Window::all(100));
+    let spans = &g.rows[0].spans;
+    let waiting: Vec<_> = spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Waiting)
+        .collect();
+    assert_eq!(waiting.len(), 1, "{spans:?}");
+    assert_eq!(waiting[0].to_ms, Some(t(4).timestamp_millis()), "{spans:?}");
+    assert_eq!(
+        spans.last().map(|s| (s.kind, s.to_ms)),
+        Some((SpanKind::Run, None))
+    );
+}
