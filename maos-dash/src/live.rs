@@ -20,17 +20,18 @@ use crate::api::{ApiError, open_project};
 #[derive(Deserialize)]
 pub struct EventsQuery {
     project: Option<String>,
-    after: Option<u64>,
+    after: Option<String>,
 }
 
 pub async fn events(
     Query(q): Query<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let project = open_project(q.project).await?;
+    let after = crate::session::number("after", q.after, u64::MAX)?;
     let (tx, rx) = mpsc::channel::<Followed>(1024);
     // Where "from now" is, fixed before the answer starts: an event committed once the page
     // has its headers is never missed.
-    let after = match q.after {
+    let after = match after {
         Some(a) => Some(a),
         None => {
             let p = project.clone();

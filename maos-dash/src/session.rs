@@ -147,7 +147,7 @@ pub struct TimelineQuery {
     limit: Option<String>,
 }
 
-fn number(name: &str, v: Option<String>, max: u64) -> Result<Option<u64>, ApiError> {
+pub fn number(name: &str, v: Option<String>, max: u64) -> Result<Option<u64>, ApiError> {
     v.filter(|v| !v.is_empty())
         .map(|v| match v.parse::<u64>() {
             Ok(n) if n <= max => Ok(n),

@@ -297,6 +297,21 @@ fn a_real_browser_shows_the_sessions_live_and_is_refused_without_the_token() {
     browser.until("the new session's row", |h| {
         h.contains(&format!("<tr data-session=\"{later}\">"))
     });
+    // The daemon stopped: the page says so; started again: it says so and carries on.
+    let out = env.maos(&["daemon", "stop"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    browser.until_js(
+        "the page says the daemon is gone",
+        "return document.getElementById('status').textContent.includes('the daemon is gone')",
+    );
+    let again = env.session("Made once the daemon was back", &[]);
+    browser.until_js(
+        "the page says it is back, and shows what was made",
+        &format!(
+            "return document.getElementById('status').textContent.includes('reconnected to maosd') \
+             && !!document.querySelector('tr[data-session=\"{again}\"]')"
+        ),
+    );
     let png = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
     browser.screenshot(&png);
     let bytes = std::fs::read(&png).expect("the screenshot");
@@ -501,6 +516,7 @@ fn bad_input_to_every_endpoint_is_a_4xx_with_one_line_and_changes_nothing() {
         // The live stream.
         ("/api/events".into(), 400),
         ("/api/events?project=%2Fnowhere".into(), 404),
+        (format!("/api/events?{p}&after=abc"), 400),
         // A method an address does not take.
         ("/api/action".into(), 405),
     ];
@@ -814,6 +830,15 @@ fn a_real_browser_draws_the_tree_the_gantt_the_denial_the_deadlock_and_acts() {
         "return document.getElementById('brief-text').textContent.includes('Split the lexer')",
     );
     browser.screenshot(&shots.join("dashboard-session.png"));
+    // Zoomed to the last minute: the same rows, the button pressed, the window a minute.
+    browser.eval("document.querySelector('button[data-zoom=\"60000\"]').click()");
+    browser.until_js(
+        "the last minute",
+        "const b = document.querySelector('button[data-zoom=\"60000\"]'); \
+         return b && b.getAttribute('aria-pressed') === 'true' \
+           && document.querySelectorAll('svg.gantt g.row').length === 3 \
+           && Math.abs(S.gantt.to_ms - S.gantt.from_ms - 60000) < 2000",
+    );
     // Pause asks first: "No" does nothing, "Yes" pauses.
     let ask = "document.querySelector('#session-head button[data-action=\"pause\"]').click(); \
                return document.getElementById('confirm').open";
