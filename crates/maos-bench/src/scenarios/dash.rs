@@ -1,0 +1,804 @@
+//! The dashboard's costs, measured in a real headless Chromium (Debian's `chromium`, driven
+//! through `chromedriver` by the tests' WebDriver client) against a real `maos-dash` started
+//! by `maos dashboard`, over a daemon filled through the wire client:
+//!
+//! - `dash-paint`: how long a session page takes to be drawn (the page's own
+//!   `performance.mark("maos-ready")`: session, spawn tree, Gantt, first timeline page), cold
+//!   (a fresh `maos-dash`, which folds the whole timeline) and warm (reloads), for a session of
+//!   10,000 events and one of 200,000; and how many elements the page holds then.
+//! - `dash-live`: from an event's commit (its `ts`) to its row in the page's timeline (the page
+//!   notes each in `window.maosSeen` as it adds it), at 1,000 and at 100 events/s.
+//! - `dash-hook`: whole-process `maos hook` with no dashboard and with five pages watching a
+//!   live session while events flow, interleaved: the ratio of medians and of p99s.
+//!
+//! The events are a mix an agent team makes: hook calls (a PreToolUse Write taking a file's
+//! lock, its PostToolUse, Bash runs), lock releases, notes, writes denied on a file another
+//! agent holds, lock waits that time out, pauses and resumes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use maos_core::LockMode;
+use maos_core::record::{Cli, NoteKind};
+use maos_proto::{EventFilter, HookCall, LockWait, Reply, Request};
+use maos_tests::client::{Client, Res};
+use maos_tests::daemon::Daemon;
+use maos_tests::webdriver::{self, Browser};
+use serde_json::Value;
+
+use crate::Opts;
+use crate::harness::{self, spawn_timed};
+use crate::report::{Goal, Metric, label, median, print_human};
+use crate::workload::{create_session, join_all, running_agent, toggle};
+
+/// Agents per session.
+const AGENTS: usize = 20;
+/// Files each agent writes in turn.
+const OWN_FILES: usize = 50;
+/// How long a page may take to be drawn before the run fails.
+const READY_WITHIN: Duration = Duration::from_secs(180);
+
+// ------------------------------------------------------------------------- the workload
+
+/// One agent of a filled session, with its own connection, making the mix in turn.
+struct Worker {
+    c: Client,
+    sid: String,
+    aid: String,
+    k: usize,
+    cwd: String,
+    /// The file agent 0 holds all along: the others' writes to it are denied, their waits
+    /// time out.
+    shared: String,
+    /// Where its own files are.
+    dir: String,
+    cycle: usize,
+    step: usize,
+}
+
+impl Worker {
+    fn hook(&self, event: &str, tool: &str, paths: Vec<String>) -> Request {
+        Request::Hook(Box::new(HookCall {
+            cli: Cli::Claude,
+            event: event.to_string(),
+            session_id: format!("bench-dash-window-{:02}", self.k),
+            tool_name: Some(tool.to_string()),
+            tool_use_id: Some(format!("toolu_{:02}_{}", self.k, self.cycle)),
+            paths,
+            cwd: Some(self.cwd.clone()),
+            maos_session: Some(self.sid.clone()),
+            maos_agent: Some(self.aid.clone()),
+            ..HookCall::default()
+        }))
+    }
+
+    /// The next request of the mix and the events it makes (None: nothing at this step).
+    fn next(&mut self) -> Option<(Request, usize)> {
+        let (k, cycle) = (self.k, self.cycle);
+        let own = format!("{}/f{:02}.rs", self.dir, cycle % OWN_FILES);
+        let step = self.step;
+        self.step += 1;
+        match step {
+            0 => Some((self.hook("PreToolUse", "Write", vec![own]), 1)),
+            1 => Some((self.hook("PostToolUse", "Write", vec![own]), 1)),
+            2 => Some((
+                Request::LockRelease {
+                    agent: Some(self.aid.clone()),
+                    path: own,
+                    cwd: Some(self.cwd.clone()),
+                    force: false,
+                    by: None,
+                },
+                1,
+            )),
+            3 => Some((self.hook("PostToolUse", "Bash", Vec::new()), 1)),
+            4 if cycle % 4 == 0 => Some((
+                Request::Note {
+                    session: Some(self.sid.clone()),
+                    agent: Some(self.aid.clone()),
+                    kind: if cycle % 8 == 0 {
+                        NoteKind::Decision
+                    } else {
+                        NoteKind::Done
+                    },
+                    text: format!("agent {k}: step {cycle} done, {} builds", self.dir),
+                },
+                1,
+            )),
+            // A write to the file agent 0 holds: denied.
+            5 if k > 0 && cycle % 8 == k % 8 => Some((
+                self.hook("PreToolUse", "Write", vec![self.shared.clone()]),
+                1,
+            )),
+            // A wait for it that times out (lock_wait, lock_timeout).
+            6 if k > 0 && cycle % 16 == k % 16 => Some((
+                Request::LockAcquire {
+                    agent: self.aid.clone(),
+                    path: self.shared.clone(),
+                    cwd: Some(self.cwd.clone()),
+                    mode: LockMode::Write,
+                    wait: LockWait::Wait { ms: 2 },
+                    ttl_ms: None,
+                },
+                2,
+            )),
+            7 if cycle % 25 == 24 => Some((toggle(&self.sid, &self.aid, false), 1)),
+            8 if cycle % 25 == 24 => Some((toggle(&self.sid, &self.aid, true), 1)),
+            9.. => {
+                self.step = 0;
+                self.cycle += 1;
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Send the next request of the mix (the timed-out wait is its only refusal):
+    /// the events it should have made.
+    fn step(&mut self) -> Res<usize> {
+        loop {
+            if let Some((req, events)) = self.next() {
+                let waits = matches!(req, Request::LockAcquire { .. });
+                match self.c.timed_try(req)?.1 {
+                    // The wait for the held file times out: that is the point.
+                    Err(e) if !waits => return Err(maos_tests::client::remote(&e)),
+                    _ => return Ok(events),
+                }
+            }
+        }
+    }
+}
+
+/// A started session of `AGENTS` running agents, agent 0 holding the session's shared file; its
+/// id and one worker (own connection) per agent.
+fn team(d: &Daemon, objective: &str) -> Res<(String, Vec<Worker>)> {
+    let mut c = d.client()?;
+    let sid = create_session(&mut c, objective, true)?;
+    let cwd = d.root.clone();
+    let tag: String = sid.trim_start_matches("sess_").chars().take(8).collect();
+    let shared = format!("src/{tag}/shared.rs");
+    let file = d.env.project.join(&shared);
+    std::fs::create_dir_all(d.env.project.join(format!("src/{tag}"))).map_err(|e| e.to_string())?;
+    std::fs::write(&file, b"// shared\n").map_err(|e| format!("{}: {e}", file.display()))?;
+    let mut workers = Vec::with_capacity(AGENTS);
+    for k in 0..AGENTS {
+        let role = ["coder", "tester", "reviewer", "docs"][k % 4];
+        let aid = running_agent(&mut c, &sid, role)?;
+        let dir = format!("src/{tag}/a{k:02}");
+        let abs = d.env.project.join(&dir);
+        std::fs::create_dir_all(&abs).map_err(|e| format!("{}: {e}", abs.display()))?;
+        workers.push(Worker {
+            c: d.client()?,
+            sid: sid.clone(),
+            aid,
+            k,
+            cwd: cwd.clone(),
+            shared: shared.clone(),
+            dir,
+            cycle: 0,
+            step: 0,
+        });
+    }
+    let holder = workers[0].aid.clone();
+    workers[0].c.call(Request::LockAcquire {
+        agent: holder,
+        path: shared,
+        cwd: Some(cwd),
+        mode: LockMode::Write,
+        wait: LockWait::NoWait,
+        ttl_ms: Some(24 * 3600 * 1000),
+    })?;
+    Ok((sid, workers))
+}
+
+/// Run every worker in its own thread until about `events` events are made or `stop` is set;
+/// at `rate` events/s in all if given (each thread its share), else as fast as they go. The
+/// workers back, and the seconds it took.
+fn drive(
+    workers: Vec<Worker>,
+    events: usize,
+    rate: Option<f64>,
+    stop: Arc<AtomicBool>,
+) -> Res<(Vec<Worker>, f64)> {
+    let total = Arc::new(AtomicUsize::new(0));
+    let share = rate.map(|r| r / workers.len() as f64);
+    let t0 = Instant::now();
+    let handles: Vec<_> = workers
+        .into_iter()
+        .map(|mut w| {
+            let (total, stop) = (total.clone(), stop.clone());
+            std::thread::spawn(move || -> Res<Worker> {
+                let mut mine = 0usize;
+                while total.load(Ordering::Relaxed) < events && !stop.load(Ordering::Relaxed) {
+                    let n = w.step()?;
+                    mine += n;
+                    total.fetch_add(n, Ordering::Relaxed);
+                    if let Some(share) = share {
+                        let next = t0 + Duration::from_secs_f64(mine as f64 / share);
+                        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                            std::thread::sleep(wait);
+                        }
+                    }
+                }
+                Ok(w)
+            })
+        })
+        .collect();
+    let workers = join_all(handles)?;
+    Ok((workers, t0.elapsed().as_secs_f64()))
+}
+
+/// The project's newest event's sequence number.
+fn newest(c: &mut Client) -> Res<u64> {
+    match c.call(Request::Events {
+        filter: EventFilter::default(),
+        limit: Some(1),
+    })? {
+        Reply::Events(e) => Ok(e.last().map_or(0, |e| e.seq)),
+        _ => Err("events answered something else".into()),
+    }
+}
+
+// ------------------------------------------------------------------------- the dashboard
+
+/// A `maos-dash` started by `maos --json dashboard`, stopped by `maos dashboard --stop`.
+struct Dashboard<'a> {
+    d: &'a Daemon,
+    url: String,
+}
+
+impl<'a> Dashboard<'a> {
+    fn start(d: &'a Daemon) -> Res<Dashboard<'a>> {
+        let dash = harness::bin_dir()?.join("maos-dash");
+        if !dash.is_file() {
+            return Err(format!(
+                "{} not found: build it (cargo build --release -p maos-dash)",
+                dash.display()
+            ));
+        }
+        let out = maos(d, &["--json", "dashboard"])?;
+        let v: Value = serde_json::from_str(out.trim())
+            .map_err(|e| format!("maos --json dashboard printed {out:?}: {e}"))?;
+        let url = v["url"]
+            .as_str()
+            .ok_or_else(|| format!("maos --json dashboard printed no url: {out}"))?;
+        Ok(Dashboard {
+            d,
+            url: url.to_string(),
+        })
+    }
+
+    /// The page of session `sid` of the daemon's project.
+    fn session_url(&self, sid: &str) -> String {
+        format!(
+            "{}#/session/{}/{sid}",
+            self.url,
+            uri_component(&self.d.root)
+        )
+    }
+}
+
+impl Drop for Dashboard<'_> {
+    fn drop(&mut self) {
+        let _ = maos(self.d, &["dashboard", "--stop"]);
+    }
+}
+
+/// `maos ARGS` against the daemon: its standard output, or why it failed.
+fn maos(d: &Daemon, args: &[&str]) -> Res<String> {
+    let bin = harness::client_bin()?;
+    let out = d
+        .env
+        .command(&bin)
+        .args(args)
+        .env("MAOS_NO_AUTOSTART", "1")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "maos {} exited with {}: {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// JavaScript's `encodeURIComponent`.
+fn uri_component(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Headless Chromium with its driver, its profile in the daemon's temporary directory.
+fn browser(d: &Daemon, name: &str) -> Res<Browser> {
+    if !webdriver::available() {
+        return Err(
+            "the dashboard scenarios need chromium and chromedriver (Debian: chromium, chromium-driver)"
+                .into(),
+        );
+    }
+    Browser::try_start(&d.env.root().join(name))
+}
+
+/// What a drawn page says of itself: null until `maos-ready`, else when it was ready, the
+/// number of its elements, its timeline rows, and its API requests (path, ms from start to the
+/// answer's end, body bytes) up to then.
+const READY_JS: &str = r#"
+const st = document.getElementById('status');
+if (st && st.className === 'bad') return { error: st.textContent };
+const m = performance.getEntriesByName('maos-ready')[0];
+if (!m) return null;
+const api = performance.getEntriesByType('resource')
+  .filter(r => r.name.includes('/api/') && r.startTime <= m.startTime)
+  .map(r => [new URL(r.name).pathname, r.responseEnd - r.startTime, r.encodedBodySize]);
+return { ready: m.startTime, dom: document.getElementsByTagName('*').length,
+         rows: document.querySelectorAll('#event-rows tr').length, api };
+"#;
+
+/// One drawn page.
+struct Load {
+    ready_ms: f64,
+    dom: u64,
+    rows: u64,
+    /// Per API path: (ms, bytes) of its first request.
+    api: Vec<(String, f64, f64)>,
+}
+
+impl Load {
+    fn api(&self, path: &str) -> (f64, f64) {
+        self.api
+            .iter()
+            .find(|(p, _, _)| p == path)
+            .map_or((f64::NAN, f64::NAN), |(_, ms, b)| (*ms, *b))
+    }
+}
+
+/// Load `url` afresh (from a blank page) and wait until it is drawn.
+fn load(b: &Browser, url: &str) -> Res<Load> {
+    b.try_open("about:blank")?;
+    b.try_open(url)?;
+    let end = Instant::now() + READY_WITHIN;
+    loop {
+        let v = b.try_eval(READY_JS)?;
+        if let Some(e) = v.get("error") {
+            return Err(format!("the page says: {e}"));
+        }
+        if let Some(ready) = v.get("ready").and_then(Value::as_f64) {
+            let api = v["api"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|r| {
+                            (
+                                r[0].as_str().unwrap_or_default().to_string(),
+                                r[1].as_f64().unwrap_or(f64::NAN),
+                                r[2].as_f64().unwrap_or(f64::NAN),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            return Ok(Load {
+                ready_ms: ready,
+                dom: v["dom"].as_u64().unwrap_or(0),
+                rows: v["rows"].as_u64().unwrap_or(0),
+                api,
+            });
+        }
+        if Instant::now() > end {
+            return Err(format!("{url} was not drawn within {READY_WITHIN:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether the page follows its project's events (its EventSource is open).
+const LIVE_JS: &str = "return typeof streams !== 'undefined' && streams.size > 0 && \
+                       [...streams.values()].every(s => s.src.readyState === 1)";
+
+fn until_live(b: &Browser) -> Res {
+    let end = Instant::now() + READY_WITHIN;
+    while b.try_eval(LIVE_JS)? != Value::Bool(true) {
+        if Instant::now() > end {
+            return Err("the page did not follow the events".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+fn max(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::NAN, f64::max)
+}
+
+// ------------------------------------------------------------------------- dash-paint
+
+/// The loads of one session: `n` cold (each in a fresh `maos-dash`) then `n` warm.
+fn paint_rows(
+    d: &Daemon,
+    b: &Browser,
+    sid: &str,
+    events: u64,
+    n: usize,
+    goal: Option<Goal>,
+    rows: &mut Vec<Metric>,
+) -> Res {
+    let name = format!(
+        "dash-paint {} events",
+        crate::report::group_thousands(events as i64)
+    );
+    let mut cold = Vec::new();
+    let mut dash = None;
+    for _ in 0..n {
+        drop(dash.take());
+        let fresh = Dashboard::start(d)?;
+        cold.push(load(b, &fresh.session_url(sid))?);
+        dash = Some(fresh);
+    }
+    let Some(dash) = dash else {
+        return Err("no load".into());
+    };
+    let url = dash.session_url(sid);
+    let mut warm = Vec::new();
+    for _ in 0..n {
+        warm.push(load(b, &url)?);
+    }
+    for (kind, loads) in [("cold", &cold), ("warm", &warm)] {
+        let mut ready: Vec<f64> = loads.iter().map(|l| l.ready_ms).collect();
+        let mut gantt: Vec<f64> = loads.iter().map(|l| l.api("/api/gantt").0).collect();
+        let mut session: Vec<f64> = loads.iter().map(|l| l.api("/api/session").0).collect();
+        let mut timeline: Vec<f64> = loads.iter().map(|l| l.api("/api/timeline").0).collect();
+        let mut m = Metric::new(
+            &name,
+            &format!("{kind}: ready (maos-ready) median"),
+            median(&mut ready),
+            "ms",
+        );
+        if let Some(g) = goal {
+            m = m.goal(g);
+        }
+        rows.push(m);
+        let mut worst = Metric::new(&name, &format!("{kind}: ready max"), max(&ready), "ms");
+        if let Some(g) = goal {
+            worst = worst.goal(g);
+        }
+        rows.push(worst);
+        rows.push(Metric::new(
+            &name,
+            &format!("{kind}: /api/gantt median"),
+            median(&mut gantt),
+            "ms",
+        ));
+        rows.push(Metric::new(
+            &name,
+            &format!("{kind}: /api/session median"),
+            median(&mut session),
+            "ms",
+        ));
+        rows.push(Metric::new(
+            &name,
+            &format!("{kind}: /api/timeline median"),
+            median(&mut timeline),
+            "ms",
+        ));
+    }
+    let last = warm.last().ok_or("no warm load")?;
+    rows.push(Metric::new(
+        &name,
+        "/api/gantt body",
+        last.api("/api/gantt").1 / 1024.0,
+        "KiB",
+    ));
+    rows.push(Metric::new(
+        &name,
+        "/api/timeline body",
+        last.api("/api/timeline").1 / 1024.0,
+        "KiB",
+    ));
+    rows.push(
+        Metric::new(&name, "elements in the page", last.dom as f64, "")
+            .goal(Goal::AtMost(10_000.0)),
+    );
+    rows.push(Metric::new(
+        &name,
+        "event rows in the page",
+        last.rows as f64,
+        "",
+    ));
+    Ok(())
+}
+
+/// Fill a session to about `events` events (as fast as 20 connections go): its id, the events
+/// it has, and the fill's events/s.
+fn filled(d: &Daemon, objective: &str, events: usize) -> Res<(String, u64, f64)> {
+    let mut c = d.client()?;
+    let before = newest(&mut c)?;
+    let (sid, workers) = team(d, objective)?;
+    let (_, secs) = drive(workers, events, None, Arc::new(AtomicBool::new(false)))?;
+    let made = newest(&mut c)? - before;
+    Ok((sid, made, made as f64 / secs))
+}
+
+pub fn scen_dash_paint(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let n = o.requests.unwrap_or(10);
+    let big = o.events.unwrap_or(200_000);
+    let d = harness::start(sync)?;
+    let (small_sid, small, small_rate) = filled(&d, "bench: dashboard, 10,000 events", 10_000)?;
+    let (big_sid, big_made, big_rate) = filled(&d, "bench: dashboard, big", big)?;
+    eprintln!(
+        "dash-paint: filled {small} events ({small_rate:.0}/s) and {big_made} ({big_rate:.0}/s)"
+    );
+    let b = browser(&d, "chromium")?;
+    let mut rows = Vec::new();
+    paint_rows(
+        &d,
+        &b,
+        &small_sid,
+        small,
+        n,
+        Some(Goal::AtMost(500.0)),
+        &mut rows,
+    )?;
+    paint_rows(&d, &b, &big_sid, big_made, n, None, &mut rows)?;
+    for r in &mut rows {
+        r.scenario = label(&r.scenario, sync);
+    }
+    print_human(
+        &format!(
+            "dash-paint: a session page in headless Chromium ({AGENTS} agents; {n} cold loads, \
+             each from a fresh maos-dash, then {n} warm reloads); performance.mark(\"maos-ready\") \
+             from navigation start"
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
+
+// ------------------------------------------------------------------------- dash-live
+
+/// Commit events at `rate`/s for `secs` with the page open: (actual events/s, latencies in ms
+/// from each event's commit to its row, events not seen).
+fn live_run(
+    c: &mut Client,
+    b: &Browser,
+    workers: Vec<Worker>,
+    rate: f64,
+    secs: f64,
+) -> Res<(Vec<Worker>, f64, Vec<f64>, u64)> {
+    b.try_eval("window.maosSeen = []; return true")?;
+    let before = newest(c)?;
+    let (workers, took) = drive(
+        workers,
+        (rate * secs) as usize,
+        Some(rate),
+        Arc::new(AtomicBool::new(false)),
+    )?;
+    let last = newest(c)?;
+    let end = Instant::now() + Duration::from_secs(30);
+    let seen = loop {
+        let v = b.try_eval("return window.maosSeen")?;
+        let seen: Vec<(u64, f64, String)> = v
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| {
+                        Some((x[0].as_u64()?, x[1].as_f64()?, x[2].as_str()?.to_string()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if seen.iter().any(|s| s.0 >= last) || Instant::now() > end {
+            break seen;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut lat = Vec::new();
+    for (seq, at_ms, ts) in &seen {
+        if *seq <= before {
+            continue;
+        }
+        let us = maos_tests::parse_ts(ts).ok_or_else(|| format!("bad event time {ts:?}"))?;
+        lat.push(at_ms - us as f64 / 1000.0);
+    }
+    lat.sort_by(f64::total_cmp);
+    let missed = (last - before).saturating_sub(lat.len() as u64);
+    Ok((workers, (last - before) as f64 / took, lat, missed))
+}
+
+/// Nearest-rank percentile of sorted values.
+fn pct_f(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+pub fn scen_dash_live(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let secs = o.duration.unwrap_or(10.0);
+    let d = harness::start(sync)?;
+    let mut c = d.client()?;
+    let (sid, workers) = team(&d, "bench: dashboard, live")?;
+    let dash = Dashboard::start(&d)?;
+    let b = browser(&d, "chromium")?;
+    load(&b, &dash.session_url(&sid))?;
+    until_live(&b)?;
+    let name = label("dash-live", sync);
+    let mut rows = Vec::new();
+    let mut workers = workers;
+    for (rate, goal) in [(1000.0, Some(Goal::AtMost(100.0))), (100.0, None)] {
+        let (back, actual, lat, missed) = live_run(&mut c, &b, workers, rate, secs)?;
+        workers = back;
+        let at = format!("{actual:.0} events/s");
+        let mut p99 = Metric::new(
+            &name,
+            &format!("commit to DOM p99 ({at})"),
+            pct_f(&lat, 99.0),
+            "ms",
+        );
+        if let Some(g) = goal {
+            p99 = p99.goal(g);
+        }
+        rows.extend([
+            Metric::new(
+                &name,
+                &format!("commit to DOM p50 ({at})"),
+                pct_f(&lat, 50.0),
+                "ms",
+            ),
+            p99,
+            Metric::new(
+                &name,
+                &format!("commit to DOM max ({at})"),
+                pct_f(&lat, 100.0),
+                "ms",
+            ),
+            Metric::new(
+                &name,
+                &format!("events not shown ({at})"),
+                missed as f64,
+                "",
+            )
+            .goal(Goal::AtMost(0.0)),
+        ]);
+    }
+    drop(workers);
+    print_human(
+        &format!(
+            "dash-live: one session page in headless Chromium following its session ({AGENTS} \
+             agents, the mix of hook calls, locks, notes, denials, waits) for {secs} s at each \
+             rate; event commit (its ts) to its row in the page's timeline (window.maosSeen)"
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
+
+// ------------------------------------------------------------------------- dash-hook
+
+/// The input of a `PreToolUse` `Write` of a Claude Code subagent (2 KB of content).
+fn hook_input(d: &Daemon) -> Res<PathBuf> {
+    let input = d.env.root().join("pre-tool-use-subagent.json");
+    let file = d.env.project.join("src/hooked.rs");
+    std::fs::write(&file, b"// hooked\n").map_err(|e| format!("{}: {e}", file.display()))?;
+    let body = serde_json::json!({
+        "session_id": "bench-dash-hook", "cwd": d.env.project, "hook_event_name": "PreToolUse",
+        "agent_id": "bench-dash-subagent", "agent_type": "code-writer",
+        "tool_name": "Write", "tool_use_id": "toolu_bench_dash",
+        "tool_input": {"file_path": file, "content": "x".repeat(2000)},
+    });
+    std::fs::write(&input, body.to_string()).map_err(|e| format!("{}: {e}", input.display()))?;
+    Ok(input)
+}
+
+fn hook_once(d: &Daemon, maos: &Path, input: &Path) -> Res<f64> {
+    let stdin = std::fs::File::open(input).map_err(|e| format!("{}: {e}", input.display()))?;
+    let mut cmd: Command = d.client_command(maos);
+    cmd.arg("hook").stdin(stdin);
+    spawn_timed(&mut cmd)
+}
+
+pub fn scen_dash_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let pages = o.clients.unwrap_or(5);
+    let per_round = 20;
+    let rounds = o.requests.unwrap_or(200).div_ceil(per_round).max(1);
+    let rate = 200.0;
+    let d = harness::start(sync)?;
+    let maos = harness::client_bin()?;
+    let (sid, workers) = team(&d, "bench: dashboard, hook")?;
+    let input = hook_input(&d)?;
+    for _ in 0..5 {
+        hook_once(&d, &maos, &input)?;
+    }
+    let dash = Dashboard::start(&d)?;
+    let url = dash.session_url(&sid);
+    let browsers: Vec<Browser> = (0..pages)
+        .map(|i| browser(&d, &format!("chromium-{i}")))
+        .collect::<Res<_>>()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flow = {
+        let stop = stop.clone();
+        std::thread::spawn(move || drive(workers, usize::MAX, Some(rate), stop))
+    };
+    let run = || -> Res<(Vec<f64>, Vec<f64>)> {
+        let (mut alone, mut watched) = (Vec::new(), Vec::new());
+        for r in 0..rounds {
+            // A B, then B A: neither goes first all the time.
+            for watching in if r % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            } {
+                for b in &browsers {
+                    if watching {
+                        load(b, &url)?;
+                        until_live(b)?;
+                    } else {
+                        b.try_open("about:blank")?;
+                    }
+                }
+                for _ in 0..per_round {
+                    let t = hook_once(&d, &maos, &input)?;
+                    if watching {
+                        watched.push(t);
+                    } else {
+                        alone.push(t);
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+        Ok((alone, watched))
+    };
+    let result = run();
+    stop.store(true, Ordering::Relaxed);
+    let flowed = flow.join().map_err(|_| "the event flow panicked")?;
+    let (mut alone, mut watched) = result?;
+    flowed?;
+    drop(browsers);
+    drop(dash);
+    alone.sort_by(f64::total_cmp);
+    watched.sort_by(f64::total_cmp);
+    let name = label("dash-hook", sync);
+    let (m0, m1) = (median(&mut alone), median(&mut watched));
+    let (p0, p1) = (pct_f(&alone, 99.0), pct_f(&watched, 99.0));
+    let rows = vec![
+        Metric::new(&name, "`maos hook` median, no dashboard", m0 * 1e6, "µs"),
+        Metric::new(
+            &name,
+            &format!("`maos hook` median, {pages} pages watching"),
+            m1 * 1e6,
+            "µs",
+        ),
+        Metric::new(&name, "ratio of medians", m1 / m0, "×").goal(Goal::AtMost(1.1)),
+        Metric::new(&name, "`maos hook` p99, no dashboard", p0 * 1e6, "µs"),
+        Metric::new(
+            &name,
+            &format!("`maos hook` p99, {pages} pages watching"),
+            p1 * 1e6,
+            "µs",
+        ),
+        Metric::new(&name, "ratio of p99s", p1 / p0, "×").goal(Goal::AtMost(1.1)),
+    ];
+    print_human(
+        &format!(
+            "dash-hook: whole-process `maos hook` (a subagent's PreToolUse Write) with no page open \
+             and with {pages} headless Chromium pages on a live session ({rate:.0} events/s flowing \
+             all along), {rounds} rounds of {per_round} calls each way, interleaved"
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
