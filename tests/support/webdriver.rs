@@ -131,6 +131,11 @@ impl Browser {
         Ok(b)
     }
 
+    /// The driver's process id (the browser's processes are its descendants).
+    pub fn driver_pid(&self) -> u32 {
+        self.driver.id()
+    }
+
     fn at(&self, what: &str) -> String {
         format!("/session/{}/{what}", self.session)
     }
@@ -159,6 +164,12 @@ impl Browser {
     pub fn try_eval(&self, script: &str) -> Result<Value, String> {
         let body = json!({ "script": script, "args": [] });
         call(self.port, "POST", &self.at("execute/sync"), Some(&body))
+    }
+
+    /// A Chrome DevTools Protocol command (chromedriver's `goog/cdp/execute`): its result.
+    pub fn cdp(&self, cmd: &str, params: Value) -> Result<Value, String> {
+        let body = json!({ "cmd": cmd, "params": params });
+        call(self.port, "POST", &self.at("goog/cdp/execute"), Some(&body))
     }
 
     /// The page's DOM as HTML.

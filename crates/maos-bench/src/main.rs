@@ -83,8 +83,8 @@ scenarios:
               events/s for --duration seconds (default 10): event commit (ts) to its row in
               the page (window.maosSeen), p50/p99/max, and events never shown
   dash-hook   (chromium) whole-process `maos hook` (a subagent's PreToolUse Write) with no page
-              open and with --clients pages (default 5) on a live session, 200 events/s flowing
-              all along; rounds of 20 calls each way, interleaved, --requests calls each way
+              open and with --clients pages (default 5) on a live session, --rate events/s
+              (default 200) flowing all along; rounds of 20 calls each way, interleaved, --requests calls each way
               (default 200): ratio of medians and of p99s
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
@@ -111,6 +111,7 @@ options:
                         number per agent), filled in full (default: 10,000, but the fill
                         stops after 90 s and the total reached is reported); dash-paint:
                         events of the big session (default 200,000)
+  --rate N              dash-hook: events/s committed all along (default 200)
   --markdown            also print a markdown table (one row per metric, target, PASS/MISS)
 ";
 
@@ -127,6 +128,7 @@ pub struct Opts {
     pub agents: Option<usize>,
     pub pace_ms: Option<u64>,
     pub events: Option<usize>,
+    pub rate: Option<f64>,
     pub markdown: bool,
 }
 
@@ -150,6 +152,7 @@ fn parse_args() -> Res<Opts> {
             "--agents" => o.agents = Some(num(&a, args.next())?),
             "--pace-ms" => o.pace_ms = Some(num(&a, args.next())?),
             "--events" => o.events = Some(num(&a, args.next())?),
+            "--rate" => o.rate = Some(num(&a, args.next())?),
             "--synchronous" => {
                 let v = args.next().ok_or("--synchronous needs normal|full")?;
                 if v != "normal" && v != "full" {
@@ -182,6 +185,9 @@ fn parse_args() -> Res<Opts> {
     }
     if o.duration.is_some_and(|d| !d.is_finite() || d <= 0.0) {
         return Err("--duration must be positive".into());
+    }
+    if o.rate.is_some_and(|r| !r.is_finite() || r <= 0.0) {
+        return Err("--rate must be a positive number of events per second".into());
     }
     Ok(o)
 }

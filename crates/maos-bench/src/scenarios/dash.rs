@@ -15,6 +15,7 @@
 //! lock, its PostToolUse, Bash runs), lock releases, notes, writes denied on a file another
 //! agent holds, lock waits that time out, pauses and resumes.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -248,6 +249,7 @@ fn newest(c: &mut Client) -> Res<u64> {
 struct Dashboard<'a> {
     d: &'a Daemon,
     url: String,
+    pid: u32,
 }
 
 impl<'a> Dashboard<'a> {
@@ -265,9 +267,13 @@ impl<'a> Dashboard<'a> {
         let url = v["url"]
             .as_str()
             .ok_or_else(|| format!("maos --json dashboard printed no url: {out}"))?;
+        let pid = v["pid"]
+            .as_u64()
+            .ok_or_else(|| format!("maos --json dashboard printed no pid: {out}"))?;
         Ok(Dashboard {
             d,
             url: url.to_string(),
+            pid: pid as u32,
         })
     }
 
@@ -419,6 +425,67 @@ fn until_live(b: &Browser) -> Res {
     Ok(())
 }
 
+/// CPU seconds used so far by each process under `roots` (them and their descendants).
+fn tree_cpu(roots: &[u32]) -> HashMap<u32, f64> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return HashMap::new();
+    };
+    let pids: Vec<u32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    let parent: HashMap<u32, u32> = pids
+        .iter()
+        .filter_map(|&p| Some((p, maos_tests::procfs::stat(p)?.ppid)))
+        .collect();
+    let under = |mut p: u32| {
+        for _ in 0..64 {
+            if roots.contains(&p) {
+                return true;
+            }
+            match parent.get(&p) {
+                Some(&pp) if pp > 1 => p = pp,
+                _ => return false,
+            }
+        }
+        false
+    };
+    pids.iter()
+        .filter(|&&p| under(p))
+        .map(|&p| (p, maos_tests::procfs::cpu_secs(&p.to_string())))
+        .filter(|(_, c)| c.is_finite())
+        .collect()
+}
+
+/// CPU seconds the processes used between two readings of [`tree_cpu`]: those that lived
+/// through both their difference, those started since all of theirs (those gone meanwhile
+/// are lost: the browser's renderers of a page left).
+fn cpu_between(before: &HashMap<u32, f64>, after: &HashMap<u32, f64>) -> f64 {
+    after
+        .iter()
+        .map(|(p, c)| c - before.get(p).copied().unwrap_or(0.0))
+        .sum()
+}
+
+/// The renderer's own counters (CDP `Performance.getMetrics`): seconds spent in tasks, script,
+/// style recalculation and layout so far.
+fn page_metrics(b: &Browser) -> Res<[f64; 4]> {
+    let v = b.cdp("Performance.getMetrics", serde_json::json!({}))?;
+    let get = |name: &str| {
+        v["metrics"]
+            .as_array()
+            .and_then(|m| m.iter().find(|x| x["name"] == name))
+            .and_then(|x| x["value"].as_f64())
+            .unwrap_or(f64::NAN)
+    };
+    Ok([
+        get("TaskDuration"),
+        get("ScriptDuration"),
+        get("RecalcStyleDuration"),
+        get("LayoutDuration"),
+    ])
+}
+
 fn max(v: &[f64]) -> f64 {
     v.iter().copied().fold(f64::NAN, f64::max)
 }
@@ -568,17 +635,30 @@ pub fn scen_dash_paint(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
 
 // ------------------------------------------------------------------------- dash-live
 
-/// Commit events at `rate`/s for `secs` with the page open: (actual events/s, latencies in ms
-/// from each event's commit to its row, events not seen).
+/// What one live run saw.
+struct Live {
+    /// Events committed per second.
+    rate: f64,
+    /// ms from each event's commit to its row, sorted.
+    lat: Vec<f64>,
+    /// Events committed that never reached the page.
+    missed: u64,
+    /// The page's main thread, per second of the run: busy, in script, style, layout.
+    busy: [f64; 4],
+}
+
+/// Commit events at `rate`/s for `secs` with the page open: the workers back, and what the
+/// page saw.
 fn live_run(
     c: &mut Client,
     b: &Browser,
     workers: Vec<Worker>,
     rate: f64,
     secs: f64,
-) -> Res<(Vec<Worker>, f64, Vec<f64>, u64)> {
+) -> Res<(Vec<Worker>, Live)> {
     b.try_eval("window.maosSeen = []; return true")?;
     let before = newest(c)?;
+    let m0 = page_metrics(b)?;
     let (workers, took) = drive(
         workers,
         (rate * secs) as usize,
@@ -586,6 +666,9 @@ fn live_run(
         Arc::new(AtomicBool::new(false)),
     )?;
     let last = newest(c)?;
+    let m1 = page_metrics(b)?;
+    // The page's main thread, per second of the run: busy, script, style, layout.
+    let busy = std::array::from_fn(|i| (m1[i] - m0[i]) / took);
     let end = Instant::now() + Duration::from_secs(30);
     let seen = loop {
         let v = b.try_eval("return window.maosSeen")?;
@@ -614,7 +697,16 @@ fn live_run(
     }
     lat.sort_by(f64::total_cmp);
     let missed = (last - before).saturating_sub(lat.len() as u64);
-    Ok((workers, (last - before) as f64 / took, lat, missed))
+    let rate = (last - before) as f64 / took;
+    Ok((
+        workers,
+        Live {
+            rate,
+            lat,
+            missed,
+            busy,
+        },
+    ))
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -633,13 +725,22 @@ pub fn scen_dash_live(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let (sid, workers) = team(&d, "bench: dashboard, live")?;
     let dash = Dashboard::start(&d)?;
     let b = browser(&d, "chromium")?;
+    b.cdp("Performance.enable", serde_json::json!({}))?;
     load(&b, &dash.session_url(&sid))?;
     until_live(&b)?;
     let name = label("dash-live", sync);
     let mut rows = Vec::new();
     let mut workers = workers;
     for (rate, goal) in [(1000.0, Some(Goal::AtMost(100.0))), (100.0, None)] {
-        let (back, actual, lat, missed) = live_run(&mut c, &b, workers, rate, secs)?;
+        let (
+            back,
+            Live {
+                rate: actual,
+                lat,
+                missed,
+                busy,
+            },
+        ) = live_run(&mut c, &b, workers, rate, secs)?;
         workers = back;
         let at = format!("{actual:.0} events/s");
         let mut p99 = Metric::new(
@@ -673,6 +774,17 @@ pub fn scen_dash_live(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
             )
             .goal(Goal::AtMost(0.0)),
         ]);
+        for (i, what) in ["busy", "in script", "in style", "in layout"]
+            .iter()
+            .enumerate()
+        {
+            rows.push(Metric::new(
+                &name,
+                &format!("page's main thread {what} ({at})"),
+                busy[i] * 100.0,
+                "% of the time",
+            ));
+        }
     }
     drop(workers);
     print_human(
@@ -714,7 +826,7 @@ pub fn scen_dash_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let pages = o.clients.unwrap_or(5);
     let per_round = 20;
     let rounds = o.requests.unwrap_or(200).div_ceil(per_round).max(1);
-    let rate = 200.0;
+    let rate = o.rate.unwrap_or(200.0);
     let d = harness::start(sync)?;
     let maos = harness::client_bin()?;
     let (sid, workers) = team(&d, "bench: dashboard, hook")?;
@@ -732,7 +844,17 @@ pub fn scen_dash_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         let stop = stop.clone();
         std::thread::spawn(move || drive(workers, usize::MAX, Some(rate), stop))
     };
-    let run = || -> Res<(Vec<f64>, Vec<f64>)> {
+    let drivers: Vec<u32> = browsers.iter().map(Browser::driver_pid).collect();
+    // CPU seconds of (maosd, maos-dash, the browsers) and wall seconds, per condition.
+    let cpu_now = || {
+        (
+            d.cpu_secs(),
+            maos_tests::procfs::cpu_secs(&dash.pid.to_string()),
+            tree_cpu(&drivers),
+        )
+    };
+    let mut cpu = [[0.0f64; 4]; 2];
+    let mut run = || -> Res<(Vec<f64>, Vec<f64>)> {
         let (mut alone, mut watched) = (Vec::new(), Vec::new());
         for r in 0..rounds {
             // A B, then B A: neither goes first all the time.
@@ -749,6 +871,7 @@ pub fn scen_dash_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
                         b.try_open("about:blank")?;
                     }
                 }
+                let (c0, t0) = (cpu_now(), Instant::now());
                 for _ in 0..per_round {
                     let t = hook_once(&d, &maos, &input)?;
                     if watching {
@@ -758,6 +881,12 @@ pub fn scen_dash_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
                     }
                     std::thread::sleep(Duration::from_millis(10));
                 }
+                let c1 = cpu_now();
+                let slot = &mut cpu[usize::from(watching)];
+                slot[0] += c1.0 - c0.0;
+                slot[1] += c1.1 - c0.1;
+                slot[2] += cpu_between(&c0.2, &c1.2);
+                slot[3] += t0.elapsed().as_secs_f64();
             }
         }
         Ok((alone, watched))
@@ -792,6 +921,17 @@ pub fn scen_dash_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         ),
         Metric::new(&name, "ratio of p99s", p1 / p0, "×").goal(Goal::AtMost(1.1)),
     ];
+    let mut rows = rows;
+    for (who, i) in [("maosd", 0), ("maos-dash", 1), ("the browsers", 2)] {
+        for (when, c) in [("no dashboard", &cpu[0]), ("pages watching", &cpu[1])] {
+            rows.push(Metric::new(
+                &name,
+                &format!("CPU of {who}, {when}"),
+                c[i] / c[3] * 100.0,
+                "% of a core",
+            ));
+        }
+    }
     print_human(
         &format!(
             "dash-hook: whole-process `maos hook` (a subagent's PreToolUse Write) with no page open \
