@@ -250,6 +250,29 @@ fn maos_dashboard_finds_the_running_one_and_stops_it() {
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
 }
 
+/// A page following the events (an open event stream) does not keep the dashboard from
+/// stopping: `maos dashboard --stop` ends it (it used to wait for every stream to close, i.e.
+/// forever, fail after 10 s and leave the process running and following the daemon).
+#[test]
+fn maos_dashboard_stops_while_a_page_follows_the_events() {
+    let env = Env::new();
+    env.session("watched", &[]);
+    let d = start(&env);
+    let root = Env::project_root(&env.project);
+    let q = format!("/api/events?project={}", root.replace('/', "%2F"));
+    let mut live = Stream::open(&d, &q);
+    live.until("the stream's headers", |s| s.contains("text/event-stream"));
+    let out = env.maos(&["dashboard", "--stop"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    maos_tests::wait_until(maos_tests::DEADLINE, "the dashboard gone", || {
+        !maos_tests::alive(d.pid)
+    });
+    assert!(
+        !env.home.join("dashboard.json").exists(),
+        "it says it is gone"
+    );
+}
+
 /// In a real browser (headless Chromium through chromedriver): the page lists the project
 /// and its session, shows a session created after it loaded without a reload (the live
 /// stream), and without the token is refused. A screenshot is kept in
