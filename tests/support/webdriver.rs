@@ -95,8 +95,22 @@ impl Browser {
 
     /// [`Browser::start`], with what went wrong instead of a panic (the load tool's way).
     pub fn try_start(dir: &Path) -> Result<Browser, String> {
+        Browser::try_start_on(dir, None)
+    }
+
+    /// [`Browser::try_start`], the driver and the browser confined to `cpus` (a `taskset -c`
+    /// list, e.g. `1`) if given.
+    pub fn try_start_on(dir: &Path, cpus: Option<&str>) -> Result<Browser, String> {
         let port = free_port();
-        let driver = Command::new("chromedriver")
+        let mut cmd = match cpus {
+            Some(cpus) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", cpus, "chromedriver"]);
+                c
+            }
+            None => Command::new("chromedriver"),
+        };
+        let driver = cmd
             .arg(format!("--port={port}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -316,6 +316,44 @@ fn a_real_browser_shows_the_sessions_live_and_is_refused_without_the_token() {
     assert!(!refused.contains("Show it in a browser"), "{refused}");
 }
 
+/// A page left for another one closes its event stream: kept open in the browser's
+/// back-forward cache, five or six of them took the browser's six connections to the
+/// dashboard and the next page waited about a minute for one.
+#[test]
+fn pages_left_behind_do_not_hold_the_browsers_connections() {
+    if !maos_tests::webdriver::available() {
+        return;
+    }
+    let env = Env::new();
+    let sid = env.session("Opened again and again", &[]);
+    let d = start(&env);
+    let browser = maos_tests::webdriver::Browser::start(&env.root().join("chromium"));
+    let root = Env::project_root(&env.project);
+    let url = format!("{}#/session/{}/{sid}", d.url, root.replace('/', "%2F"));
+    for i in 1..=8 {
+        browser.open("about:blank");
+        let t = std::time::Instant::now();
+        browser.open(&url);
+        // Drawn, and following the events (its stream holds a connection).
+        maos_tests::wait_until(
+            maos_tests::DEADLINE,
+            &format!("the session page drawn and live, load {i}"),
+            || {
+                browser.eval(
+                    "return performance.getEntriesByName('maos-ready').length > 0 && \
+                     streams.size > 0 && [...streams.values()].every(s => s.src.readyState === 1)",
+                ) == Value::Bool(true)
+            },
+        );
+        // The page itself waited for a free connection (in `open`), not only its requests.
+        assert!(
+            t.elapsed() < maos_tests::DEADLINE,
+            "load {i} took {:?}",
+            t.elapsed()
+        );
+    }
+}
+
 /// A server-sent event stream, read as it comes.
 struct Stream {
     s: TcpStream,

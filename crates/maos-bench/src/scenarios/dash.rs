@@ -40,7 +40,7 @@ const AGENTS: usize = 20;
 /// Files each agent writes in turn.
 const OWN_FILES: usize = 50;
 /// How long a page may take to be drawn before the run fails.
-const READY_WITHIN: Duration = Duration::from_secs(180);
+const READY_WITHIN: Duration = Duration::from_secs(60);
 
 // ------------------------------------------------------------------------- the workload
 
@@ -329,13 +329,55 @@ fn uri_component(s: &str) -> String {
 
 /// Headless Chromium with its driver, its profile in the daemon's temporary directory.
 fn browser(d: &Daemon, name: &str) -> Res<Browser> {
+    browser_on(d, name, None)
+}
+
+/// [`browser`], confined to `cpus` if given.
+fn browser_on(d: &Daemon, name: &str, cpus: Option<&str>) -> Res<Browser> {
     if !webdriver::available() {
         return Err(
             "the dashboard scenarios need chromium and chromedriver (Debian: chromium, chromium-driver)"
                 .into(),
         );
     }
-    Browser::try_start(&d.env.root().join(name))
+    Browser::try_start_on(&d.env.root().join(name), cpus)
+}
+
+/// Confine every thread of process `pid` (`0`: this thread, and the processes it starts from
+/// now on) to CPU `cpu`, or let it run anywhere (`None`).
+fn pin(pid: u32, cpu: Option<usize>) -> Res {
+    let tids: Vec<i32> = if pid == 0 {
+        vec![0]
+    } else {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map_err(|e| format!("/proc/{pid}/task: {e}"))?
+            .flatten()
+            .filter_map(|t| t.file_name().to_str()?.parse().ok())
+            .collect()
+    };
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes within it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // Not available_parallelism(): it counts the CPUs this thread may use, one once pinned.
+    // SAFETY: sysconf only reads a system value.
+    let cpus = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).unwrap_or(2);
+    for c in 0..cpus {
+        if cpu.is_none_or(|only| only == c) {
+            // SAFETY: c is below the number of CPUs, well within the set's size.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+    }
+    for tid in tids {
+        // SAFETY: the set is initialised and its size is passed with it.
+        let r =
+            unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+        if r != 0 {
+            return Err(format!(
+                "cannot pin thread {tid} of {pid}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What a drawn page says of itself: null until `maos-ready`, else when it was ready, the
@@ -375,6 +417,11 @@ impl Load {
 fn load(b: &Browser, url: &str) -> Res<Load> {
     b.try_open("about:blank")?;
     b.try_open(url)?;
+    drawn(b, url)
+}
+
+/// Wait until the page is drawn: what it says of itself then.
+fn drawn(b: &Browser, url: &str) -> Res<Load> {
     let end = Instant::now() + READY_WITHIN;
     loop {
         let v = b.try_eval(READY_JS)?;
@@ -404,7 +451,15 @@ fn load(b: &Browser, url: &str) -> Res<Load> {
             });
         }
         if Instant::now() > end {
-            return Err(format!("{url} was not drawn within {READY_WITHIN:?}"));
+            let what = b
+                .try_eval(
+                    "return document.getElementById('status').textContent + ' | ' + location.href + ' | ' + \
+                     performance.getEntriesByType('resource').map(r => r.name + ' ' + Math.round(r.responseEnd)).join(', ')",
+                )
+                .unwrap_or_else(Value::String);
+            return Err(format!(
+                "{url} was not drawn within {READY_WITHIN:?}; the page: {what}"
+            ));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -934,7 +989,21 @@ fn hook_once(d: &Daemon, maos: &Path, input: &Path) -> Res<f64> {
     spawn_timed(&mut cmd)
 }
 
+/// Both ways: everything sharing the machine's CPUs, then (with two CPUs or more) the
+/// browsers on CPU 1 and the rest (maosd, maos-dash, the hooks, the event flow) on CPU 0, so
+/// that what the dashboards cost the daemon is told apart from what rendering five pages
+/// costs the machine.
 pub fn scen_dash_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    let mut rows = hook_side_by_side(o, sync, false)?;
+    if std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2) {
+        let pinned = hook_side_by_side(o, sync, true);
+        pin(0, None)?;
+        rows.extend(pinned?);
+    }
+    Ok(rows)
+}
+
+fn hook_side_by_side(o: &Opts, sync: &str, pinned: bool) -> Res<Vec<Metric>> {
     let pages = o.clients.unwrap_or(5);
     let per_round = 20;
     let rounds = o.requests.unwrap_or(200).div_ceil(per_round).max(1);
@@ -949,8 +1018,14 @@ pub fn scen_dash_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let dash = Dashboard::start(&d)?;
     let url = dash.session_url(&sid);
     let browsers: Vec<Browser> = (0..pages)
-        .map(|i| browser(&d, &format!("chromium-{i}")))
+        .map(|i| browser_on(&d, &format!("chromium-{i}"), pinned.then_some("1")))
         .collect::<Res<_>>()?;
+    if pinned {
+        pin(d.pid(), Some(0))?;
+        pin(dash.pid, Some(0))?;
+        // This thread: the hooks it starts, and the event flow's threads.
+        pin(0, Some(0))?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let flow = {
         let stop = stop.clone();
@@ -1012,7 +1087,14 @@ pub fn scen_dash_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     drop(dash);
     alone.sort_by(f64::total_cmp);
     watched.sort_by(f64::total_cmp);
-    let name = label("dash-hook", sync);
+    let name = label(
+        if pinned {
+            "dash-hook, browsers on CPU 1, the rest on CPU 0"
+        } else {
+            "dash-hook"
+        },
+        sync,
+    );
     let (m0, m1) = (median(&mut alone), median(&mut watched));
     let (p0, p1) = (pct_f(&alone, 99.0), pct_f(&watched, 99.0));
     let rows = vec![
@@ -1046,7 +1128,7 @@ pub fn scen_dash_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     }
     print_human(
         &format!(
-            "dash-hook: whole-process `maos hook` (a subagent's PreToolUse Write) with no page open \
+            "{name}: whole-process `maos hook` (a subagent's PreToolUse Write) with no page open \
              and with {pages} headless Chromium pages on a live session ({rate:.0} events/s flowing \
              all along), {rounds} rounds of {per_round} calls each way, interleaved"
         ),
