@@ -35,6 +35,9 @@ struct Args {
     port: u16,
 }
 
+/// How long answers in flight may take once asked to stop (the event streams never end).
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// What every handler shares.
 pub struct Dash {
     pub port: u16,
@@ -134,9 +137,27 @@ fn main() -> ExitCode {
                 guard::guard,
             ))
             .with_state(dash);
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(stopped(stop))
-            .await;
+        // On SIGTERM it stops taking connections and lets answers in flight finish, but an open
+        // page's event stream never finishes: past a short grace the process ends anyway (it
+        // used to wait for every page to close, so `maos dashboard --stop` failed and left it
+        // running).
+        let (said, heard) = tokio::sync::oneshot::channel::<()>();
+        let shutdown = async move {
+            stopped(stop).await;
+            let _ = said.send(());
+        };
+        let serve = axum::serve(listener, app).with_graceful_shutdown(shutdown);
+        let served = tokio::select! {
+            served = serve.into_future() => served,
+            // The grace runs while the server still serves what is in flight.
+            () = async {
+                if heard.await.is_ok() {
+                    tokio::time::sleep(STOP_GRACE).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            } => Ok(()),
+        };
         // Gone: say so to the next `maos dashboard`, unless another one took the file over.
         let file = maos_proto::dashboard::file(&home);
         let ours = std::fs::read_to_string(&file)

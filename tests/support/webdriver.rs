@@ -90,17 +90,43 @@ fn call(port: u16, method: &str, path: &str, body: Option<&Value>) -> Result<Val
 impl Browser {
     /// Start `chromedriver` and a headless Chromium session (profile under `dir`).
     pub fn start(dir: &Path) -> Browser {
+        Browser::try_start(dir).expect("a browser session")
+    }
+
+    /// [`Browser::start`], with what went wrong instead of a panic (the load tool's way).
+    pub fn try_start(dir: &Path) -> Result<Browser, String> {
+        Browser::try_start_on(dir, None)
+    }
+
+    /// [`Browser::try_start`], the driver and the browser confined to `cpus` (a `taskset -c`
+    /// list, e.g. `1`) if given.
+    pub fn try_start_on(dir: &Path, cpus: Option<&str>) -> Result<Browser, String> {
         let port = free_port();
-        let driver = Command::new("chromedriver")
+        let mut cmd = match cpus {
+            Some(cpus) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", cpus, "chromedriver"]);
+                c
+            }
+            None => Command::new("chromedriver"),
+        };
+        let driver = cmd
             .arg(format!("--port={port}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("run chromedriver");
+            .map_err(|e| format!("cannot run chromedriver: {e}"))?;
+        let mut b = Browser {
+            driver,
+            port,
+            session: String::new(),
+        };
         let deadline = Instant::now() + crate::DEADLINE;
         while call(port, "GET", "/status", None).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not answer");
+            if Instant::now() > deadline {
+                return Err("chromedriver did not answer".into());
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
         let caps = json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
@@ -110,14 +136,18 @@ impl Browser {
                      "--disable-component-update", "--disable-sync", "--window-size=1100,700",
                      format!("--user-data-dir={}", dir.display())]
         }}}});
-        let mut b = Browser {
-            driver,
-            port,
-            session: String::new(),
-        };
-        let v = call(port, "POST", "/session", Some(&caps)).expect("a browser session");
-        b.session = v["sessionId"].as_str().expect("session id").to_string();
-        b
+        let v = call(port, "POST", "/session", Some(&caps))
+            .map_err(|e| format!("no browser session: {e}"))?;
+        b.session = v["sessionId"]
+            .as_str()
+            .ok_or("the driver's new session has no id")?
+            .to_string();
+        Ok(b)
+    }
+
+    /// The driver's process id (the browser's processes are its descendants).
+    pub fn driver_pid(&self) -> u32 {
+        self.driver.id()
     }
 
     fn at(&self, what: &str) -> String {
@@ -125,19 +155,35 @@ impl Browser {
     }
 
     pub fn open(&self, url: &str) {
+        self.try_open(url).expect("navigate");
+    }
+
+    /// Navigate to `url` (returns once it has loaded), or what went wrong.
+    pub fn try_open(&self, url: &str) -> Result<(), String> {
         call(
             self.port,
             "POST",
             &self.at("url"),
             Some(&json!({ "url": url })),
         )
-        .expect("navigate");
+        .map(drop)
     }
 
     /// Run `script` (a function body) in the page: what it returns.
     pub fn eval(&self, script: &str) -> Value {
+        self.try_eval(script).expect("execute")
+    }
+
+    /// [`Browser::eval`], or what went wrong.
+    pub fn try_eval(&self, script: &str) -> Result<Value, String> {
         let body = json!({ "script": script, "args": [] });
-        call(self.port, "POST", &self.at("execute/sync"), Some(&body)).expect("execute")
+        call(self.port, "POST", &self.at("execute/sync"), Some(&body))
+    }
+
+    /// A Chrome DevTools Protocol command (chromedriver's `goog/cdp/execute`): its result.
+    pub fn cdp(&self, cmd: &str, params: Value) -> Result<Value, String> {
+        let body = json!({ "cmd": cmd, "params": params });
+        call(self.port, "POST", &self.at("goog/cdp/execute"), Some(&body))
     }
 
     /// The page's DOM as HTML.

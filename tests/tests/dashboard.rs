@@ -264,6 +264,29 @@ fn maos_dashboard_finds_the_running_one_and_stops_it() {
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
 }
 
+/// A page following the events (an open event stream) does not keep the dashboard from
+/// stopping: `maos dashboard --stop` ends it (it used to wait for every stream to close, i.e.
+/// forever, fail after 10 s and leave the process running and following the daemon).
+#[test]
+fn maos_dashboard_stops_while_a_page_follows_the_events() {
+    let env = Env::new();
+    env.session("watched", &[]);
+    let d = start(&env);
+    let root = Env::project_root(&env.project);
+    let q = format!("/api/events?project={}", root.replace('/', "%2F"));
+    let mut live = Stream::open(&d, &q);
+    live.until("the stream's headers", |s| s.contains("text/event-stream"));
+    let out = env.maos(&["dashboard", "--stop"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    maos_tests::wait_until(maos_tests::DEADLINE, "the dashboard gone", || {
+        !maos_tests::alive(d.pid)
+    });
+    assert!(
+        !env.home.join("dashboard.json").exists(),
+        "it says it is gone"
+    );
+}
+
 /// In a real browser (headless Chromium through chromedriver): the page lists the project
 /// and its session, shows a session created after it loaded without a reload (the live
 /// stream), and without the token is refused. A screenshot is kept in
@@ -320,6 +343,44 @@ fn a_real_browser_shows_the_sessions_live_and_is_refused_without_the_token() {
     browser.open(&format!("http://127.0.0.1:{}/", d.port));
     let refused = browser.until("the refusal", |h| h.contains("missing or wrong token"));
     assert!(!refused.contains("Show it in a browser"), "{refused}");
+}
+
+/// A page left for another one closes its event stream: kept open in the browser's
+/// back-forward cache, five or six of them took the browser's six connections to the
+/// dashboard and the next page waited about a minute for one.
+#[test]
+fn pages_left_behind_do_not_hold_the_browsers_connections() {
+    if !maos_tests::webdriver::available() {
+        return;
+    }
+    let env = Env::new();
+    let sid = env.session("Opened again and again", &[]);
+    let d = start(&env);
+    let browser = maos_tests::webdriver::Browser::start(&env.root().join("chromium"));
+    let root = Env::project_root(&env.project);
+    let url = format!("{}#/session/{}/{sid}", d.url, root.replace('/', "%2F"));
+    for i in 1..=8 {
+        browser.open("about:blank");
+        let t = std::time::Instant::now();
+        browser.open(&url);
+        // Drawn, and following the events (its stream holds a connection).
+        maos_tests::wait_until(
+            maos_tests::DEADLINE,
+            &format!("the session page drawn and live, load {i}"),
+            || {
+                browser.eval(
+                    "return performance.getEntriesByName('maos-ready').length > 0 && \
+                     streams.size > 0 && [...streams.values()].every(s => s.src.readyState === 1)",
+                ) == Value::Bool(true)
+            },
+        );
+        // The page itself waited for a free connection (in `open`), not only its requests.
+        assert!(
+            t.elapsed() < maos_tests::DEADLINE,
+            "load {i} took {:?}",
+            t.elapsed()
+        );
+    }
 }
 
 /// A server-sent event stream, read as it comes.

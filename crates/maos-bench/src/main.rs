@@ -22,6 +22,7 @@ use crate::report::{Metric, machine, markdown};
 use crate::scenarios::Scenario;
 use crate::scenarios::activation::scen_activation;
 use crate::scenarios::agent_start::scen_agent_start;
+use crate::scenarios::dash::{scen_dash_hook, scen_dash_live, scen_dash_paint};
 use crate::scenarios::data::{scen_gc, scen_transfer};
 use crate::scenarios::hook_concurrent::scen_hook_concurrent;
 use crate::scenarios::locks::{scen_contention, scen_lock};
@@ -72,16 +73,31 @@ scenarios:
               and with --clients maos-top views open (default 5, each in its own tmux 80x24),
               then --requests events (default 1000, a pause/resume every --pace-ms, default 10):
               event commit to the first frame of each view that shows it, p50/p99/max
+  dash-paint  needs chromium, chromedriver and maos-dash, so not in `all`: a session of 20 agents
+              with 10,000 events of a mix (hook calls, lock releases, notes, denied writes, lock
+              waits that time out, pauses) and one with --events (default 200,000); each opened
+              in headless Chromium --requests times cold (a fresh `maos dashboard`, whose server
+              folds the whole timeline) then as many times warm: ms to the page's
+              performance.mark(maos-ready) (median, max), its API requests, its element count
+  dash-live   (chromium) a session page open while the mix is committed at 1,000 then 100
+              events/s for --duration seconds (default 10): event commit (ts) to its row in
+              the page (window.maosSeen), p50/p99/max, and events never shown
+  dash-hook   (chromium) whole-process `maos hook` (a subagent's PreToolUse Write) with no page
+              open and with --clients pages (default 5) on a live session, --rate events/s
+              (default 200) flowing all along; rounds of 20 calls each way, interleaved, --requests calls each way
+              (default 200): ratio of medians and of p99s
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
   --clients N           concurrent clients (throughput: 32, rss: 20, contention: 20,
-                        startup's fill: 20)
+                        startup's fill: 20), dashboard pages (dash-hook: 5)
   --requests N          timed requests (update 5000, create 2000, register 2000), process
                         pairs (ps 200, hook 200), acquire+release pairs (lock 5000), hook
                         calls per agent (hook-concurrent: 50 paced; the saturated run makes
-                        at most 20) or socket activations (activation 30)
-  --duration SECS       throughput and contention run time (default 5)
+                        at most 20), socket activations (activation 30), loads of each
+                        kind (dash-paint 10) or hook calls each way (dash-hook 200)
+  --duration SECS       throughput and contention run time (default 5), dash-live's time at
+                        each rate (default 10)
   --paths N             files to lock (lock: 1000, contention: 50)
   --wait-ms N           contention: how long an acquire may wait (default 50; 0 = no wait)
   --synchronous MODE    normal|full (default: normal; `all` runs both where relevant)
@@ -93,7 +109,9 @@ options:
                         (default 50, i.e. 400 calls/s for 20 agents)
   --events N            startup: pause/resume events per session (rounded up to an even
                         number per agent), filled in full (default: 10,000, but the fill
-                        stops after 90 s and the total reached is reported)
+                        stops after 90 s and the total reached is reported); dash-paint:
+                        events of the big session (default 200,000)
+  --rate N              dash-hook: events/s committed all along (default 200)
   --markdown            also print a markdown table (one row per metric, target, PASS/MISS)
 ";
 
@@ -110,6 +128,7 @@ pub struct Opts {
     pub agents: Option<usize>,
     pub pace_ms: Option<u64>,
     pub events: Option<usize>,
+    pub rate: Option<f64>,
     pub markdown: bool,
 }
 
@@ -133,6 +152,7 @@ fn parse_args() -> Res<Opts> {
             "--agents" => o.agents = Some(num(&a, args.next())?),
             "--pace-ms" => o.pace_ms = Some(num(&a, args.next())?),
             "--events" => o.events = Some(num(&a, args.next())?),
+            "--rate" => o.rate = Some(num(&a, args.next())?),
             "--synchronous" => {
                 let v = args.next().ok_or("--synchronous needs normal|full")?;
                 if v != "normal" && v != "full" {
@@ -166,6 +186,9 @@ fn parse_args() -> Res<Opts> {
     if o.duration.is_some_and(|d| !d.is_finite() || d <= 0.0) {
         return Err("--duration must be positive".into());
     }
+    if o.rate.is_some_and(|r| !r.is_finite() || r <= 0.0) {
+        return Err("--rate must be a positive number of events per second".into());
+    }
     Ok(o)
 }
 
@@ -189,6 +212,9 @@ fn run(o: &Opts) -> Res {
         "agent-start" => one(scen_agent_start)?,
         "activation" => one(scen_activation)?,
         "top" => one(scen_top)?,
+        "dash-paint" => one(scen_dash_paint)?,
+        "dash-live" => one(scen_dash_live)?,
+        "dash-hook" => one(scen_dash_hook)?,
         "serve" => one(scen_serve)?,
         "all" => {
             let syncs: Vec<&str> = match o.synchronous.as_deref() {
