@@ -81,11 +81,14 @@ scenarios:
               performance.mark(maos-ready) (median, max), its API requests, its element count
   dash-live   (chromium) a session page open while the mix is committed at 1,000 then 100
               events/s for --duration seconds (default 10): event commit (ts) to its row in
-              the page (window.maosSeen), p50/p99/max, and events never shown
+              the page (window.maosSeen), p50/p99/max, and events never shown; beside it a
+              plain HTTP reader of the event stream (the server's share), and the page's
+              main thread busy time (CDP Performance.getMetrics)
   dash-hook   (chromium) whole-process `maos hook` (a subagent's PreToolUse Write) with no page
               open and with --clients pages (default 5) on a live session, --rate events/s
               (default 200) flowing all along; rounds of 20 calls each way, interleaved, --requests calls each way
-              (default 200): ratio of medians and of p99s
+              (default 200): ratio of medians and of p99s, and the CPU of maosd, maos-dash
+              and the browsers; then again with the browsers on CPU 1, the rest on CPU 0
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
