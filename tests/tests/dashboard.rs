@@ -310,10 +310,18 @@ fn a_real_browser_shows_the_sessions_live_and_is_refused_without_the_token() {
         "{html}"
     );
     assert!(html.contains("Show it in a browser"), "{html}");
+    // A reload works: the token stays in the address (the server asks it of the page too).
     assert_eq!(
         browser.eval("return location.search"),
-        "",
-        "the token leaves the address bar"
+        format!("?token={}", d.token).as_str(),
+    );
+    browser.eval("window.beforeReload = true; location.reload()");
+    browser.until_js(
+        "the page after a reload",
+        &format!(
+            "return !window.beforeReload && document.readyState === 'complete' \
+             && !!document.querySelector('tr[data-session=\"{sid}\"]')"
+        ),
     );
     // Live: a session made now appears without a reload.
     let later = env.session("Made while the page was open", &[]);
