@@ -9,6 +9,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maos_client::client::whoami;
+use maos_core::ids::short;
 use maos_core::{AgentOp, SessionOp};
 use maos_proto::{Reply, Request, Target};
 use serde::Deserialize;
@@ -140,10 +141,6 @@ pub async fn act(headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> 
         None => format!("session {}", short(&session)),
     };
     Ok(Json(json!({ "done": format!("{} {what}", a.action.done()) })).into_response())
-}
-
-fn short(id: &str) -> &str {
-    id.get(..13).unwrap_or(id)
 }
 
 /// The full id of the session's agent named `name` (an id or a unique prefix of one).
