@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maos_client::client::whoami;
-use maos_core::ids::short;
+use maos_core::ids::{PrefixError, short};
 use maos_core::{AgentOp, SessionOp};
 use maos_proto::{Reply, Request, Target};
 use serde::Deserialize;
@@ -92,15 +92,13 @@ pub async fn act(headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> 
     let project = open_project(Some(a.project)).await?;
     let session = session_param(Some(a.session))?;
     let by = whoami();
+    let from = format!(
+        "from the dashboard by {}",
+        by.as_deref().unwrap_or("someone")
+    );
     let reason = Some(match a.reason.filter(|r| !r.trim().is_empty()) {
-        Some(r) => format!(
-            "{r} (from the dashboard by {})",
-            by.as_deref().unwrap_or("someone")
-        ),
-        None => format!(
-            "from the dashboard by {}",
-            by.as_deref().unwrap_or("someone")
-        ),
+        Some(r) => format!("{r} ({from})"),
+        None => from,
     });
     // An agent is named within its session: one of another session is not found.
     let agent = match &a.agent {
@@ -143,7 +141,8 @@ pub async fn act(headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> 
     Ok(Json(json!({ "done": format!("{} {what}", a.action.done()) })).into_response())
 }
 
-/// The full id of the session's agent named `name` (an id or a unique prefix of one).
+/// The full id of the session's agent named `name` (an id or a unique prefix of one, as every
+/// command takes it).
 async fn agent_of(project: &str, session: &str, name: &str) -> Result<String, ApiError> {
     let agents = match ask(
         Some(project.to_string()),
@@ -156,19 +155,12 @@ async fn agent_of(project: &str, session: &str, name: &str) -> Result<String, Ap
         Reply::Agents(a) => a,
         _ => return Err(ApiError::unexpected()),
     };
-    let found: Vec<_> = agents
-        .iter()
-        .filter(|a| a.id.as_str().starts_with(name))
-        .collect();
-    match found.as_slice() {
-        [one] => Ok(one.id.to_string()),
-        [] => Err(ApiError(
+    match maos_core::resolve_prefix(name, agents.iter().map(|a| a.id.as_str())) {
+        Ok(id) => Ok(id.to_string()),
+        Err(PrefixError::NotFound { .. }) => Err(ApiError(
             StatusCode::NOT_FOUND,
             format!("no agent {name:?} in session {}", short(session)),
         )),
-        _ => Err(ApiError::bad(format!(
-            "agent {name:?} names {} agents of the session: give more of its id",
-            found.len()
-        ))),
+        Err(e) => Err(ApiError::bad(format!("agent: {e}"))),
     }
 }

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maos_core::lock::LockPath;
 use maos_core::waitfor::{Claim, wait_for};
-use maos_proto::{EventFilter, LockList, Reply, Request};
+use maos_proto::{EventFilter, FilterNames, LockList, Reply, Request};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -19,6 +19,16 @@ use crate::api::{ApiError, ask, open_project};
 pub const MAX_PAGE: u32 = 500;
 /// Without `limit`, a page holds this many.
 const DEFAULT_PAGE: u32 = 100;
+/// The longest `session` taken: an id is `sess_` and 32 hex digits.
+const MAX_SESSION_NAME: usize = 64;
+
+/// The timeline's parameters, as its refusals name them.
+const TIMELINE_NAMES: FilterNames = FilterNames {
+    path: "path",
+    text: "q",
+    since: "since",
+    until: "until",
+};
 
 #[derive(Deserialize)]
 pub struct SessionQuery {
@@ -30,8 +40,8 @@ pub struct SessionQuery {
 /// resolves it).
 pub fn session_param(s: Option<String>) -> Result<String, ApiError> {
     match s {
-        Some(s) if !s.is_empty() && s.len() <= 64 => Ok(s),
-        Some(s) if s.len() > 64 => Err(ApiError::bad(format!(
+        Some(s) if !s.is_empty() && s.len() <= MAX_SESSION_NAME => Ok(s),
+        Some(s) if s.len() > MAX_SESSION_NAME => Err(ApiError::bad(format!(
             "session: {} characters is no session id (see /api/sessions)",
             s.len()
         ))),
@@ -178,8 +188,11 @@ fn time(name: &str, v: Option<String>) -> Result<Option<maos_core::Ts>, ApiError
 pub async fn timeline(Query(q): Query<TimelineQuery>) -> Result<Response, ApiError> {
     let project = open_project(q.project).await?;
     let session = session_param(q.session)?;
-    let limit =
-        number("limit", q.limit, u64::from(MAX_PAGE))?.map_or(DEFAULT_PAGE, |n| n.max(1) as u32);
+    let limit = match number("limit", q.limit, u64::from(MAX_PAGE))? {
+        None => DEFAULT_PAGE,
+        Some(0) => return Err(ApiError::bad("limit: a page holds at least 1 event")),
+        Some(n) => n as u32,
+    };
     let types: Vec<String> = q
         .types
         .iter()
@@ -210,9 +223,7 @@ pub async fn timeline(Query(q): Query<TimelineQuery>) -> Result<Response, ApiErr
         after_seq: after,
         oldest_first: after.is_some(),
     };
-    filter
-        .check()
-        .map_err(|e| ApiError::bad(e.replace("--grep", "q").replace("--", "")))?;
+    filter.check_named(&TIMELINE_NAMES).map_err(ApiError::bad)?;
     match ask(
         Some(project),
         Request::Events {

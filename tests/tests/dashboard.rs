@@ -562,6 +562,7 @@ fn bad_input_to_every_endpoint_is_a_4xx_with_one_line_and_changes_nothing() {
         (format!("/api/timeline?{s}&type=lock_aquired"), 400),
         (format!("/api/timeline?{s}&limit=abc"), 400),
         (format!("/api/timeline?{s}&limit=100000"), 400),
+        (format!("/api/timeline?{s}&limit=0"), 400),
         (format!("/api/timeline?{s}&before=-1"), 400),
         (format!("/api/timeline?{s}&before=3&after=1"), 400),
         (format!("/api/timeline?{s}&since=yesterday"), 400),
@@ -595,7 +596,17 @@ fn bad_input_to_every_endpoint_is_a_4xx_with_one_line_and_changes_nothing() {
         let v: Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{path}: {body}"));
         let e = v["error"].as_str().unwrap_or_default();
         assert!(!e.is_empty() && !e.contains('\n'), "{path}: {body}");
+        // The timeline's refusals name its own parameters, not `maos events`'s options.
+        assert!(!e.contains("--"), "{path}: {body}");
     }
+    let (_, body) = http(
+        d.port,
+        "GET",
+        &format!("/api/timeline?{s}&q={long}"),
+        &host,
+        &with,
+    );
+    assert!(body.contains("\"q: 2000 bytes is too long"), "{body}");
     // Actions: a body that is no action, names nothing, or asks what cannot be done.
     let action = |agent: Option<&str>, verb: &str| {
         let mut v = serde_json::json!({"project": Env::project_root(&env.project),

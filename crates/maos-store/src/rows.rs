@@ -872,7 +872,7 @@ pub(crate) async fn events(
         b.push(" AND ts < ").push_bind(until);
     }
     if let Some(path) = &q.path {
-        // As `EventFilter::path_matches` decides it for live events.
+        // As `maos_core::events::path_matches` decides it for live events.
         b.push(" AND (instr(COALESCE(json_extract(data, '$.path'), ''), ")
             .push_bind(path.clone())
             .push(") > 0 OR instr(COALESCE(json_extract(data, '$.paths'), ''), ")

@@ -981,25 +981,29 @@ fn types_are_known_and_the_others_draw_nothing() {
     for t in super::TYPES {
         assert!(crate::events::EVENT_TYPES.contains(t), "{t}");
     }
-    let agent = "agt_00000000000000000000000000000001";
+    let a = aid(0xa);
+    // Data that every drawn type would read something from.
+    let data = json!({"path": "x", "paths": ["x"], "mode": "write", "token": 1, "phase": "p",
+                      "victim": a.as_str(), "in_progress": [a.as_str()],
+                      "cycle": [{"waiter": a.as_str(), "holder": a.as_str(), "path": "x"}]});
+    let mut log = Log::new();
+    log.add(0, Some(&a), "agent_started", json!({}));
+    let before = all(&log.build(), 10);
     for t in crate::events::EVENT_TYPES {
         if super::TYPES.contains(t) {
             continue;
         }
-        let mut b = GanttBuilder::new();
-        b.fold(&EventRecord {
-            seq: 1,
-            ts: chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("a time"),
-            session_id: None,
-            agent_id: None,
-            kind: (*t).to_string(),
-            data: serde_json::json!({ "path": "a", "agent": agent }),
-        });
-        let now = chrono::DateTime::from_timestamp(1_800_000_010, 0).expect("a time");
-        let g = b.snapshot(now, Window::all(100));
-        assert!(
-            g.rows.is_empty() && g.phases.is_empty() && g.deadlocks.is_empty(),
-            "{t}"
+        let mut more = Log(log.0.clone());
+        more.add(5, Some(&a), t, data.clone());
+        let after = all(&more.build(), 10);
+        assert_eq!(after.folded, before.folded + 1, "{t}");
+        assert_eq!(
+            Gantt {
+                folded: before.folded,
+                ..after
+            },
+            before,
+            "{t} drew something"
         );
     }
 }
@@ -1007,40 +1011,28 @@ fn types_are_known_and_the_others_draw_nothing() {
 /// A wait whose client went away (`lock_wait_cancelled`) ends there: the agent runs again.
 #[test]
 fn a_cancelled_wait_ends_its_span() {
-    let a = "agt_00000000000000000000000000000007";
-    let t = |s: i64| chrono::DateTime::from_timestamp(1_800_000_000 + s, 0).expect("a time");
-    let ev = |seq: u64, s: i64, kind: &str, data: Value| EventRecord {
-        seq,
-        ts: t(s),
-        session_id: None,
-        agent_id: AgentId::parse(a).ok(),
-        kind: kind.into(),
-        data,
-    };
-    let mut b = GanttBuilder::new();
-    b.fold(&ev(1, 0, "agent_started", json!({})));
-    b.fold(&ev(
-        2,
-        1,
-        "lock_wait",
-        json!({"path": "x", "mode": "write", "wait": 1, "holders": []}),
-    ));
-    b.fold(&ev(
-        3,
-        4,
-        "lock_wait_cancelled",
-        json!({"path": "x", "mode": "write", "wait": 1}),
-    ));
-    let g = b.snapshot(t(10), Window::all(100));
-    let spans = &g.rows[0].spans;
-    let waiting: Vec<_> = spans
-        .iter()
-        .filter(|s| s.kind == SpanKind::Waiting)
-        .collect();
-    assert_eq!(waiting.len(), 1, "{spans:?}");
-    assert_eq!(waiting[0].to_ms, Some(t(4).timestamp_millis()), "{spans:?}");
+    let a = aid(0xa);
+    let mut log = Log::new();
+    log.add(0, Some(&a), "agent_started", json!({}))
+        .add(
+            1,
+            Some(&a),
+            "lock_wait",
+            json!({"path": "x", "mode": "write"}),
+        )
+        .add(
+            4,
+            Some(&a),
+            "lock_wait_cancelled",
+            json!({"path": "x", "mode": "write"}),
+        );
+    let g = all(&log.build(), 10);
     assert_eq!(
-        spans.last().map(|s| (s.kind, s.to_ms)),
-        Some((SpanKind::Run, None))
+        row(&g, &a).spans,
+        vec![
+            span(SpanKind::Run, 0, Some(1)),
+            waiting("x", 1, Some(4)),
+            span(SpanKind::Run, 4, None),
+        ]
     );
 }

@@ -39,11 +39,35 @@ pub struct EventFilter {
 /// The longest `path` or `text` a filter takes.
 pub const MAX_FILTER_TEXT: usize = 1024;
 
+/// How a front end names a filter's fields in its refusals.
+#[derive(Clone, Copy, Debug)]
+pub struct FilterNames {
+    pub path: &'static str,
+    pub text: &'static str,
+    pub since: &'static str,
+    pub until: &'static str,
+}
+
+impl FilterNames {
+    /// As `maos events` spells them (and the daemon, whoever asks).
+    pub const CLI: FilterNames = FilterNames {
+        path: "--path",
+        text: "--grep",
+        since: "--since",
+        until: "--until",
+    };
+}
+
 impl EventFilter {
     /// Refuse a filter that can only be a mistake: an empty or huge text, a time range that
     /// ends before it starts. One line, naming the option as `maos events` spells it.
     pub fn check(&self) -> Result<(), String> {
-        for (name, v) in [("--path", &self.path), ("--grep", &self.text)] {
+        self.check_named(&FilterNames::CLI)
+    }
+
+    /// [`EventFilter::check`], naming the fields as `names` says.
+    pub fn check_named(&self, names: &FilterNames) -> Result<(), String> {
+        for (name, v) in [(names.path, &self.path), (names.text, &self.text)] {
             match v.as_deref() {
                 Some("") => return Err(format!("{name}: give a non-empty text")),
                 Some(t) if t.len() > MAX_FILTER_TEXT => {
@@ -59,8 +83,10 @@ impl EventFilter {
             && u <= s
         {
             return Err(format!(
-                "--until {} is not after --since {}: the range holds nothing",
+                "{} {} is not after {} {}: the range holds nothing",
+                names.until,
                 maos_core::utc(*u),
+                names.since,
                 maos_core::utc(*s)
             ));
         }
