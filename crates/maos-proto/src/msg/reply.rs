@@ -58,6 +58,8 @@ pub enum Reply {
     Hook(HookAnswer),
     /// `maos brief`.
     Brief(Box<Briefing>),
+    /// A session's Gantt chart.
+    Gantt(Box<maos_core::gantt::Gantt>),
 }
 
 /// What a hook call answers, in the CLI's terms.
