@@ -18,7 +18,7 @@ use maos_core::record::EventRecord;
 use maos_proto::ErrorBody;
 use maos_store::{EventQuery, Reader};
 use tokio::sync::broadcast::{self, error::RecvError};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::error::storage_error;
 
@@ -99,10 +99,20 @@ impl Charts {
         window: Window,
     ) -> Result<Gantt, ErrorBody> {
         let (fold, _) = self.fold_of(session);
+        let t0 = std::time::Instant::now();
         let mut b = fold.lock().await;
+        let waited = t0.elapsed();
+        let before = b.folded();
         catch_up(reader, session, &mut b)
             .await
             .map_err(|e| storage_error(&e))?;
+        debug!(
+            session,
+            waited_ms = waited.as_secs_f64() * 1e3,
+            caught_up = b.folded() - before,
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            "Gantt chart asked for"
+        );
         let window = Window {
             to_ms: window.to_ms.or(ended.map(|t| t + 1)),
             ..window
@@ -147,7 +157,7 @@ pub async fn follow(
         match events.recv().await {
             Ok(e) => fold_one(&charts, &reader, &e).await,
             Err(RecvError::Lagged(missed)) => {
-                debug!(
+                info!(
                     missed,
                     "chart follower fell behind; catching up from the database"
                 );
@@ -175,11 +185,20 @@ async fn fold_one(charts: &Charts, reader: &Reader, e: &EventRecord) {
         None => charts.fold_of(session),
     };
     let mut b = fold.lock().await;
+    let t0 = std::time::Instant::now();
     if made && let Err(err) = catch_up(reader, session, &mut b).await {
         // Made again, whole, when next asked for.
         warn!(session, error = %err, "cannot build a Gantt chart");
         charts.folds().by_session.remove(session);
         return;
+    }
+    if made {
+        debug!(
+            session,
+            events = b.folded(),
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            "Gantt chart made from the database"
+        );
     }
     // Folded already (by a catch-up that read it) is ignored by the fold itself.
     b.fold(e);

@@ -867,14 +867,16 @@ fn a_real_browser_draws_the_tree_the_gantt_the_denial_the_deadlock_and_acts() {
         Some(3),
         "a Gantt row per agent: {rows}"
     );
+    // Each mode of lock is one path per row, whatever the number of bars.
     let bar = browser.eval(&format!(
-        "return document.querySelectorAll('g.row[data-agent=\"{lexer}\"] rect.lock[data-path=\"src/lexer.rs\"][data-mode=\"write\"]').length"
+        "return document.querySelectorAll('g.row[data-agent=\"{lexer}\"] path.lock[data-mode=\"write\"]').length"
     ));
     assert_eq!(bar, 1, "the lexer's lock bar");
-    // Pointing at it says what it is (the tooltip is made when pointed at).
+    // Pointing at it says which lock it is (the tooltip is made from the chart's data).
     let tip = browser.eval(&format!(
-        "const b = document.querySelector('g.row[data-agent=\"{lexer}\"] rect.lock[data-path=\"src/lexer.rs\"]'); \
-         b.dispatchEvent(new MouseEvent('mouseover', {{ bubbles: true }})); \
+        "const b = document.querySelector('g.row[data-agent=\"{lexer}\"] path.lock[data-mode=\"write\"]'); \
+         const r = b.getBoundingClientRect(); \
+         b.dispatchEvent(new MouseEvent('mousemove', {{ bubbles: true, clientX: r.x + r.width / 2, clientY: r.y + r.height / 2 }})); \
          const t = document.getElementById('tip'); return t.hidden ? '' : t.textContent"
     ));
     let tip = tip.as_str().unwrap_or_default();
@@ -883,7 +885,7 @@ fn a_real_browser_draws_the_tree_the_gantt_the_denial_the_deadlock_and_acts() {
         "the lock bar's tooltip: {tip:?}"
     );
     let mark = browser.eval(&format!(
-        "return document.querySelectorAll('g.row[data-agent=\"{parser}\"] .mark[data-kind=\"denied\"]').length"
+        "return document.querySelectorAll('g.row[data-agent=\"{parser}\"] path.mark[data-kind=\"denied\"]').length"
     ));
     assert_eq!(mark, 1, "the parser's denial");
     assert_eq!(

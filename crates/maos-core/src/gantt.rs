@@ -359,6 +359,11 @@ impl GanttBuilder {
         self.last_seq.unwrap_or(0)
     }
 
+    /// How many events were folded.
+    pub fn folded(&self) -> u64 {
+        self.folded
+    }
+
     /// Fold one event. Events at or before the last folded seq are ignored (a replay is
     /// harmless); unknown types only count; bad data is skipped.
     pub fn fold(&mut self, e: &EventRecord) {

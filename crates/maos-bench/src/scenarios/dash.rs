@@ -4,8 +4,9 @@
 //!
 //! - `dash-paint`: how long a session page takes to be drawn (the page's own
 //!   `performance.mark("maos-ready")`: session, spawn tree, Gantt, first timeline page), cold
-//!   (a fresh `maos-dash`, which folds the whole timeline) and warm (reloads), for a session of
-//!   10,000 events and one of 200,000; and how many elements the page holds then.
+//!   (a fresh `maos-dash`), warm (reloads) and right after a daemon restart (maosd rebuilds the
+//!   session's Gantt from its database), for a session of 10,000 events and one of 200,000;
+//!   and how many elements the page holds then.
 //! - `dash-live`: from an event's commit (its `ts`) to its row in the page's timeline (the page
 //!   notes each in `window.maosSeen` as it adds it), at 1,000 and at 100 events/s.
 //! - `dash-hook`: whole-process `maos hook` with no dashboard and with five pages watching a
@@ -391,8 +392,9 @@ if (!m) return null;
 const api = performance.getEntriesByType('resource')
   .filter(r => r.name.includes('/api/') && r.startTime <= m.startTime)
   .map(r => [new URL(r.name).pathname, r.responseEnd - r.startTime, r.encodedBodySize]);
+const marks = performance.getEntriesByType('mark').map(k => k.name.replace('maos-', '') + ' ' + Math.round(k.startTime));
 return { ready: m.startTime, dom: document.getElementsByTagName('*').length,
-         rows: document.querySelectorAll('#event-rows tr').length, api };
+         rows: document.querySelectorAll('#event-rows tr').length, api, marks };
 "#;
 
 /// One drawn page.
@@ -443,6 +445,17 @@ fn drawn(b: &Browser, url: &str) -> Res<Load> {
                         .collect()
                 })
                 .unwrap_or_default();
+            eprintln!(
+                "  page marks (ms from navigation): {}",
+                v["marks"]
+                    .as_array()
+                    .map(|m| m
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                    .unwrap_or_default()
+            );
             return Ok(Load {
                 ready_ms: ready,
                 dom: v["dom"].as_u64().unwrap_or(0),
@@ -547,21 +560,9 @@ fn max(v: &[f64]) -> f64 {
 
 // ------------------------------------------------------------------------- dash-paint
 
-/// The loads of one session: `n` cold (each in a fresh `maos-dash`) then `n` warm.
-fn paint_rows(
-    d: &Daemon,
-    b: &Browser,
-    sid: &str,
-    events: u64,
-    n: usize,
-    goal: Option<Goal>,
-    rows: &mut Vec<Metric>,
-) -> Res {
-    let name = format!(
-        "dash-paint {} events",
-        crate::report::group_thousands(events as i64)
-    );
-    let mut cold = Vec::new();
+/// `n` loads of a session, each from a fresh `maos-dash` (cold), then `n` reloads (warm).
+fn cold_warm(d: &Daemon, b: &Browser, sid: &str, n: usize) -> Res<(Vec<Load>, Vec<Load>)> {
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
     let mut dash = None;
     for _ in 0..n {
         drop(dash.take());
@@ -569,15 +570,45 @@ fn paint_rows(
         cold.push(load(b, &fresh.session_url(sid))?);
         dash = Some(fresh);
     }
-    let Some(dash) = dash else {
-        return Err("no load".into());
-    };
-    let url = dash.session_url(sid);
-    let mut warm = Vec::new();
+    let url = dash.as_ref().ok_or("no load")?.session_url(sid);
     for _ in 0..n {
         warm.push(load(b, &url)?);
     }
-    for (kind, loads) in [("cold", &cold), ("warm", &warm)] {
+    Ok((cold, warm))
+}
+
+/// `n` loads of a session, each right after a daemon restart and from a fresh `maos-dash`
+/// (the daemon makes the session's chart again from its database).
+fn restarted(d: &mut Daemon, b: &Browser, sid: &str, n: usize) -> Res<Vec<Load>> {
+    let mut loads = Vec::new();
+    for _ in 0..n {
+        d.stop()?;
+        d.spawn()?;
+        d.wait_ready()?;
+        let fresh = Dashboard::start(d)?;
+        loads.push(load(b, &fresh.session_url(sid))?);
+    }
+    Ok(loads)
+}
+
+/// The figures of one session's loads: cold, warm and after a daemon restart.
+fn paint_rows(
+    events: u64,
+    cold: &[Load],
+    warm: &[Load],
+    restarted: &[Load],
+    goal: Option<Goal>,
+    rows: &mut Vec<Metric>,
+) -> Res {
+    let name = format!(
+        "dash-paint {} events",
+        crate::report::group_thousands(events as i64)
+    );
+    for (kind, loads) in [
+        ("cold", cold),
+        ("warm", warm),
+        ("daemon restarted", restarted),
+    ] {
         let mut ready: Vec<f64> = loads.iter().map(|l| l.ready_ms).collect();
         eprintln!(
             "{name}: {kind} loads, ms to maos-ready in order: {}",
@@ -665,7 +696,7 @@ fn filled(d: &Daemon, objective: &str, events: usize) -> Res<(String, u64, f64)>
 pub fn scen_dash_paint(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let n = o.requests.unwrap_or(10);
     let big = o.events.unwrap_or(200_000);
-    let d = harness::start(sync)?;
+    let mut d = harness::start(sync)?;
     let (small_sid, small, small_rate) = filled(&d, "bench: dashboard, 10,000 events", 10_000)?;
     let (big_sid, big_made, big_rate) = filled(&d, "bench: dashboard, big", big)?;
     eprintln!(
@@ -673,24 +704,32 @@ pub fn scen_dash_paint(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     );
     let b = browser(&d, "chromium")?;
     let mut rows = Vec::new();
-    paint_rows(
-        &d,
-        &b,
-        &small_sid,
-        small,
-        n,
-        Some(Goal::AtMost(500.0)),
-        &mut rows,
-    )?;
-    paint_rows(&d, &b, &big_sid, big_made, n, None, &mut rows)?;
+    let sessions = [(&small_sid, small), (&big_sid, big_made)];
+    let mut loads = Vec::new();
+    for (sid, _) in sessions {
+        loads.push(cold_warm(&d, &b, sid, n)?);
+    }
+    // The restarts last: a restarted daemon has no chart kept, and cold loads must not follow
+    // one.
+    for ((sid, events), (cold, warm)) in sessions.into_iter().zip(loads) {
+        let again = restarted(&mut d, &b, sid, n)?;
+        paint_rows(
+            events,
+            &cold,
+            &warm,
+            &again,
+            Some(Goal::AtMost(500.0)),
+            &mut rows,
+        )?;
+    }
     for r in &mut rows {
         r.scenario = label(&r.scenario, sync);
     }
     print_human(
         &format!(
             "dash-paint: a session page in headless Chromium ({AGENTS} agents; {n} cold loads, \
-             each from a fresh maos-dash, then {n} warm reloads); performance.mark(\"maos-ready\") \
-             from navigation start"
+             each from a fresh maos-dash, {n} warm reloads, then {n} loads each right after a daemon \
+             restart); performance.mark(\"maos-ready\") from navigation start"
         ),
         &rows,
     );
