@@ -37,6 +37,13 @@ pub fn run(cli: &Cli) -> Res {
             )];
             return sibling::exec("maos-top", args, &vars);
         }
+        Cmd::Mcp { args } => {
+            // The project this `maos` resolved, else the directory (as a hook there makes it
+            // one): an agent CLI starts the server wherever its window works.
+            let (root, _) = cli.project_or_cwd()?;
+            let vars = [("MAOS_PROJECT", std::ffi::OsString::from(root))];
+            return sibling::exec("maos-mcp", args, &vars);
+        }
         Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
             let root =
                 crate::project::for_install(cli, t.user, matches!(cli.cmd, Cmd::InstallHooks(_)))?;

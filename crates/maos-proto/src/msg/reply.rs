@@ -58,6 +58,11 @@ pub enum Reply {
     Hook(HookAnswer),
     /// `maos brief`.
     Brief(Box<Briefing>),
+    /// Whose MCP tool call it is, and by which rule that was decided.
+    Caller {
+        agent: AgentId,
+        rule: maos_core::mcp::CallerRule,
+    },
 }
 
 /// What a hook call answers, in the CLI's terms.
