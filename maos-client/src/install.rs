@@ -18,9 +18,10 @@ const TIMEOUT_S: u64 = 10;
 const CLAUDE_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("UserPromptSubmit", None),
+    // maos's own MCP tools too: the hook records whose call each is, for `maos mcp`.
     (
         "PreToolUse",
-        Some("Write|Edit|MultiEdit|NotebookEdit|Agent|Task"),
+        Some("Write|Edit|MultiEdit|NotebookEdit|Agent|Task|mcp__maos__.*"),
     ),
     (
         "PostToolUse",
@@ -39,7 +40,7 @@ const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
     ("UserPromptSubmit", None),
     // Bash too: a shell command that runs `apply_patch` writes files (the client answers any
     // other shell command at once, without the daemon).
-    ("PreToolUse", Some("apply_patch|Bash")),
+    ("PreToolUse", Some("apply_patch|Bash|mcp__maos__.*")),
     ("PostToolUse", Some("apply_patch|Bash")),
     ("Stop", None),
 ];
@@ -50,7 +51,7 @@ const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
 const GEMINI_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("BeforeAgent", None),
-    ("BeforeTool", Some("^(write_file|replace)$")),
+    ("BeforeTool", Some("^(write_file|replace|mcp_maos_.*)$")),
     (
         "AfterTool",
         Some("^(write_file|replace|run_shell_command)$"),

@@ -11,6 +11,9 @@ stdout, so that the Rust test can check maos's own view between calls:
   {"op": "list_resources"}                      -> {"resources": [uri, ...]}
   {"op": "read", "uri": U}                      -> {"text": str} or {"rpc_error": str}
   {"op": "info"}                                -> {"name": ..., "version": ..., "instructions": ...}
+  {"op": "hook", "cli": C?, "input": {...}}     -> {"code": int, "stdout": str, "stderr": str}
+      runs `maos hook [--cli C]` as a child of this process, as the agent CLI that runs the
+      server would (so both see the same CLI process)
 
 Usage: mcp_client.py COMMAND [ARGS...]   (the environment is passed to the server)
 """
@@ -75,6 +78,22 @@ async def serve(session, init):
             elif op == "read":
                 res = await session.read_resource(cmd["uri"])
                 out = {"text": "\n".join(getattr(c, "text", "") for c in res.contents)}
+            elif op == "hook":
+                argv = [sys.argv[1], "hook"]
+                if cmd.get("cli"):
+                    argv += ["--cli", cmd["cli"]]
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+                got, err = await proc.communicate(json.dumps(cmd["input"]).encode())
+                out = {
+                    "code": proc.returncode,
+                    "stdout": got.decode(),
+                    "stderr": err.decode(),
+                }
             elif op == "info":
                 info = field(init, "server_info", "serverInfo")
                 out = {

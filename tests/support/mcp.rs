@@ -128,6 +128,16 @@ impl Driver {
         self.ask(&json!({"op": "call", "tool": tool, "args": args}))
     }
 
+    /// `maos hook [--cli CLI]` run by the driver, as the agent CLI that runs the server would:
+    /// its exit code and stdout (the CLI's answer).
+    pub fn hook(&mut self, cli: Option<&str>, input: Value) -> (i64, String) {
+        let a = self.ask(&json!({"op": "hook", "cli": cli, "input": input}));
+        (
+            a["code"].as_i64().expect("exit code"),
+            a["stdout"].as_str().unwrap_or_default().to_string(),
+        )
+    }
+
     /// `tools/call` with `_meta`.
     pub fn call_meta(&mut self, tool: &str, args: Value, meta: Value) -> Value {
         self.ask(&json!({"op": "call", "tool": tool, "args": args, "meta": meta}))
