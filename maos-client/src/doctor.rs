@@ -167,6 +167,50 @@ fn hooks(root: &Path, cli: Cli, other: bool) -> (Vec<Check>, bool) {
     (out, installed)
 }
 
+/// maos's MCP server in the configuration of a CLI whose hooks are installed, and the
+/// `maos-mcp` binary that `maos mcp` runs.
+fn mcp_server(root: &Path, cli: Cli) -> Check {
+    let name = match cli {
+        Cli::Claude => "Claude Code MCP server",
+        Cli::Codex => "Codex MCP server",
+        Cli::Gemini => "Gemini CLI MCP server",
+    };
+    let flag = match cli {
+        Cli::Claude => "",
+        Cli::Codex => " --codex",
+        Cli::Gemini => " --gemini",
+    };
+    let found = match crate::mcpreg::registered(root, cli) {
+        Ok(found) => found,
+        Err(e) => return check(name, Level::Fail, e),
+    };
+    if found.is_empty() {
+        return check(
+            name,
+            Level::Warn,
+            format!(
+                "not registered (the hooks work without it; agents get no maos tools): run `maos install-hooks{flag}`"
+            ),
+        );
+    }
+    let files: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
+    match crate::sibling::find("maos-mcp") {
+        Some(bin) => check(
+            name,
+            Level::Ok,
+            format!("{} (`maos mcp` runs {})", files.join(", "), bin.display()),
+        ),
+        None => check(
+            name,
+            Level::Fail,
+            format!(
+                "registered in {}, but `maos mcp` runs maos-mcp, which is neither next to maos nor on PATH: install it beside maos (see README: Install)",
+                files.join(", ")
+            ),
+        ),
+    }
+}
+
 /// Whether Gemini CLI trusts the project folder: it runs no hook of its settings elsewhere.
 fn gemini_trust(root: &Path) -> Check {
     use crate::gemini::{self, Trust};
@@ -410,9 +454,19 @@ pub fn run(root: &str, found: bool, json: bool) -> bool {
     let mut checks = vec![binary()];
     let (codex, for_codex) = hooks(Path::new(root), Cli::Codex, false);
     let (gemini, for_gemini) = hooks(Path::new(root), Cli::Gemini, false);
-    checks.extend(hooks(Path::new(root), Cli::Claude, for_codex || for_gemini).0);
+    let (claude, for_claude) = hooks(Path::new(root), Cli::Claude, for_codex || for_gemini);
+    checks.extend(claude);
     checks.extend(codex);
     checks.extend(gemini);
+    for (cli, installed) in [
+        (Cli::Claude, for_claude),
+        (Cli::Codex, for_codex),
+        (Cli::Gemini, for_gemini),
+    ] {
+        if installed {
+            checks.push(mcp_server(Path::new(root), cli));
+        }
+    }
     if for_gemini {
         checks.push(gemini_trust(Path::new(root)));
     }

@@ -183,13 +183,14 @@ fn json_text(settings: &Map<String, Value>) -> Result<String, String> {
     Ok(serde_json::to_string_pretty(settings).map_err(|e| e.to_string())? + "\n")
 }
 
-fn write(path: &Path, settings: &Map<String, Value>) -> Result<(), String> {
+/// Write a settings object in place (see [`write_all`]).
+pub fn write(path: &Path, settings: &Map<String, Value>) -> Result<(), String> {
     write_all(&[(path, json_text(settings)?)])
 }
 
 /// Write each file beside itself, then rename them all into place: a crash never leaves a
 /// half-written file, and a file that cannot be written leaves every file as it was.
-fn write_all(files: &[(&Path, String)]) -> Result<(), String> {
+pub fn write_all(files: &[(&Path, String)]) -> Result<(), String> {
     let mut staged: Vec<(PathBuf, &Path)> = Vec::new();
     let stage = |path: &Path, text: &str| -> Result<PathBuf, String> {
         if let Some(dir) = path.parent() {
