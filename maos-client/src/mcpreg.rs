@@ -20,6 +20,19 @@ pub const NAME: &str = "maos";
 /// What the CLI runs (found on PATH, like the hooks' `maos hook`).
 const COMMAND: &str = "maos";
 const ARGS: &[&str] = &["mcp"];
+/// What Codex passes on to the server from its own environment: it starts MCP servers with a
+/// few variables only, and without these the server would talk to another daemon (the
+/// default socket) than the hooks, or not know the agent `maos run` started.
+const CODEX_ENV_VARS: &[&str] = &[
+    "MAOS_SOCKET",
+    "MAOS_HOME",
+    "MAOS_PROJECT",
+    "MAOS_AGENT_ID",
+    "MAOS_SESSION_ID",
+    "MAOS_NO_AUTOSTART",
+    "XDG_RUNTIME_DIR",
+    "XDG_STATE_HOME",
+];
 
 /// The file `cli` reads its MCP servers from (the project's, or the user's).
 pub fn config_path(root: &Path, user: bool, cli: Cli) -> Result<PathBuf, String> {
@@ -208,6 +221,11 @@ fn register_toml(path: &Path, dry: bool) -> Result<bool, String> {
         args.push(*a);
     }
     t["args"] = value(args);
+    let mut vars = toml_edit::Array::new();
+    for v in CODEX_ENV_VARS {
+        vars.push(*v);
+    }
+    t["env_vars"] = value(vars);
     servers.insert(NAME, Item::Table(t));
     write_toml(path, &doc)?;
     Ok(true)

@@ -26,3 +26,52 @@ pub fn cli_process() -> Option<ProcessRef> {
     }
     None
 }
+
+/// Variables maos reads that a CLI may strip from what it starts (Gemini CLI from a hook's
+/// environment under its strict sanitization, `GITHUB_SHA` set; Codex from an MCP server's):
+/// `MAOS_*` name the daemon and the agent, the XDG ones are where the socket and the state
+/// are by default.
+pub const STRIPPED: &[&str] = &[
+    "MAOS_SOCKET",
+    "MAOS_HOME",
+    "MAOS_SESSION_ID",
+    "MAOS_AGENT_ID",
+    "MAOS_HOOK_FAIL",
+    "MAOS_HOOK_TIMEOUT_MS",
+    "MAOS_NO_AUTOSTART",
+    "XDG_RUNTIME_DIR",
+    "XDG_STATE_HOME",
+];
+
+/// A CLI may have stripped maos's variables from the environment of what it starts (Gemini
+/// CLI a hook's; Codex an MCP server's): take those missing here from the environment the CLI
+/// itself was started with (`/proc/PID/environ`, one small read), so that this process reaches
+/// the daemon the CLI's hooks reach and names the agent the CLI was started as. Linux only;
+/// elsewhere this process's own environment stands. Call it before any thread starts.
+pub fn recover_env(cli: Option<ProcessRef>) {
+    let missing: Vec<&str> = STRIPPED
+        .iter()
+        .copied()
+        .filter(|k| std::env::var_os(k).is_none())
+        .collect();
+    let Some(p) = cli.filter(|_| !missing.is_empty()) else {
+        return;
+    };
+    let Ok(environ) = std::fs::read(format!("/proc/{}/environ", p.pid)) else {
+        return;
+    };
+    for entry in environ.split(|b| *b == 0) {
+        let Some(eq) = entry.iter().position(|b| *b == b'=') else {
+            continue;
+        };
+        let (key, value) = (&entry[..eq], &entry[eq + 1..]);
+        let (Ok(key), Ok(value)) = (std::str::from_utf8(key), std::str::from_utf8(value)) else {
+            continue;
+        };
+        if missing.contains(&key) && !value.is_empty() {
+            // SAFETY: callers run this before they start any thread (see above), so no other
+            // thread reads the environment while it is set.
+            unsafe { std::env::set_var(key, value) };
+        }
+    }
+}

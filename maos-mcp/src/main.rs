@@ -71,14 +71,14 @@ fn main() -> ExitCode {
             }
         }
     }
+    // The CLI that runs this server (its window, to maos); what it did not pass on of maos's
+    // variables (Codex passes few) is taken from its own environment, before any thread.
+    let window = maos_client::process::cli_process();
+    maos_client::process::recover_env(window);
     let agent_env = std::env::var("MAOS_AGENT_ID")
         .ok()
         .filter(|v| !v.is_empty());
-    let maos = server::Maos::new(
-        daemon::Daemon::new(project(named)),
-        maos_client::process::cli_process(),
-        agent_env,
-    );
+    let maos = server::Maos::new(daemon::Daemon::new(project(named)), window, agent_env);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
