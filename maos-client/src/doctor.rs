@@ -76,6 +76,15 @@ fn binary() -> Check {
     }
 }
 
+/// The flag of `install-hooks` for `cli`, with its leading space ("" for Claude Code).
+fn install_flag(cli: Cli) -> &'static str {
+    match cli {
+        Cli::Claude => "",
+        Cli::Codex => " --codex",
+        Cli::Gemini => " --gemini",
+    }
+}
+
 /// Hook settings of one CLI: project, project-local and user files, and whether its hooks
 /// are installed anywhere. A CLI maos is not installed for is only mentioned, unless maos is
 /// installed for no CLI at all (`other`: installed for another one).
@@ -85,11 +94,7 @@ fn hooks(root: &Path, cli: Cli, other: bool) -> (Vec<Check>, bool) {
         Cli::Codex => "Codex hooks",
         Cli::Gemini => "Gemini CLI hooks",
     };
-    let flag = match cli {
-        Cli::Claude => "",
-        Cli::Codex => " --codex",
-        Cli::Gemini => " --gemini",
-    };
+    let flag = install_flag(cli);
     let mut files = Vec::new();
     for user in [false, true] {
         if let Ok(p) = install::settings_path(root, user, cli) {
@@ -175,11 +180,7 @@ fn mcp_server(root: &Path, cli: Cli) -> Check {
         Cli::Codex => "Codex MCP server",
         Cli::Gemini => "Gemini CLI MCP server",
     };
-    let flag = match cli {
-        Cli::Claude => "",
-        Cli::Codex => " --codex",
-        Cli::Gemini => " --gemini",
-    };
+    let flag = install_flag(cli);
     let found = match crate::mcpreg::registered(root, cli) {
         Ok(found) => found,
         Err(e) => return check(name, Level::Fail, e),

@@ -187,54 +187,67 @@ fn without_an_id_the_oldest_claim_of_the_same_process_tool_and_arguments_wins() 
     d.close();
 }
 
-#[test]
-fn a_gemini_cli_window_is_named_by_its_claim() {
-    let Some(py) = python() else { return };
+/// A window of `cli` (`gemini` or `codex`): its SessionStart, then its pre-tool hook (`event`)
+/// of maos's `tool` under the CLI's own name for it (`cli_tool`), then the server's call with
+/// the same arguments, which must be named by the claim: the test's world, and the answer.
+fn window_claim(cli: &str, event: &str, cli_tool: &str, tool: &str, args: Value) -> (Env, Value) {
+    let py = python().expect("checked by the caller");
     let env = Env::new();
     let mut d = Driver::start(&env, &py, &[]);
     let cwd = env.project.to_string_lossy().to_string();
     d.hook(
-        Some("gemini"),
-        json!({"session_id": "gem-1", "hook_event_name": "SessionStart", "source": "startup",
+        Some(cli),
+        json!({"session_id": "w-1", "hook_event_name": "SessionStart", "source": "startup",
                "cwd": cwd}),
     );
-    let args = json!({"path": "docs/a.md", "mode": "write"});
     let (code, out) = d.hook(
-        Some("gemini"),
-        json!({"session_id": "gem-1", "hook_event_name": "BeforeTool", "cwd": cwd,
-               "tool_name": "mcp_maos_lock_acquire", "tool_input": args}),
+        Some(cli),
+        json!({"session_id": "w-1", "hook_event_name": event, "cwd": cwd,
+               "tool_name": cli_tool, "tool_use_id": "call_1", "tool_input": args}),
     );
     assert_eq!(code, 0, "{out}");
-    let window = agent_with(&env, "Gemini CLI window");
-    let got = d.ok("lock_acquire", args);
-    assert_eq!(got["caller"]["agent"], window.as_str(), "{got}");
-    assert_eq!(got["caller"]["rule"], "claim");
+    let got = d.ok(tool, args);
+    assert_eq!(got["caller"]["rule"], "claim", "{got}");
     d.close();
+    (env, got)
+}
+
+#[test]
+fn a_gemini_cli_window_is_named_by_its_claim() {
+    if python().is_none() {
+        return;
+    }
+    let args = json!({"path": "docs/a.md", "mode": "write"});
+    let (env, got) = window_claim(
+        "gemini",
+        "BeforeTool",
+        "mcp_maos_lock_acquire",
+        "lock_acquire",
+        args,
+    );
+    let window = agent_with(&env, "Gemini CLI window");
+    assert_eq!(got["caller"]["agent"], window.as_str(), "{got}");
+    assert_eq!(
+        env.maos_json(&["lock", "list"])["locks"][0]["holder"],
+        window.as_str()
+    );
 }
 
 #[test]
 fn a_codex_window_is_named_by_its_claim() {
-    let Some(py) = python() else { return };
-    let env = Env::new();
-    let mut d = Driver::start(&env, &py, &[]);
-    let cwd = env.project.to_string_lossy().to_string();
-    d.hook(
-        Some("codex"),
-        json!({"session_id": "cdx-1", "hook_event_name": "SessionStart", "source": "startup",
-               "cwd": cwd}),
-    );
+    if python().is_none() {
+        return;
+    }
     let items = json!({"items": [{"content": "port the lexer", "status": "in_progress"}]});
-    d.hook(
-        Some("codex"),
-        json!({"session_id": "cdx-1", "hook_event_name": "PreToolUse", "cwd": cwd,
-               "tool_name": "mcp__maos__progress", "tool_use_id": "call_1",
-               "tool_input": items}),
+    let (env, got) = window_claim(
+        "codex",
+        "PreToolUse",
+        "mcp__maos__progress",
+        "progress",
+        items,
     );
     let window = agent_with(&env, "Codex window");
-    let got = d.ok("progress", items);
     assert_eq!(got["caller"]["agent"], window.as_str(), "{got}");
-    assert_eq!(got["caller"]["rule"], "claim");
     let ps = env.maos_json(&["ps"]);
     assert!(ps.to_string().contains("port the lexer"), "{ps}");
-    d.close();
 }
