@@ -62,6 +62,13 @@ fn caller_json(agent: &AgentId, rule: CallerRule) -> Value {
 
 type ToolResult = Result<CallToolResult, ErrorData>;
 
+/// Whose call it is: the agent, its session, and the rule that named it.
+struct Caller {
+    agent: AgentId,
+    session: maos_core::SessionId,
+    rule: CallerRule,
+}
+
 impl Maos {
     pub fn new(daemon: Daemon, window: Option<ProcessRef>, agent_env: Option<String>) -> Maos {
         Maos {
@@ -86,7 +93,7 @@ impl Maos {
         meta: &RequestMetaObject,
         tool: &str,
         args: &JsonObject,
-    ) -> Result<(AgentId, CallerRule), CallToolResult> {
+    ) -> Result<Caller, CallToolResult> {
         let tool_use_id = meta
             .get(CLAUDE_TOOL_USE_ID)
             .and_then(Value::as_str)
@@ -104,7 +111,15 @@ impl Maos {
             window: self.window,
         };
         match self.ask(body).await? {
-            Reply::Caller { agent, rule } => Ok((agent, rule)),
+            Reply::Caller {
+                agent,
+                session,
+                rule,
+            } => Ok(Caller {
+                agent,
+                session,
+                rule,
+            }),
             _ => Err(fail(
                 "maosd gave an unexpected answer to whose call this is",
             )),
@@ -135,7 +150,7 @@ impl Maos {
                 "wait_ms is at most {MAX_WAIT_MS} and ttl_ms at most 86400000 (one day)"
             ));
         }
-        let (agent, rule) = match self.caller(&meta, "lock_acquire", &a).await {
+        let Caller { agent, rule, .. } = match self.caller(&meta, "lock_acquire", &a).await {
             Ok(c) => c,
             Err(e) => return e,
         };
@@ -252,7 +267,7 @@ impl Maos {
         if let Err(e) = Self::read::<NoArgs>("lock_renew", &a) {
             return Ok(e);
         }
-        let (agent, rule) = match self.caller(&meta, "lock_renew", &a).await {
+        let Caller { agent, rule, .. } = match self.caller(&meta, "lock_renew", &a).await {
             Ok(c) => c,
             Err(e) => return Ok(e),
         };
@@ -280,7 +295,7 @@ impl Maos {
         if let Err(e) = args::text("the path", &r.path, MAX_PATH) {
             return Ok(fail(e));
         }
-        let (agent, rule) = match self.caller(&meta, "lock_release", &a).await {
+        let Caller { agent, rule, .. } = match self.caller(&meta, "lock_release", &a).await {
             Ok(c) => c,
             Err(e) => return Ok(e),
         };
@@ -316,7 +331,7 @@ impl Maos {
         // Without a caller, checked as nobody: every conflicting lock shows.
         let caller = self.caller(&meta, "lock_check", &a).await.ok();
         let body = Request::LockCheck {
-            agent: caller.as_ref().map(|(a, _)| a.to_string()),
+            agent: caller.as_ref().map(|c| c.agent.to_string()),
             path: r.path,
             cwd: self.cwd(),
             mode: r.mode.map(Into::into).unwrap_or(LockMode::Write),
@@ -324,7 +339,7 @@ impl Maos {
         Ok(match self.ask(body).await {
             Ok(Reply::LockCheck(c)) => ok(json!({
                 "check": c,
-                "caller": caller.map(|(a, r)| caller_json(&a, r)),
+                "caller": caller.map(|c| caller_json(&c.agent, c.rule)),
             })),
             Ok(_) => fail("maosd gave an unexpected answer to lock_check"),
             Err(e) => e,
@@ -353,7 +368,7 @@ impl Maos {
             Ok(i) => i,
             Err(e) => return Ok(fail(e)),
         };
-        let (agent, rule) = match self.caller(&meta, "progress", &a).await {
+        let Caller { agent, rule, .. } = match self.caller(&meta, "progress", &a).await {
             Ok(c) => c,
             Err(e) => return Ok(e),
         };
@@ -380,12 +395,17 @@ impl Maos {
         if let Err(e) = args::text("the note", &r.text, MAX_NOTE) {
             return Ok(fail(e));
         }
-        let (agent, rule) = match self.caller(&meta, "note", &a).await {
+        let Caller {
+            agent,
+            session,
+            rule,
+        } = match self.caller(&meta, "note", &a).await {
             Ok(c) => c,
             Err(e) => return Ok(e),
         };
+        // The caller's session, whichever is active.
         let body = Request::Note {
-            session: None,
+            session: Some(session.to_string()),
             agent: Some(agent.to_string()),
             kind: r.kind.into(),
             text: r.text,

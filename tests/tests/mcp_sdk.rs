@@ -503,3 +503,28 @@ fn garbage_on_stdin_never_crashes_it_and_a_closed_stdin_ends_it() {
     );
     assert!(child.wait().unwrap().success());
 }
+
+/// A note goes to the caller's own session, not the project's active one (it was refused as
+/// "not in session ..." when the note was sent for the active session).
+#[test]
+fn a_note_goes_to_the_callers_session_whichever_is_active() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let first = env.session("the active one", &[]);
+    let second = env.session("another one", &[]);
+    env.maos(&["session", "start", &second]);
+    let agent = env.agent(Some(&second), "writer", "in the second session");
+    let mut d = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &agent)]);
+    let got = d.ok(
+        "note",
+        json!({"kind": "done", "text": "the second session's note"}),
+    );
+    assert_eq!(got["recorded"], true, "{got}");
+    let notes = env.events(&["--type", "note_recorded"]);
+    let [note] = &notes[..] else {
+        panic!("not one note: {notes:?}")
+    };
+    assert_eq!(note["session_id"], second.as_str(), "{note}");
+    assert_ne!(note["session_id"], first.as_str());
+    d.close();
+}

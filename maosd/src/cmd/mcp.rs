@@ -23,7 +23,17 @@ pub fn caller(
         maos_agent.as_deref(),
         window,
     )?;
-    Ok(Reply::Caller { agent, rule }.into())
+    let session = tx
+        .state()
+        .agent(&agent)
+        .map(|a| a.session_id.clone())
+        .ok_or_else(|| ErrorBody::new(maos_proto::ErrorCode::Internal, "agent vanished"))?;
+    Ok(Reply::Caller {
+        agent,
+        session,
+        rule,
+    }
+    .into())
 }
 
 pub fn todos(tx: &mut Txn<'_>, agent: &str, items: Vec<Todo>) -> Result<Outcome, ErrorBody> {

@@ -61,6 +61,8 @@ pub enum Reply {
     /// Whose MCP tool call it is, and by which rule that was decided.
     Caller {
         agent: AgentId,
+        /// The agent's session (where its notes go).
+        session: maos_core::SessionId,
         rule: maos_core::mcp::CallerRule,
     },
 }
