@@ -79,7 +79,8 @@ pub struct PathArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionArgs {
-    /// A session id or unique prefix (default: the project's active session).
+    /// A session id or unique prefix (default: the caller's session for brief, else the
+    /// project's active session).
     #[serde(default)]
     pub session: Option<String>,
 }

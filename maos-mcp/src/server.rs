@@ -417,11 +417,11 @@ impl Maos {
     }
 
     #[tool(
-        description = "The session's briefing: its objective, phase and progress, what each agent is doing, who holds which locks and who waits, blockers, and the decisions, results, errors and pending work recorded so far. Read it when you start or resume work.",
+        description = "Your session's briefing (or the session named): its objective, phase and progress, what each agent is doing, who holds which locks and who waits, blockers, and the decisions, results, errors and pending work recorded so far. Read it when you start or resume work.",
         input_schema = schema_for_input::<SessionArgs>().unwrap_or_default(),
         annotations(read_only_hint = true)
     )]
-    async fn brief(&self, a: JsonObject) -> ToolResult {
+    async fn brief(&self, meta: RequestMetaObject, a: JsonObject) -> ToolResult {
         let r: SessionArgs = match Self::read("brief", &a) {
             Ok(r) => r,
             Err(e) => return Ok(e),
@@ -429,7 +429,16 @@ impl Maos {
         if let Err(e) = args::session(&r.session) {
             return Ok(fail(e));
         }
-        Ok(match self.brief_text(r.session).await {
+        // Unnamed: the caller's session when maos knows the caller, else the active one.
+        let session = match r.session {
+            Some(s) => Some(s),
+            None => self
+                .caller(&meta, "brief", &a)
+                .await
+                .ok()
+                .map(|c| c.session.to_string()),
+        };
+        Ok(match self.brief_text(session).await {
             Ok(text) => CallToolResult::success(vec![Content::text(text)]),
             Err(e) => e,
         })

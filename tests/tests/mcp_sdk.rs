@@ -526,5 +526,17 @@ fn a_note_goes_to_the_callers_session_whichever_is_active() {
     };
     assert_eq!(note["session_id"], second.as_str(), "{note}");
     assert_ne!(note["session_id"], first.as_str());
+    // The briefing is the caller's session's too; the resource (no caller) the active one's.
+    let brief = d.ok("brief", json!({}));
+    let brief = brief.as_str().unwrap();
+    assert!(
+        brief.contains("another one") && brief.contains("the second session's note"),
+        "{brief}"
+    );
+    let res = d.ask(&json!({"op": "read", "uri": "maos://brief"}));
+    assert!(
+        res["text"].as_str().unwrap().contains("the active one"),
+        "{res}"
+    );
     d.close();
 }
