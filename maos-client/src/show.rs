@@ -64,6 +64,8 @@ pub fn show(json: bool, reply: Reply) -> Res {
             Reply::Recovery(r) => print_json(&r.sessions),
             Reply::Validation(p) => print_json(&p),
             Reply::Brief(b) => print_json(&b),
+            // Only the dashboard asks for a chart; as JSON either way.
+            Reply::Gantt(g) => print_json(&g),
             Reply::Pong | Reply::Done | Reply::Subscribed => {
                 print_json(&serde_json::json!({"ok": true}))
             }
@@ -123,6 +125,7 @@ pub fn show(json: bool, reply: Reply) -> Res {
         Reply::Recovery(r) => print(&output::recovery(&r)),
         Reply::Validation(p) => print(&output::problems(&p)),
         Reply::Brief(b) => print(&b.text),
+        Reply::Gantt(g) => print_json(&g)?,
         Reply::Pong | Reply::Done | Reply::Subscribed => outln!("ok"),
     }
     Ok(())

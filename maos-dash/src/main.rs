@@ -42,7 +42,6 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 pub struct Dash {
     pub port: u16,
     pub token: String,
-    pub charts: chart::Charts,
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -105,11 +104,7 @@ fn main() -> ExitCode {
             Ok(s) => s,
             Err(e) => return fail(format!("cannot handle SIGTERM: {e}")),
         };
-        let dash = Arc::new(Dash {
-            port,
-            token,
-            charts: chart::Charts::default(),
-        });
+        let dash = Arc::new(Dash { port, token });
         let running = maos_proto::dashboard::Running {
             pid: std::process::id(),
             port,

@@ -273,6 +273,34 @@ async fn request(
             reads::import_check(handle, &path, &text).await?;
             actor(handle, ProjectRequest::Import { path, text }, None).await
         }
+        ProjectRoute::Gantt {
+            session,
+            from_ms,
+            to_ms,
+            width_px,
+        } => {
+            let window =
+                maos_core::gantt::Window::checked(from_ms, to_ms, width_px).map_err(bad_request)?;
+            let handle = cached(daemon, cache, root, false).await?;
+            let found = actor(
+                handle,
+                ProjectRequest::SessionShow {
+                    session: Some(session.clone()),
+                },
+                Some(&ArchivedRead::Session(session)),
+            )
+            .await?;
+            let Reply::Session(s) = found else {
+                return Err(internal(
+                    "a session was asked for and something else came back",
+                ));
+            };
+            let ended = s.ended_at.map(|t| t.timestamp_millis());
+            handle
+                .chart(s.id.as_str(), ended, window)
+                .await
+                .map(|g| Reply::Gantt(Box::new(g)))
+        }
         ProjectRoute::Actor {
             mut request,
             archived,

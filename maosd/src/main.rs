@@ -1,6 +1,7 @@
 //! `maosd`: the maos daemon. One per user; the `maos` client starts it on demand.
 
 mod activation;
+mod charts;
 mod cmd;
 mod config;
 mod conn;

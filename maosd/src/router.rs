@@ -41,6 +41,14 @@ pub enum ProjectRoute {
     /// An import: the read pool checks that the database has none of its ids (archived ones
     /// included), then the actor applies [`ProjectRequest::Import`].
     Import { path: String, text: String },
+    /// A session's Gantt chart: the actor (or, archived, the database) names the session,
+    /// then the project's charts answer (`crate::charts`).
+    Gantt {
+        session: String,
+        from_ms: Option<i64>,
+        to_ms: Option<i64>,
+        width_px: u32,
+    },
     /// Applied by the project actor. `archived`: where the actor does not have the session
     /// (it is archived), the answer the database gives instead.
     Actor {
@@ -397,6 +405,17 @@ impl Route {
             Request::Heartbeat { agent } => actor(P::Heartbeat { agent }),
             Request::Hook(call) => actor(P::Hook(call)),
             Request::Brief { session } => actor(P::Brief { session }),
+            Request::Gantt {
+                session,
+                from_ms,
+                to_ms,
+                width_px,
+            } => project(ProjectRoute::Gantt {
+                session,
+                from_ms,
+                to_ms,
+                width_px,
+            }),
             Request::Note {
                 session,
                 agent,

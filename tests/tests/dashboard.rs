@@ -868,11 +868,22 @@ fn a_real_browser_draws_the_tree_the_gantt_the_denial_the_deadlock_and_acts() {
         "a Gantt row per agent: {rows}"
     );
     let bar = browser.eval(&format!(
-        "return document.querySelectorAll('g.row[data-agent=\"{lexer}\"] g.lock[data-path=\"src/lexer.rs\"][data-mode=\"write\"] rect').length"
+        "return document.querySelectorAll('g.row[data-agent=\"{lexer}\"] rect.lock[data-path=\"src/lexer.rs\"][data-mode=\"write\"]').length"
     ));
     assert_eq!(bar, 1, "the lexer's lock bar");
+    // Pointing at it says what it is (the tooltip is made when pointed at).
+    let tip = browser.eval(&format!(
+        "const b = document.querySelector('g.row[data-agent=\"{lexer}\"] rect.lock[data-path=\"src/lexer.rs\"]'); \
+         b.dispatchEvent(new MouseEvent('mouseover', {{ bubbles: true }})); \
+         const t = document.getElementById('tip'); return t.hidden ? '' : t.textContent"
+    ));
+    let tip = tip.as_str().unwrap_or_default();
+    assert!(
+        tip.starts_with("write lock src/lexer.rs (token "),
+        "the lock bar's tooltip: {tip:?}"
+    );
     let mark = browser.eval(&format!(
-        "return document.querySelectorAll('g.row[data-agent=\"{parser}\"] g.mark[data-kind=\"denied\"]').length"
+        "return document.querySelectorAll('g.row[data-agent=\"{parser}\"] .mark[data-kind=\"denied\"]').length"
     ));
     assert_eq!(mark, 1, "the parser's denial");
     assert_eq!(
@@ -971,7 +982,7 @@ fn a_real_browser_draws_the_tree_the_gantt_the_denial_the_deadlock_and_acts() {
     );
     assert!(
         browser
-            .eval("return document.querySelectorAll('g.mark[data-kind=\"deadlock\"]').length")
+            .eval("return document.querySelectorAll('.mark[data-kind=\"deadlock\"]').length")
             .as_u64()
             >= Some(1)
     );
@@ -989,4 +1000,97 @@ fn a_real_browser_draws_the_tree_the_gantt_the_denial_the_deadlock_and_acts() {
         browser.eval("return document.querySelectorAll('svg.gantt g.row').length"),
         2
     );
+}
+
+/// The daemon's Gantt chart (`Request::Gantt`, what `/api/gantt` relays): folded as events
+/// commit, caught up with what the database holds, the same when rebuilt from the database
+/// after a `kill -9`, and a bad window refused with one line.
+#[test]
+fn the_daemon_keeps_each_sessions_chart_and_rebuilds_it_the_same_from_disk() {
+    use maos_proto::{Reply, Request};
+    use maos_tests::client::Client;
+    let env = Env::new();
+    let sid = env.session("Charts", &["build"]);
+    env.maos_json(&["session", "start"]);
+    let a = env.agent(None, "dev", "writes");
+    env.maos_json(&["agent", "start", &a]);
+    let root = Env::project_root(&env.project);
+    let chart = |c: &mut Client| -> Value {
+        match c.call(Request::Gantt {
+            session: sid[..10].to_string(),
+            from_ms: None,
+            to_ms: None,
+            width_px: 1_000,
+        }) {
+            Ok(Reply::Gantt(g)) => {
+                let mut v = serde_json::to_value(g).expect("a chart serializes");
+                // Only `now` moves between two asks.
+                v["now_ms"] = Value::Null;
+                v["to_ms"] = Value::Null;
+                v
+            }
+            other => panic!("a chart was asked for: {other:?}"),
+        }
+    };
+    let mut c = Client::connect(&env.socket, &root).expect("connect");
+    // Asked before its locks: the fold is made, and what follows is folded as it commits.
+    let before = chart(&mut c);
+    assert_eq!(before["rows"][0]["agent"], a.as_str(), "{before}");
+    assert_eq!(
+        before["rows"][0]["locks"],
+        serde_json::json!([]),
+        "{before}"
+    );
+    for i in 0..30 {
+        let path = format!("src/f{i}.rs");
+        env.maos_json(&["lock", "acquire", &path, "--agent", &a]);
+        env.maos_json(&["lock", "release", &path, "--agent", &a]);
+    }
+    env.maos_json(&["lock", "acquire", "src/held.rs", "--agent", &a]);
+    let live = chart(&mut c);
+    let locks = live["rows"][0]["locks"].as_array().expect("lock bars");
+    let paths: usize = locks
+        .iter()
+        .map(|l| l["count"].as_u64().unwrap_or(0) as usize)
+        .sum();
+    assert_eq!(paths, 31, "every lock is on the chart: {live}");
+    assert!(
+        locks
+            .iter()
+            .any(|l| l["path"] == "src/held.rs" && l.get("to_ms").is_none()),
+        "the held one is open: {live}"
+    );
+    // A restart: the chart is rebuilt from the database, the same.
+    env.kill9();
+    env.maos_json(&["ps"]);
+    let mut c = Client::connect(&env.socket, &root).expect("the daemon is back");
+    assert_eq!(chart(&mut c), live, "rebuilt from disk");
+
+    // Bad windows: one line each, and the chart is unchanged.
+    for (from_ms, to_ms, width_px, says) in [
+        (Some(-1), None, 10, "from: -1 is not a time"),
+        (Some(5), Some(5), 10, "to (5) is not after from (5)"),
+        (None, None, 0, "width: 0 is not a number of pixels"),
+        (None, None, 10_001, "width: 10001 is not a number of pixels"),
+    ] {
+        let e = c
+            .call(Request::Gantt {
+                session: sid.clone(),
+                from_ms,
+                to_ms,
+                width_px,
+            })
+            .expect_err("a bad window is refused");
+        assert!(e.contains(says) && !e.contains('\n'), "{e}");
+    }
+    let e = c
+        .call(Request::Gantt {
+            session: "sess_nope".into(),
+            from_ms: None,
+            to_ms: None,
+            width_px: 10,
+        })
+        .expect_err("an unknown session");
+    assert!(e.contains("sess_nope") && !e.contains('\n'), "{e}");
+    assert_eq!(chart(&mut c), live, "nothing changed");
 }

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ids::short;
@@ -29,7 +29,47 @@ pub struct Window {
     pub width_px: u32,
 }
 
+/// The widest chart drawn, in pixels.
+pub const MAX_WIDTH: u32 = 10_000;
+/// The latest time a window may name: the end of the year 9999, in ms since 1970.
+const LAST_MS: i64 = 253_402_300_799_000;
+
 impl Window {
+    /// A window as asked for, checked: times within 1970..9999, `to` after `from`, a width of
+    /// 1 to [`MAX_WIDTH`] pixels. The error is one sentence naming the field.
+    pub fn checked(
+        from_ms: Option<i64>,
+        to_ms: Option<i64>,
+        width_px: u32,
+    ) -> Result<Self, String> {
+        for (name, v) in [("from", from_ms), ("to", to_ms)] {
+            if let Some(v) = v
+                && !(0..=LAST_MS).contains(&v)
+            {
+                return Err(format!(
+                    "{name}: {v} is not a time in milliseconds since 1970 (up to the year 9999)"
+                ));
+            }
+        }
+        if let (Some(f), Some(t)) = (from_ms, to_ms)
+            && t <= f
+        {
+            return Err(format!(
+                "to ({t}) is not after from ({f}): the window holds nothing"
+            ));
+        }
+        if !(1..=MAX_WIDTH).contains(&width_px) {
+            return Err(format!(
+                "width: {width_px} is not a number of pixels from 1 to {MAX_WIDTH}"
+            ));
+        }
+        Ok(Window {
+            from_ms,
+            to_ms,
+            width_px,
+        })
+    }
+
     /// The whole session (first event .. now) drawn `width_px` wide.
     pub fn all(width_px: u32) -> Self {
         Window {
@@ -41,7 +81,7 @@ impl Window {
 }
 
 /// The chart: its window, rows in the order agents first appeared, phases and deadlocks.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Gantt {
     pub from_ms: i64,
     pub to_ms: i64,
@@ -54,7 +94,7 @@ pub struct Gantt {
 }
 
 /// One agent's row.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub agent: AgentId,
     /// Run / paused / waiting, sorted, never overlapping; only the last may be open.
@@ -68,7 +108,7 @@ pub struct Row {
 }
 
 /// What an agent was doing during a span.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SpanKind {
     Run,
@@ -76,7 +116,7 @@ pub enum SpanKind {
     Waiting,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Span {
     pub kind: SpanKind,
     pub from_ms: i64,
@@ -89,7 +129,7 @@ pub struct Span {
 }
 
 /// A held lock (or, with `count > 1`, several merged: path, mode, token and end are the first's).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockBar {
     pub path: String,
     pub mode: String,
@@ -105,7 +145,7 @@ pub struct LockBar {
 }
 
 /// What happened at a mark.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MarkKind {
     Denied,
@@ -115,7 +155,7 @@ pub enum MarkKind {
 }
 
 /// A moment on a row (or, with `count > 1`, several of one kind merged: the first's fields).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Mark {
     pub kind: MarkKind,
     pub at_ms: i64,
@@ -128,7 +168,7 @@ pub struct Mark {
 }
 
 /// A phase.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Band {
     pub name: String,
     pub from_ms: i64,
@@ -140,7 +180,7 @@ pub struct Band {
 }
 
 /// A detected deadlock: who lost, and the wait-for cycle.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Deadlock {
     pub seq: u64,
     pub at_ms: i64,
@@ -149,7 +189,7 @@ pub struct Deadlock {
 }
 
 /// `waiter` waits for `holder` on `path`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Edge {
     pub waiter: AgentId,
     pub holder: AgentId,

@@ -17,6 +17,7 @@ use tracing::{debug, error, info, warn};
 
 use super::checkpointer::{self, Checkpoints};
 use super::files;
+use crate::charts::Charts;
 use crate::cmd::{self, Outcome};
 use crate::error::{actor_gone, handler_panicked, internal, storage_error};
 use crate::router::ProjectRequest;
@@ -68,6 +69,7 @@ enum Cmd {
 pub struct ProjectHandle {
     tx: mpsc::Sender<Cmd>,
     reader: Reader,
+    charts: Arc<Charts>,
 }
 
 impl ProjectHandle {
@@ -97,6 +99,18 @@ impl ProjectHandle {
 
     pub fn reader(&self) -> &Reader {
         &self.reader
+    }
+
+    /// The session's Gantt chart (its full id), as the daemon keeps it.
+    pub async fn chart(
+        &self,
+        session: &str,
+        ended: Option<i64>,
+        window: maos_core::gantt::Window,
+    ) -> Result<maos_core::gantt::Gantt, ErrorBody> {
+        self.charts
+            .chart(&self.reader, session, ended, window)
+            .await
     }
 
     /// The actor stopped (its project was closed for a restore): open it again.
@@ -470,6 +484,13 @@ pub(super) async fn open(
     let (tx, rx) = mpsc::channel(QUEUE);
     let (events, _) = broadcast::channel(EVENT_BUFFER);
     let reader = store.reader();
+    // Subscribed before the actor commits anything: the charts miss no event.
+    let charts = Arc::new(Charts::default());
+    tokio::spawn(crate::charts::follow(
+        charts.clone(),
+        reader.clone(),
+        events.subscribe(),
+    ));
     let runner = crate::run::Runner {
         exe: std::env::current_exe()
             .map_err(|e| internal(format_args!("cannot find the maosd binary: {e}")))?,
@@ -502,7 +523,7 @@ pub(super) async fn open(
         warn!(project = %actor.root, error = %e, "cannot restore the bound on the WAL");
     }
     let task = tokio::spawn(actor.run(rx));
-    Ok((ProjectHandle { tx, reader }, task))
+    Ok((ProjectHandle { tx, reader, charts }, task))
 }
 
 /// How often the actor looks for managed agents whose exit was lost (`cmd::managed::sweep`):

@@ -238,6 +238,54 @@ fn the_json_is_snake_case_with_integer_milliseconds_and_leaves_out_what_is_open(
 }
 
 #[test]
+fn a_chart_crosses_the_wire_unchanged() {
+    let a = aid(0xa);
+    let mut log = Log::new();
+    log.add(0, Some(&a), "agent_started", json!({}))
+        .add(
+            5,
+            Some(&a),
+            "lock_acquired",
+            acquired("x", "write", 7, false),
+        )
+        .add(6, Some(&a), "lock_released", released("x", 7))
+        .add(7, Some(&a), "tool_denied", json!({"path": "y"}));
+    let g = all(&log.build(), 10);
+    let text = serde_json::to_string(&g).expect("serializes");
+    let back: Gantt = serde_json::from_str(&text).expect("parses");
+    assert_eq!(back, g);
+}
+
+#[test]
+fn a_window_is_checked_field_by_field() {
+    let w = Window::checked(Some(1), Some(2), 10).expect("a good window");
+    assert_eq!((w.from_ms, w.to_ms, w.width_px), (Some(1), Some(2), 10));
+    assert_eq!(Window::checked(None, None, 1), Ok(Window::all(1)));
+    for (from, to, width, says) in [
+        (Some(-1), None, 10, "from: -1 is not a time"),
+        (
+            None,
+            Some(253_402_300_799_001),
+            10,
+            "to: 253402300799001 is not a time",
+        ),
+        (Some(5), Some(5), 10, "to (5) is not after from (5)"),
+        (Some(6), Some(5), 10, "to (5) is not after from (6)"),
+        (
+            None,
+            None,
+            0,
+            "width: 0 is not a number of pixels from 1 to 10000",
+        ),
+        (None, None, MAX_WIDTH + 1, "width: 10001 is not"),
+    ] {
+        let e = Window::checked(from, to, width).expect_err("a bad window");
+        assert!(e.starts_with(says), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
+
+#[test]
 fn a_deadlock_marks_the_victims_row_ends_its_wait_and_keeps_the_cycle() {
     let (a, b) = (aid(0xa), aid(0xb));
     let mut log = Log::new();

@@ -65,6 +65,8 @@ pub enum Reply {
         session: maos_core::SessionId,
         rule: maos_core::mcp::CallerRule,
     },
+    /// A session's Gantt chart.
+    Gantt(Box<maos_core::gantt::Gantt>),
 }
 
 /// What a hook call answers, in the CLI's terms.

@@ -284,6 +284,16 @@ pub enum Request {
         agent: String,
         items: Vec<Todo>,
     },
+    /// A session's Gantt chart (the dashboard): the daemon keeps it folded as events commit.
+    /// Times are milliseconds since 1970; `to_ms` defaults to the session's end, or now.
+    Gantt {
+        session: String,
+        #[serde(default)]
+        from_ms: Option<i64>,
+        #[serde(default)]
+        to_ms: Option<i64>,
+        width_px: u32,
+    },
 }
 
 impl Request {
@@ -309,6 +319,7 @@ impl Request {
                 | Request::AgentLog { .. }
                 | Request::Validate { .. }
                 | Request::Brief { .. }
+                | Request::Gantt { .. }
         )
     }
 }

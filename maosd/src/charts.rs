@@ -1,0 +1,186 @@
+//! The dashboard's Gantt charts (`maos_core::gantt`), kept by the daemon: one fold per session,
+//! fed with each event as it is committed, so a page asking for a session of 200,000 events
+//! gets the chart without its events being read again, sent over the socket and folded.
+//!
+//! A fold is made the first time a session is asked for, or the first time one of its events
+//! is committed after the project opened (a session at work is ready before anyone looks). It
+//! is made by reading the session's chart events from the database; from then on the follower
+//! task folds each committed event into it. Every request also reads what may have been
+//! committed since the fold's last event (nothing, normally): a fold is never behind what the
+//! database holds, whatever the follower missed. When the follower falls behind the broadcast
+//! (events dropped), it catches every fold up from the database before folding more.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use maos_core::gantt::{Gantt, GanttBuilder, TYPES, Window};
+use maos_core::record::EventRecord;
+use maos_proto::ErrorBody;
+use maos_store::{EventQuery, Reader};
+use tokio::sync::broadcast::{self, error::RecvError};
+use tracing::{debug, warn};
+
+use crate::error::storage_error;
+
+/// Events read from the database per query while catching up.
+const PAGE: u32 = 5_000;
+/// Folds kept per project; past this the one used longest ago is dropped.
+const KEPT: usize = 32;
+
+/// One session's fold, shared by the follower and the requests (one at a time).
+type Fold = Arc<tokio::sync::Mutex<GanttBuilder>>;
+
+/// A project's folds, by full session id.
+#[derive(Default)]
+pub struct Charts {
+    folds: std::sync::Mutex<Folds>,
+}
+
+#[derive(Default)]
+struct Folds {
+    by_session: HashMap<String, (Fold, u64)>,
+    /// Bumped at each use: the smallest is the one used longest ago.
+    clock: u64,
+}
+
+impl Charts {
+    fn folds(&self) -> std::sync::MutexGuard<'_, Folds> {
+        match self.folds.lock() {
+            Ok(f) => f,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// The session's fold, and whether it was just made (empty: it must catch up first).
+    fn fold_of(&self, session: &str) -> (Fold, bool) {
+        let mut folds = self.folds();
+        folds.clock += 1;
+        let now = folds.clock;
+        if let Some((fold, used)) = folds.by_session.get_mut(session) {
+            *used = now;
+            return (fold.clone(), false);
+        }
+        if folds.by_session.len() >= KEPT
+            && let Some(oldest) = folds
+                .by_session
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(id, _)| id.clone())
+        {
+            folds.by_session.remove(&oldest);
+        }
+        let fold = Fold::default();
+        folds
+            .by_session
+            .insert(session.to_string(), (fold.clone(), now));
+        (fold, true)
+    }
+
+    /// The session's fold if there is one (without making it).
+    fn existing(&self, session: &str) -> Option<Fold> {
+        self.folds().by_session.get(session).map(|(f, _)| f.clone())
+    }
+
+    fn all(&self) -> Vec<(String, Fold)> {
+        self.folds()
+            .by_session
+            .iter()
+            .map(|(id, (f, _))| (id.clone(), f.clone()))
+            .collect()
+    }
+
+    /// The chart of a session (its full id), caught up with the database. `ended`: when the
+    /// session ended (its chart stops there, not now).
+    pub async fn chart(
+        &self,
+        reader: &Reader,
+        session: &str,
+        ended: Option<i64>,
+        window: Window,
+    ) -> Result<Gantt, ErrorBody> {
+        let (fold, _) = self.fold_of(session);
+        let mut b = fold.lock().await;
+        catch_up(reader, session, &mut b)
+            .await
+            .map_err(|e| storage_error(&e))?;
+        let window = Window {
+            to_ms: window.to_ms.or(ended.map(|t| t + 1)),
+            ..window
+        };
+        Ok(b.snapshot(chrono::Utc::now(), window))
+    }
+}
+
+/// Fold what the database has of the session after the fold's last event.
+async fn catch_up(
+    reader: &Reader,
+    session: &str,
+    b: &mut GanttBuilder,
+) -> Result<(), maos_store::StoreError> {
+    loop {
+        let q = EventQuery {
+            session_id: Some(session.to_string()),
+            types: TYPES.iter().map(|t| t.to_string()).collect(),
+            after_seq: Some(b.last_seq()),
+            limit: Some(PAGE),
+            oldest_first: true,
+            ..EventQuery::default()
+        };
+        let events = reader.events(&q).await?;
+        for e in &events {
+            b.fold(e);
+        }
+        if events.len() < PAGE as usize {
+            return Ok(());
+        }
+    }
+}
+
+/// Fold each committed event into its session's fold, making the fold (from the database) for
+/// a session at work that has none. Ends when the project's actor does.
+pub async fn follow(
+    charts: Arc<Charts>,
+    reader: Reader,
+    mut events: broadcast::Receiver<Arc<EventRecord>>,
+) {
+    loop {
+        match events.recv().await {
+            Ok(e) => fold_one(&charts, &reader, &e).await,
+            Err(RecvError::Lagged(missed)) => {
+                debug!(
+                    missed,
+                    "chart follower fell behind; catching up from the database"
+                );
+                for (session, fold) in charts.all() {
+                    let mut b = fold.lock().await;
+                    if let Err(e) = catch_up(&reader, &session, &mut b).await {
+                        warn!(session, error = %e, "cannot catch a Gantt chart up");
+                    }
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn fold_one(charts: &Charts, reader: &Reader, e: &EventRecord) {
+    let Some(session) = e.session_id.as_ref().map(|s| s.as_str()) else {
+        return;
+    };
+    if !TYPES.contains(&e.kind.as_str()) {
+        return;
+    }
+    let (fold, made) = match charts.existing(session) {
+        Some(f) => (f, false),
+        None => charts.fold_of(session),
+    };
+    let mut b = fold.lock().await;
+    if made && let Err(err) = catch_up(reader, session, &mut b).await {
+        // Made again, whole, when next asked for.
+        warn!(session, error = %err, "cannot build a Gantt chart");
+        charts.folds().by_session.remove(session);
+        return;
+    }
+    // Folded already (by a catch-up that read it) is ignored by the fold itself.
+    b.fold(e);
+}
