@@ -116,6 +116,7 @@ impl Cli {
             Cmd::Top { .. } => {
                 "`maos top` is a full-screen view (`maos ps --json` is the snapshot)"
             }
+            Cmd::Mcp { .. } => "`maos mcp` speaks MCP on stdin and stdout",
             _ => return Ok(()),
         };
         Err(usage(format!("--json does not apply here: {what}")))
@@ -160,6 +161,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
             "doctor",
             "daemon",
             "hook",
+            "mcp",
             "completions",
             "man",
             "demo",
@@ -326,6 +328,19 @@ pub enum Cmd {
     #[command(disable_help_flag = true)]
     Top {
         /// The arguments of `maos-top`.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<OsString>,
+    },
+    /// maos as an MCP server over stdio, for agent CLIs (`maos install-hooks` registers it):
+    /// who holds what, enforced locks with fencing tokens, progress, notes, the briefing.
+    /// Runs `maos-mcp` (built with the workspace), passing its arguments.
+    #[command(disable_help_flag = true)]
+    Mcp {
+        /// The arguments of `maos-mcp`.
         #[arg(
             trailing_var_arg = true,
             allow_hyphen_values = true,

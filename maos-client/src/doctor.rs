@@ -76,6 +76,15 @@ fn binary() -> Check {
     }
 }
 
+/// The flag of `install-hooks` for `cli`, with its leading space ("" for Claude Code).
+fn install_flag(cli: Cli) -> &'static str {
+    match cli {
+        Cli::Claude => "",
+        Cli::Codex => " --codex",
+        Cli::Gemini => " --gemini",
+    }
+}
+
 /// Hook settings of one CLI: project, project-local and user files, and whether its hooks
 /// are installed anywhere. A CLI maos is not installed for is only mentioned, unless maos is
 /// installed for no CLI at all (`other`: installed for another one).
@@ -85,11 +94,7 @@ fn hooks(root: &Path, cli: Cli, other: bool) -> (Vec<Check>, bool) {
         Cli::Codex => "Codex hooks",
         Cli::Gemini => "Gemini CLI hooks",
     };
-    let flag = match cli {
-        Cli::Claude => "",
-        Cli::Codex => " --codex",
-        Cli::Gemini => " --gemini",
-    };
+    let flag = install_flag(cli);
     let mut files = Vec::new();
     for user in [false, true] {
         if let Ok(p) = install::settings_path(root, user, cli) {
@@ -165,6 +170,46 @@ fn hooks(root: &Path, cli: Cli, other: bool) -> (Vec<Check>, bool) {
         out.push(check(name, level, format!("not installed: {how}")));
     }
     (out, installed)
+}
+
+/// maos's MCP server in the configuration of a CLI whose hooks are installed, and the
+/// `maos-mcp` binary that `maos mcp` runs.
+fn mcp_server(root: &Path, cli: Cli) -> Check {
+    let name = match cli {
+        Cli::Claude => "Claude Code MCP server",
+        Cli::Codex => "Codex MCP server",
+        Cli::Gemini => "Gemini CLI MCP server",
+    };
+    let flag = install_flag(cli);
+    let found = match crate::mcpreg::registered(root, cli) {
+        Ok(found) => found,
+        Err(e) => return check(name, Level::Fail, e),
+    };
+    if found.is_empty() {
+        return check(
+            name,
+            Level::Warn,
+            format!(
+                "not registered (the hooks work without it; agents get no maos tools): run `maos install-hooks{flag}`"
+            ),
+        );
+    }
+    let files: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
+    match crate::sibling::find("maos-mcp") {
+        Some(bin) => check(
+            name,
+            Level::Ok,
+            format!("{} (`maos mcp` runs {})", files.join(", "), bin.display()),
+        ),
+        None => check(
+            name,
+            Level::Fail,
+            format!(
+                "registered in {}, but `maos mcp` runs maos-mcp, which is neither next to maos nor on PATH: install it beside maos (see README: Install)",
+                files.join(", ")
+            ),
+        ),
+    }
 }
 
 /// Whether Gemini CLI trusts the project folder: it runs no hook of its settings elsewhere.
@@ -410,9 +455,19 @@ pub fn run(root: &str, found: bool, json: bool) -> bool {
     let mut checks = vec![binary()];
     let (codex, for_codex) = hooks(Path::new(root), Cli::Codex, false);
     let (gemini, for_gemini) = hooks(Path::new(root), Cli::Gemini, false);
-    checks.extend(hooks(Path::new(root), Cli::Claude, for_codex || for_gemini).0);
+    let (claude, for_claude) = hooks(Path::new(root), Cli::Claude, for_codex || for_gemini);
+    checks.extend(claude);
     checks.extend(codex);
     checks.extend(gemini);
+    for (cli, installed) in [
+        (Cli::Claude, for_claude),
+        (Cli::Codex, for_codex),
+        (Cli::Gemini, for_gemini),
+    ] {
+        if installed {
+            checks.push(mcp_server(Path::new(root), cli));
+        }
+    }
     if for_gemini {
         checks.push(gemini_trust(Path::new(root)));
     }

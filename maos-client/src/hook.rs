@@ -10,10 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use maos_proto::{Cli, HookDecision, ProcessRef, Reply, Request};
+use maos_proto::{Cli, HookDecision, Reply, Request};
 use serde_json::{Value, json};
 
 use crate::client::Client;
+use maos_client::process::cli_process;
 
 mod input;
 #[cfg(test)]
@@ -89,76 +90,6 @@ pub fn fast_args(
     Some(name.parse::<Cli>().map_err(|e| e.to_string()))
 }
 
-/// The agent CLI's own process: the hook's nearest ancestor that is not a shell (CLIs run
-/// hooks directly or through `sh -c`). Two or three small `/proc` reads; `None` off Linux.
-fn cli_process() -> Option<ProcessRef> {
-    const SHELLS: &[&str] = &[
-        "sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "busybox",
-    ];
-    let mut pid = std::os::unix::process::parent_id();
-    for _ in 0..4 {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (comm, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
-        let mut fields = rest.split(' ');
-        let ppid: u32 = fields.nth(1)?.parse().ok()?;
-        // `starttime` is field 22 of the line; `rest` starts at field 3, and `nth(1)` took
-        // fields 3 and 4 (ppid), so field 22 is the 18th after them.
-        let start_time = fields.nth(17).and_then(|t| t.parse().ok());
-        if !SHELLS.contains(&comm) || ppid <= 1 {
-            return Some(ProcessRef { pid, start_time });
-        }
-        pid = ppid;
-    }
-    None
-}
-
-/// Variables maos reads that Gemini CLI strips from a hook's environment under its strict
-/// sanitization (`GITHUB_SHA` set): `MAOS_*` name the daemon and the agent, the XDG ones are
-/// where the socket and the state are by default.
-const GEMINI_STRIPPED: &[&str] = &[
-    "MAOS_SOCKET",
-    "MAOS_HOME",
-    "MAOS_SESSION_ID",
-    "MAOS_AGENT_ID",
-    "MAOS_HOOK_FAIL",
-    "MAOS_HOOK_TIMEOUT_MS",
-    "MAOS_NO_AUTOSTART",
-    "XDG_RUNTIME_DIR",
-    "XDG_STATE_HOME",
-];
-
-/// Gemini CLI may have stripped maos's variables from the hook's environment: take those
-/// missing here from the environment the CLI itself was started with (`/proc/PID/environ`,
-/// one small read), so the hook reaches the daemon and names the
-/// agent the CLI was started as. Linux only; elsewhere the hook's own environment stands.
-fn recover_gemini_env(cli: Option<ProcessRef>) {
-    let missing: Vec<&str> = GEMINI_STRIPPED
-        .iter()
-        .copied()
-        .filter(|k| std::env::var_os(k).is_none())
-        .collect();
-    let Some(p) = cli.filter(|_| !missing.is_empty()) else {
-        return;
-    };
-    let Ok(environ) = std::fs::read(format!("/proc/{}/environ", p.pid)) else {
-        return;
-    };
-    for entry in environ.split(|b| *b == 0) {
-        let Some(eq) = entry.iter().position(|b| *b == b'=') else {
-            continue;
-        };
-        let (key, value) = (&entry[..eq], &entry[eq + 1..]);
-        let (Ok(key), Ok(value)) = (std::str::from_utf8(key), std::str::from_utf8(value)) else {
-            continue;
-        };
-        if missing.contains(&key) && !value.is_empty() {
-            // SAFETY: the hook is single-threaded (no thread has been started yet), so no
-            // other thread reads the environment while it is set.
-            unsafe { std::env::set_var(key, value) };
-        }
-    }
-}
-
 /// Largest patch file read for `apply_patch < FILE`.
 const MAX_PATCH_FILE: u64 = 8 * 1024 * 1024;
 
@@ -185,7 +116,7 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
     let mut process = None;
     if cli == Cli::Gemini {
         process = cli_process();
-        recover_gemini_env(process);
+        maos_client::process::recover_env(process);
     }
     // One object, never waiting for EOF: some CLI versions keep stdin open (Gemini CLI's has
     // no trailing newline and is closed).

@@ -18,9 +18,10 @@ const TIMEOUT_S: u64 = 10;
 const CLAUDE_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("UserPromptSubmit", None),
+    // maos's own MCP tools too: the hook records whose call each is, for `maos mcp`.
     (
         "PreToolUse",
-        Some("Write|Edit|MultiEdit|NotebookEdit|Agent|Task"),
+        Some("Write|Edit|MultiEdit|NotebookEdit|Agent|Task|mcp__maos__.*"),
     ),
     (
         "PostToolUse",
@@ -39,7 +40,7 @@ const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
     ("UserPromptSubmit", None),
     // Bash too: a shell command that runs `apply_patch` writes files (the client answers any
     // other shell command at once, without the daemon).
-    ("PreToolUse", Some("apply_patch|Bash")),
+    ("PreToolUse", Some("apply_patch|Bash|mcp__maos__.*")),
     ("PostToolUse", Some("apply_patch|Bash")),
     ("Stop", None),
 ];
@@ -50,7 +51,7 @@ const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
 const GEMINI_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("BeforeAgent", None),
-    ("BeforeTool", Some("^(write_file|replace)$")),
+    ("BeforeTool", Some("^(write_file|replace|mcp_maos_.*)$")),
     (
         "AfterTool",
         Some("^(write_file|replace|run_shell_command)$"),
@@ -182,13 +183,14 @@ fn json_text(settings: &Map<String, Value>) -> Result<String, String> {
     Ok(serde_json::to_string_pretty(settings).map_err(|e| e.to_string())? + "\n")
 }
 
-fn write(path: &Path, settings: &Map<String, Value>) -> Result<(), String> {
+/// Write a settings object in place (see [`write_all`]).
+pub fn write(path: &Path, settings: &Map<String, Value>) -> Result<(), String> {
     write_all(&[(path, json_text(settings)?)])
 }
 
 /// Write each file beside itself, then rename them all into place: a crash never leaves a
 /// half-written file, and a file that cannot be written leaves every file as it was.
-fn write_all(files: &[(&Path, String)]) -> Result<(), String> {
+pub fn write_all(files: &[(&Path, String)]) -> Result<(), String> {
     let mut staged: Vec<(PathBuf, &Path)> = Vec::new();
     let stage = |path: &Path, text: &str| -> Result<PathBuf, String> {
         if let Some(dir) = path.parent() {

@@ -5,4 +5,5 @@
 pub mod client;
 pub mod output;
 pub mod paint;
+pub mod process;
 pub mod stdout;

@@ -15,6 +15,7 @@ mod gemini;
 mod hook;
 mod install;
 mod managed;
+mod mcpreg;
 mod project;
 mod request;
 mod run;

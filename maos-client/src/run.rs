@@ -15,7 +15,7 @@ use crate::request::{
     target, whoami,
 };
 use crate::show::{emit_events, print_json, show, show_human};
-use crate::{doctor, gemini, hook, install, managed, service, shell, sibling, transfer};
+use crate::{doctor, gemini, hook, install, managed, mcpreg, service, shell, sibling, transfer};
 
 pub fn run(cli: &Cli) -> Res {
     let json = cli.json;
@@ -37,6 +37,13 @@ pub fn run(cli: &Cli) -> Res {
             )];
             return sibling::exec("maos-top", args, &vars);
         }
+        Cmd::Mcp { args } => {
+            // The project this `maos` resolved, else the directory (as a hook there makes it
+            // one): an agent CLI starts the server wherever its window works.
+            let (root, _) = cli.project_or_cwd()?;
+            let vars = [("MAOS_PROJECT", std::ffi::OsString::from(root))];
+            return sibling::exec("maos-mcp", args, &vars);
+        }
         Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
             let root =
                 crate::project::for_install(cli, t.user, matches!(cli.cmd, Cmd::InstallHooks(_)))?;
@@ -50,6 +57,14 @@ pub fn run(cli: &Cli) -> Res {
                 true => install::Consent::Given,
                 false => install::Consent::Ask,
             };
+            if matches!(cli.cmd, Cmd::InstallHooks(_)) {
+                // A file the MCP registration cannot take stops the install before any file
+                // changes.
+                mcpreg::preflight(root, t.user, t.cli()).map_err(|m| Failure {
+                    body: ErrorBody::new(ErrorCode::BadRequest, m),
+                    exit: 1,
+                })?;
+            }
             let done = match (&cli.cmd, t.cli()) {
                 (Cmd::InstallHooks(_), maos_proto::Cli::Codex) => {
                     install::install_codex(&path, project, consent)
@@ -62,6 +77,17 @@ pub fn run(cli: &Cli) -> Res {
                 (_, maos_proto::Cli::Gemini) => gemini::uninstall(root, &path),
                 _ => install::uninstall(&path),
             }
+            // maos's MCP server in the CLI's own configuration, next to the hooks.
+            .and_then(|done| {
+                let mcp = match &cli.cmd {
+                    Cmd::InstallHooks(_) => mcpreg::register(root, t.user, t.cli()).map(Some)?,
+                    _ => mcpreg::unregister(root, t.user, t.cli())?,
+                };
+                Ok(match mcp {
+                    Some(line) => format!("{done}\n{line}"),
+                    None => done,
+                })
+            })
             .map_err(|m| Failure {
                 body: ErrorBody::new(ErrorCode::BadRequest, m),
                 exit: 1,

@@ -11,15 +11,27 @@ use maos_proto::{ErrorBody, ErrorCode};
 
 use crate::failure::{Failure, Res};
 
+/// `bin` next to this binary, if it is there.
+fn beside_me(bin: &str) -> Option<PathBuf> {
+    let me = std::env::current_exe().ok()?;
+    Some(me.parent()?.join(bin)).filter(|p| p.is_file())
+}
+
+/// Where `exec` finds `bin`: next to this binary, else the first on `PATH` (for `doctor`).
+pub fn find(bin: &str) -> Option<PathBuf> {
+    beside_me(bin).or_else(|| {
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .map(|d| d.join(bin))
+            .find(|p| p.is_file())
+    })
+}
+
 /// Run `BIN ARGS` (looked for next to this binary, then on `PATH`) in place of this process,
 /// with `vars` set; returns only when it could not be started.
 pub fn exec(bin: &str, args: &[OsString], vars: &[(&str, OsString)]) -> Res {
     let me = std::env::current_exe().ok();
-    let program = me
-        .as_ref()
-        .and_then(|me| Some(me.parent()?.join(bin)))
-        .filter(|p| p.is_file())
-        .unwrap_or_else(|| PathBuf::from(bin));
+    let program = beside_me(bin).unwrap_or_else(|| PathBuf::from(bin));
     let mut cmd = Command::new(&program);
     cmd.args(args);
     // It drives this `maos`, wherever it was found.

@@ -451,6 +451,15 @@ fn cases(f: &Fixture) -> Vec<(&'static str, Request)> {
                              "kind": "decision", "text": "use sqlite" })),
         ),
         (
+            "todos",
+            req(json!({ "request": "todos", "agent": lead,
+                             "items": [{ "content": "x", "status": "in_progress" }] })),
+        ),
+        (
+            "mcp caller",
+            req(json!({ "request": "mcp_caller", "tool_use_id": "tu-9", "maos_agent": lead })),
+        ),
+        (
             "agent exited",
             req(json!({ "request": "agent_exited", "agent": managed,
                                      "pid": 1, "code": 0, "ended_at": now() })),

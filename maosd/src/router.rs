@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use maos_core::mcp::ClaimKey;
+use maos_core::record::{ProcessRef, Todo};
 use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy};
 use maos_proto::{
     AgentExit, ErrorBody, EventFilter, HookCall, LockList, LockWait, NoteKind, RecoveryReport,
@@ -223,6 +225,16 @@ pub enum ProjectRequest {
     Purge {
         session: String,
     },
+    McpCaller {
+        tool_use_id: Option<String>,
+        claim: Option<ClaimKey>,
+        maos_agent: Option<String>,
+        window: Option<ProcessRef>,
+    },
+    Todos {
+        agent: String,
+        items: Vec<Todo>,
+    },
 }
 
 impl Route {
@@ -425,6 +437,18 @@ impl Route {
             Request::Validate { session } => actor(P::Validate { session }),
             Request::SessionArchive { session } => actor(P::SessionArchive { session }),
             Request::Purge { session } => actor(P::Purge { session }),
+            Request::McpCaller {
+                tool_use_id,
+                claim,
+                maos_agent,
+                window,
+            } => actor(P::McpCaller {
+                tool_use_id,
+                claim,
+                maos_agent,
+                window,
+            }),
+            Request::Todos { agent, items } => actor(P::Todos { agent, items }),
         }
     }
 }

@@ -67,6 +67,9 @@ pub struct State {
     /// (not undone by a rollback, not written), so that a hook call that changes nothing else
     /// commits nothing.
     activity: HashMap<AgentId, maos_core::record::Activity>,
+    /// MCP tool calls the hooks allowed and `maos mcp` has not asked about yet: advisory, in
+    /// memory only, like `activity` (a record lives seconds).
+    mcp_calls: maos_core::mcp::McpCalls,
 }
 
 impl State {
@@ -465,6 +468,11 @@ impl<'a> Txn<'a> {
             || !self.undo.is_empty()
             || !self.lock_holders.is_empty()
             || !self.purged.is_empty()
+    }
+
+    /// The MCP calls hooks recorded (advisory: see [`State::activity`]).
+    pub fn mcp_calls(&mut self) -> &mut maos_core::mcp::McpCalls {
+        &mut self.st.mcp_calls
     }
 
     /// An agent's last tool call (advisory: see [`State::activity`]).

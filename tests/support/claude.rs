@@ -436,7 +436,8 @@ impl Run {
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .current_dir(&env.project)
             .args(["-p", prompt, "--permission-mode", "acceptEdits"])
-            .args(["--allowedTools", "Bash,Read,Write,Edit,Agent"])
+            // `mcp__maos`: every tool of maos's MCP server, which `install-hooks` registers.
+            .args(["--allowedTools", "Bash,Read,Write,Edit,Agent,mcp__maos"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

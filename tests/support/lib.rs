@@ -25,6 +25,7 @@ pub mod client;
 pub mod codex;
 pub mod conformance;
 pub mod daemon;
+pub mod mcp;
 pub mod procfs;
 pub mod tempdir;
 pub mod tmux;
@@ -51,7 +52,8 @@ pub fn bin_dir() -> PathBuf {
     dir
 }
 
-/// `maos`, `maosd` (and `maos-top`, `maos-demo`) exist and are newer than every source file they were built from, so that
+/// `maos`, `maosd` (and `maos-top`, `maos-demo`, `maos-dash`, `maos-mcp`) exist and are
+/// newer than every source file they were built from, so that
 /// a bare `cargo test` (which builds no binary of another package) never runs stale ones.
 /// The sources are those cargo lists in each binary's dep-info file (`target/<profile>/maos.d`):
 /// exactly what a rebuild would be triggered by, so `cargo build --workspace --bins` always
@@ -62,7 +64,14 @@ fn binaries_are_fresh(dir: &Path) -> Result<(), String> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .ok_or("the tests package has no parent directory")?;
-    for bin in ["maos", "maosd", "maos-top", "maos-demo", "maos-dash"] {
+    for bin in [
+        "maos",
+        "maosd",
+        "maos-top",
+        "maos-demo",
+        "maos-dash",
+        "maos-mcp",
+    ] {
         let path = dir.join(bin);
         let built = std::fs::metadata(&path)
             .and_then(|m| m.modified())

@@ -832,3 +832,64 @@ fn a_claude_code_window_is_told_a_gemini_window_holds_the_file() {
         "{locks}"
     );
 }
+
+/// maos's MCP server, which `install-hooks --gemini` registers in `.gemini/settings.json`:
+/// the model calls its `note` tool (`mcp_maos_note` to Gemini CLI), the `BeforeTool` hook of
+/// that call records it, and maos names the window's agent by that claim (Gemini CLI sends no
+/// tool use id). Checked from the tool's result the model received and maos's record.
+/// Observed with 0.61.0: the tools are offered as `mcp_maos_<tool>`, and the result reaches the
+/// model as `{"output": "<untrusted_context>\n…maos's text…\n</untrusted_context>"}`.
+#[test]
+fn an_mcp_call_is_named_by_the_hooks_claim() {
+    let Some((env, gemini)) = setup() else { return };
+    let api = fake_model(vec![Call {
+        name: "mcp_maos_note",
+        args: json!({"kind": "decision", "text": "keep the lexer table-driven"}),
+    }]);
+    let out = run_gemini(&env, &gemini, &api, &format!("{CUE}: note a decision"));
+    assert!(out.status.success(), "gemini failed: {out:?}");
+    let offered: Vec<String> = model_requests(&api)
+        .first()
+        .and_then(|b| b["tools"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|t| {
+            t["functionDeclarations"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|f| f["name"].as_str().map(str::to_string))
+        .collect();
+    // Every tool of the server, by Gemini CLI's name for it.
+    for tool in [
+        "status",
+        "who",
+        "locks",
+        "lock_acquire",
+        "lock_renew",
+        "lock_release",
+        "lock_check",
+        "progress",
+        "note",
+        "brief",
+        "events",
+    ] {
+        let name = format!("mcp_maos_{tool}");
+        assert!(offered.contains(&name), "{name} not offered: {offered:?}");
+    }
+    let results = tool_results(&api);
+    let [result] = &results[..] else {
+        panic!("not one tool result: {results:?}")
+    };
+    eprintln!("the model received: {result}");
+    let window = agent_of(&env, "prompt_submitted");
+    let notes = env.events(&["--type", "note_recorded"]);
+    let [note] = &notes[..] else {
+        panic!("not one note: {notes:?}")
+    };
+    assert_eq!(note["data"]["text"], "keep the lexer table-driven");
+    assert_eq!(note["agent_id"], window.as_str(), "{note}");
+    assert!(result.contains("\\\"rule\\\": \\\"claim\\\""), "{result}");
+    assert!(result.contains(&window), "{result}");
+}

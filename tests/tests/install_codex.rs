@@ -171,7 +171,9 @@ fn changed_trust_is_detected_and_fixed() {
     // An older maos's PreToolUse matcher: the hook Codex hashes is another one.
     std::fs::write(
         &path,
-        hooks.replace("\"apply_patch|Bash\"", "\"apply_patch\""),
+        hooks
+            .replace("\"apply_patch|Bash|mcp__maos__.*\"", "\"apply_patch\"")
+            .replace("\"apply_patch|Bash\"", "\"apply_patch\""),
     )
     .expect("write");
     let (code, codex) = doctor(&env);

@@ -85,7 +85,10 @@ fn codex_and_fresh_projects_get_their_own_file() {
     env.maos_json(&["install-hooks", "--codex"]);
     let v = read(&env.project.join(".codex/hooks.json"));
     // Codex writes files with apply_patch, and has no subagent or session-end events.
-    assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], "apply_patch|Bash");
+    assert_eq!(
+        v["hooks"]["PreToolUse"][0]["matcher"],
+        "apply_patch|Bash|mcp__maos__.*"
+    );
     let mut events: Vec<&String> = v["hooks"].as_object().expect("hooks").keys().collect();
     events.sort();
     assert_eq!(

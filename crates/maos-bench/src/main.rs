@@ -26,6 +26,7 @@ use crate::scenarios::dash::{scen_dash_hook, scen_dash_live, scen_dash_paint};
 use crate::scenarios::data::{scen_gc, scen_transfer};
 use crate::scenarios::hook_concurrent::scen_hook_concurrent;
 use crate::scenarios::locks::{scen_contention, scen_lock};
+use crate::scenarios::mcp::scen_mcp;
 use crate::scenarios::process::{scen_hook, scen_ps, scen_serve};
 use crate::scenarios::requests::{
     scen_create, scen_register, scen_rss, scen_throughput, scen_update,
@@ -89,13 +90,19 @@ scenarios:
               (default 200) flowing all along; rounds of 20 calls each way, interleaved, --requests calls each way
               (default 200): ratio of medians and of p99s, and the CPU of maosd, maos-dash
               and the browsers; then again with the browsers on CPU 1, the rest on CPU 0
+  mcp         needs maos-mcp: tool calls through one running `maos mcp` (JSON-RPC over its
+              stdio, as an MCP client): `who` (one daemon read), `lock_acquire` and
+              `lock_release` (whose call it is, then the lock), --requests of each (default
+              2000) after a warm-up: p50/p99; then spawn of `maos mcp` to its answer to
+              `initialize`, a fresh server each time: p50/p99/max
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
   --clients N           concurrent clients (throughput: 32, rss: 20, contention: 20,
                         startup's fill: 20), dashboard pages (dash-hook: 5)
   --requests N          timed requests (update 5000, create 2000, register 2000), process
-                        pairs (ps 200, hook 200), acquire+release pairs (lock 5000), hook
+                        pairs (ps 200, hook 200), acquire+release pairs (lock 5000), MCP
+                        calls of each tool (mcp 2000), hook
                         calls per agent (hook-concurrent: 50 paced; the saturated run makes
                         at most 20), socket activations (activation 30), loads of each
                         kind (dash-paint 10) or hook calls each way (dash-hook 200)
@@ -215,6 +222,7 @@ fn run(o: &Opts) -> Res {
         "agent-start" => one(scen_agent_start)?,
         "activation" => one(scen_activation)?,
         "top" => one(scen_top)?,
+        "mcp" => one(scen_mcp)?,
         "dash-paint" => one(scen_dash_paint)?,
         "dash-live" => one(scen_dash_live)?,
         "dash-hook" => one(scen_dash_hook)?,

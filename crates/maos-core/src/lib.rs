@@ -10,6 +10,7 @@ pub mod gantt;
 pub mod graph;
 pub mod ids;
 pub mod lock;
+pub mod mcp;
 pub mod patch;
 pub mod plan;
 pub mod progress;

@@ -529,6 +529,10 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
         todos: (post && tool == "TodoWrite")
             .then(|| todos_of(input))
             .flatten(),
+        // A call of maos's own MCP server: its arguments' digest keys the record that tells
+        // `maos mcp` whose call it is.
+        mcp_args: (!post && maos_core::mcp::tool_of(tool).is_some())
+            .then(|| maos_core::mcp::args_digest(input)),
         event,
         session_id,
         tool_name,

@@ -668,3 +668,28 @@ fn a_shell_apply_patch_from_a_file_names_the_file() {
     other["tool_name"] = json!("apply_patch");
     assert!(shell_patch_files(&other).is_empty());
 }
+
+/// A call of maos's own MCP tool carries its arguments' digest (the key of the record that
+/// tells `maos mcp` whose call it is), the same whatever the key order; no other tool does.
+#[test]
+fn mcp_calls_of_maos_carry_their_arguments_digest() {
+    let pre = |tool: &str, input: Value| {
+        call_of(&json!({"session_id": "s", "hook_event_name": "PreToolUse",
+                        "tool_name": tool, "tool_input": input}))
+        .unwrap()
+    };
+    let a = pre("mcp__maos__note", json!({"kind": "done", "text": "x"}));
+    let b = pre("mcp_maos_note", json!({"text": "x", "kind": "done"}));
+    assert!(a.mcp_args.is_some());
+    assert_eq!(a.mcp_args, b.mcp_args);
+    assert_ne!(
+        a.mcp_args,
+        pre("mcp__maos__note", json!({"kind": "done", "text": "y"})).mcp_args
+    );
+    assert_eq!(pre("mcp__other__note", json!({})).mcp_args, None);
+    assert_eq!(pre("Bash", json!({"command": "ls"})).mcp_args, None);
+    let post = call_of(&json!({"session_id": "s", "hook_event_name": "PostToolUse",
+                               "tool_name": "mcp__maos__note", "tool_input": {}}))
+    .unwrap();
+    assert_eq!(post.mcp_args, None);
+}

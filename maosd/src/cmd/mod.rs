@@ -8,6 +8,7 @@ pub(crate) mod brief;
 pub mod hook;
 mod lock;
 mod managed;
+mod mcp;
 mod phase;
 mod query;
 mod session;
@@ -132,6 +133,13 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
         Request::SessionArchive { session } => session::archive(tx, &session),
         Request::Import { path, text } => session::import(tx, &path, &text),
         Request::Purge { session } => session::purge(tx, &session),
+        Request::McpCaller {
+            tool_use_id,
+            claim,
+            maos_agent,
+            window,
+        } => mcp::caller(tx, tool_use_id, claim, maos_agent, window),
+        Request::Todos { agent, items } => mcp::todos(tx, &agent, items),
     }
 }
 

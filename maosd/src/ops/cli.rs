@@ -6,7 +6,8 @@
 //! its turn stops. A window ends when its CLI says so (SessionEnd) or its process is gone
 //! ([`end_lost_windows`]); a session the hooks made completes when its last window ends.
 
-use maos_core::record::{Activity, Cli};
+use maos_core::mcp::{CallerRule, ClaimKey};
+use maos_core::record::{Activity, Cli, ProcessRef, Todo};
 use maos_core::{
     AgentId, AgentOp, AgentState, HeldLock, LockError, LockMode, LockPath, LockRequest, SessionId,
     SessionOp, SessionState, Strategy, Ts, WaitPolicy, WaiterInfo,
@@ -639,6 +640,7 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
             let agent = caller(tx, &sid, &call)?;
             tx.renew(&agent);
             touch(tx, &agent, &call);
+            record_mcp_call(tx, &agent, &call);
             match call.tool_name.as_deref() {
                 _ if call.writes_files() => Ok(pre_write(tx, &sid, &agent, &call)),
                 Some("Agent" | "Task") => {
@@ -672,18 +674,7 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
             } else if let Some(res) = &call.subagent {
                 subagent_done(tx, &sid, &agent, &call, res)?;
             } else if let Some(items) = &call.todos {
-                // The agent's own task list, replaced whole as the CLI writes it whole.
-                let list = maos_proto::AgentTodos {
-                    agent: agent.clone(),
-                    role: None,
-                    at: tx.now,
-                    items: items.clone(),
-                };
-                let counts = json!({ "total": list.items.len(), "completed": list.completed() });
-                let todos = &mut tx.session_mut(&sid).todos;
-                todos.retain(|t| t.agent != agent);
-                todos.push(list);
-                tx.lock_event(&agent, "todos_updated", counts);
+                set_todos(tx, &sid, &agent, items.clone());
             } else if matches!(
                 call.tool_name.as_deref(),
                 Some("Bash" | "run_shell_command")
@@ -739,6 +730,98 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
         }
         _ => Ok(answer(HookDecision::None, None, None)),
     }
+}
+
+/// An agent's own task list, replaced whole as the CLI (or the MCP progress tool) writes it
+/// whole.
+pub fn set_todos(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, items: Vec<Todo>) {
+    let list = maos_proto::AgentTodos {
+        agent: agent.clone(),
+        role: None,
+        at: tx.now,
+        items,
+    };
+    let counts = json!({ "total": list.items.len(), "completed": list.completed() });
+    let todos = &mut tx.session_mut(sid).todos;
+    todos.retain(|t| &t.agent != agent);
+    todos.push(list);
+    tx.lock_event(agent, "todos_updated", counts);
+}
+
+/// A call of maos's own MCP server (`mcp__maos__TOOL`) passed this hook: remember whose it
+/// is, by its tool use id and by (CLI process, tool, arguments), for `maos mcp` to ask.
+fn record_mcp_call(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
+    let Some(tool) = call.tool_name.as_deref().and_then(maos_core::mcp::tool_of) else {
+        return;
+    };
+    let key = match (call.process, &call.mcp_args) {
+        (Some(process), Some(args)) => Some(ClaimKey {
+            process,
+            tool: tool.to_string(),
+            args: args.clone(),
+        }),
+        _ => None,
+    };
+    let now = tx.now;
+    tx.mcp_calls()
+        .record(call.tool_use_id.clone(), key, agent.clone(), now);
+}
+
+/// Whose MCP tool call it is (see [`maos_core::mcp`]): the hook's record by tool use id, else
+/// by claim, else `MAOS_AGENT_ID`, else the main agent of the live CLI window whose process
+/// runs the server. The agent must be live.
+pub fn mcp_caller(
+    tx: &mut Txn<'_>,
+    tool_use_id: Option<&str>,
+    claim: Option<&ClaimKey>,
+    maos_agent: Option<&str>,
+    window: Option<ProcessRef>,
+) -> Result<(AgentId, CallerRule), ErrorBody> {
+    let now = tx.now;
+    let by_id = tool_use_id.and_then(|id| tx.mcp_calls().take_id(id, now));
+    let found = match by_id {
+        Some(a) => Some((a, CallerRule::ToolUseId)),
+        None => claim
+            .and_then(|k| tx.mcp_calls().take_claim(k, now))
+            .map(|a| (a, CallerRule::Claim)),
+    };
+    let found = match (found, maos_agent) {
+        (Some(f), _) => Some(f),
+        (None, Some(name)) => Some((
+            tx.state().resolve_agent(name, None)?.id.clone(),
+            CallerRule::Env,
+        )),
+        (None, None) => window
+            .and_then(|p| window_of(tx.state(), p))
+            .map(|a| (a, CallerRule::Window)),
+    };
+    let Some((agent, rule)) = found else {
+        return Err(ErrorBody::new(
+            maos_proto::ErrorCode::NotFound,
+            "maos cannot tell which agent made this call: no hook recorded it, MAOS_AGENT_ID is not set, and no CLI window maos knows runs this MCP server; install maos's hooks in the CLI (`maos install-hooks`) or start the server with MAOS_AGENT_ID",
+        ));
+    };
+    super::lock::live_agent(tx.state(), agent.as_str())?;
+    Ok((agent, rule))
+}
+
+/// The live main agent of the CLI window whose process is `p`.
+fn window_of(st: &State, p: ProcessRef) -> Option<AgentId> {
+    st.sessions()
+        .iter()
+        .filter(|s| !s.state.is_terminal())
+        .flat_map(|s| s.agents.iter())
+        .filter(|a| a.spec.is_none() && a.parent.is_none() && !a.state.is_terminal())
+        .filter(|a| {
+            a.window.is_some_and(|w| {
+                w.pid == p.pid
+                    && (w.start_time.is_none()
+                        || p.start_time.is_none()
+                        || w.start_time == p.start_time)
+            })
+        })
+        .max_by_key(|a| a.created_at)
+        .map(|a| a.id.clone())
 }
 
 /// End a window's agent and every live agent under it: their locks go, and a session the

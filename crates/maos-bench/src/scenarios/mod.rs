@@ -6,6 +6,7 @@ pub mod dash;
 pub mod data;
 pub mod hook_concurrent;
 pub mod locks;
+pub mod mcp;
 pub mod process;
 pub mod requests;
 pub mod startup;

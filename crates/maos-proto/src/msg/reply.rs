@@ -58,6 +58,13 @@ pub enum Reply {
     Hook(HookAnswer),
     /// `maos brief`.
     Brief(Box<Briefing>),
+    /// Whose MCP tool call it is, and by which rule that was decided.
+    Caller {
+        agent: AgentId,
+        /// The agent's session (where its notes go).
+        session: maos_core::SessionId,
+        rule: maos_core::mcp::CallerRule,
+    },
     /// A session's Gantt chart.
     Gantt(Box<maos_core::gantt::Gantt>),
 }

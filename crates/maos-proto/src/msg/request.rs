@@ -5,6 +5,7 @@ use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy, Ts};
 use serde::{Deserialize, Serialize};
 
 use super::EventFilter;
+use maos_core::mcp::ClaimKey;
 use maos_core::record::{Cli, NoteKind, ProcessRef, Todo};
 
 /// What a pause or resume applies to inside a session.
@@ -262,6 +263,27 @@ pub enum Request {
         kind: NoteKind,
         text: String,
     },
+    /// Which agent made an MCP tool call (`maos mcp` asks before it acts): the call's tool use
+    /// id (Claude Code's `_meta`), else the oldest hook record of the same CLI process, tool
+    /// and arguments, else `MAOS_AGENT_ID`, else the main agent of the CLI window `window`
+    /// (see `maos_core::mcp`). A record answers once.
+    McpCaller {
+        #[serde(default)]
+        tool_use_id: Option<String>,
+        #[serde(default)]
+        claim: Option<ClaimKey>,
+        #[serde(default)]
+        maos_agent: Option<String>,
+        /// The CLI process that runs the MCP server.
+        #[serde(default)]
+        window: Option<ProcessRef>,
+    },
+    /// An agent's task list as it now stands, replacing the last one (`maos mcp`'s progress
+    /// tool; a CLI's own `TodoWrite` arrives through its hook).
+    Todos {
+        agent: String,
+        items: Vec<Todo>,
+    },
     /// A session's Gantt chart (the dashboard): the daemon keeps it folded as events commit.
     /// Times are milliseconds since 1970; `to_ms` defaults to the session's end, or now.
     Gantt {
@@ -360,6 +382,11 @@ pub struct HookCall {
     /// window that ends without saying so is noticed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<ProcessRef>,
+    /// A call of maos's own MCP server (`mcp__maos__TOOL`): the digest of its arguments
+    /// (`maos_core::mcp::args_digest`), which keys the record that tells `maos mcp` whose
+    /// call it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_args: Option<String>,
 }
 
 impl HookCall {

@@ -1,0 +1,183 @@
+//! `maos mcp` driven by a client no one here wrote: the official MCP Python SDK (`mcp` from
+//! PyPI, pinned), installed once into a virtual environment in a cache outside the repository
+//! (`tests/conformance/install_py.sh`), running `tests/conformance/mcp_client.py`, which takes
+//! one JSON command a line and answers one JSON line, so that a test checks maos's own view
+//! between calls.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::{Env, maos_bin, skip_unless_ci, wait_until};
+
+/// The pinned SDK.
+pub const SDK: (&str, &str) = ("mcp", "2.3.0");
+
+/// How long one command of the driver may take (a hang is a bug).
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The SDK's python (installed on first use), or `None` after saying why the test skips (on
+/// CI it fails instead).
+pub fn python() -> Option<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/install_py.sh");
+    let out = Command::new("sh")
+        .arg(&script)
+        .args([SDK.0, SDK.1])
+        .stdin(Stdio::null())
+        .output();
+    let why = match out {
+        Ok(o) if o.status.success() => {
+            let dir = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+            return Some(dir.join("bin/python"));
+        }
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let first = err.lines().rev().find(|l| !l.trim().is_empty());
+            format!(
+                "pip could not install {}=={} ({}): {}",
+                SDK.0,
+                SDK.1,
+                o.status,
+                first.unwrap_or_default()
+            )
+        }
+        Err(e) => format!("cannot run {}: {e}", script.display()),
+    };
+    skip_unless_ci(&format!("the MCP Python SDK is not available: {why}"));
+    None
+}
+
+/// The SDK as a client of `maos mcp` (started by the SDK's stdio client from the driver).
+pub struct Driver {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+impl Driver {
+    /// Start the driver for `maos mcp` in `env`'s project, with `vars` set for the server.
+    pub fn start(env: &Env, python: &Path, vars: &[(&str, &str)]) -> Driver {
+        Driver::start_in(env, &env.project, python, vars)
+    }
+
+    /// [`Driver::start`] with the server's working directory `dir` (and its project).
+    pub fn start_in(env: &Env, dir: &Path, python: &Path, vars: &[(&str, &str)]) -> Driver {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/mcp_client.py");
+        let mut cmd = env.command(python);
+        cmd.arg(&script)
+            .arg(maos_bin())
+            .arg("mcp")
+            .current_dir(dir)
+            .env_remove("MAOS_AGENT_ID")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start the MCP SDK driver");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("driver stdout");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut d = Driver {
+            child,
+            stdin,
+            lines,
+        };
+        let ready = d.answer();
+        assert_eq!(ready["ready"], true, "the driver did not start: {ready}");
+        d
+    }
+
+    /// Send one command without waiting for its answer (a lock wait).
+    pub fn send(&mut self, cmd: &Value) {
+        let stdin = self.stdin.as_mut().expect("driver stdin is open");
+        writeln!(stdin, "{cmd}").expect("write to the driver");
+        stdin.flush().expect("flush the driver's stdin");
+    }
+
+    /// The next answer.
+    pub fn answer(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(ANSWER_TIMEOUT)
+            .expect("the MCP driver did not answer in time");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("driver said {line:?}: {e}"))
+    }
+
+    /// One command and its answer.
+    pub fn ask(&mut self, cmd: &Value) -> Value {
+        self.send(cmd);
+        self.answer()
+    }
+
+    /// `tools/call`: `{is_error, text}` or `{rpc_error}`.
+    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+        self.ask(&json!({"op": "call", "tool": tool, "args": args}))
+    }
+
+    /// `maos hook [--cli CLI]` run by the driver, as the agent CLI that runs the server would:
+    /// its exit code and stdout (the CLI's answer).
+    pub fn hook(&mut self, cli: Option<&str>, input: Value) -> (i64, String) {
+        let a = self.ask(&json!({"op": "hook", "cli": cli, "input": input}));
+        (
+            a["code"].as_i64().expect("exit code"),
+            a["stdout"].as_str().unwrap_or_default().to_string(),
+        )
+    }
+
+    /// `tools/call` with `_meta`.
+    pub fn call_meta(&mut self, tool: &str, args: Value, meta: Value) -> Value {
+        self.ask(&json!({"op": "call", "tool": tool, "args": args, "meta": meta}))
+    }
+
+    /// A call that must succeed: its text parsed as JSON (or as a string when it is not).
+    pub fn ok(&mut self, tool: &str, args: Value) -> Value {
+        let a = self.call(tool, args.clone());
+        assert_eq!(a["is_error"], false, "{tool} {args} failed: {a}");
+        let text = a["text"].as_str().expect("text").to_string();
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    }
+
+    /// A call that must fail as a tool error: its one sentence.
+    pub fn err(&mut self, tool: &str, args: Value) -> String {
+        let a = self.call(tool, args.clone());
+        if let Some(e) = a["rpc_error"].as_str() {
+            return e.to_string();
+        }
+        assert_eq!(a["is_error"], true, "{tool} {args} should fail: {a}");
+        a["text"].as_str().expect("text").to_string()
+    }
+
+    /// Close the driver's stdin and wait for it (and so the server) to end.
+    pub fn close(mut self) {
+        drop(self.stdin.take());
+        let child = &mut self.child;
+        wait_until(
+            ANSWER_TIMEOUT,
+            "the MCP driver ends after its stdin closed",
+            || matches!(child.try_wait(), Ok(Some(_))),
+        );
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

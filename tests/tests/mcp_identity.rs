@@ -1,0 +1,253 @@
+//! Whose MCP tool call it is (README: MCP, identity). The server cannot see which agent of its
+//! CLI called it; the CLI's hook of the same call can. Each rule, in order: the tool use id
+//! Claude Code puts in `_meta["claudecode/toolUseId"]` (exact), the hook's claim by (CLI
+//! process, tool, arguments) first in first out (Codex, Gemini CLI), `MAOS_AGENT_ID` (in
+//! `mcp_sdk.rs`), and the window's main agent, said in the answer. The hooks run as children
+//! of the MCP SDK's driver, which also runs the server: one CLI process, as in a real CLI.
+
+use maos_tests::mcp::{Driver, python};
+use maos_tests::{Env, Value, json};
+
+/// The id of the agent of `ps` whose task mentions `needle`.
+fn agent_with(env: &Env, needle: &str) -> String {
+    let ps = env.maos_json(&["ps"]);
+    let agents: Vec<Value> = ps
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["agents"].as_array().unwrap().clone())
+        .collect();
+    let found: Vec<&Value> = agents
+        .iter()
+        .filter(|a| a["task"].as_str().unwrap_or_default().contains(needle))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one agent with {needle:?} in its task: {ps}"
+    );
+    found[0]["id"].as_str().unwrap().to_string()
+}
+
+fn claude(env: &Env, event: &str, extra: Value) -> Value {
+    let mut v = json!({"session_id": "cli-1", "hook_event_name": event,
+        "cwd": env.project.to_string_lossy()});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+/// PreToolUse of `mcp__maos__TOOL` in subagent `sub` with tool use id `id`.
+fn mcp_pre(env: &Env, sub: &str, id: Option<&str>, tool: &str, input: Value) -> Value {
+    let mut extra = json!({"agent_id": sub, "agent_type": "worker",
+        "tool_name": format!("mcp__maos__{tool}"), "tool_input": input});
+    if let Some(id) = id {
+        extra["tool_use_id"] = json!(id);
+    }
+    claude(env, "PreToolUse", extra)
+}
+
+fn write_pre(env: &Env, sub: &str, file: &str) -> Value {
+    claude(
+        env,
+        "PreToolUse",
+        json!({"agent_id": sub, "agent_type": "worker", "tool_name": "Write",
+            "tool_use_id": format!("w-{sub}"),
+            "tool_input": {"file_path": env.project.join(file).to_string_lossy(),
+                           "content": "x"}}),
+    )
+}
+
+fn denied(stdout: &str) -> bool {
+    stdout.contains("\"permissionDecision\":\"deny\"")
+}
+
+#[test]
+fn claude_codes_tool_use_id_names_the_subagent_and_its_lock_is_the_hooks_lock() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let mut d = Driver::start(&env, &py, &[]);
+    d.hook(
+        None,
+        claude(&env, "SessionStart", json!({"source": "startup"})),
+    );
+    let args = json!({"path": "src/x.rs", "mode": "write"});
+    // Both subagents' hooks pass for the same arguments; A's is older.
+    let (code, out) = d.hook(
+        None,
+        mcp_pre(&env, "sub-A", Some("toolu_A"), "lock_acquire", args.clone()),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(!denied(&out), "{out}");
+    d.hook(
+        None,
+        mcp_pre(&env, "sub-B", Some("toolu_B"), "lock_acquire", args.clone()),
+    );
+    let (a, b) = (agent_with(&env, "sub-A"), agent_with(&env, "sub-B"));
+    // B's call is B's, though A's record of the same arguments is older.
+    let got = d.call_meta(
+        "lock_acquire",
+        args.clone(),
+        json!({"claudecode/toolUseId": "toolu_B"}),
+    );
+    assert_eq!(got["is_error"], false, "{got}");
+    let got: Value = serde_json::from_str(got["text"].as_str().unwrap()).unwrap();
+    assert_eq!(got["caller"]["agent"], b.as_str(), "{got}");
+    assert_eq!(got["caller"]["rule"], "tool_use_id");
+    let listed = env.maos_json(&["lock", "list"]);
+    assert_eq!(listed["locks"][0]["holder"], b.as_str(), "{listed}");
+    // The same lock the hook enforces: A's write is denied, naming B; B's goes through.
+    let (_, out) = d.hook(None, write_pre(&env, "sub-A", "src/x.rs"));
+    assert!(denied(&out), "A's write should be denied: {out}");
+    assert!(out.contains(&b[..12]), "{out}");
+    let (_, out) = d.hook(None, write_pre(&env, "sub-B", "src/x.rs"));
+    assert!(!denied(&out), "B holds the lock: {out}");
+    // A tool use id answers once: asked again, the call is not B's by that rule.
+    let again = d.call_meta(
+        "lock_check",
+        json!({"path": "src/x.rs"}),
+        json!({"claudecode/toolUseId": "toolu_B"}),
+    );
+    let again: Value = serde_json::from_str(again["text"].as_str().unwrap()).unwrap();
+    assert_eq!(again["caller"]["rule"], "window", "{again}");
+    // B releases through its own recorded call; A's record is still there for A's call.
+    let release = json!({"path": "src/x.rs"});
+    d.hook(
+        None,
+        mcp_pre(
+            &env,
+            "sub-B",
+            Some("toolu_B2"),
+            "lock_release",
+            release.clone(),
+        ),
+    );
+    let released = d.call_meta(
+        "lock_release",
+        release,
+        json!({"claudecode/toolUseId": "toolu_B2"}),
+    );
+    assert_eq!(released["is_error"], false, "{released}");
+    let mine = d.call_meta(
+        "lock_acquire",
+        args,
+        json!({"claudecode/toolUseId": "toolu_A"}),
+    );
+    let mine: Value = serde_json::from_str(mine["text"].as_str().unwrap()).unwrap_or_default();
+    assert_eq!(mine["caller"]["agent"], a.as_str(), "{mine}");
+    assert_eq!(
+        env.maos_json(&["lock", "list"])["locks"][0]["holder"],
+        a.as_str()
+    );
+    d.close();
+}
+
+#[test]
+fn without_an_id_the_oldest_claim_of_the_same_process_tool_and_arguments_wins() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let mut d = Driver::start(&env, &py, &[]);
+    d.hook(
+        None,
+        claude(&env, "SessionStart", json!({"source": "startup"})),
+    );
+    // The hook sees the arguments in another key order than the server: the same claim.
+    let hooked = json!({"text": "chose serde", "kind": "decision"});
+    let called = json!({"kind": "decision", "text": "chose serde"});
+    d.hook(None, mcp_pre(&env, "sub-A", None, "note", hooked.clone()));
+    d.hook(None, mcp_pre(&env, "sub-B", None, "note", hooked.clone()));
+    let (a, b) = (agent_with(&env, "sub-A"), agent_with(&env, "sub-B"));
+    let first = d.ok("note", called.clone());
+    assert_eq!(first["caller"]["agent"], a.as_str(), "{first}");
+    assert_eq!(first["caller"]["rule"], "claim");
+    let second = d.ok("note", called.clone());
+    assert_eq!(second["caller"]["agent"], b.as_str(), "{second}");
+    // Other arguments match no claim: the window's main agent, and the answer says so.
+    let window = agent_with(&env, "Claude Code window");
+    let third = d.ok(
+        "note",
+        json!({"kind": "decision", "text": "something else"}),
+    );
+    assert_eq!(third["caller"]["agent"], window.as_str(), "{third}");
+    assert_eq!(third["caller"]["rule"], "window");
+    assert!(
+        third["caller"]["how"]
+            .as_str()
+            .unwrap()
+            .contains("main agent")
+    );
+    // maos's own record: each note is its agent's.
+    let notes = env.events(&["--type", "note_recorded"]);
+    let by: Vec<&str> = notes
+        .iter()
+        .map(|e| e["agent_id"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(by, [a.as_str(), b.as_str(), window.as_str()], "{notes:?}");
+    d.close();
+}
+
+/// A window of `cli` (`gemini` or `codex`): its SessionStart, then its pre-tool hook (`event`)
+/// of maos's `tool` under the CLI's own name for it (`cli_tool`), then the server's call with
+/// the same arguments, which must be named by the claim: the test's world, and the answer.
+fn window_claim(cli: &str, event: &str, cli_tool: &str, tool: &str, args: Value) -> (Env, Value) {
+    let py = python().expect("checked by the caller");
+    let env = Env::new();
+    let mut d = Driver::start(&env, &py, &[]);
+    let cwd = env.project.to_string_lossy().to_string();
+    d.hook(
+        Some(cli),
+        json!({"session_id": "w-1", "hook_event_name": "SessionStart", "source": "startup",
+               "cwd": cwd}),
+    );
+    let (code, out) = d.hook(
+        Some(cli),
+        json!({"session_id": "w-1", "hook_event_name": event, "cwd": cwd,
+               "tool_name": cli_tool, "tool_use_id": "call_1", "tool_input": args}),
+    );
+    assert_eq!(code, 0, "{out}");
+    let got = d.ok(tool, args);
+    assert_eq!(got["caller"]["rule"], "claim", "{got}");
+    d.close();
+    (env, got)
+}
+
+#[test]
+fn a_gemini_cli_window_is_named_by_its_claim() {
+    if python().is_none() {
+        return;
+    }
+    let args = json!({"path": "docs/a.md", "mode": "write"});
+    let (env, got) = window_claim(
+        "gemini",
+        "BeforeTool",
+        "mcp_maos_lock_acquire",
+        "lock_acquire",
+        args,
+    );
+    let window = agent_with(&env, "Gemini CLI window");
+    assert_eq!(got["caller"]["agent"], window.as_str(), "{got}");
+    assert_eq!(
+        env.maos_json(&["lock", "list"])["locks"][0]["holder"],
+        window.as_str()
+    );
+}
+
+#[test]
+fn a_codex_window_is_named_by_its_claim() {
+    if python().is_none() {
+        return;
+    }
+    let items = json!({"items": [{"content": "port the lexer", "status": "in_progress"}]});
+    let (env, got) = window_claim(
+        "codex",
+        "PreToolUse",
+        "mcp__maos__progress",
+        "progress",
+        items,
+    );
+    let window = agent_with(&env, "Codex window");
+    assert_eq!(got["caller"]["agent"], window.as_str(), "{got}");
+    let ps = env.maos_json(&["ps"]);
+    assert!(ps.to_string().contains("port the lexer"), "{ps}");
+}
