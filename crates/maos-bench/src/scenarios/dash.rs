@@ -399,6 +399,8 @@ return { ready: m.startTime, dom: document.getElementsByTagName('*').length,
 
 /// One drawn page.
 struct Load {
+    /// The page's own marks, "name ms" from navigation (answered, charted, drawn, ready).
+    marks: String,
     ready_ms: f64,
     dom: u64,
     rows: u64,
@@ -445,18 +447,16 @@ fn drawn(b: &Browser, url: &str) -> Res<Load> {
                         .collect()
                 })
                 .unwrap_or_default();
-            eprintln!(
-                "  page marks (ms from navigation): {}",
-                v["marks"]
-                    .as_array()
-                    .map(|m| m
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join(", "))
-                    .unwrap_or_default()
-            );
             return Ok(Load {
+                marks: v["marks"]
+                    .as_array()
+                    .map(|m| {
+                        m.iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default(),
                 ready_ms: ready,
                 dom: v["dom"].as_u64().unwrap_or(0),
                 rows: v["rows"].as_u64().unwrap_or(0),
@@ -609,6 +609,12 @@ fn paint_rows(
         ("warm", warm),
         ("daemon restarted", restarted),
     ] {
+        for l in loads {
+            eprintln!(
+                "  {kind} load, the page's marks (ms from navigation): {}",
+                l.marks
+            );
+        }
         let mut ready: Vec<f64> = loads.iter().map(|l| l.ready_ms).collect();
         eprintln!(
             "{name}: {kind} loads, ms to maos-ready in order: {}",
