@@ -8,7 +8,8 @@
 //! task folds each committed event into it. Every request also reads what may have been
 //! committed since the fold's last event (nothing, normally): a fold is never behind what the
 //! database holds, whatever the follower missed. When the follower falls behind the broadcast
-//! (events dropped), it catches every fold up from the database before folding more.
+//! (events dropped), it catches every fold up from the database before folding more; a fold
+//! that cannot be caught up is dropped and made again when next needed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -76,9 +77,18 @@ impl Charts {
         (fold, true)
     }
 
-    /// The session's fold if there is one (without making it).
-    fn existing(&self, session: &str) -> Option<Fold> {
-        self.folds().by_session.get(session).map(|(f, _)| f.clone())
+    /// Catch a fold up from the database. One that cannot be is dropped, to be made again
+    /// whole when next needed: the follower folding on past the events it missed would leave
+    /// it wrong for good. False when dropped.
+    async fn catch_up_or_drop(&self, reader: &Reader, session: &str, b: &mut GanttBuilder) -> bool {
+        match catch_up(reader, session, b).await {
+            Ok(()) => true,
+            Err(e) => {
+                warn!(session, error = %e, "cannot catch a Gantt chart up from the database");
+                self.folds().by_session.remove(session);
+                false
+            }
+        }
     }
 
     fn all(&self) -> Vec<(String, Fold)> {
@@ -162,10 +172,9 @@ pub async fn follow(
                     "chart follower fell behind; catching up from the database"
                 );
                 for (session, fold) in charts.all() {
-                    let mut b = fold.lock().await;
-                    if let Err(e) = catch_up(&reader, &session, &mut b).await {
-                        warn!(session, error = %e, "cannot catch a Gantt chart up");
-                    }
+                    charts
+                        .catch_up_or_drop(&reader, &session, &mut *fold.lock().await)
+                        .await;
                 }
             }
             Err(RecvError::Closed) => return,
@@ -180,25 +189,11 @@ async fn fold_one(charts: &Charts, reader: &Reader, e: &EventRecord) {
     if !TYPES.contains(&e.kind.as_str()) {
         return;
     }
-    let (fold, made) = match charts.existing(session) {
-        Some(f) => (f, false),
-        None => charts.fold_of(session),
-    };
+    // A session at work counts as used: it is the last one dropped.
+    let (fold, made) = charts.fold_of(session);
     let mut b = fold.lock().await;
-    let t0 = std::time::Instant::now();
-    if made && let Err(err) = catch_up(reader, session, &mut b).await {
-        // Made again, whole, when next asked for.
-        warn!(session, error = %err, "cannot build a Gantt chart");
-        charts.folds().by_session.remove(session);
+    if made && !charts.catch_up_or_drop(reader, session, &mut b).await {
         return;
-    }
-    if made {
-        debug!(
-            session,
-            events = b.folded(),
-            ms = t0.elapsed().as_secs_f64() * 1e3,
-            "Gantt chart made from the database"
-        );
     }
     // Folded already (by a catch-up that read it) is ignored by the fold itself.
     b.fold(e);
