@@ -1096,3 +1096,104 @@ fn the_daemon_keeps_each_sessions_chart_and_rebuilds_it_the_same_from_disk() {
     assert!(e.contains("sess_nope") && !e.contains('\n'), "{e}");
     assert_eq!(chart(&mut c), live, "nothing changed");
 }
+
+/// A daemon that stops saves each chart it keeps; the next one starts from the saved chart
+/// (and folds only what was committed since) while the chart's last event is still the
+/// timeline's and the fold code is the same; a saved chart that is not good (another event
+/// at its place, another code, not JSON) is removed and the chart is read again from the
+/// events.
+#[test]
+fn a_stopped_daemon_saves_each_chart_and_the_next_starts_from_it_while_it_still_holds() {
+    use maos_proto::{Reply, Request};
+    use maos_tests::client::Client;
+    let env = Env::new();
+    let sid = env.session("Saved charts", &["build"]);
+    env.maos_json(&["session", "start"]);
+    let a = env.agent(None, "dev", "writes");
+    env.maos_json(&["agent", "start", &a]);
+    for path in ["src/first.rs", "src/second.rs"] {
+        env.maos_json(&["lock", "acquire", path, "--agent", &a]);
+        env.maos_json(&["lock", "release", path, "--agent", &a]);
+    }
+    let root = Env::project_root(&env.project);
+    let paths = || -> Vec<String> {
+        // Started again if stopped.
+        env.maos_json(&["ps"]);
+        let mut c = Client::connect(&env.socket, &root).expect("connect");
+        match c.call(Request::Gantt {
+            session: sid.clone(),
+            from_ms: None,
+            to_ms: None,
+            width_px: 10_000,
+        }) {
+            Ok(Reply::Gantt(g)) => g.rows[0].locks.iter().map(|l| l.path.clone()).collect(),
+            other => panic!("a chart was asked for: {other:?}"),
+        }
+    };
+    assert_eq!(paths(), ["src/first.rs", "src/second.rs"]);
+    let saved = env
+        .db_path()
+        .with_file_name("charts")
+        .join(format!("{sid}.json"));
+    let stop = || {
+        env.maos_json(&["daemon", "stop"]);
+        maos_tests::wait_until(maos_tests::DEADLINE, "the chart saved", || saved.exists());
+    };
+    stop();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&saved)
+        .expect("saved")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "only its owner reads it");
+    let read = || -> Value {
+        serde_json::from_slice(&std::fs::read(&saved).expect("the saved chart")).expect("JSON")
+    };
+    let write = |v: &Value| std::fs::write(&saved, v.to_string()).expect("write the saved chart");
+
+    // Used again: what it holds (here, a path changed by hand) is what the chart shows, and
+    // what was committed since is folded on.
+    let mut doc = read();
+    assert_eq!(
+        doc["fold"]["rows"][0]["locks"][0]["path"], "src/first.rs",
+        "{doc}"
+    );
+    doc["fold"]["rows"][0]["locks"][0]["path"] = Value::from("src/from-the-saved-chart.rs");
+    write(&doc);
+    env.maos_json(&["lock", "acquire", "src/third.rs", "--agent", &a]);
+    assert_eq!(
+        paths(),
+        [
+            "src/from-the-saved-chart.rs",
+            "src/second.rs",
+            "src/third.rs"
+        ],
+        "started from the saved chart, then caught up"
+    );
+
+    // Not good any more: read again from the events, and the saved copy removed.
+    stop();
+    let mut doc = read();
+    let last = doc["fold"]["last_ts_us"]
+        .as_i64()
+        .expect("the last event's time");
+    doc["fold"]["last_ts_us"] = Value::from(last + 1);
+    let other_event = doc.to_string();
+    let mut doc = read();
+    doc["code"] = Value::from(1u64);
+    let other_code = doc.to_string();
+    for (what, body) in [
+        ("another event at its place", other_event),
+        ("another fold code", other_code),
+        ("not JSON", "{\"code\": ".to_string()),
+    ] {
+        std::fs::write(&saved, body).expect("write the saved chart");
+        assert_eq!(
+            paths(),
+            ["src/first.rs", "src/second.rs", "src/third.rs"],
+            "{what}: read again from the events"
+        );
+        assert!(!saved.exists(), "{what}: the saved chart is removed");
+        stop();
+    }
+}
