@@ -11,12 +11,13 @@
 //! (events dropped), it catches every fold up from the database before folding more; a fold
 //! that cannot be caught up is dropped and made again when next needed.
 //!
-//! A daemon that stops saves its folds (`charts/<session>.json` in the project's directory)
+//! A daemon that stops saves its folds (`charts/<session>.json` in the project's directory;
+//! also every 10 minutes while events flow, for a daemon that is killed)
 //! and a fold made later starts from its saved copy when that copy is still good: written by
 //! the same fold code, and its last event still the timeline's (same seq, same time). Only
 //! what was committed since is then read: the first view of a session of 200,000 events after
 //! a restart no longer reads and folds its 100,000 chart events again (2.2 s; maos-bench
-//! dash-paint). A daemon killed saves nothing; the next one reads the events again.
+//! dash-paint). A daemon killed reads what came after its last save again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -45,6 +46,8 @@ pub struct Charts {
     folds: std::sync::Mutex<Folds>,
     /// Where folds are saved when the daemon stops (`<project dir>/charts`).
     dir: PathBuf,
+    /// One save at a time (the periodic one and the last one may meet).
+    saving: tokio::sync::Mutex<()>,
 }
 
 /// A fold as saved: good only for the same fold code ([`FOLD_CODE`]).
@@ -67,6 +70,7 @@ impl Charts {
         Charts {
             folds: Default::default(),
             dir: project_dir.join("charts"),
+            saving: Default::default(),
         }
     }
 
@@ -256,9 +260,23 @@ impl Charts {
         }
     }
 
-    /// Save the folds (the daemon stops), keeping the newest [`KEPT`] saved files.
+    /// Save the folds (the daemon stops, or every [`save_every`] while events flow), keeping
+    /// the newest [`KEPT`] saved files. One fold in memory twice at a time.
     pub async fn save(&self) {
-        let mut saved = Vec::new();
+        let _one = self.saving.lock().await;
+        let dir = self.dir.clone();
+        let made = tokio::task::spawn_blocking(move || {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+        })
+        .await;
+        if !matches!(made, Ok(Ok(()))) {
+            warn!(dir = %self.dir.display(), "cannot make the directory of the saved Gantt charts");
+            return;
+        }
         for (session, fold) in self.all() {
             let b = fold.lock().await;
             if b.folded() == 0 {
@@ -269,37 +287,34 @@ impl Charts {
                 session: session.clone(),
                 fold: b.clone(),
             };
-            saved.push((self.file(&session), doc));
-        }
-        if saved.is_empty() {
-            return;
+            drop(b);
+            let path = self.file(&session);
+            let written = tokio::task::spawn_blocking(move || {
+                let body = serde_json::to_vec(&doc).map_err(std::io::Error::other)?;
+                crate::project::files::write_whole(&path, &body)
+            })
+            .await;
+            match written {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => warn!(session, error = %e, "cannot save a Gantt chart"),
+                Err(e) => warn!(session, error = %e, "saving a Gantt chart failed"),
+            }
         }
         let dir = self.dir.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            use std::os::unix::fs::DirBuilderExt;
-            if let Err(e) = std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dir)
-            {
-                warn!(dir = %dir.display(), error = %e, "cannot save the Gantt charts");
-                return;
-            }
-            for (path, doc) in &saved {
-                let written = serde_json::to_vec(doc)
-                    .map_err(std::io::Error::other)
-                    .and_then(|body| crate::project::files::write_whole(path, &body));
-                if let Err(e) = written {
-                    warn!(file = %path.display(), error = %e, "cannot save a Gantt chart");
-                }
-            }
-            prune(&dir);
-        })
-        .await;
-        if let Err(e) = done {
-            warn!(error = %e, "saving the Gantt charts failed");
-        }
+        let _ = tokio::task::spawn_blocking(move || prune(&dir)).await;
     }
+}
+
+/// How often the follower saves the folds while events flow: 10 minutes, or
+/// `MAOS_TEST_CHART_SAVE_MS` (the end-to-end tests' override). A daemon killed then loses at
+/// most this much of its charts: its successor reads only the events after the saved ones.
+fn save_every() -> std::time::Duration {
+    let ms = std::env::var("MAOS_TEST_CHART_SAVE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .unwrap_or(600_000);
+    std::time::Duration::from_millis(ms)
 }
 
 /// Remove all but the newest [`KEPT`] saved folds.
@@ -324,7 +339,14 @@ pub async fn follow(
     reader: Reader,
     mut events: broadcast::Receiver<Arc<EventRecord>>,
 ) {
+    let every = save_every();
+    let mut saved = tokio::time::Instant::now();
     loop {
+        if saved.elapsed() >= every {
+            saved = tokio::time::Instant::now();
+            let c = charts.clone();
+            tokio::spawn(async move { c.save().await });
+        }
         match events.recv().await {
             Ok(e) => fold_one(&charts, &reader, &e).await,
             Err(RecvError::Lagged(missed)) => {

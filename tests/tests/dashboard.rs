@@ -1097,7 +1097,8 @@ fn the_daemon_keeps_each_sessions_chart_and_rebuilds_it_the_same_from_disk() {
     assert_eq!(chart(&mut c), live, "nothing changed");
 }
 
-/// A daemon that stops saves each chart it keeps; the next one starts from the saved chart
+/// A daemon that stops (or works, every 10 minutes) saves each chart it keeps; the next one,
+/// also after `kill -9`, starts from the saved chart
 /// (and folds only what was committed since) while the chart's last event is still the
 /// timeline's and the fold code is the same; a saved chart that is not good (another event
 /// at its place, another code, not JSON) is removed and the chart is read again from the
@@ -1196,4 +1197,35 @@ fn a_stopped_daemon_saves_each_chart_and_the_next_starts_from_it_while_it_still_
         assert!(!saved.exists(), "{what}: the saved chart is removed");
         stop();
     }
+
+    // Saved while events flow too (here every 100 ms), so that a daemon killed -9 leaves a
+    // chart its successor starts from.
+    std::fs::remove_file(&saved).expect("remove the saved chart");
+    let mut start = env.maos_cmd_in(&env.project, &["ps"]);
+    start.env("MAOS_TEST_CHART_SAVE_MS", "100");
+    assert!(start.output().expect("maos ps").status.success());
+    env.maos_json(&["lock", "acquire", "src/fourth.rs", "--agent", &a]);
+    maos_tests::wait_until(
+        maos_tests::DEADLINE,
+        "the chart saved while events flow",
+        || {
+            // An event: the follower saves when one comes after its interval.
+            env.maos_json(&["lock", "release", "src/fourth.rs", "--agent", &a]);
+            env.maos_json(&["lock", "acquire", "src/fourth.rs", "--agent", &a]);
+            std::fs::read_to_string(&saved).is_ok_and(|t| t.contains("src/fourth.rs"))
+        },
+    );
+    env.kill9();
+    let mut doc = read();
+    doc["fold"]["rows"][0]["locks"][0]["path"] = Value::from("src/saved-while-working.rs");
+    write(&doc);
+    let after_crash = paths();
+    assert_eq!(
+        after_crash[0], "src/saved-while-working.rs",
+        "{after_crash:?}"
+    );
+    assert_eq!(
+        after_crash.last().map(String::as_str),
+        Some("src/fourth.rs")
+    );
 }
