@@ -583,6 +583,11 @@ fn cold_warm(d: &Daemon, b: &Browser, sid: &str, n: usize) -> Res<(Vec<Load>, Ve
 /// when stopped), or killed (`kill -9`) and started again with no chart saved (the worst
 /// case: a chart saved at an earlier stop would be used, and only what came after it read).
 fn restarted(d: &mut Daemon, b: &Browser, sid: &str, n: usize, killed: bool) -> Res<Vec<Load>> {
+    if !killed {
+        // Looked at before the first stop (the other session's restarts come between): a
+        // daemon saves the charts it has.
+        load(b, &Dashboard::start(d)?.session_url(sid))?;
+    }
     let mut loads = Vec::new();
     for _ in 0..n {
         if killed {
