@@ -4,10 +4,12 @@
 
 use std::time::Duration;
 
-use maos_core::mcp::CallerRule;
+use maos_core::LockMode;
 use maos_core::record::{ProcessRef, Todo};
-use maos_core::{AgentId, LockMode};
-use maos_proto::{ErrorBody, ErrorCode, EventFilter, LockWait, Reply, Request};
+use maos_proto::{
+    ErrorBody, ErrorCode, EventFilter, LockWait, McpAction, McpCall, McpCaller, McpEvidence, Reply,
+    Request,
+};
 use rmcp::handler::server::common::schema_for_input;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
@@ -56,18 +58,14 @@ fn ok(value: Value) -> CallToolResult {
 }
 
 /// Who the call was made for, as the answer says it.
-fn caller_json(agent: &AgentId, rule: CallerRule) -> Value {
-    json!({ "agent": agent, "rule": rule, "how": rule.words() })
+fn caller_json(c: &Caller) -> Value {
+    json!({ "agent": c.agent, "rule": c.rule, "how": c.rule.words() })
 }
 
 type ToolResult = Result<CallToolResult, ErrorData>;
 
-/// Whose call it is: the agent, its session, and the rule that named it.
-struct Caller {
-    agent: AgentId,
-    session: maos_core::SessionId,
-    rule: CallerRule,
-}
+/// Whose call it was: the agent, its session, and the rule that named it.
+type Caller = McpCaller;
 
 impl Maos {
     pub fn new(daemon: Daemon, window: Option<ProcessRef>, agent_env: Option<String>) -> Maos {
@@ -86,14 +84,19 @@ impl Maos {
             .map_err(from_daemon)
     }
 
-    /// The agent this call acts for (see `maos_core::mcp`): asked of the daemon with the
-    /// call's tool use id, its claim key, `MAOS_AGENT_ID` and this server's CLI process.
-    async fn caller(
+    /// Make one call for its caller, in one daemon request: the daemon names the agent (see
+    /// `maos_core::mcp`) from the call's tool use id, its claim key, `MAOS_AGENT_ID` and this
+    /// server's CLI process, and applies `action` for it. `wait`: how long a lock wait may
+    /// add. The answer is whose call it was (when the action needs no caller and maos cannot
+    /// tell, none) and the action's reply.
+    async fn act(
         &self,
         meta: &RequestMetaObject,
         tool: &str,
         args: &JsonObject,
-    ) -> Result<Caller, CallToolResult> {
+        action: McpAction,
+        wait: Duration,
+    ) -> Result<(Option<Caller>, Reply), ErrorBody> {
         let tool_use_id = meta
             .get(CLAUDE_TOOL_USE_ID)
             .and_then(Value::as_str)
@@ -104,24 +107,18 @@ impl Maos {
             tool: tool.to_string(),
             args: maos_core::mcp::args_digest(&Value::Object(args.clone())),
         });
-        let body = Request::McpCaller {
+        let caller = McpEvidence {
             tool_use_id,
             claim,
             maos_agent: self.agent_env.clone(),
             window: self.window,
         };
-        match self.ask(body).await? {
-            Reply::Caller {
-                agent,
-                session,
-                rule,
-            } => Ok(Caller {
-                agent,
-                session,
-                rule,
-            }),
-            _ => Err(fail(
-                "maosd gave an unexpected answer to whose call this is",
+        let body = Request::Mcp(Box::new(McpCall { caller, action }));
+        match self.daemon.ask(body, wait).await? {
+            Reply::Mcp { caller, reply } => Ok((caller, *reply)),
+            _ => Err(ErrorBody::new(
+                ErrorCode::Internal,
+                format!("maosd gave an unexpected answer to {tool}"),
             )),
         }
     }
@@ -150,26 +147,21 @@ impl Maos {
                 "wait_ms is at most {MAX_WAIT_MS} and ttl_ms at most 86400000 (one day)"
             ));
         }
-        let Caller { agent, rule, .. } = match self.caller(&meta, "lock_acquire", &a).await {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
-        let wait = match wait_ms {
-            0 => LockWait::NoWait,
-            ms => LockWait::Wait { ms },
-        };
-        let body = Request::LockAcquire {
-            agent: agent.to_string(),
+        let action = McpAction::LockAcquire {
             path: r.path,
             cwd: self.cwd(),
             mode: r.mode.into(),
-            wait,
+            wait: match wait_ms {
+                0 => LockWait::NoWait,
+                ms => LockWait::Wait { ms },
+            },
             ttl_ms: r.ttl_ms,
         };
-        match self.daemon.ask(body, Duration::from_millis(wait_ms)).await {
-            Ok(Reply::Lock(lock)) => ok(json!({
+        let wait = Duration::from_millis(wait_ms);
+        match self.act(&meta, "lock_acquire", &a, action, wait).await {
+            Ok((caller, Reply::Lock(lock))) => ok(json!({
                 "lock": lock,
-                "caller": caller_json(&agent, rule),
+                "caller": caller.as_ref().map(caller_json),
             })),
             Ok(_) => fail("maosd gave an unexpected answer to lock_acquire"),
             Err(e) if e.code == ErrorCode::Deadlock => fail(format!(
@@ -267,20 +259,19 @@ impl Maos {
         if let Err(e) = Self::read::<NoArgs>("lock_renew", &a) {
             return Ok(e);
         }
-        let Caller { agent, rule, .. } = match self.caller(&meta, "lock_renew", &a).await {
-            Ok(c) => c,
-            Err(e) => return Ok(e),
-        };
-        let body = Request::Heartbeat {
-            agent: agent.to_string(),
-        };
-        Ok(match self.ask(body).await {
-            Ok(Reply::Renewed { leases }) => ok(json!({
-                "renewed": leases, "caller": caller_json(&agent, rule),
-            })),
-            Ok(_) => fail("maosd gave an unexpected answer to lock_renew"),
-            Err(e) => e,
-        })
+        let action = McpAction::LockRenew;
+        Ok(
+            match self
+                .act(&meta, "lock_renew", &a, action, Duration::ZERO)
+                .await
+            {
+                Ok((caller, Reply::Renewed { leases })) => ok(json!({
+                    "renewed": leases, "caller": caller.as_ref().map(caller_json),
+                })),
+                Ok(_) => fail("maosd gave an unexpected answer to lock_renew"),
+                Err(e) => from_daemon(e),
+            },
+        )
     }
 
     #[tool(
@@ -295,24 +286,22 @@ impl Maos {
         if let Err(e) = args::text("the path", &r.path, MAX_PATH) {
             return Ok(fail(e));
         }
-        let Caller { agent, rule, .. } = match self.caller(&meta, "lock_release", &a).await {
-            Ok(c) => c,
-            Err(e) => return Ok(e),
-        };
-        let body = Request::LockRelease {
-            agent: Some(agent.to_string()),
+        let action = McpAction::LockRelease {
             path: r.path,
             cwd: self.cwd(),
-            force: false,
-            by: None,
         };
-        Ok(match self.ask(body).await {
-            Ok(Reply::Released(locks)) => ok(json!({
-                "released": locks, "caller": caller_json(&agent, rule),
-            })),
-            Ok(_) => fail("maosd gave an unexpected answer to lock_release"),
-            Err(e) => e,
-        })
+        Ok(
+            match self
+                .act(&meta, "lock_release", &a, action, Duration::ZERO)
+                .await
+            {
+                Ok((caller, Reply::Released(locks))) => ok(json!({
+                    "released": locks, "caller": caller.as_ref().map(caller_json),
+                })),
+                Ok(_) => fail("maosd gave an unexpected answer to lock_release"),
+                Err(e) => from_daemon(e),
+            },
+        )
     }
 
     #[tool(
@@ -329,21 +318,24 @@ impl Maos {
             return Ok(fail(e));
         }
         // Without a caller, checked as nobody: every conflicting lock shows.
-        let caller = self.caller(&meta, "lock_check", &a).await.ok();
-        let body = Request::LockCheck {
-            agent: caller.as_ref().map(|c| c.agent.to_string()),
+        let action = McpAction::LockCheck {
             path: r.path,
             cwd: self.cwd(),
             mode: r.mode.map(Into::into).unwrap_or(LockMode::Write),
         };
-        Ok(match self.ask(body).await {
-            Ok(Reply::LockCheck(c)) => ok(json!({
-                "check": c,
-                "caller": caller.map(|c| caller_json(&c.agent, c.rule)),
-            })),
-            Ok(_) => fail("maosd gave an unexpected answer to lock_check"),
-            Err(e) => e,
-        })
+        Ok(
+            match self
+                .act(&meta, "lock_check", &a, action, Duration::ZERO)
+                .await
+            {
+                Ok((caller, Reply::LockCheck(c))) => ok(json!({
+                    "check": c,
+                    "caller": caller.as_ref().map(caller_json),
+                })),
+                Ok(_) => fail("maosd gave an unexpected answer to lock_check"),
+                Err(e) => from_daemon(e),
+            },
+        )
     }
 
     #[tool(
@@ -368,19 +360,19 @@ impl Maos {
             Ok(i) => i,
             Err(e) => return Ok(fail(e)),
         };
-        let Caller { agent, rule, .. } = match self.caller(&meta, "progress", &a).await {
-            Ok(c) => c,
-            Err(e) => return Ok(e),
-        };
         let count = items.len();
-        let body = Request::Todos {
-            agent: agent.to_string(),
-            items,
-        };
-        Ok(match self.ask(body).await {
-            Ok(_) => ok(json!({ "items": count, "caller": caller_json(&agent, rule) })),
-            Err(e) => e,
-        })
+        let action = McpAction::Progress { items };
+        Ok(
+            match self
+                .act(&meta, "progress", &a, action, Duration::ZERO)
+                .await
+            {
+                Ok((caller, _)) => ok(json!({
+                    "items": count, "caller": caller.as_ref().map(caller_json),
+                })),
+                Err(e) => from_daemon(e),
+            },
+        )
     }
 
     #[tool(
@@ -395,25 +387,18 @@ impl Maos {
         if let Err(e) = args::text("the note", &r.text, MAX_NOTE) {
             return Ok(fail(e));
         }
-        let Caller {
-            agent,
-            session,
-            rule,
-        } = match self.caller(&meta, "note", &a).await {
-            Ok(c) => c,
-            Err(e) => return Ok(e),
-        };
-        // The caller's session, whichever is active.
-        let body = Request::Note {
-            session: Some(session.to_string()),
-            agent: Some(agent.to_string()),
+        let action = McpAction::Note {
             kind: r.kind.into(),
             text: r.text,
         };
-        Ok(match self.ask(body).await {
-            Ok(_) => ok(json!({ "recorded": true, "caller": caller_json(&agent, rule) })),
-            Err(e) => e,
-        })
+        Ok(
+            match self.act(&meta, "note", &a, action, Duration::ZERO).await {
+                Ok((caller, _)) => ok(json!({
+                    "recorded": true, "caller": caller.as_ref().map(caller_json),
+                })),
+                Err(e) => from_daemon(e),
+            },
+        )
     }
 
     #[tool(
@@ -430,15 +415,18 @@ impl Maos {
             return Ok(fail(e));
         }
         // Unnamed: the caller's session when maos knows the caller, else the active one.
-        let session = match r.session {
-            Some(s) => Some(s),
-            None => self
-                .caller(&meta, "brief", &a)
+        let answer = match r.session {
+            Some(s) => self.brief_text(Some(s)).await,
+            None => match self
+                .act(&meta, "brief", &a, McpAction::Brief, Duration::ZERO)
                 .await
-                .ok()
-                .map(|c| c.session.to_string()),
+            {
+                Ok((_, Reply::Brief(b))) => Ok(b.text),
+                Ok(_) => Err(fail("maosd gave an unexpected answer to brief")),
+                Err(e) => Err(from_daemon(e)),
+            },
         };
-        Ok(match self.brief_text(session).await {
+        Ok(match answer {
             Ok(text) => CallToolResult::success(vec![Content::text(text)]),
             Err(e) => e,
         })

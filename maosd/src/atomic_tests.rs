@@ -456,8 +456,22 @@ fn cases(f: &Fixture) -> Vec<(&'static str, Request)> {
                              "items": [{ "content": "x", "status": "in_progress" }] })),
         ),
         (
-            "mcp caller",
-            req(json!({ "request": "mcp_caller", "tool_use_id": "tu-9", "maos_agent": lead })),
+            "mcp lock acquire",
+            req(json!({ "request": "mcp",
+                        "caller": { "tool_use_id": "tu-9", "maos_agent": lead },
+                        "action": { "action": "lock_acquire", "path": "src/m.rs",
+                                    "mode": "write" } })),
+        ),
+        (
+            "mcp note",
+            req(json!({ "request": "mcp", "caller": { "maos_agent": lead },
+                        "action": { "action": "note", "kind": "done", "text": "x" } })),
+        ),
+        (
+            "mcp progress",
+            req(json!({ "request": "mcp", "caller": { "maos_agent": lead },
+                        "action": { "action": "progress",
+                                    "items": [{ "content": "x", "status": "pending" }] } })),
         ),
         (
             "agent exited",

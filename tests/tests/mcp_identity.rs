@@ -251,3 +251,73 @@ fn a_codex_window_is_named_by_its_claim() {
     let ps = env.maos_json(&["ps"]);
     assert!(ps.to_string().contains("port the lexer"), "{ps}");
 }
+
+/// The caller is named and the action applied in one daemon request, and the hook's record of
+/// a call answers that call whatever the action does: a refused lock_acquire takes its
+/// claim, so the next call with the same arguments is the next agent's, not the refused one's.
+#[test]
+fn a_refused_call_takes_its_own_record_and_the_next_call_is_the_next_agents() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let mut d = Driver::start(&env, &py, &[]);
+    d.hook(
+        None,
+        claude(&env, "SessionStart", json!({"source": "startup"})),
+    );
+    let window = agent_with(&env, "Claude Code window");
+    // The window holds the file.
+    let held = d.ok("lock_acquire", json!({"path": "src/z.rs", "mode": "write"}));
+    assert_eq!(held["caller"]["agent"], window.as_str(), "{held}");
+    // A's call of the same arguments (no id: the claim rule) is refused, naming the holder.
+    let args = json!({"path": "src/z.rs", "mode": "write"});
+    d.hook(
+        None,
+        mcp_pre(&env, "sub-A", None, "lock_acquire", args.clone()),
+    );
+    let refused = d.err("lock_acquire", args.clone());
+    assert!(refused.contains(&window[..12]), "{refused}");
+    // A path that leads outside the project (a symlink out of it) is refused too, after its
+    // record is taken: once the path is fixed, the same call of another agent is that agent's.
+    let out = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(env.project.join("src")).unwrap();
+    std::os::unix::fs::symlink(out.path(), env.project.join("src/gen")).unwrap();
+    let via = json!({"path": "src/gen/f.rs", "mode": "write"});
+    d.hook(
+        None,
+        mcp_pre(&env, "sub-A", None, "lock_acquire", via.clone()),
+    );
+    let refused = d.err("lock_acquire", via.clone());
+    assert!(refused.contains("outside"), "{refused}");
+    std::fs::remove_file(env.project.join("src/gen")).unwrap();
+    std::fs::create_dir(env.project.join("src/gen")).unwrap();
+    d.hook(
+        None,
+        mcp_pre(&env, "sub-C", None, "lock_acquire", via.clone()),
+    );
+    let c = agent_with(&env, "sub-C");
+    let got = d.ok("lock_acquire", via);
+    assert_eq!(got["caller"]["agent"], c.as_str(), "{got}");
+    let released = d.ok("lock_release", json!({"path": "src/z.rs"}));
+    assert_eq!(released["released"][0]["path"], "src/z.rs", "{released}");
+    // B's call: A's refused call took A's record, so this one is B's.
+    d.hook(
+        None,
+        mcp_pre(&env, "sub-B", None, "lock_acquire", args.clone()),
+    );
+    let b = agent_with(&env, "sub-B");
+    let got = d.ok("lock_acquire", args);
+    assert_eq!(got["caller"]["agent"], b.as_str(), "{got}");
+    assert_eq!(got["caller"]["rule"], "claim", "{got}");
+    let listed = env.maos_json(&["lock", "list"]);
+    let holder = |p: &str| {
+        listed["locks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["path"] == p)
+            .map(|l| l["holder"].clone())
+    };
+    assert_eq!(holder("src/z.rs"), Some(json!(b)), "{listed}");
+    assert_eq!(holder("src/gen/f.rs"), Some(json!(c)), "{listed}");
+    d.close();
+}
