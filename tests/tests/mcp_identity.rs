@@ -6,7 +6,7 @@
 //! of the MCP SDK's driver, which also runs the server: one CLI process, as in a real CLI.
 
 use maos_tests::mcp::{Driver, python};
-use maos_tests::{Env, Value, json};
+use maos_tests::{Env, Value, json, wait_until};
 
 /// The id of the agent of `ps` whose task mentions `needle`.
 fn agent_with(env: &Env, needle: &str) -> String {
@@ -320,4 +320,84 @@ fn a_refused_call_takes_its_own_record_and_the_next_call_is_the_next_agents() {
     assert_eq!(holder("src/z.rs"), Some(json!(b)), "{listed}");
     assert_eq!(holder("src/gen/f.rs"), Some(json!(c)), "{listed}");
     d.close();
+}
+
+/// A managed agent: `maos run` starts an agent whose command is an MCP client (the SDK's
+/// driver, its stdin and stdout named pipes this test holds). Its `maos mcp` inherits the
+/// `MAOS_AGENT_ID` maos started it with, so the lock it takes is that agent's, and the hook
+/// denies another agent's write to the file until it releases.
+#[test]
+fn a_managed_agent_maos_run_started_takes_its_lock_as_itself() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let pipes = tempfile::tempdir().unwrap();
+    let (input, output) = (pipes.path().join("in"), pipes.path().join("out"));
+    for p in [&input, &output] {
+        let made = std::process::Command::new("mkfifo")
+            .arg(p)
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo {}", p.display());
+    }
+    let command = [
+        "sh".to_string(),
+        "-c".into(),
+        "exec \"$0\" \"$1\" \"$2\" mcp <\"$3\" >\"$4\"".into(),
+        py.display().to_string(),
+        maos_tests::mcp::driver_script().display().to_string(),
+        maos_tests::maos_bin().display().to_string(),
+        input.display().to_string(),
+        output.display().to_string(),
+    ];
+    let plan = format!(
+        "objective = \"a lock through maos mcp\"\nstrategy = \"sequential\"\n\n[[agent]]\nname = \"locker\"\ntask = \"hold src/held.rs\"\ncommand = {}\n",
+        serde_json::to_string(&command).unwrap()
+    );
+    let plan_path = env.project.join("plan.toml");
+    std::fs::write(&plan_path, plan).unwrap();
+    let sid = env.maos_json(&["run", plan_path.to_str().unwrap()])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut d = Driver::attach(&input, &output);
+    let session = env.maos_json(&["session", "show", &sid]);
+    let locker = session["agents"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(session["agents"][0]["spec"]["name"], "locker", "{session}");
+
+    let got = d.ok(
+        "lock_acquire",
+        json!({"path": "src/held.rs", "mode": "write"}),
+    );
+    assert_eq!(got["caller"]["agent"], locker.as_str(), "{got}");
+    assert_eq!(got["caller"]["rule"], "env", "{got}");
+    let listed = env.maos_json(&["lock", "list"]);
+    assert_eq!(listed["locks"][0]["holder"], locker.as_str(), "{listed}");
+    assert_eq!(listed["locks"][0]["path"], "src/held.rs", "{listed}");
+
+    // Another agent (a Claude Code window's subagent, through its hook) may not write it.
+    env.hook(
+        "claude",
+        &claude(&env, "SessionStart", json!({"source": "startup"})),
+    );
+    let out = env.hook("claude", &write_pre(&env, "sub-W", "src/held.rs"));
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(denied(&out), "the window's write should be denied: {out}");
+    assert!(
+        out.contains(&locker[..12]),
+        "the denial names the holder: {out}"
+    );
+    assert!(!env.project.join("src/held.rs").exists());
+
+    // Released through MCP, the same write passes; the agent then ends as completed.
+    let released = d.ok("lock_release", json!({"path": "src/held.rs"}));
+    assert_eq!(released["caller"]["agent"], locker.as_str(), "{released}");
+    let out = env.hook("claude", &write_pre(&env, "sub-W", "src/held.rs"));
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(!denied(&out), "the lock is released: {out}");
+    d.close();
+    wait_until(
+        std::time::Duration::from_secs(30),
+        "the managed MCP agent completes once its client's input closes",
+        || env.maos_json(&["session", "show", &sid])["agents"][0]["state"] == "completed",
+    );
 }
