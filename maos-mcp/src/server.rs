@@ -21,9 +21,10 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::args::{self, *};
-use crate::daemon::Daemon;
+use crate::daemon::{Asked, Daemon};
 
 /// The `_meta` key under which Claude Code sends a call's tool use id.
 pub const CLAUDE_TOOL_USE_ID: &str = "claudecode/toolUseId";
@@ -37,6 +38,8 @@ pub struct Maos {
     window: Option<ProcessRef>,
     /// `MAOS_AGENT_ID`: the agent `maos run` started this server's CLI as.
     agent_env: Option<String>,
+    /// Cancelled when the client has gone (this server's stdin closed): its lock waits end.
+    gone: CancellationToken,
     /// Built once; `#[tool_handler]`'s `call_tool` and `list_tools` use it.
     tool_router: ToolRouter<Self>,
 }
@@ -57,6 +60,17 @@ fn ok(value: Value) -> CallToolResult {
     CallToolResult::success(vec![Content::text(text)])
 }
 
+/// The daemon's answer to a call that acts for its caller: whose call it was, and the reply.
+fn mcp_reply(tool: &str, reply: Reply) -> Result<(Option<Caller>, Reply), ErrorBody> {
+    match reply {
+        Reply::Mcp { caller, reply } => Ok((caller, *reply)),
+        _ => Err(ErrorBody::new(
+            ErrorCode::Internal,
+            format!("maosd gave an unexpected answer to {tool}"),
+        )),
+    }
+}
+
 /// Who the call was made for, as the answer says it.
 fn caller_json(c: &Caller) -> Value {
     json!({ "agent": c.agent, "rule": c.rule, "how": c.rule.words() })
@@ -68,11 +82,17 @@ type ToolResult = Result<CallToolResult, ErrorData>;
 type Caller = McpCaller;
 
 impl Maos {
-    pub fn new(daemon: Daemon, window: Option<ProcessRef>, agent_env: Option<String>) -> Maos {
+    pub fn new(
+        daemon: Daemon,
+        window: Option<ProcessRef>,
+        agent_env: Option<String>,
+        gone: CancellationToken,
+    ) -> Maos {
         Maos {
             daemon,
             window,
             agent_env,
+            gone,
             tool_router: Self::tool_router(),
         }
     }
@@ -86,17 +106,28 @@ impl Maos {
 
     /// Make one call for its caller, in one daemon request: the daemon names the agent (see
     /// `maos_core::mcp`) from the call's tool use id, its claim key, `MAOS_AGENT_ID` and this
-    /// server's CLI process, and applies `action` for it. `wait`: how long a lock wait may
-    /// add. The answer is whose call it was (when the action needs no caller and maos cannot
-    /// tell, none) and the action's reply.
+    /// server's CLI process, and applies `action` for it. The answer is whose call it was
+    /// (when the action needs no caller and maos cannot tell, none) and the action's reply.
     async fn act(
         &self,
         meta: &RequestMetaObject,
         tool: &str,
         args: &JsonObject,
         action: McpAction,
-        wait: Duration,
     ) -> Result<(Option<Caller>, Reply), ErrorBody> {
+        let body = self.mcp_request(meta, tool, args, action);
+        let reply = self.daemon.ask(body, Duration::ZERO).await?;
+        mcp_reply(tool, reply)
+    }
+
+    /// The daemon request of a call that acts for its caller (see [`Maos::act`]).
+    fn mcp_request(
+        &self,
+        meta: &RequestMetaObject,
+        tool: &str,
+        args: &JsonObject,
+        action: McpAction,
+    ) -> Request {
         let tool_use_id = meta
             .get(CLAUDE_TOOL_USE_ID)
             .and_then(Value::as_str)
@@ -113,14 +144,7 @@ impl Maos {
             maos_agent: self.agent_env.clone(),
             window: self.window,
         };
-        let body = Request::Mcp(Box::new(McpCall { caller, action }));
-        match self.daemon.ask(body, wait).await? {
-            Reply::Mcp { caller, reply } => Ok((caller, *reply)),
-            _ => Err(ErrorBody::new(
-                ErrorCode::Internal,
-                format!("maosd gave an unexpected answer to {tool}"),
-            )),
-        }
+        Request::Mcp(Box::new(McpCall { caller, action }))
     }
 
     /// Read `T` from the arguments, or the tool error saying why not.
@@ -133,7 +157,25 @@ impl Maos {
         self.daemon.project().map(str::to_string)
     }
 
-    async fn lock_acquire_(&self, meta: RequestMetaObject, a: JsonObject) -> CallToolResult {
+    /// Release a lock granted to a call that was cancelled meanwhile (its caller never learns
+    /// of it): as maosd does for a waiter whose connection closed.
+    async fn give_back(&self, lock: maos_core::record::LockView) {
+        let body = Request::LockRelease {
+            agent: Some(lock.holder.to_string()),
+            path: lock.path,
+            cwd: None,
+            force: false,
+            by: Some("maos mcp: the call that took it was cancelled".to_string()),
+        };
+        let _ = self.daemon.ask(body, Duration::ZERO).await;
+    }
+
+    async fn lock_acquire_(
+        &self,
+        meta: RequestMetaObject,
+        ct: CancellationToken,
+        a: JsonObject,
+    ) -> CallToolResult {
         let r: AcquireArgs = match Self::read("lock_acquire", &a) {
             Ok(r) => r,
             Err(e) => return e,
@@ -157,8 +199,36 @@ impl Maos {
             },
             ttl_ms: r.ttl_ms,
         };
+        let body = self.mcp_request(&meta, "lock_acquire", &a, action);
         let wait = Duration::from_millis(wait_ms);
-        match self.act(&meta, "lock_acquire", &a, action, wait).await {
+        let answer = match wait_ms {
+            0 => self.daemon.ask(body, wait).await,
+            // A wait ends when the client cancels the call or goes away: maosd drops it then,
+            // and a grant that crossed the cancellation is given back.
+            _ => {
+                let stop = async {
+                    tokio::select! {
+                        () = ct.cancelled() => {}
+                        () = self.gone.cancelled() => {}
+                    }
+                };
+                match self.daemon.ask_or_stop(body, wait, stop).await {
+                    Asked::Answer(r) => r,
+                    Asked::Stopped(late) => {
+                        if let Some(lock) = late.and_then(|r| match mcp_reply("", r) {
+                            Ok((_, Reply::Lock(lock))) => Some(lock),
+                            _ => None,
+                        }) {
+                            self.give_back(lock).await;
+                        }
+                        return fail(
+                            "the call was cancelled before the lock was granted; no lock was taken",
+                        );
+                    }
+                }
+            }
+        };
+        match answer.and_then(|r| mcp_reply("lock_acquire", r)) {
             Ok((caller, Reply::Lock(lock))) => ok(json!({
                 "lock": lock,
                 "caller": caller.as_ref().map(caller_json),
@@ -247,8 +317,13 @@ impl Maos {
         input_schema = schema_for_input::<AcquireArgs>().unwrap_or_default(),
         annotations(destructive_hint = false)
     )]
-    async fn lock_acquire(&self, meta: RequestMetaObject, a: JsonObject) -> ToolResult {
-        Ok(self.lock_acquire_(meta, a).await)
+    async fn lock_acquire(
+        &self,
+        meta: RequestMetaObject,
+        ct: CancellationToken,
+        a: JsonObject,
+    ) -> ToolResult {
+        Ok(self.lock_acquire_(meta, ct, a).await)
     }
 
     #[tool(
@@ -260,18 +335,13 @@ impl Maos {
             return Ok(e);
         }
         let action = McpAction::LockRenew;
-        Ok(
-            match self
-                .act(&meta, "lock_renew", &a, action, Duration::ZERO)
-                .await
-            {
-                Ok((caller, Reply::Renewed { leases })) => ok(json!({
-                    "renewed": leases, "caller": caller.as_ref().map(caller_json),
-                })),
-                Ok(_) => fail("maosd gave an unexpected answer to lock_renew"),
-                Err(e) => from_daemon(e),
-            },
-        )
+        Ok(match self.act(&meta, "lock_renew", &a, action).await {
+            Ok((caller, Reply::Renewed { leases })) => ok(json!({
+                "renewed": leases, "caller": caller.as_ref().map(caller_json),
+            })),
+            Ok(_) => fail("maosd gave an unexpected answer to lock_renew"),
+            Err(e) => from_daemon(e),
+        })
     }
 
     #[tool(
@@ -290,18 +360,13 @@ impl Maos {
             path: r.path,
             cwd: self.cwd(),
         };
-        Ok(
-            match self
-                .act(&meta, "lock_release", &a, action, Duration::ZERO)
-                .await
-            {
-                Ok((caller, Reply::Released(locks))) => ok(json!({
-                    "released": locks, "caller": caller.as_ref().map(caller_json),
-                })),
-                Ok(_) => fail("maosd gave an unexpected answer to lock_release"),
-                Err(e) => from_daemon(e),
-            },
-        )
+        Ok(match self.act(&meta, "lock_release", &a, action).await {
+            Ok((caller, Reply::Released(locks))) => ok(json!({
+                "released": locks, "caller": caller.as_ref().map(caller_json),
+            })),
+            Ok(_) => fail("maosd gave an unexpected answer to lock_release"),
+            Err(e) => from_daemon(e),
+        })
     }
 
     #[tool(
@@ -323,19 +388,14 @@ impl Maos {
             cwd: self.cwd(),
             mode: r.mode.map(Into::into).unwrap_or(LockMode::Write),
         };
-        Ok(
-            match self
-                .act(&meta, "lock_check", &a, action, Duration::ZERO)
-                .await
-            {
-                Ok((caller, Reply::LockCheck(c))) => ok(json!({
-                    "check": c,
-                    "caller": caller.as_ref().map(caller_json),
-                })),
-                Ok(_) => fail("maosd gave an unexpected answer to lock_check"),
-                Err(e) => from_daemon(e),
-            },
-        )
+        Ok(match self.act(&meta, "lock_check", &a, action).await {
+            Ok((caller, Reply::LockCheck(c))) => ok(json!({
+                "check": c,
+                "caller": caller.as_ref().map(caller_json),
+            })),
+            Ok(_) => fail("maosd gave an unexpected answer to lock_check"),
+            Err(e) => from_daemon(e),
+        })
     }
 
     #[tool(
@@ -362,17 +422,12 @@ impl Maos {
         };
         let count = items.len();
         let action = McpAction::Progress { items };
-        Ok(
-            match self
-                .act(&meta, "progress", &a, action, Duration::ZERO)
-                .await
-            {
-                Ok((caller, _)) => ok(json!({
-                    "items": count, "caller": caller.as_ref().map(caller_json),
-                })),
-                Err(e) => from_daemon(e),
-            },
-        )
+        Ok(match self.act(&meta, "progress", &a, action).await {
+            Ok((caller, _)) => ok(json!({
+                "items": count, "caller": caller.as_ref().map(caller_json),
+            })),
+            Err(e) => from_daemon(e),
+        })
     }
 
     #[tool(
@@ -391,14 +446,12 @@ impl Maos {
             kind: r.kind.into(),
             text: r.text,
         };
-        Ok(
-            match self.act(&meta, "note", &a, action, Duration::ZERO).await {
-                Ok((caller, _)) => ok(json!({
-                    "recorded": true, "caller": caller.as_ref().map(caller_json),
-                })),
-                Err(e) => from_daemon(e),
-            },
-        )
+        Ok(match self.act(&meta, "note", &a, action).await {
+            Ok((caller, _)) => ok(json!({
+                "recorded": true, "caller": caller.as_ref().map(caller_json),
+            })),
+            Err(e) => from_daemon(e),
+        })
     }
 
     #[tool(
@@ -417,10 +470,7 @@ impl Maos {
         // Unnamed: the caller's session when maos knows the caller, else the active one.
         let answer = match r.session {
             Some(s) => self.brief_text(Some(s)).await,
-            None => match self
-                .act(&meta, "brief", &a, McpAction::Brief, Duration::ZERO)
-                .await
-            {
+            None => match self.act(&meta, "brief", &a, McpAction::Brief).await {
                 Ok((_, Reply::Brief(b))) => Ok(b.text),
                 Ok(_) => Err(fail("maosd gave an unexpected answer to brief")),
                 Err(e) => Err(from_daemon(e)),

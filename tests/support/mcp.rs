@@ -193,6 +193,14 @@ impl Driver {
         a["text"].as_str().expect("text").to_string()
     }
 
+    /// The driver's pid (it runs `maos mcp` as its child).
+    pub fn pid(&self) -> u32 {
+        self.child
+            .as_ref()
+            .expect("a driver this test started")
+            .id()
+    }
+
     /// Close the driver's stdin and wait for it (and so the server) to end (an attached
     /// driver's end is its starter's to see).
     pub fn close(mut self) {

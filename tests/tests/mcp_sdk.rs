@@ -540,3 +540,78 @@ fn a_note_goes_to_the_callers_session_whichever_is_active() {
     );
     d.close();
 }
+
+/// A lock wait whose call the client cancels (the SDK sends `notifications/cancelled` when
+/// the call times out on its side) leaves the queue at once, and the lock is never granted to
+/// it later; the server goes on serving.
+#[test]
+fn a_cancelled_lock_wait_leaves_the_queue_and_is_never_granted() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let (_, a, b) = two_agents(&env);
+    let mut da = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &a)]);
+    let mut db = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &b)]);
+    da.ok("lock_acquire", json!({"path": "x.rs", "mode": "write"}));
+    let gave_up = db.ask(&json!({"op": "call", "tool": "lock_acquire",
+        "args": {"path": "x.rs", "mode": "write", "wait_ms": 60000}, "timeout": 1.0}));
+    let e = gave_up["rpc_error"].as_str().unwrap_or_default();
+    assert!(
+        e.contains("timed out"),
+        "the SDK gives the call up: {gave_up}"
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "b's cancelled wait leaves the queue",
+        || lock_list(&env)["waiters"].as_array().unwrap().is_empty(),
+    );
+    da.ok("lock_release", json!({"path": "x.rs"}));
+    let listed = lock_list(&env);
+    assert!(listed["locks"].as_array().unwrap().is_empty(), "{listed}");
+    // The same server takes it now, for b.
+    let got = db.ok("lock_acquire", json!({"path": "x.rs", "mode": "write"}));
+    assert_eq!(got["lock"]["holder"], b.as_str(), "{got}");
+    da.close();
+    db.close();
+}
+
+/// The client goes away (killed) while its call waits for a lock: the server's stdin closes
+/// and the wait leaves the queue then, not when the server has ended (rmcp lets calls in
+/// flight finish for up to 5 s first, and a grant in that time went to a client that is gone
+/// and stayed held); the lock a lets go of is then nobody's.
+#[test]
+fn a_lock_wait_ends_when_the_client_goes_away() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let (_, a, b) = two_agents(&env);
+    let mut da = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &a)]);
+    let mut db = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &b)]);
+    da.ok("lock_acquire", json!({"path": "x.rs", "mode": "write"}));
+    db.send(&json!({"op": "call", "tool": "lock_acquire",
+        "args": {"path": "x.rs", "mode": "write", "wait_ms": 60000}}));
+    wait_until(Duration::from_secs(10), "b waits for x.rs", || {
+        !lock_list(&env)["waiters"].as_array().unwrap().is_empty()
+    });
+    // The driver's child is b's `maos mcp`.
+    let driver = db.pid();
+    let children = std::fs::read_to_string(format!("/proc/{driver}/task/{driver}/children"))
+        .unwrap_or_default();
+    let server: u32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the driver {driver} runs no server: {children:?}"));
+    maos_tests::kill9(driver);
+    // Well within the 5 s rmcp gives calls in flight once its input has ended.
+    wait_until(
+        Duration::from_secs(3),
+        "b's wait leaves the queue once its server's stdin closed",
+        || lock_list(&env)["waiters"].as_array().unwrap().is_empty(),
+    );
+    da.ok("lock_release", json!({"path": "x.rs"}));
+    let listed = lock_list(&env);
+    assert!(listed["locks"].as_array().unwrap().is_empty(), "{listed}");
+    wait_until(Duration::from_secs(10), "b's server ends", || {
+        !maos_tests::alive(server)
+    });
+    da.close();
+}

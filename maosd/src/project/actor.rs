@@ -338,10 +338,17 @@ impl Actor {
         }
     }
 
-    /// Answer the parked lock waits that a commit ended.
+    /// Answer the parked lock waits that a commit ended. A grant whose client went away
+    /// between the batch's check and this answer (its connection closed) is released again
+    /// by the next batch: nobody would ever release it otherwise.
     fn wake(&mut self, wakeups: Vec<Wakeup>) {
+        let mut lost = Vec::new();
         for (wait, result) in wakeups {
             if let Some((reply, caller)) = self.parked.remove(&wait) {
+                let granted = match &result {
+                    Ok(maos_proto::Reply::Lock(view)) => Some(view.clone()),
+                    _ => None,
+                };
                 let result = result.map(|r| match caller {
                     Some(caller) => maos_proto::Reply::Mcp {
                         caller: Some(*caller),
@@ -349,9 +356,33 @@ impl Actor {
                     },
                     None => r,
                 });
-                let _ = reply.send(result.map(Outcome::from));
+                if reply.send(result.map(Outcome::from)).is_err()
+                    && let Some(view) = granted
+                {
+                    lost.push(view);
+                }
             }
         }
+        if lost.is_empty() {
+            return;
+        }
+        let Some(me) = self.me.upgrade() else { return };
+        tokio::spawn(async move {
+            for view in lost {
+                info!(agent = %view.holder, path = %view.path, "a lock was granted to a waiter that went away; releasing it");
+                let (reply, _) = oneshot::channel();
+                let body = ProjectRequest::LockRelease {
+                    agent: Some(view.holder.to_string()),
+                    path: view.path,
+                    cwd: None,
+                    force: false,
+                    by: Some("maosd: its waiter went away before the grant reached it".into()),
+                };
+                if me.send(Cmd::Request { body, reply }).await.is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     /// What follows every commit: its events go to subscribers, its process work is carried
