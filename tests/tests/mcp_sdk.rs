@@ -7,7 +7,8 @@
 use maos_tests::mcp::{Driver, python};
 use maos_tests::{Env, Value, json, maos_bin, wait_until};
 use std::io::Write;
-use std::process::Stdio;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 /// A running session with agents `a` and `b` (registered and started).
@@ -435,9 +436,9 @@ fn a_call_maos_cannot_attribute_is_refused_in_one_sentence() {
 
 /// `maos mcp` speaking to raw bytes: garbage lines are answered or ignored, never a crash;
 /// a closed stdin ends it.
-#[test]
-fn garbage_on_stdin_never_crashes_it_and_a_closed_stdin_ends_it() {
-    let env = Env::new();
+/// A `maos mcp` spoken to raw, line by line (no SDK), initialized: the process, its stdin,
+/// and its output's lines.
+fn raw_server(env: &Env) -> (Child, ChildStdin, Receiver<String>) {
     let mut cmd = env.command(&maos_bin());
     cmd.arg("mcp")
         .stdin(Stdio::piped())
@@ -470,6 +471,37 @@ fn garbage_on_stdin_never_crashes_it_and_a_closed_stdin_ends_it() {
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
     )
     .unwrap();
+    (child, stdin, rx)
+}
+
+/// A good call (`locks`, with JSON-RPC id `id`) is answered after `what`: the server still
+/// serves. The lines before its answer are returned.
+fn assert_serving(
+    child: &mut Child,
+    stdin: &mut ChildStdin,
+    rx: &Receiver<String>,
+    id: u64,
+    what: &str,
+) -> Vec<Value> {
+    let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "locks", "arguments": {}}});
+    writeln!(stdin, "{call}").unwrap();
+    let mut before = Vec::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) {
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["id"] == id {
+            return before;
+        }
+        before.push(v);
+    }
+    let status = child.try_wait().unwrap();
+    panic!("maos mcp stopped answering after {what} (exit {status:?})");
+}
+
+#[test]
+fn garbage_on_stdin_never_crashes_it_and_a_closed_stdin_ends_it() {
+    let env = Env::new();
+    let (mut child, mut stdin, rx) = raw_server(&env);
     for junk in [
         "not json at all",
         "{\"jsonrpc\": \"2.0\", \"id\": 2, \"method\": \"tools/call\", \"params\": 5}",
@@ -479,22 +511,7 @@ fn garbage_on_stdin_never_crashes_it_and_a_closed_stdin_ends_it() {
         writeln!(stdin, "{junk}").unwrap();
     }
     // Still serving: a good call is answered.
-    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-        "params": {"name": "locks", "arguments": {}}});
-    writeln!(stdin, "{call}").unwrap();
-    let mut answered = false;
-    while let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) {
-        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        if v["id"] == 9 {
-            answered = true;
-            break;
-        }
-    }
-    let status = child.try_wait().unwrap();
-    assert!(
-        answered,
-        "maos mcp stopped answering after garbage (exit {status:?})"
-    );
+    assert_serving(&mut child, &mut stdin, &rx, 9, "garbage");
     drop(stdin);
     wait_until(
         Duration::from_secs(10),
@@ -614,4 +631,46 @@ fn a_lock_wait_ends_when_the_client_goes_away() {
         !maos_tests::alive(server)
     });
     da.close();
+}
+
+/// A request line over rmcp's bound (16 MiB) is dropped unread, never buffered whole, and
+/// the server goes on: the next call is answered, nothing was changed, and a line just under
+/// the bound (its arguments over maos's 256 KiB) is refused in one sentence.
+#[test]
+fn a_request_line_over_16_mib_is_dropped_and_the_server_goes_on() {
+    let env = Env::new();
+    let (mut child, mut stdin, rx) = raw_server(&env);
+    let huge = "x".repeat(17 * 1024 * 1024);
+    let call = |id: u64, text: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "note", "arguments": {"kind": "decision", "text": text}}})
+    };
+    writeln!(stdin, "{}", call(2, &huge)).unwrap();
+    let before = assert_serving(&mut child, &mut stdin, &rx, 3, "a 17 MiB line");
+    assert!(
+        before.iter().all(|v| v["id"] != 2),
+        "the oversized line was read as a call: {before:?}"
+    );
+    // Just under the bound: read, and refused by maos's own limit.
+    writeln!(stdin, "{}", call(4, &huge[..15 * 1024 * 1024])).unwrap();
+    let refused = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("an answer to the 15 MiB call");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 4 {
+            break v;
+        }
+    };
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(!text.contains('\n') && text.len() < 300, "{text}");
+    assert!(env.events(&["--type", "note_recorded"]).is_empty());
+    drop(stdin);
+    wait_until(
+        Duration::from_secs(10),
+        "maos mcp ends with its stdin",
+        || matches!(child.try_wait(), Ok(Some(_))),
+    );
+    assert!(child.wait().unwrap().success());
 }
