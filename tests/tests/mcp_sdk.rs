@@ -7,6 +7,7 @@
 use maos_tests::mcp::{Driver, python};
 use maos_tests::{Env, Value, json, maos_bin, wait_until};
 use std::io::Write;
+use std::path::Path;
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
@@ -22,6 +23,22 @@ fn two_agents(env: &Env) -> (String, String, String) {
         assert!(out.status.success(), "{out:?}");
     }
     (s, a, b)
+}
+
+/// [`two_agents`], each with its own server (`da`, `db`), a holding x.rs.
+fn a_holds_x(env: &Env, py: &Path) -> (String, String, Driver, Driver) {
+    let (_, a, b) = two_agents(env);
+    let mut da = Driver::start(env, py, &[("MAOS_AGENT_ID", &a)]);
+    let db = Driver::start(env, py, &[("MAOS_AGENT_ID", &b)]);
+    da.ok("lock_acquire", json!({"path": "x.rs", "mode": "write"}));
+    (a, b, da, db)
+}
+
+/// Until b's request for x.rs is queued.
+fn wait_queued(env: &Env) {
+    wait_until(Duration::from_secs(10), "b waits for x.rs", || {
+        !lock_list(env)["waiters"].as_array().unwrap().is_empty()
+    });
 }
 
 fn lock_list(env: &Env) -> Value {
@@ -229,16 +246,11 @@ fn each_tool_does_what_maos_itself_then_shows() {
 fn a_deadlock_is_reported_as_such_naming_the_cycle() {
     let Some(py) = python() else { return };
     let env = Env::new();
-    let (_, a, b) = two_agents(&env);
-    let mut da = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &a)]);
-    let mut db = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &b)]);
-    da.ok("lock_acquire", json!({"path": "x.rs", "mode": "write"}));
+    let (a, b, mut da, mut db) = a_holds_x(&env, &py);
     db.ok("lock_acquire", json!({"path": "y.rs", "mode": "write"}));
     db.send(&json!({"op": "call", "tool": "lock_acquire",
         "args": {"path": "x.rs", "mode": "write", "wait_ms": 20000}}));
-    wait_until(Duration::from_secs(10), "b waits for x.rs", || {
-        !lock_list(&env)["waiters"].as_array().unwrap().is_empty()
-    });
+    wait_queued(&env);
     // a's request closes the cycle: the younger agent (b) gives way, its wait ends with the
     // deadlock, and a's request queues behind b's lock.
     da.send(&json!({"op": "call", "tool": "lock_acquire",
@@ -565,10 +577,7 @@ fn a_note_goes_to_the_callers_session_whichever_is_active() {
 fn a_cancelled_lock_wait_leaves_the_queue_and_is_never_granted() {
     let Some(py) = python() else { return };
     let env = Env::new();
-    let (_, a, b) = two_agents(&env);
-    let mut da = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &a)]);
-    let mut db = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &b)]);
-    da.ok("lock_acquire", json!({"path": "x.rs", "mode": "write"}));
+    let (_, b, mut da, mut db) = a_holds_x(&env, &py);
     let gave_up = db.ask(&json!({"op": "call", "tool": "lock_acquire",
         "args": {"path": "x.rs", "mode": "write", "wait_ms": 60000}, "timeout": 1.0}));
     let e = gave_up["rpc_error"].as_str().unwrap_or_default();
@@ -599,15 +608,10 @@ fn a_cancelled_lock_wait_leaves_the_queue_and_is_never_granted() {
 fn a_lock_wait_ends_when_the_client_goes_away() {
     let Some(py) = python() else { return };
     let env = Env::new();
-    let (_, a, b) = two_agents(&env);
-    let mut da = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &a)]);
-    let mut db = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &b)]);
-    da.ok("lock_acquire", json!({"path": "x.rs", "mode": "write"}));
+    let (_, _, mut da, mut db) = a_holds_x(&env, &py);
     db.send(&json!({"op": "call", "tool": "lock_acquire",
         "args": {"path": "x.rs", "mode": "write", "wait_ms": 60000}}));
-    wait_until(Duration::from_secs(10), "b waits for x.rs", || {
-        !lock_list(&env)["waiters"].as_array().unwrap().is_empty()
-    });
+    wait_queued(&env);
     // The driver's child is b's `maos mcp`.
     let driver = db.pid();
     let children = std::fs::read_to_string(format!("/proc/{driver}/task/{driver}/children"))
