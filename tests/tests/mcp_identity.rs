@@ -38,6 +38,16 @@ fn claude(env: &Env, event: &str, extra: Value) -> Value {
     v
 }
 
+/// The SDK's driver as a Claude Code window that has started (its SessionStart hook run).
+fn window_driver(env: &Env, py: &std::path::Path) -> Driver {
+    let mut d = Driver::start(env, py, &[]);
+    d.hook(
+        None,
+        claude(env, "SessionStart", json!({"source": "startup"})),
+    );
+    d
+}
+
 /// PreToolUse of `mcp__maos__TOOL` in subagent `sub` with tool use id `id`.
 fn mcp_pre(env: &Env, sub: &str, id: Option<&str>, tool: &str, input: Value) -> Value {
     let mut extra = json!({"agent_id": sub, "agent_type": "worker",
@@ -67,11 +77,7 @@ fn denied(stdout: &str) -> bool {
 fn claude_codes_tool_use_id_names_the_subagent_and_its_lock_is_the_hooks_lock() {
     let Some(py) = python() else { return };
     let env = Env::new();
-    let mut d = Driver::start(&env, &py, &[]);
-    d.hook(
-        None,
-        claude(&env, "SessionStart", json!({"source": "startup"})),
-    );
+    let mut d = window_driver(&env, &py);
     let args = json!({"path": "src/x.rs", "mode": "write"});
     // Both subagents' hooks pass for the same arguments; A's is older.
     let (code, out) = d.hook(
@@ -147,11 +153,7 @@ fn claude_codes_tool_use_id_names_the_subagent_and_its_lock_is_the_hooks_lock() 
 fn without_an_id_the_oldest_claim_of_the_same_process_tool_and_arguments_wins() {
     let Some(py) = python() else { return };
     let env = Env::new();
-    let mut d = Driver::start(&env, &py, &[]);
-    d.hook(
-        None,
-        claude(&env, "SessionStart", json!({"source": "startup"})),
-    );
+    let mut d = window_driver(&env, &py);
     // The hook sees the arguments in another key order than the server: the same claim.
     let hooked = json!({"text": "chose serde", "kind": "decision"});
     let called = json!({"kind": "decision", "text": "chose serde"});
@@ -259,11 +261,7 @@ fn a_codex_window_is_named_by_its_claim() {
 fn a_refused_call_takes_its_own_record_and_the_next_call_is_the_next_agents() {
     let Some(py) = python() else { return };
     let env = Env::new();
-    let mut d = Driver::start(&env, &py, &[]);
-    d.hook(
-        None,
-        claude(&env, "SessionStart", json!({"source": "startup"})),
-    );
+    let mut d = window_driver(&env, &py);
     let window = agent_with(&env, "Claude Code window");
     // The window holds the file.
     let held = d.ok("lock_acquire", json!({"path": "src/z.rs", "mode": "write"}));
