@@ -1096,3 +1096,136 @@ fn the_daemon_keeps_each_sessions_chart_and_rebuilds_it_the_same_from_disk() {
     assert!(e.contains("sess_nope") && !e.contains('\n'), "{e}");
     assert_eq!(chart(&mut c), live, "nothing changed");
 }
+
+/// A daemon that stops (or works, every 10 minutes) saves each chart it keeps; the next one,
+/// also after `kill -9`, starts from the saved chart
+/// (and folds only what was committed since) while the chart's last event is still the
+/// timeline's and the fold code is the same; a saved chart that is not good (another event
+/// at its place, another code, not JSON) is removed and the chart is read again from the
+/// events.
+#[test]
+fn a_stopped_daemon_saves_each_chart_and_the_next_starts_from_it_while_it_still_holds() {
+    use maos_proto::{Reply, Request};
+    use maos_tests::client::Client;
+    let env = Env::new();
+    let sid = env.session("Saved charts", &["build"]);
+    env.maos_json(&["session", "start"]);
+    let a = env.agent(None, "dev", "writes");
+    env.maos_json(&["agent", "start", &a]);
+    for path in ["src/first.rs", "src/second.rs"] {
+        env.maos_json(&["lock", "acquire", path, "--agent", &a]);
+        env.maos_json(&["lock", "release", path, "--agent", &a]);
+    }
+    let root = Env::project_root(&env.project);
+    let paths = || -> Vec<String> {
+        // Started again if stopped.
+        env.maos_json(&["ps"]);
+        let mut c = Client::connect(&env.socket, &root).expect("connect");
+        match c.call(Request::Gantt {
+            session: sid.clone(),
+            from_ms: None,
+            to_ms: None,
+            width_px: 10_000,
+        }) {
+            Ok(Reply::Gantt(g)) => g.rows[0].locks.iter().map(|l| l.path.clone()).collect(),
+            other => panic!("a chart was asked for: {other:?}"),
+        }
+    };
+    assert_eq!(paths(), ["src/first.rs", "src/second.rs"]);
+    let saved = env
+        .db_path()
+        .with_file_name("charts")
+        .join(format!("{sid}.json"));
+    let stop = || {
+        env.maos_json(&["daemon", "stop"]);
+        maos_tests::wait_until(maos_tests::DEADLINE, "the chart saved", || saved.exists());
+    };
+    stop();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&saved)
+        .expect("saved")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "only its owner reads it");
+    let read = || -> Value {
+        serde_json::from_slice(&std::fs::read(&saved).expect("the saved chart")).expect("JSON")
+    };
+    let write = |v: &Value| std::fs::write(&saved, v.to_string()).expect("write the saved chart");
+
+    // Used again: what it holds (here, a path changed by hand) is what the chart shows, and
+    // what was committed since is folded on.
+    let mut doc = read();
+    assert_eq!(
+        doc["fold"]["rows"][0]["locks"][0]["path"], "src/first.rs",
+        "{doc}"
+    );
+    doc["fold"]["rows"][0]["locks"][0]["path"] = Value::from("src/from-the-saved-chart.rs");
+    write(&doc);
+    env.maos_json(&["lock", "acquire", "src/third.rs", "--agent", &a]);
+    assert_eq!(
+        paths(),
+        [
+            "src/from-the-saved-chart.rs",
+            "src/second.rs",
+            "src/third.rs"
+        ],
+        "started from the saved chart, then caught up"
+    );
+
+    // Not good any more: read again from the events, and the saved copy removed.
+    stop();
+    let mut doc = read();
+    let last = doc["fold"]["last_ts_us"]
+        .as_i64()
+        .expect("the last event's time");
+    doc["fold"]["last_ts_us"] = Value::from(last + 1);
+    let other_event = doc.to_string();
+    let mut doc = read();
+    doc["code"] = Value::from(1u64);
+    let other_code = doc.to_string();
+    for (what, body) in [
+        ("another event at its place", other_event),
+        ("another fold code", other_code),
+        ("not JSON", "{\"code\": ".to_string()),
+    ] {
+        std::fs::write(&saved, body).expect("write the saved chart");
+        assert_eq!(
+            paths(),
+            ["src/first.rs", "src/second.rs", "src/third.rs"],
+            "{what}: read again from the events"
+        );
+        assert!(!saved.exists(), "{what}: the saved chart is removed");
+        stop();
+    }
+
+    // Saved while events flow too (here every 100 ms), so that a daemon killed -9 leaves a
+    // chart its successor starts from.
+    std::fs::remove_file(&saved).expect("remove the saved chart");
+    let mut start = env.maos_cmd_in(&env.project, &["ps"]);
+    start.env("MAOS_TEST_CHART_SAVE_MS", "100");
+    assert!(start.output().expect("maos ps").status.success());
+    env.maos_json(&["lock", "acquire", "src/fourth.rs", "--agent", &a]);
+    maos_tests::wait_until(
+        maos_tests::DEADLINE,
+        "the chart saved while events flow",
+        || {
+            // An event: the follower saves when one comes after its interval.
+            env.maos_json(&["lock", "release", "src/fourth.rs", "--agent", &a]);
+            env.maos_json(&["lock", "acquire", "src/fourth.rs", "--agent", &a]);
+            std::fs::read_to_string(&saved).is_ok_and(|t| t.contains("src/fourth.rs"))
+        },
+    );
+    env.kill9();
+    let mut doc = read();
+    doc["fold"]["rows"][0]["locks"][0]["path"] = Value::from("src/saved-while-working.rs");
+    write(&doc);
+    let after_crash = paths();
+    assert_eq!(
+        after_crash[0], "src/saved-while-working.rs",
+        "{after_crash:?}"
+    );
+    assert_eq!(
+        after_crash.last().map(String::as_str),
+        Some("src/fourth.rs")
+    );
+}

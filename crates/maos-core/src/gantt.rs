@@ -197,7 +197,7 @@ pub struct Edge {
 }
 
 /// A row as folded so far.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct RowState {
     agent: AgentId,
     spans: Vec<Span>,
@@ -279,17 +279,89 @@ impl RowState {
 }
 
 /// Folds a session's events into the chart's model, incrementally.
-#[derive(Clone, Debug, Default)]
+///
+/// It serialises (serde) so that a daemon can keep a fold across its restarts; a fold read
+/// back is to be used only if it was written by the same fold ([`FOLD_CODE`]) and the events
+/// it folded are still the same ([`GanttBuilder::last_event`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(from = "Saved", into = "Saved")]
 pub struct GanttBuilder {
     rows: Vec<RowState>,
+    /// Each row's position by agent (made again from `rows` when read back).
     index: HashMap<AgentId, usize>,
     /// Open lock bars by token: (row, bar).
     open_locks: HashMap<u64, (usize, usize)>,
     phases: Vec<Band>,
     deadlocks: Vec<Deadlock>,
     last_seq: Option<u64>,
+    /// The time of the last folded event, in µs (with its seq, what tells the same event).
+    last_ts_us: i64,
     first_ms: Option<i64>,
     folded: u64,
+}
+
+/// What a fold's code is: a saved fold is used again only by the same code (any change to
+/// this file may change what a fold holds or means). FNV-1a of this file's source.
+pub const FOLD_CODE: u64 = {
+    let src = include_bytes!("gantt.rs");
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < src.len() {
+        h ^= src[i] as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+        i += 1;
+    }
+    h
+};
+
+/// A [`GanttBuilder`] as serialised: without the index its rows make again.
+#[derive(Clone, Serialize, Deserialize)]
+struct Saved {
+    rows: Vec<RowState>,
+    open_locks: HashMap<u64, (usize, usize)>,
+    phases: Vec<Band>,
+    deadlocks: Vec<Deadlock>,
+    last_seq: Option<u64>,
+    last_ts_us: i64,
+    first_ms: Option<i64>,
+    folded: u64,
+}
+
+impl From<Saved> for GanttBuilder {
+    fn from(s: Saved) -> Self {
+        let index = s
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.agent.clone(), i))
+            .collect();
+        GanttBuilder {
+            rows: s.rows,
+            index,
+            open_locks: s.open_locks,
+            phases: s.phases,
+            deadlocks: s.deadlocks,
+            last_seq: s.last_seq,
+            last_ts_us: s.last_ts_us,
+            first_ms: s.first_ms,
+            folded: s.folded,
+        }
+    }
+}
+
+impl From<GanttBuilder> for Saved {
+    fn from(b: GanttBuilder) -> Self {
+        Saved {
+            rows: b.rows,
+            open_locks: b.open_locks,
+            phases: b.phases,
+            deadlocks: b.deadlocks,
+            last_seq: b.last_seq,
+            last_ts_us: b.last_ts_us,
+            first_ms: b.first_ms,
+            folded: b.folded,
+        }
+    }
 }
 
 fn ms(t: Ts) -> i64 {
@@ -364,6 +436,12 @@ impl GanttBuilder {
         self.folded
     }
 
+    /// The last folded event's seq and time (µs since 1970): a fold read back is good only
+    /// while the timeline still holds that very event.
+    pub fn last_event(&self) -> Option<(u64, i64)> {
+        self.last_seq.map(|seq| (seq, self.last_ts_us))
+    }
+
     /// Fold one event. Events at or before the last folded seq are ignored (a replay is
     /// harmless); unknown types only count; bad data is skipped.
     pub fn fold(&mut self, e: &EventRecord) {
@@ -371,6 +449,7 @@ impl GanttBuilder {
             return;
         }
         self.last_seq = Some(e.seq);
+        self.last_ts_us = e.ts.timestamp_micros();
         self.folded += 1;
         let t = ms(e.ts);
         self.first_ms.get_or_insert(t);

@@ -116,6 +116,11 @@ impl ProjectHandle {
             .await
     }
 
+    /// The project's Gantt charts, without the handle (which keeps the actor running).
+    pub fn charts(&self) -> Arc<Charts> {
+        self.charts.clone()
+    }
+
     /// The actor stopped (its project was closed for a restore): open it again.
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed()
@@ -527,7 +532,7 @@ pub(super) async fn open(
     let (events, _) = broadcast::channel(EVENT_BUFFER);
     let reader = store.reader();
     // Subscribed before the actor commits anything: the charts miss no event.
-    let charts = Arc::new(Charts::default());
+    let charts = Arc::new(Charts::new(&dir));
     tokio::spawn(crate::charts::follow(
         charts.clone(),
         reader.clone(),

@@ -118,8 +118,7 @@ pub(super) fn write_checkpoints(project_dir: &Path, rows: Vec<maos_store::Checkp
 }
 
 fn write_checkpoint_file(dir: &Path, row: &maos_store::CheckpointRow) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -129,19 +128,24 @@ fn write_checkpoint_file(dir: &Path, row: &maos_store::CheckpointRow) -> std::io
         "session_id": row.session_id, "seq": row.seq, "at": row.ts, "reason": row.reason,
         "checkpoint": state,
     });
-    let tmp = dir.join("checkpoint.json.tmp");
+    let body = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    // No fsync: the durable checkpoint is the database row; this file is its readable copy.
+    write_whole(&dir.join("checkpoint.json"), body.as_bytes())
+}
+
+/// Write a file readable by its owner only, whole or not at all: a temporary file beside it,
+/// then a rename (no fsync: for copies whose source of truth is the database).
+pub fn write_whole(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
         .open(&tmp)?;
-    f.write_all(
-        serde_json::to_string_pretty(&doc)
-            .unwrap_or_default()
-            .as_bytes(),
-    )?;
-    // No fsync: the durable checkpoint is the database row; this file is its readable copy,
-    // and the rename alone keeps it whole.
-    std::fs::rename(&tmp, dir.join("checkpoint.json"))
+    f.write_all(body)?;
+    std::fs::rename(&tmp, path)
 }

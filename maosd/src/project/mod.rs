@@ -4,7 +4,7 @@
 
 mod actor;
 mod checkpointer;
-mod files;
+pub(crate) mod files;
 mod registry;
 
 pub use actor::{ProjectHandle, Subscription};

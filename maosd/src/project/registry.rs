@@ -172,14 +172,20 @@ impl Projects {
 
     /// Close every project: once no connection holds a handle any more, each actor finishes
     /// its queue, commits, and closes its database; this waits for all of them.
+    /// Then each project's big Gantt charts are saved (`crate::charts`).
     pub async fn close_all(&self) {
-        self.open.lock().await.clear();
+        let charts: Vec<_> = (self.open.lock().await.drain())
+            .map(|(_, h)| h.charts())
+            .collect();
         let tasks = match self.actors.lock() {
             Ok(mut a) => std::mem::take(&mut *a),
-            Err(_) => return,
+            Err(_) => Vec::new(),
         };
         for t in tasks {
             let _ = t.await;
+        }
+        for c in charts {
+            c.save().await;
         }
     }
 }

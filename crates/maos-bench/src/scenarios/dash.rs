@@ -579,10 +579,27 @@ fn cold_warm(d: &Daemon, b: &Browser, sid: &str, n: usize) -> Res<(Vec<Load>, Ve
 
 /// `n` loads of a session, each right after a daemon restart and from a fresh `maos-dash`
 /// (the daemon makes the session's chart again from its database).
-fn restarted(d: &mut Daemon, b: &Browser, sid: &str, n: usize) -> Res<Vec<Load>> {
+/// `n` loads, each right after the daemon is stopped and started again (it saves its charts
+/// when stopped), or killed (`kill -9`) and started again with no chart saved (the worst
+/// case: a chart saved at an earlier stop would be used, and only what came after it read).
+fn restarted(d: &mut Daemon, b: &Browser, sid: &str, n: usize, killed: bool) -> Res<Vec<Load>> {
     let mut loads = Vec::new();
     for _ in 0..n {
-        d.stop()?;
+        if killed {
+            d.kill9()?;
+            let projects = d.env.home.join("projects");
+            for p in
+                std::fs::read_dir(&projects).map_err(|e| format!("{}: {e}", projects.display()))?
+            {
+                let charts = p.map_err(|e| e.to_string())?.path().join("charts");
+                if charts.exists() {
+                    std::fs::remove_dir_all(&charts)
+                        .map_err(|e| format!("{}: {e}", charts.display()))?;
+                }
+            }
+        } else {
+            d.stop()?;
+        }
         d.spawn()?;
         d.wait_ready()?;
         let fresh = Dashboard::start(d)?;
@@ -591,24 +608,18 @@ fn restarted(d: &mut Daemon, b: &Browser, sid: &str, n: usize) -> Res<Vec<Load>>
     Ok(loads)
 }
 
-/// The figures of one session's loads: cold, warm and after a daemon restart.
+/// The figures of one session's loads, each kind with its goal: `loads[1]` (warm) gives the
+/// page's sizes.
 fn paint_rows(
     events: u64,
-    cold: &[Load],
-    warm: &[Load],
-    restarted: &[Load],
-    goal: Option<Goal>,
+    loads: &[(&str, Vec<Load>, Option<Goal>)],
     rows: &mut Vec<Metric>,
 ) -> Res {
     let name = format!(
         "dash-paint {} events",
         crate::report::group_thousands(events as i64)
     );
-    for (kind, loads) in [
-        ("cold", cold),
-        ("warm", warm),
-        ("daemon restarted", restarted),
-    ] {
+    for (kind, loads, goal) in loads {
         for l in loads {
             eprintln!(
                 "  {kind} load, the page's marks (ms from navigation): {}",
@@ -634,12 +645,12 @@ fn paint_rows(
             "ms",
         );
         if let Some(g) = goal {
-            m = m.goal(g);
+            m = m.goal(*g);
         }
         rows.push(m);
         let mut worst = Metric::new(&name, &format!("{kind}: ready max"), max(&ready), "ms");
         if let Some(g) = goal {
-            worst = worst.goal(g);
+            worst = worst.goal(*g);
         }
         rows.push(worst);
         rows.push(Metric::new(
@@ -661,7 +672,10 @@ fn paint_rows(
             "ms",
         ));
     }
-    let last = warm.last().ok_or("no warm load")?;
+    let last = loads
+        .get(1)
+        .and_then(|(_, l, _)| l.last())
+        .ok_or("no warm load")?;
     rows.push(Metric::new(
         &name,
         "/api/gantt body",
@@ -718,13 +732,18 @@ pub fn scen_dash_paint(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     // The restarts last: a restarted daemon has no chart kept, and cold loads must not follow
     // one.
     for ((sid, events), (cold, warm)) in sessions.into_iter().zip(loads) {
-        let again = restarted(&mut d, &b, sid, n)?;
+        let stopped = restarted(&mut d, &b, sid, n, false)?;
+        let killed = restarted(&mut d, &b, sid, n, true)?;
+        let goal = Some(Goal::AtMost(500.0));
         paint_rows(
             events,
-            &cold,
-            &warm,
-            &again,
-            Some(Goal::AtMost(500.0)),
+            &[
+                ("cold", cold, goal),
+                ("warm", warm, goal),
+                ("daemon stopped and started", stopped, goal),
+                // A crash saves no chart: the first view reads the session's events again.
+                ("daemon killed (-9), no chart saved", killed, None),
+            ],
             &mut rows,
         )?;
     }
@@ -926,6 +945,9 @@ pub fn scen_dash_live(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     b.cdp("Performance.enable", serde_json::json!({}))?;
     load(&b, &dash.session_url(&sid))?;
     until_live(&b)?;
+    // Watched as a person watching events would: the timeline on screen (out of view, the
+    // page adds rows once a second).
+    b.try_eval("document.getElementById('timeline').scrollIntoView(); return true")?;
     let tap = Tap::open(&dash)?;
     let name = label("dash-live", sync);
     let mut rows = Vec::new();

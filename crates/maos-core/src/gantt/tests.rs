@@ -973,6 +973,17 @@ proptest! {
         prop_assert_eq!(&two.snapshot(now, Window::all(width)), &whole);
         prop_assert_eq!(whole.folded, es.len() as u64);
 
+        // Saved at the cut (a daemon stopping) and read back, the fold goes on the same.
+        let mut saved = GanttBuilder::new();
+        fold_all(&mut saved, &es[..cut]);
+        let expected_last = es[..cut].last().map(|e| (e.seq, e.ts.timestamp_micros()));
+        prop_assert_eq!(saved.last_event(), expected_last);
+        let json = serde_json::to_vec(&saved).unwrap();
+        let mut back: GanttBuilder = serde_json::from_slice(&json).unwrap();
+        prop_assert_eq!(back.last_event(), expected_last);
+        fold_all(&mut back, &es[cut..]);
+        prop_assert_eq!(&back.snapshot(now, Window::all(width)), &whole);
+
         for r in &whole.rows {
             for s in &r.spans {
                 prop_assert!(s.to_ms.is_none_or(|t| t >= s.from_ms), "{:?}", s);
