@@ -255,6 +255,12 @@ impl Client {
         }
     }
 
+    /// A second handle on the connection, so that another thread can shut it down while this
+    /// one waits for an answer (`maos mcp` gives up a cancelled lock wait so).
+    pub fn stream_handle(&self) -> io::Result<UnixStream> {
+        self.stream.try_clone()
+    }
+
     /// Bound every read and write on the connection (the hook's deadline).
     pub fn set_timeout(&mut self, d: Duration) {
         self.timeout = Some(d);

@@ -43,12 +43,8 @@ pub fn show(json: bool, reply: Reply) -> Res {
             Reply::Locks(l) => print_json(&l),
             Reply::LockCheck(c) => print_json(&c),
             Reply::Renewed { leases } => print_json(&serde_json::json!({ "leases": leases })),
-            Reply::Caller {
-                agent,
-                session,
-                rule,
-            } => {
-                print_json(&serde_json::json!({ "agent": agent, "session": session, "rule": rule }))
+            Reply::Mcp { caller, reply } => {
+                print_json(&serde_json::json!({ "caller": caller, "reply": reply }))
             }
             Reply::Hook(h) => print_json(&h),
             Reply::DbCheck(c) => print_json(&c),
@@ -102,7 +98,13 @@ pub fn show(json: bool, reply: Reply) -> Res {
         Reply::Locks(l) => print(&output::locks(&l)),
         Reply::LockCheck(c) => print(&output::lock_check(&c)),
         Reply::Renewed { leases } => outln!("renewed {}", output::count(leases, "lease")),
-        Reply::Caller { agent, rule, .. } => outln!("{agent} ({})", rule.words()),
+        // Only `maos mcp` asks for these; its own reply, then whose call it was.
+        Reply::Mcp { caller, reply } => {
+            show(false, *reply)?;
+            if let Some(c) = caller {
+                outln!("for {} ({})", c.agent, c.rule.words());
+            }
+        }
         Reply::Hook(h) => outln!("{:?}", h.decision),
         Reply::DbCheck(c) => outln!("{}: {}", c.path, c.quick_check),
         Reply::History(h) => print(&output::history(&h)),

@@ -32,8 +32,26 @@ pub fn read<T: DeserializeOwned>(tool: &str, args: &Map<String, Value>) -> Resul
         let why = e.to_string();
         // serde_json adds " at line 1 column N" to errors of text, not of values; cut any.
         let why = why.split(" at line ").next().unwrap_or(&why);
-        format!("bad arguments for {tool}: {why}; see the tool's input schema")
+        format!(
+            "bad arguments for {tool}: {}; see the tool's input schema",
+            shortened(&maos_proto::frame::one_line(why))
+        )
     })
+}
+
+/// The most characters of serde's reason a refusal quotes: it may quote what the caller sent.
+const MAX_WHY: usize = 300;
+
+/// `why` cut to [`MAX_WHY`] characters in its middle (what serde quotes of the caller's value
+/// is there; what was expected comes last).
+fn shortened(why: &str) -> String {
+    let n = why.chars().count();
+    if n <= MAX_WHY {
+        return why.to_string();
+    }
+    let head: String = why.chars().take(MAX_WHY / 3).collect();
+    let tail: String = why.chars().skip(n - (MAX_WHY - MAX_WHY / 3)).collect();
+    format!("{head}…{tail}")
 }
 
 /// Refuse a text longer than `max` bytes, or one with nothing in it.
@@ -257,5 +275,16 @@ mod tests {
         assert!(text("the path", "abcdefghijk", 10).is_err());
         assert!(text("the path", "a\0b", 10).is_err());
         assert!(text("the path", "src/a.rs", 10).is_ok());
+    }
+
+    /// A bad mode was quoted whole: a newline in it broke the one-line sentence, 100 KB of
+    /// it made a 100 KB one.
+    #[test]
+    fn what_the_caller_sent_never_breaks_the_one_line_sentence() {
+        let args = json!({"path": "a", "mode": format!("a\nb{}", "x".repeat(100_000))});
+        let e = read::<AcquireArgs>("lock_acquire", args.as_object().unwrap()).unwrap_err();
+        assert!(e.contains("expected one of"), "{e}");
+        assert!(!e.contains('\n'), "{e:?}");
+        assert!(e.len() < 1000, "{} bytes", e.len());
     }
 }

@@ -7,6 +7,7 @@
 
 mod args;
 mod daemon;
+mod eof;
 mod server;
 
 use std::path::PathBuf;
@@ -78,7 +79,13 @@ fn main() -> ExitCode {
     let agent_env = std::env::var("MAOS_AGENT_ID")
         .ok()
         .filter(|v| !v.is_empty());
-    let maos = server::Maos::new(daemon::Daemon::new(project(named)), window, agent_env);
+    let gone = tokio_util::sync::CancellationToken::new();
+    let maos = server::Maos::new(
+        daemon::Daemon::new(project(named)),
+        window,
+        agent_env,
+        gone.clone(),
+    );
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -90,7 +97,9 @@ fn main() -> ExitCode {
         }
     };
     let code = runtime.block_on(async {
-        let service = match maos.serve(rmcp::transport::io::stdio_pipes()).await {
+        let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
+        let stdin = eof::Watched::new(stdin, gone);
+        let service = match maos.serve((stdin, stdout)).await {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("maos mcp: the MCP handshake failed: {e}");

@@ -4,10 +4,12 @@
 
 use std::time::Duration;
 
-use maos_core::mcp::CallerRule;
+use maos_core::LockMode;
 use maos_core::record::{ProcessRef, Todo};
-use maos_core::{AgentId, LockMode};
-use maos_proto::{ErrorBody, ErrorCode, EventFilter, LockWait, Reply, Request};
+use maos_proto::{
+    ErrorBody, ErrorCode, EventFilter, LockWait, McpAction, McpCall, McpCaller, McpEvidence, Reply,
+    Request,
+};
 use rmcp::handler::server::common::schema_for_input;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
@@ -19,9 +21,10 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::args::{self, *};
-use crate::daemon::Daemon;
+use crate::daemon::{Asked, Daemon};
 
 /// The `_meta` key under which Claude Code sends a call's tool use id.
 pub const CLAUDE_TOOL_USE_ID: &str = "claudecode/toolUseId";
@@ -35,6 +38,8 @@ pub struct Maos {
     window: Option<ProcessRef>,
     /// `MAOS_AGENT_ID`: the agent `maos run` started this server's CLI as.
     agent_env: Option<String>,
+    /// Cancelled when the client has gone (this server's stdin closed): its lock waits end.
+    gone: CancellationToken,
     /// Built once; `#[tool_handler]`'s `call_tool` and `list_tools` use it.
     tool_router: ToolRouter<Self>,
 }
@@ -55,26 +60,39 @@ fn ok(value: Value) -> CallToolResult {
     CallToolResult::success(vec![Content::text(text)])
 }
 
+/// The daemon's answer to a call that acts for its caller: whose call it was, and the reply.
+fn mcp_reply(tool: &str, reply: Reply) -> Result<(Option<Caller>, Reply), ErrorBody> {
+    match reply {
+        Reply::Mcp { caller, reply } => Ok((caller, *reply)),
+        _ => Err(ErrorBody::new(
+            ErrorCode::Internal,
+            format!("maosd gave an unexpected answer to {tool}"),
+        )),
+    }
+}
+
 /// Who the call was made for, as the answer says it.
-fn caller_json(agent: &AgentId, rule: CallerRule) -> Value {
-    json!({ "agent": agent, "rule": rule, "how": rule.words() })
+fn caller_json(c: &Caller) -> Value {
+    json!({ "agent": c.agent, "rule": c.rule, "how": c.rule.words() })
 }
 
 type ToolResult = Result<CallToolResult, ErrorData>;
 
-/// Whose call it is: the agent, its session, and the rule that named it.
-struct Caller {
-    agent: AgentId,
-    session: maos_core::SessionId,
-    rule: CallerRule,
-}
+/// Whose call it was: the agent, its session, and the rule that named it.
+type Caller = McpCaller;
 
 impl Maos {
-    pub fn new(daemon: Daemon, window: Option<ProcessRef>, agent_env: Option<String>) -> Maos {
+    pub fn new(
+        daemon: Daemon,
+        window: Option<ProcessRef>,
+        agent_env: Option<String>,
+        gone: CancellationToken,
+    ) -> Maos {
         Maos {
             daemon,
             window,
             agent_env,
+            gone,
             tool_router: Self::tool_router(),
         }
     }
@@ -86,14 +104,30 @@ impl Maos {
             .map_err(from_daemon)
     }
 
-    /// The agent this call acts for (see `maos_core::mcp`): asked of the daemon with the
-    /// call's tool use id, its claim key, `MAOS_AGENT_ID` and this server's CLI process.
-    async fn caller(
+    /// Make one call for its caller, in one daemon request: the daemon names the agent (see
+    /// `maos_core::mcp`) from the call's tool use id, its claim key, `MAOS_AGENT_ID` and this
+    /// server's CLI process, and applies `action` for it. The answer is whose call it was
+    /// (when the action needs no caller and maos cannot tell, none) and the action's reply.
+    async fn act(
         &self,
         meta: &RequestMetaObject,
         tool: &str,
         args: &JsonObject,
-    ) -> Result<Caller, CallToolResult> {
+        action: McpAction,
+    ) -> Result<(Option<Caller>, Reply), ErrorBody> {
+        let body = self.mcp_request(meta, tool, args, action);
+        let reply = self.daemon.ask(body, Duration::ZERO).await?;
+        mcp_reply(tool, reply)
+    }
+
+    /// The daemon request of a call that acts for its caller (see [`Maos::act`]).
+    fn mcp_request(
+        &self,
+        meta: &RequestMetaObject,
+        tool: &str,
+        args: &JsonObject,
+        action: McpAction,
+    ) -> Request {
         let tool_use_id = meta
             .get(CLAUDE_TOOL_USE_ID)
             .and_then(Value::as_str)
@@ -104,26 +138,13 @@ impl Maos {
             tool: tool.to_string(),
             args: maos_core::mcp::args_digest(&Value::Object(args.clone())),
         });
-        let body = Request::McpCaller {
+        let caller = McpEvidence {
             tool_use_id,
             claim,
             maos_agent: self.agent_env.clone(),
             window: self.window,
         };
-        match self.ask(body).await? {
-            Reply::Caller {
-                agent,
-                session,
-                rule,
-            } => Ok(Caller {
-                agent,
-                session,
-                rule,
-            }),
-            _ => Err(fail(
-                "maosd gave an unexpected answer to whose call this is",
-            )),
-        }
+        Request::Mcp(Box::new(McpCall { caller, action }))
     }
 
     /// Read `T` from the arguments, or the tool error saying why not.
@@ -136,7 +157,25 @@ impl Maos {
         self.daemon.project().map(str::to_string)
     }
 
-    async fn lock_acquire_(&self, meta: RequestMetaObject, a: JsonObject) -> CallToolResult {
+    /// Release a lock granted to a call that was cancelled meanwhile (its caller never learns
+    /// of it): as maosd does for a waiter whose connection closed.
+    async fn give_back(&self, lock: maos_core::record::LockView) {
+        let body = Request::LockRelease {
+            agent: Some(lock.holder.to_string()),
+            path: lock.path,
+            cwd: None,
+            force: false,
+            by: Some("maos mcp: the call that took it was cancelled".to_string()),
+        };
+        let _ = self.daemon.ask(body, Duration::ZERO).await;
+    }
+
+    async fn lock_acquire_(
+        &self,
+        meta: RequestMetaObject,
+        ct: CancellationToken,
+        a: JsonObject,
+    ) -> CallToolResult {
         let r: AcquireArgs = match Self::read("lock_acquire", &a) {
             Ok(r) => r,
             Err(e) => return e,
@@ -150,26 +189,49 @@ impl Maos {
                 "wait_ms is at most {MAX_WAIT_MS} and ttl_ms at most 86400000 (one day)"
             ));
         }
-        let Caller { agent, rule, .. } = match self.caller(&meta, "lock_acquire", &a).await {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
-        let wait = match wait_ms {
-            0 => LockWait::NoWait,
-            ms => LockWait::Wait { ms },
-        };
-        let body = Request::LockAcquire {
-            agent: agent.to_string(),
+        let action = McpAction::LockAcquire {
             path: r.path,
             cwd: self.cwd(),
             mode: r.mode.into(),
-            wait,
+            wait: match wait_ms {
+                0 => LockWait::NoWait,
+                ms => LockWait::Wait { ms },
+            },
             ttl_ms: r.ttl_ms,
         };
-        match self.daemon.ask(body, Duration::from_millis(wait_ms)).await {
-            Ok(Reply::Lock(lock)) => ok(json!({
+        let body = self.mcp_request(&meta, "lock_acquire", &a, action);
+        let wait = Duration::from_millis(wait_ms);
+        let answer = match wait_ms {
+            0 => self.daemon.ask(body, wait).await,
+            // A wait ends when the client cancels the call or goes away: maosd drops it then,
+            // and a grant that crossed the cancellation is given back.
+            _ => {
+                let stop = async {
+                    tokio::select! {
+                        () = ct.cancelled() => {}
+                        () = self.gone.cancelled() => {}
+                    }
+                };
+                match self.daemon.ask_or_stop(body, wait, stop).await {
+                    Asked::Answer(r) => r,
+                    Asked::Stopped(late) => {
+                        if let Some(lock) = late.and_then(|r| match mcp_reply("", r) {
+                            Ok((_, Reply::Lock(lock))) => Some(lock),
+                            _ => None,
+                        }) {
+                            self.give_back(lock).await;
+                        }
+                        return fail(
+                            "the call was cancelled before the lock was granted; no lock was taken",
+                        );
+                    }
+                }
+            }
+        };
+        match answer.and_then(|r| mcp_reply("lock_acquire", r)) {
+            Ok((caller, Reply::Lock(lock))) => ok(json!({
                 "lock": lock,
-                "caller": caller_json(&agent, rule),
+                "caller": caller.as_ref().map(caller_json),
             })),
             Ok(_) => fail("maosd gave an unexpected answer to lock_acquire"),
             Err(e) if e.code == ErrorCode::Deadlock => fail(format!(
@@ -255,8 +317,13 @@ impl Maos {
         input_schema = schema_for_input::<AcquireArgs>().unwrap_or_default(),
         annotations(destructive_hint = false)
     )]
-    async fn lock_acquire(&self, meta: RequestMetaObject, a: JsonObject) -> ToolResult {
-        Ok(self.lock_acquire_(meta, a).await)
+    async fn lock_acquire(
+        &self,
+        meta: RequestMetaObject,
+        ct: CancellationToken,
+        a: JsonObject,
+    ) -> ToolResult {
+        Ok(self.lock_acquire_(meta, ct, a).await)
     }
 
     #[tool(
@@ -267,19 +334,13 @@ impl Maos {
         if let Err(e) = Self::read::<NoArgs>("lock_renew", &a) {
             return Ok(e);
         }
-        let Caller { agent, rule, .. } = match self.caller(&meta, "lock_renew", &a).await {
-            Ok(c) => c,
-            Err(e) => return Ok(e),
-        };
-        let body = Request::Heartbeat {
-            agent: agent.to_string(),
-        };
-        Ok(match self.ask(body).await {
-            Ok(Reply::Renewed { leases }) => ok(json!({
-                "renewed": leases, "caller": caller_json(&agent, rule),
+        let action = McpAction::LockRenew;
+        Ok(match self.act(&meta, "lock_renew", &a, action).await {
+            Ok((caller, Reply::Renewed { leases })) => ok(json!({
+                "renewed": leases, "caller": caller.as_ref().map(caller_json),
             })),
             Ok(_) => fail("maosd gave an unexpected answer to lock_renew"),
-            Err(e) => e,
+            Err(e) => from_daemon(e),
         })
     }
 
@@ -295,23 +356,16 @@ impl Maos {
         if let Err(e) = args::text("the path", &r.path, MAX_PATH) {
             return Ok(fail(e));
         }
-        let Caller { agent, rule, .. } = match self.caller(&meta, "lock_release", &a).await {
-            Ok(c) => c,
-            Err(e) => return Ok(e),
-        };
-        let body = Request::LockRelease {
-            agent: Some(agent.to_string()),
+        let action = McpAction::LockRelease {
             path: r.path,
             cwd: self.cwd(),
-            force: false,
-            by: None,
         };
-        Ok(match self.ask(body).await {
-            Ok(Reply::Released(locks)) => ok(json!({
-                "released": locks, "caller": caller_json(&agent, rule),
+        Ok(match self.act(&meta, "lock_release", &a, action).await {
+            Ok((caller, Reply::Released(locks))) => ok(json!({
+                "released": locks, "caller": caller.as_ref().map(caller_json),
             })),
             Ok(_) => fail("maosd gave an unexpected answer to lock_release"),
-            Err(e) => e,
+            Err(e) => from_daemon(e),
         })
     }
 
@@ -329,20 +383,18 @@ impl Maos {
             return Ok(fail(e));
         }
         // Without a caller, checked as nobody: every conflicting lock shows.
-        let caller = self.caller(&meta, "lock_check", &a).await.ok();
-        let body = Request::LockCheck {
-            agent: caller.as_ref().map(|c| c.agent.to_string()),
+        let action = McpAction::LockCheck {
             path: r.path,
             cwd: self.cwd(),
             mode: r.mode.map(Into::into).unwrap_or(LockMode::Write),
         };
-        Ok(match self.ask(body).await {
-            Ok(Reply::LockCheck(c)) => ok(json!({
+        Ok(match self.act(&meta, "lock_check", &a, action).await {
+            Ok((caller, Reply::LockCheck(c))) => ok(json!({
                 "check": c,
-                "caller": caller.map(|c| caller_json(&c.agent, c.rule)),
+                "caller": caller.as_ref().map(caller_json),
             })),
             Ok(_) => fail("maosd gave an unexpected answer to lock_check"),
-            Err(e) => e,
+            Err(e) => from_daemon(e),
         })
     }
 
@@ -368,18 +420,13 @@ impl Maos {
             Ok(i) => i,
             Err(e) => return Ok(fail(e)),
         };
-        let Caller { agent, rule, .. } = match self.caller(&meta, "progress", &a).await {
-            Ok(c) => c,
-            Err(e) => return Ok(e),
-        };
         let count = items.len();
-        let body = Request::Todos {
-            agent: agent.to_string(),
-            items,
-        };
-        Ok(match self.ask(body).await {
-            Ok(_) => ok(json!({ "items": count, "caller": caller_json(&agent, rule) })),
-            Err(e) => e,
+        let action = McpAction::Progress { items };
+        Ok(match self.act(&meta, "progress", &a, action).await {
+            Ok((caller, _)) => ok(json!({
+                "items": count, "caller": caller.as_ref().map(caller_json),
+            })),
+            Err(e) => from_daemon(e),
         })
     }
 
@@ -395,24 +442,15 @@ impl Maos {
         if let Err(e) = args::text("the note", &r.text, MAX_NOTE) {
             return Ok(fail(e));
         }
-        let Caller {
-            agent,
-            session,
-            rule,
-        } = match self.caller(&meta, "note", &a).await {
-            Ok(c) => c,
-            Err(e) => return Ok(e),
-        };
-        // The caller's session, whichever is active.
-        let body = Request::Note {
-            session: Some(session.to_string()),
-            agent: Some(agent.to_string()),
+        let action = McpAction::Note {
             kind: r.kind.into(),
             text: r.text,
         };
-        Ok(match self.ask(body).await {
-            Ok(_) => ok(json!({ "recorded": true, "caller": caller_json(&agent, rule) })),
-            Err(e) => e,
+        Ok(match self.act(&meta, "note", &a, action).await {
+            Ok((caller, _)) => ok(json!({
+                "recorded": true, "caller": caller.as_ref().map(caller_json),
+            })),
+            Err(e) => from_daemon(e),
         })
     }
 
@@ -430,15 +468,15 @@ impl Maos {
             return Ok(fail(e));
         }
         // Unnamed: the caller's session when maos knows the caller, else the active one.
-        let session = match r.session {
-            Some(s) => Some(s),
-            None => self
-                .caller(&meta, "brief", &a)
-                .await
-                .ok()
-                .map(|c| c.session.to_string()),
+        let answer = match r.session {
+            Some(s) => self.brief_text(Some(s)).await,
+            None => match self.act(&meta, "brief", &a, McpAction::Brief).await {
+                Ok((_, Reply::Brief(b))) => Ok(b.text),
+                Ok(_) => Err(fail("maosd gave an unexpected answer to brief")),
+                Err(e) => Err(from_daemon(e)),
+            },
         };
-        Ok(match self.brief_text(session).await {
+        Ok(match answer {
             Ok(text) => CallToolResult::success(vec![Content::text(text)]),
             Err(e) => e,
         })

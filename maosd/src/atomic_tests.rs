@@ -456,8 +456,22 @@ fn cases(f: &Fixture) -> Vec<(&'static str, Request)> {
                              "items": [{ "content": "x", "status": "in_progress" }] })),
         ),
         (
-            "mcp caller",
-            req(json!({ "request": "mcp_caller", "tool_use_id": "tu-9", "maos_agent": lead })),
+            "mcp lock acquire",
+            req(json!({ "request": "mcp",
+                        "caller": { "tool_use_id": "tu-9", "maos_agent": lead },
+                        "action": { "action": "lock_acquire", "path": "src/m.rs",
+                                    "mode": "write" } })),
+        ),
+        (
+            "mcp note",
+            req(json!({ "request": "mcp", "caller": { "maos_agent": lead },
+                        "action": { "action": "note", "kind": "done", "text": "x" } })),
+        ),
+        (
+            "mcp progress",
+            req(json!({ "request": "mcp", "caller": { "maos_agent": lead },
+                        "action": { "action": "progress",
+                                    "items": [{ "content": "x", "status": "pending" }] } })),
         ),
         (
             "agent exited",
@@ -808,4 +822,34 @@ fn recovery_keeps_the_exit_file_until_its_commit() {
     tx.finish();
     let a = st.agent(&agent).map(|a| a.state);
     assert_eq!(a, Some(maos_core::AgentState::Completed));
+}
+
+/// A hook records the MCP calls whose caller `maos mcp` will ask for, and only those: a read
+/// that needs no agent (`who`) left a record nobody took, filling the table for 30 s.
+#[test]
+fn a_hook_records_only_the_mcp_calls_the_server_asks_about() {
+    let rt = rt();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let f = fixture(tmp.path(), &tmp.path().join("t.db"), &rt);
+    let mut st = f.st.clone();
+    let mut tx = Txn::new(&mut st);
+    let before = tx.mcp_calls().len();
+    for (tool, id) in [("who", "tu-who"), ("events", "tu-ev"), ("note", "tu-note")] {
+        let call = hook(
+            "PreToolUse",
+            "cli-1",
+            json!({ "tool_name": format!("mcp__maos__{tool}"), "tool_use_id": id }),
+        );
+        if let Err(e) = handle(&mut tx, call) {
+            panic!("PreToolUse of {tool}: {}", e.message);
+        }
+    }
+    assert_eq!(
+        tx.mcp_calls().len(),
+        before + 1,
+        "only the note is recorded"
+    );
+    let now = tx.now;
+    assert!(tx.mcp_calls().take_id("tu-note", now).is_some());
+    assert!(tx.mcp_calls().take_id("tu-who", now).is_none());
 }

@@ -373,7 +373,7 @@ async fn actor(
             .map(Reply::Events)
             .map_err(|e| storage_error(&e)),
         // The actor keeps parked replies and answers them itself.
-        Outcome::Park(_) => Err(internal(
+        Outcome::Park { .. } => Err(internal(
             "a parked lock wait was answered without its outcome",
         )),
     }

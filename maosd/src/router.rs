@@ -6,12 +6,11 @@
 
 use std::time::Duration;
 
-use maos_core::mcp::ClaimKey;
-use maos_core::record::{ProcessRef, Todo};
+use maos_core::record::Todo;
 use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy};
 use maos_proto::{
-    AgentExit, ErrorBody, EventFilter, HookCall, LockList, LockWait, NoteKind, RecoveryReport,
-    Reply, Request, Target,
+    AgentExit, ErrorBody, EventFilter, HookCall, LockList, LockWait, McpAction, McpCall, NoteKind,
+    RecoveryReport, Reply, Request, Target,
 };
 
 /// Where one request goes.
@@ -225,11 +224,11 @@ pub enum ProjectRequest {
     Purge {
         session: String,
     },
-    McpCaller {
-        tool_use_id: Option<String>,
-        claim: Option<ClaimKey>,
-        maos_agent: Option<String>,
-        window: Option<ProcessRef>,
+    /// `refused`: why the action's path does not resolve (the caller is still named, so that
+    /// the hook's record of the call answers it; see `cmd::mcp`).
+    Mcp {
+        call: Box<McpCall>,
+        refused: Option<ErrorBody>,
     },
     Todos {
         agent: String,
@@ -437,16 +436,9 @@ impl Route {
             Request::Validate { session } => actor(P::Validate { session }),
             Request::SessionArchive { session } => actor(P::SessionArchive { session }),
             Request::Purge { session } => actor(P::Purge { session }),
-            Request::McpCaller {
-                tool_use_id,
-                claim,
-                maos_agent,
-                window,
-            } => actor(P::McpCaller {
-                tool_use_id,
-                claim,
-                maos_agent,
-                window,
+            Request::Mcp(call) => actor(P::Mcp {
+                call,
+                refused: None,
             }),
             Request::Todos { agent, items } => actor(P::Todos { agent, items }),
         }
@@ -507,6 +499,33 @@ impl ProjectRequest {
                 *path = resolve(path, cwd)?;
                 *cwd = None;
             }
+            // An MCP call's path that does not resolve refuses the call once its caller is
+            // named.
+            ProjectRequest::Mcp { call, refused } => match &mut call.action {
+                McpAction::LockAcquire {
+                    path, cwd, mode, ..
+                }
+                | McpAction::LockCheck {
+                    path, cwd, mode, ..
+                } => {
+                    match mode {
+                        LockMode::Workspace => path.clear(),
+                        _ => match resolve(path, cwd) {
+                            Ok(key) => *path = key,
+                            Err(e) => *refused = Some(e),
+                        },
+                    }
+                    *cwd = None;
+                }
+                McpAction::LockRelease { path, cwd } => {
+                    match resolve(path, cwd) {
+                        Ok(key) => *path = key,
+                        Err(e) => *refused = Some(e),
+                    }
+                    *cwd = None;
+                }
+                _ => {}
+            },
             // A hook's write outside the project is not an error of the request: it is a
             // denial, which the hook handler gives.
             ProjectRequest::Hook(call) if call.writes_files() => {

@@ -5,9 +5,11 @@ client), then reads one JSON command a line on stdin and writes one JSON answer 
 stdout, so that the Rust test can check maos's own view between calls:
 
   {"op": "list_tools"}                          -> {"tools": [{name, description, inputSchema}]}
-  {"op": "call", "tool": T, "args": {...}, "meta": {...}?}
+  {"op": "call", "tool": T, "args": {...}, "meta": {...}?, "timeout": S?}
                                                 -> {"is_error": bool, "text": str}
-                                                   or {"rpc_error": str} (a JSON-RPC error)
+                                                   or {"rpc_error": str} (a JSON-RPC error;
+                                                   after S seconds the SDK gives the call up
+                                                   and sends notifications/cancelled)
   {"op": "list_resources"}                      -> {"resources": [uri, ...]}
   {"op": "read", "uri": U}                      -> {"text": str} or {"rpc_error": str}
   {"op": "info"}                                -> {"name": ..., "version": ..., "instructions": ...}
@@ -70,6 +72,8 @@ async def serve(session, init):
                 kwargs = {}
                 if cmd.get("meta") is not None:
                     kwargs["meta"] = cmd["meta"]
+                if cmd.get("timeout") is not None:
+                    kwargs["read_timeout_seconds"] = float(cmd["timeout"])
                 result = await session.call_tool(cmd["tool"], cmd.get("args"), **kwargs)
                 out = {"is_error": bool(field(result, "is_error", "isError")), "text": text_of(result)}
             elif op == "list_resources":

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
@@ -53,9 +53,15 @@ pub fn python() -> Option<PathBuf> {
 
 /// The SDK as a client of `maos mcp` (started by the SDK's stdio client from the driver).
 pub struct Driver {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    /// `None` when someone else started the driver ([`Driver::attach`]).
+    child: Option<Child>,
+    stdin: Option<Box<dyn Write + Send>>,
     lines: Receiver<String>,
+}
+
+/// The path of `tests/conformance/mcp_client.py`, the driver's script.
+pub fn driver_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/mcp_client.py")
 }
 
 impl Driver {
@@ -66,9 +72,8 @@ impl Driver {
 
     /// [`Driver::start`] with the server's working directory `dir` (and its project).
     pub fn start_in(env: &Env, dir: &Path, python: &Path, vars: &[(&str, &str)]) -> Driver {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/mcp_client.py");
         let mut cmd = env.command(python);
-        cmd.arg(&script)
+        cmd.arg(driver_script())
             .arg(maos_bin())
             .arg("mcp")
             .current_dir(dir)
@@ -80,8 +85,35 @@ impl Driver {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("start the MCP SDK driver");
-        let stdin = child.stdin.take();
+        let stdin = child.stdin.take().expect("driver stdin");
         let stdout = child.stdout.take().expect("driver stdout");
+        Driver::with(Some(child), Box::new(stdin), stdout)
+    }
+
+    /// A driver someone else started (a managed agent `maos run` started, whose stdin and
+    /// stdout are the named pipes `input` and `output`): opened, then its first answer awaited.
+    /// A driver that never opens them fails the test after [`ANSWER_TIMEOUT`].
+    pub fn attach(input: &Path, output: &Path) -> Driver {
+        let (input, output) = (input.to_path_buf(), output.to_path_buf());
+        let (tx, rx) = channel();
+        // Opening a named pipe waits for its other end, in the order the driver opens them.
+        std::thread::spawn(move || {
+            let w = std::fs::OpenOptions::new().write(true).open(&input);
+            let r = w.and_then(|w| std::fs::File::open(&output).map(|r| (w, r)));
+            let _ = tx.send(r);
+        });
+        let (w, r) = rx
+            .recv_timeout(ANSWER_TIMEOUT)
+            .expect("the managed agent did not open its named pipes in time")
+            .expect("open the managed agent's named pipes");
+        Driver::with(None, Box::new(w), r)
+    }
+
+    fn with(
+        child: Option<Child>,
+        stdin: Box<dyn Write + Send>,
+        stdout: impl std::io::Read + Send + 'static,
+    ) -> Driver {
         let (tx, lines) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -93,7 +125,7 @@ impl Driver {
         });
         let mut d = Driver {
             child,
-            stdin,
+            stdin: Some(stdin),
             lines,
         };
         let ready = d.answer();
@@ -161,23 +193,35 @@ impl Driver {
         a["text"].as_str().expect("text").to_string()
     }
 
-    /// Close the driver's stdin and wait for it (and so the server) to end.
+    /// The driver's pid (it runs `maos mcp` as its child).
+    pub fn pid(&self) -> u32 {
+        self.child
+            .as_ref()
+            .expect("a driver this test started")
+            .id()
+    }
+
+    /// Close the driver's stdin and wait for it (and so the server) to end (an attached
+    /// driver's end is its starter's to see).
     pub fn close(mut self) {
         drop(self.stdin.take());
-        let child = &mut self.child;
-        wait_until(
-            ANSWER_TIMEOUT,
-            "the MCP driver ends after its stdin closed",
-            || matches!(child.try_wait(), Ok(Some(_))),
-        );
+        if let Some(child) = &mut self.child {
+            wait_until(
+                ANSWER_TIMEOUT,
+                "the MCP driver ends after its stdin closed",
+                || matches!(child.try_wait(), Ok(Some(_))),
+            );
+        }
     }
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if let Some(child) = &mut self.child
+            && let Ok(None) = child.try_wait()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }

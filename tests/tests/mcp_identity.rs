@@ -6,7 +6,7 @@
 //! of the MCP SDK's driver, which also runs the server: one CLI process, as in a real CLI.
 
 use maos_tests::mcp::{Driver, python};
-use maos_tests::{Env, Value, json};
+use maos_tests::{Env, Value, json, wait_until};
 
 /// The id of the agent of `ps` whose task mentions `needle`.
 fn agent_with(env: &Env, needle: &str) -> String {
@@ -38,6 +38,16 @@ fn claude(env: &Env, event: &str, extra: Value) -> Value {
     v
 }
 
+/// The SDK's driver as a Claude Code window that has started (its SessionStart hook run).
+fn window_driver(env: &Env, py: &std::path::Path) -> Driver {
+    let mut d = Driver::start(env, py, &[]);
+    d.hook(
+        None,
+        claude(env, "SessionStart", json!({"source": "startup"})),
+    );
+    d
+}
+
 /// PreToolUse of `mcp__maos__TOOL` in subagent `sub` with tool use id `id`.
 fn mcp_pre(env: &Env, sub: &str, id: Option<&str>, tool: &str, input: Value) -> Value {
     let mut extra = json!({"agent_id": sub, "agent_type": "worker",
@@ -67,11 +77,7 @@ fn denied(stdout: &str) -> bool {
 fn claude_codes_tool_use_id_names_the_subagent_and_its_lock_is_the_hooks_lock() {
     let Some(py) = python() else { return };
     let env = Env::new();
-    let mut d = Driver::start(&env, &py, &[]);
-    d.hook(
-        None,
-        claude(&env, "SessionStart", json!({"source": "startup"})),
-    );
+    let mut d = window_driver(&env, &py);
     let args = json!({"path": "src/x.rs", "mode": "write"});
     // Both subagents' hooks pass for the same arguments; A's is older.
     let (code, out) = d.hook(
@@ -147,11 +153,7 @@ fn claude_codes_tool_use_id_names_the_subagent_and_its_lock_is_the_hooks_lock() 
 fn without_an_id_the_oldest_claim_of_the_same_process_tool_and_arguments_wins() {
     let Some(py) = python() else { return };
     let env = Env::new();
-    let mut d = Driver::start(&env, &py, &[]);
-    d.hook(
-        None,
-        claude(&env, "SessionStart", json!({"source": "startup"})),
-    );
+    let mut d = window_driver(&env, &py);
     // The hook sees the arguments in another key order than the server: the same claim.
     let hooked = json!({"text": "chose serde", "kind": "decision"});
     let called = json!({"kind": "decision", "text": "chose serde"});
@@ -250,4 +252,150 @@ fn a_codex_window_is_named_by_its_claim() {
     assert_eq!(got["caller"]["agent"], window.as_str(), "{got}");
     let ps = env.maos_json(&["ps"]);
     assert!(ps.to_string().contains("port the lexer"), "{ps}");
+}
+
+/// The caller is named and the action applied in one daemon request, and the hook's record of
+/// a call answers that call whatever the action does: a refused lock_acquire takes its
+/// claim, so the next call with the same arguments is the next agent's, not the refused one's.
+#[test]
+fn a_refused_call_takes_its_own_record_and_the_next_call_is_the_next_agents() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let mut d = window_driver(&env, &py);
+    let window = agent_with(&env, "Claude Code window");
+    // The window holds the file.
+    let held = d.ok("lock_acquire", json!({"path": "src/z.rs", "mode": "write"}));
+    assert_eq!(held["caller"]["agent"], window.as_str(), "{held}");
+    // A's call of the same arguments (no id: the claim rule) is refused, naming the holder.
+    let args = json!({"path": "src/z.rs", "mode": "write"});
+    d.hook(
+        None,
+        mcp_pre(&env, "sub-A", None, "lock_acquire", args.clone()),
+    );
+    let refused = d.err("lock_acquire", args.clone());
+    assert!(refused.contains(&window[..12]), "{refused}");
+    // A path that leads outside the project (a symlink out of it) is refused too, after its
+    // record is taken: once the path is fixed, the same call of another agent is that agent's.
+    let out = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(env.project.join("src")).unwrap();
+    std::os::unix::fs::symlink(out.path(), env.project.join("src/gen")).unwrap();
+    let via = json!({"path": "src/gen/f.rs", "mode": "write"});
+    d.hook(
+        None,
+        mcp_pre(&env, "sub-A", None, "lock_acquire", via.clone()),
+    );
+    let refused = d.err("lock_acquire", via.clone());
+    assert!(refused.contains("outside"), "{refused}");
+    std::fs::remove_file(env.project.join("src/gen")).unwrap();
+    std::fs::create_dir(env.project.join("src/gen")).unwrap();
+    d.hook(
+        None,
+        mcp_pre(&env, "sub-C", None, "lock_acquire", via.clone()),
+    );
+    let c = agent_with(&env, "sub-C");
+    let got = d.ok("lock_acquire", via);
+    assert_eq!(got["caller"]["agent"], c.as_str(), "{got}");
+    let released = d.ok("lock_release", json!({"path": "src/z.rs"}));
+    assert_eq!(released["released"][0]["path"], "src/z.rs", "{released}");
+    // B's call: A's refused call took A's record, so this one is B's.
+    d.hook(
+        None,
+        mcp_pre(&env, "sub-B", None, "lock_acquire", args.clone()),
+    );
+    let b = agent_with(&env, "sub-B");
+    let got = d.ok("lock_acquire", args);
+    assert_eq!(got["caller"]["agent"], b.as_str(), "{got}");
+    assert_eq!(got["caller"]["rule"], "claim", "{got}");
+    let listed = env.maos_json(&["lock", "list"]);
+    let holder = |p: &str| {
+        listed["locks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["path"] == p)
+            .map(|l| l["holder"].clone())
+    };
+    assert_eq!(holder("src/z.rs"), Some(json!(b)), "{listed}");
+    assert_eq!(holder("src/gen/f.rs"), Some(json!(c)), "{listed}");
+    d.close();
+}
+
+/// A managed agent: `maos run` starts an agent whose command is an MCP client (the SDK's
+/// driver, its stdin and stdout named pipes this test holds). Its `maos mcp` inherits the
+/// `MAOS_AGENT_ID` maos started it with, so the lock it takes is that agent's, and the hook
+/// denies another agent's write to the file until it releases.
+#[test]
+fn a_managed_agent_maos_run_started_takes_its_lock_as_itself() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let pipes = tempfile::tempdir().unwrap();
+    let (input, output) = (pipes.path().join("in"), pipes.path().join("out"));
+    for p in [&input, &output] {
+        let made = std::process::Command::new("mkfifo")
+            .arg(p)
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo {}", p.display());
+    }
+    let command = [
+        "sh".to_string(),
+        "-c".into(),
+        "exec \"$0\" \"$1\" \"$2\" mcp <\"$3\" >\"$4\"".into(),
+        py.display().to_string(),
+        maos_tests::mcp::driver_script().display().to_string(),
+        maos_tests::maos_bin().display().to_string(),
+        input.display().to_string(),
+        output.display().to_string(),
+    ];
+    let plan = format!(
+        "objective = \"a lock through maos mcp\"\nstrategy = \"sequential\"\n\n[[agent]]\nname = \"locker\"\ntask = \"hold src/held.rs\"\ncommand = {}\n",
+        serde_json::to_string(&command).unwrap()
+    );
+    let plan_path = env.project.join("plan.toml");
+    std::fs::write(&plan_path, plan).unwrap();
+    let sid = env.maos_json(&["run", plan_path.to_str().unwrap()])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut d = Driver::attach(&input, &output);
+    let session = env.maos_json(&["session", "show", &sid]);
+    let locker = session["agents"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(session["agents"][0]["spec"]["name"], "locker", "{session}");
+
+    let got = d.ok(
+        "lock_acquire",
+        json!({"path": "src/held.rs", "mode": "write"}),
+    );
+    assert_eq!(got["caller"]["agent"], locker.as_str(), "{got}");
+    assert_eq!(got["caller"]["rule"], "env", "{got}");
+    let listed = env.maos_json(&["lock", "list"]);
+    assert_eq!(listed["locks"][0]["holder"], locker.as_str(), "{listed}");
+    assert_eq!(listed["locks"][0]["path"], "src/held.rs", "{listed}");
+
+    // Another agent (a Claude Code window's subagent, through its hook) may not write it.
+    env.hook(
+        "claude",
+        &claude(&env, "SessionStart", json!({"source": "startup"})),
+    );
+    let out = env.hook("claude", &write_pre(&env, "sub-W", "src/held.rs"));
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(denied(&out), "the window's write should be denied: {out}");
+    assert!(
+        out.contains(&locker[..12]),
+        "the denial names the holder: {out}"
+    );
+    assert!(!env.project.join("src/held.rs").exists());
+
+    // Released through MCP, the same write passes; the agent then ends as completed.
+    let released = d.ok("lock_release", json!({"path": "src/held.rs"}));
+    assert_eq!(released["caller"]["agent"], locker.as_str(), "{released}");
+    let out = env.hook("claude", &write_pre(&env, "sub-W", "src/held.rs"));
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(!denied(&out), "the lock is released: {out}");
+    d.close();
+    wait_until(
+        std::time::Duration::from_secs(30),
+        "the managed MCP agent completes once its client's input closes",
+        || env.maos_json(&["session", "show", &sid])["agents"][0]["state"] == "completed",
+    );
 }

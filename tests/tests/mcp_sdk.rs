@@ -7,7 +7,9 @@
 use maos_tests::mcp::{Driver, python};
 use maos_tests::{Env, Value, json, maos_bin, wait_until};
 use std::io::Write;
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 /// A running session with agents `a` and `b` (registered and started).
@@ -21,6 +23,22 @@ fn two_agents(env: &Env) -> (String, String, String) {
         assert!(out.status.success(), "{out:?}");
     }
     (s, a, b)
+}
+
+/// [`two_agents`], each with its own server (`da`, `db`), a holding x.rs.
+fn a_holds_x(env: &Env, py: &Path) -> (String, String, Driver, Driver) {
+    let (_, a, b) = two_agents(env);
+    let mut da = Driver::start(env, py, &[("MAOS_AGENT_ID", &a)]);
+    let db = Driver::start(env, py, &[("MAOS_AGENT_ID", &b)]);
+    da.ok("lock_acquire", json!({"path": "x.rs", "mode": "write"}));
+    (a, b, da, db)
+}
+
+/// Until b's request for x.rs is queued.
+fn wait_queued(env: &Env) {
+    wait_until(Duration::from_secs(10), "b waits for x.rs", || {
+        !lock_list(env)["waiters"].as_array().unwrap().is_empty()
+    });
 }
 
 fn lock_list(env: &Env) -> Value {
@@ -228,16 +246,11 @@ fn each_tool_does_what_maos_itself_then_shows() {
 fn a_deadlock_is_reported_as_such_naming_the_cycle() {
     let Some(py) = python() else { return };
     let env = Env::new();
-    let (_, a, b) = two_agents(&env);
-    let mut da = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &a)]);
-    let mut db = Driver::start(&env, &py, &[("MAOS_AGENT_ID", &b)]);
-    da.ok("lock_acquire", json!({"path": "x.rs", "mode": "write"}));
+    let (a, b, mut da, mut db) = a_holds_x(&env, &py);
     db.ok("lock_acquire", json!({"path": "y.rs", "mode": "write"}));
     db.send(&json!({"op": "call", "tool": "lock_acquire",
         "args": {"path": "x.rs", "mode": "write", "wait_ms": 20000}}));
-    wait_until(Duration::from_secs(10), "b waits for x.rs", || {
-        !lock_list(&env)["waiters"].as_array().unwrap().is_empty()
-    });
+    wait_queued(&env);
     // a's request closes the cycle: the younger agent (b) gives way, its wait ends with the
     // deadlock, and a's request queues behind b's lock.
     da.send(&json!({"op": "call", "tool": "lock_acquire",
@@ -435,9 +448,9 @@ fn a_call_maos_cannot_attribute_is_refused_in_one_sentence() {
 
 /// `maos mcp` speaking to raw bytes: garbage lines are answered or ignored, never a crash;
 /// a closed stdin ends it.
-#[test]
-fn garbage_on_stdin_never_crashes_it_and_a_closed_stdin_ends_it() {
-    let env = Env::new();
+/// A `maos mcp` spoken to raw, line by line (no SDK), initialized: the process, its stdin,
+/// and its output's lines.
+fn raw_server(env: &Env) -> (Child, ChildStdin, Receiver<String>) {
     let mut cmd = env.command(&maos_bin());
     cmd.arg("mcp")
         .stdin(Stdio::piped())
@@ -470,6 +483,37 @@ fn garbage_on_stdin_never_crashes_it_and_a_closed_stdin_ends_it() {
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
     )
     .unwrap();
+    (child, stdin, rx)
+}
+
+/// A good call (`locks`, with JSON-RPC id `id`) is answered after `what`: the server still
+/// serves. The lines before its answer are returned.
+fn assert_serving(
+    child: &mut Child,
+    stdin: &mut ChildStdin,
+    rx: &Receiver<String>,
+    id: u64,
+    what: &str,
+) -> Vec<Value> {
+    let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "locks", "arguments": {}}});
+    writeln!(stdin, "{call}").unwrap();
+    let mut before = Vec::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) {
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["id"] == id {
+            return before;
+        }
+        before.push(v);
+    }
+    let status = child.try_wait().unwrap();
+    panic!("maos mcp stopped answering after {what} (exit {status:?})");
+}
+
+#[test]
+fn garbage_on_stdin_never_crashes_it_and_a_closed_stdin_ends_it() {
+    let env = Env::new();
+    let (mut child, mut stdin, rx) = raw_server(&env);
     for junk in [
         "not json at all",
         "{\"jsonrpc\": \"2.0\", \"id\": 2, \"method\": \"tools/call\", \"params\": 5}",
@@ -479,22 +523,7 @@ fn garbage_on_stdin_never_crashes_it_and_a_closed_stdin_ends_it() {
         writeln!(stdin, "{junk}").unwrap();
     }
     // Still serving: a good call is answered.
-    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-        "params": {"name": "locks", "arguments": {}}});
-    writeln!(stdin, "{call}").unwrap();
-    let mut answered = false;
-    while let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) {
-        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        if v["id"] == 9 {
-            answered = true;
-            break;
-        }
-    }
-    let status = child.try_wait().unwrap();
-    assert!(
-        answered,
-        "maos mcp stopped answering after garbage (exit {status:?})"
-    );
+    assert_serving(&mut child, &mut stdin, &rx, 9, "garbage");
     drop(stdin);
     wait_until(
         Duration::from_secs(10),
@@ -539,4 +568,113 @@ fn a_note_goes_to_the_callers_session_whichever_is_active() {
         "{res}"
     );
     d.close();
+}
+
+/// A lock wait whose call the client cancels (the SDK sends `notifications/cancelled` when
+/// the call times out on its side) leaves the queue at once, and the lock is never granted to
+/// it later; the server goes on serving.
+#[test]
+fn a_cancelled_lock_wait_leaves_the_queue_and_is_never_granted() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let (_, b, mut da, mut db) = a_holds_x(&env, &py);
+    let gave_up = db.ask(&json!({"op": "call", "tool": "lock_acquire",
+        "args": {"path": "x.rs", "mode": "write", "wait_ms": 60000}, "timeout": 1.0}));
+    let e = gave_up["rpc_error"].as_str().unwrap_or_default();
+    assert!(
+        e.contains("timed out"),
+        "the SDK gives the call up: {gave_up}"
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "b's cancelled wait leaves the queue",
+        || lock_list(&env)["waiters"].as_array().unwrap().is_empty(),
+    );
+    da.ok("lock_release", json!({"path": "x.rs"}));
+    let listed = lock_list(&env);
+    assert!(listed["locks"].as_array().unwrap().is_empty(), "{listed}");
+    // The same server takes it now, for b.
+    let got = db.ok("lock_acquire", json!({"path": "x.rs", "mode": "write"}));
+    assert_eq!(got["lock"]["holder"], b.as_str(), "{got}");
+    da.close();
+    db.close();
+}
+
+/// The client goes away (killed) while its call waits for a lock: the server's stdin closes
+/// and the wait leaves the queue then, not when the server has ended (rmcp lets calls in
+/// flight finish for up to 5 s first, and a grant in that time went to a client that is gone
+/// and stayed held); the lock a lets go of is then nobody's.
+#[test]
+fn a_lock_wait_ends_when_the_client_goes_away() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let (_, _, mut da, mut db) = a_holds_x(&env, &py);
+    db.send(&json!({"op": "call", "tool": "lock_acquire",
+        "args": {"path": "x.rs", "mode": "write", "wait_ms": 60000}}));
+    wait_queued(&env);
+    // The driver's child is b's `maos mcp`.
+    let driver = db.pid();
+    let children = std::fs::read_to_string(format!("/proc/{driver}/task/{driver}/children"))
+        .unwrap_or_default();
+    let server: u32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the driver {driver} runs no server: {children:?}"));
+    maos_tests::kill9(driver);
+    // Well within the 5 s rmcp gives calls in flight once its input has ended.
+    wait_until(
+        Duration::from_secs(3),
+        "b's wait leaves the queue once its server's stdin closed",
+        || lock_list(&env)["waiters"].as_array().unwrap().is_empty(),
+    );
+    da.ok("lock_release", json!({"path": "x.rs"}));
+    let listed = lock_list(&env);
+    assert!(listed["locks"].as_array().unwrap().is_empty(), "{listed}");
+    wait_until(Duration::from_secs(10), "b's server ends", || {
+        !maos_tests::alive(server)
+    });
+    da.close();
+}
+
+/// A request line over rmcp's bound (16 MiB) is dropped unread, never buffered whole, and
+/// the server goes on: the next call is answered, nothing was changed, and a line just under
+/// the bound (its arguments over maos's 256 KiB) is refused in one sentence.
+#[test]
+fn a_request_line_over_16_mib_is_dropped_and_the_server_goes_on() {
+    let env = Env::new();
+    let (mut child, mut stdin, rx) = raw_server(&env);
+    let huge = "x".repeat(17 * 1024 * 1024);
+    let call = |id: u64, text: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "note", "arguments": {"kind": "decision", "text": text}}})
+    };
+    writeln!(stdin, "{}", call(2, &huge)).unwrap();
+    let before = assert_serving(&mut child, &mut stdin, &rx, 3, "a 17 MiB line");
+    assert!(
+        before.iter().all(|v| v["id"] != 2),
+        "the oversized line was read as a call: {before:?}"
+    );
+    // Just under the bound: read, and refused by maos's own limit.
+    writeln!(stdin, "{}", call(4, &huge[..15 * 1024 * 1024])).unwrap();
+    let refused = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("an answer to the 15 MiB call");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 4 {
+            break v;
+        }
+    };
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(!text.contains('\n') && text.len() < 300, "{text}");
+    assert!(env.events(&["--type", "note_recorded"]).is_empty());
+    drop(stdin);
+    wait_until(
+        Duration::from_secs(10),
+        "maos mcp ends with its stdin",
+        || matches!(child.try_wait(), Ok(Some(_))),
+    );
+    assert!(child.wait().unwrap().success());
 }

@@ -59,6 +59,13 @@ pub fn tool_of(cli_tool: &str) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
+/// Whether `maos mcp` asks the daemon whose call of `tool` (maos's name) it is: every tool
+/// but the reads that need no agent (`status`, `who`, `locks`, `events`). A hook records only
+/// these calls; a record nobody asks for would only fill the table.
+pub fn asks_for_caller(tool: &str) -> bool {
+    !matches!(tool, "status" | "who" | "locks" | "events")
+}
+
 /// A JSON value written one way only: object keys sorted, no spaces. The hook and the server
 /// see the same arguments, perhaps with keys in another order.
 pub fn canonical(v: &Value) -> String {
@@ -280,6 +287,23 @@ mod tests {
             r#"{"a":{"c":null,"z":[1,{"x":"s","y":2}]},"b":1}"#
         );
         assert_ne!(canonical(&json!({"a": 1})), canonical(&json!({"a": "1"})));
+    }
+
+    #[test]
+    fn only_the_tools_that_ask_are_recorded() {
+        for t in [
+            "lock_acquire",
+            "lock_renew",
+            "lock_release",
+            "lock_check",
+            "progress",
+        ] {
+            assert!(asks_for_caller(t), "{t}");
+        }
+        assert!(asks_for_caller("note") && asks_for_caller("brief"));
+        for t in ["status", "who", "locks", "events"] {
+            assert!(!asks_for_caller(t), "{t}");
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub fn acquire(
                 .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "lock holder vanished"))?;
             Ok(Reply::Lock(v).into())
         }
-        Taken::Queued(wait) => Ok(Outcome::Park(wait)),
+        Taken::Queued(wait) => Ok(Outcome::Park { wait, caller: None }),
     }
 }
 

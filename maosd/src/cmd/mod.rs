@@ -29,8 +29,12 @@ pub enum Outcome {
     /// are moved through the batch's list of answers.
     Reply(Box<Reply>),
     /// A lock request queued behind conflicting holders: the actor keeps the reply until the
-    /// wait ends (granted, timed out, deadlock victim, or the agent finished).
-    Park(maos_core::WaitId),
+    /// wait ends (granted, timed out, deadlock victim, or the agent finished). `caller`: an MCP
+    /// call's caller, which the grant's answer names (`Reply::Mcp`).
+    Park {
+        wait: maos_core::WaitId,
+        caller: Option<Box<maos_proto::McpCaller>>,
+    },
     /// A history read, run by the connection on the read pool (never by the actor).
     History(EventQuery),
 }
@@ -133,12 +137,19 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
         Request::SessionArchive { session } => session::archive(tx, &session),
         Request::Import { path, text } => session::import(tx, &path, &text),
         Request::Purge { session } => session::purge(tx, &session),
-        Request::McpCaller {
-            tool_use_id,
-            claim,
-            maos_agent,
-            window,
-        } => mcp::caller(tx, tool_use_id, claim, maos_agent, window),
+        Request::Mcp { call, refused } => {
+            // The caller named and the action applied in one transaction: the action is the
+            // request it stands for, made for that agent.
+            let (caller, request) = mcp::call(tx, *call, refused)?;
+            Ok(match handle(tx, request)? {
+                Outcome::Reply(reply) => Reply::Mcp { caller, reply }.into(),
+                Outcome::Park { wait, .. } => Outcome::Park {
+                    wait,
+                    caller: caller.map(Box::new),
+                },
+                other => other,
+            })
+        }
         Request::Todos { agent, items } => mcp::todos(tx, &agent, items),
     }
 }

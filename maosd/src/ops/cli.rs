@@ -751,7 +751,12 @@ pub fn set_todos(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, items: Vec<
 /// A call of maos's own MCP server (`mcp__maos__TOOL`) passed this hook: remember whose it
 /// is, by its tool use id and by (CLI process, tool, arguments), for `maos mcp` to ask.
 fn record_mcp_call(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
-    let Some(tool) = call.tool_name.as_deref().and_then(maos_core::mcp::tool_of) else {
+    let Some(tool) = call
+        .tool_name
+        .as_deref()
+        .and_then(maos_core::mcp::tool_of)
+        .filter(|t| maos_core::mcp::asks_for_caller(t))
+    else {
         return;
     };
     let key = match (call.process, &call.mcp_args) {

@@ -32,6 +32,9 @@ const EVENT_BUFFER: usize = 4096;
 
 pub type Reply = Result<Outcome, ErrorBody>;
 
+/// A parked lock wait: where its answer goes, and an MCP call's caller, which it names.
+type Parked = (oneshot::Sender<Reply>, Option<Box<maos_proto::McpCaller>>);
+
 /// A live subscription: every event committed before it was made is in the database; later ones
 /// arrive on `rx`.
 pub struct Subscription {
@@ -139,8 +142,9 @@ struct Actor {
     state: State,
     store: Store,
     events: broadcast::Sender<Arc<EventRecord>>,
-    /// Replies of lock requests waiting in the queue, by wait id.
-    parked: HashMap<maos_core::WaitId, oneshot::Sender<Reply>>,
+    /// Replies of lock requests waiting in the queue, by wait id (and an MCP call's caller,
+    /// which the answer names).
+    parked: HashMap<maos_core::WaitId, Parked>,
     /// The background WAL checkpoint task (stopped with the actor).
     checkpoints: Option<Checkpoints>,
     /// How agents are started; also where `checkpoint.json` files go.
@@ -197,7 +201,7 @@ impl Actor {
         let gone: Vec<_> = self
             .parked
             .iter()
-            .filter(|(_, tx)| tx.is_closed())
+            .filter(|(_, (tx, _))| tx.is_closed())
             .map(|(w, _)| *w)
             .collect();
         for w in &gone {
@@ -278,8 +282,8 @@ impl Actor {
         }
         for (reply, result, _) in replies {
             match result {
-                Ok(Outcome::Park(wait)) => {
-                    self.parked.insert(wait, reply);
+                Ok(Outcome::Park { wait, caller }) => {
+                    self.parked.insert(wait, (reply, caller));
                 }
                 other => {
                     let _ = reply.send(other);
@@ -339,13 +343,51 @@ impl Actor {
         }
     }
 
-    /// Answer the parked lock waits that a commit ended.
+    /// Answer the parked lock waits that a commit ended. A grant whose client went away
+    /// between the batch's check and this answer (its connection closed) is released again
+    /// by the next batch: nobody would ever release it otherwise.
     fn wake(&mut self, wakeups: Vec<Wakeup>) {
+        let mut lost = Vec::new();
         for (wait, result) in wakeups {
-            if let Some(reply) = self.parked.remove(&wait) {
-                let _ = reply.send(result.map(Outcome::from));
+            if let Some((reply, caller)) = self.parked.remove(&wait) {
+                let granted = match &result {
+                    Ok(maos_proto::Reply::Lock(view)) => Some(view.clone()),
+                    _ => None,
+                };
+                let result = result.map(|r| match caller {
+                    Some(caller) => maos_proto::Reply::Mcp {
+                        caller: Some(*caller),
+                        reply: Box::new(r),
+                    },
+                    None => r,
+                });
+                if reply.send(result.map(Outcome::from)).is_err()
+                    && let Some(view) = granted
+                {
+                    lost.push(view);
+                }
             }
         }
+        if lost.is_empty() {
+            return;
+        }
+        let Some(me) = self.me.upgrade() else { return };
+        tokio::spawn(async move {
+            for view in lost {
+                info!(agent = %view.holder, path = %view.path, "a lock was granted to a waiter that went away; releasing it");
+                let (reply, _) = oneshot::channel();
+                let body = ProjectRequest::LockRelease {
+                    agent: Some(view.holder.to_string()),
+                    path: view.path,
+                    cwd: None,
+                    force: false,
+                    by: Some("maosd: its waiter went away before the grant reached it".into()),
+                };
+                if me.send(Cmd::Request { body, reply }).await.is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     /// What follows every commit: its events go to subscribers, its process work is carried
@@ -424,7 +466,7 @@ impl Actor {
     /// After a failed commit the lock table may hold grants the database never saw: rebuild it
     /// from what is committed, and end every parked wait (its place in the queue is gone).
     async fn reload_locks(&mut self, err: &ErrorBody) {
-        for (_, reply) in self.parked.drain() {
+        for (_, (reply, _)) in self.parked.drain() {
             let _ = reply.send(Err(err.clone()));
         }
         match self.store.load_locks().await {

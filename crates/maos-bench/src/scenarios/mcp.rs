@@ -148,12 +148,12 @@ pub fn scen_mcp(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         ),
         (
             "mcp tool call: lock_acquire",
-            "whose call it is, then the lock (a commit)",
+            "one request: whose call it is and the lock (a commit)",
             &mut acquire,
         ),
         (
             "mcp tool call: lock_release",
-            "whose call it is, then the release (a commit)",
+            "one request: whose call it is and the release (a commit)",
             &mut release,
         ),
     ] {

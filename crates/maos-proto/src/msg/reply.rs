@@ -58,12 +58,11 @@ pub enum Reply {
     Hook(HookAnswer),
     /// `maos brief`.
     Brief(Box<Briefing>),
-    /// Whose MCP tool call it is, and by which rule that was decided.
-    Caller {
-        agent: AgentId,
-        /// The agent's session (where its notes go).
-        session: maos_core::SessionId,
-        rule: maos_core::mcp::CallerRule,
+    /// An MCP tool call's answer (`Request::Mcp`): whose call it was, when maos could tell,
+    /// and the action's own reply.
+    Mcp {
+        caller: Option<McpCaller>,
+        reply: Box<Reply>,
     },
     /// A session's Gantt chart.
     Gantt(Box<maos_core::gantt::Gantt>),
@@ -115,4 +114,13 @@ mod tests {
         let v = serde_json::to_value(&err).unwrap();
         assert_eq!(v["response"]["result"]["Err"]["code"], "not_found");
     }
+}
+
+/// Whose MCP tool call it was, and by which rule that was decided.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpCaller {
+    pub agent: AgentId,
+    /// The agent's session (where its notes go).
+    pub session: maos_core::SessionId,
+    pub rule: maos_core::mcp::CallerRule,
 }

@@ -263,21 +263,10 @@ pub enum Request {
         kind: NoteKind,
         text: String,
     },
-    /// Which agent made an MCP tool call (`maos mcp` asks before it acts): the call's tool use
-    /// id (Claude Code's `_meta`), else the oldest hook record of the same CLI process, tool
-    /// and arguments, else `MAOS_AGENT_ID`, else the main agent of the CLI window `window`
-    /// (see `maos_core::mcp`). A record answers once.
-    McpCaller {
-        #[serde(default)]
-        tool_use_id: Option<String>,
-        #[serde(default)]
-        claim: Option<ClaimKey>,
-        #[serde(default)]
-        maos_agent: Option<String>,
-        /// The CLI process that runs the MCP server.
-        #[serde(default)]
-        window: Option<ProcessRef>,
-    },
+    /// One tool call of `maos mcp` that acts for an agent, in one round trip: the daemon names
+    /// the caller from `caller` (see [`McpEvidence`]) and applies `action` for that agent in the
+    /// same transaction. The answer is [`crate::Reply::Mcp`].
+    Mcp(Box<McpCall>),
     /// An agent's task list as it now stands, replacing the last one (`maos mcp`'s progress
     /// tool; a CLI's own `TodoWrite` arrives through its hook).
     Todos {
@@ -453,6 +442,74 @@ pub struct AgentExit {
 
 fn default_check_mode() -> LockMode {
     LockMode::Write
+}
+
+/// What tells the daemon which agent made an MCP tool call (see `maos_core::mcp`), the first
+/// that answers winning: the call's tool use id (Claude Code's `_meta`), else the oldest hook
+/// record of the same CLI process, tool and arguments (`claim`), else `MAOS_AGENT_ID`, else
+/// the main agent of the CLI window `window`. A hook's record answers one call.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpEvidence {
+    #[serde(default)]
+    pub tool_use_id: Option<String>,
+    #[serde(default)]
+    pub claim: Option<ClaimKey>,
+    #[serde(default)]
+    pub maos_agent: Option<String>,
+    /// The CLI process that runs the MCP server.
+    #[serde(default)]
+    pub window: Option<ProcessRef>,
+}
+
+/// An MCP tool call: whose it is, and what it does for that agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpCall {
+    pub caller: McpEvidence,
+    pub action: McpAction,
+}
+
+/// What an MCP tool call does, for the agent the daemon names as its caller. Paths are as the
+/// agent named them (relative to `cwd`, or to the project's root).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum McpAction {
+    LockAcquire {
+        path: String,
+        #[serde(default)]
+        cwd: Option<String>,
+        mode: LockMode,
+        #[serde(default)]
+        wait: LockWait,
+        #[serde(default)]
+        ttl_ms: Option<u64>,
+    },
+    LockRelease {
+        path: String,
+        #[serde(default)]
+        cwd: Option<String>,
+    },
+    /// Every lease of the caller.
+    LockRenew,
+    /// As the caller when maos can tell who it is, else as nobody (every conflict shows).
+    LockCheck {
+        path: String,
+        #[serde(default)]
+        cwd: Option<String>,
+        mode: LockMode,
+    },
+    /// The caller's whole task list.
+    Progress { items: Vec<Todo> },
+    /// A note of the caller, in its session.
+    Note { kind: NoteKind, text: String },
+    /// The caller's session's briefing; the active session's when maos cannot tell who calls.
+    Brief,
+}
+
+impl McpAction {
+    /// Whether the action needs to know its caller; the others go on without one.
+    pub fn needs_caller(&self) -> bool {
+        !matches!(self, McpAction::LockCheck { .. } | McpAction::Brief)
+    }
 }
 
 /// How long a lock request may wait for conflicting holders.
