@@ -27,6 +27,7 @@ use crate::scenarios::data::{scen_gc, scen_transfer};
 use crate::scenarios::hook_concurrent::scen_hook_concurrent;
 use crate::scenarios::locks::{scen_contention, scen_lock};
 use crate::scenarios::mcp::scen_mcp;
+use crate::scenarios::pg::scen_pg_serialise;
 use crate::scenarios::process::{scen_hook, scen_ps, scen_serve};
 use crate::scenarios::requests::{
     scen_create, scen_register, scen_rss, scen_throughput, scen_update,
@@ -95,6 +96,16 @@ scenarios:
               `lock_release` (whose call it is, then the lock), --requests of each (default
               2000) after a warm-up: p50/p99; then spawn of `maos mcp` to its answer to
               `initialize`, a fresh server each time: p50/p99/max
+  pg-serialise
+              needs PostgreSQL (its own throwaway server, as the tests start it), so not in
+              `all`: fleet mode's lock acquire serialised three ways (row lock FOR UPDATE,
+              pg_advisory_xact_lock, SERIALIZABLE with retry, and advisory with a NOTIFY on every
+              release), each one PL/pgSQL round trip with PostgreSQL's default durability;
+              3 pools (daemons) x --clients agents (default 20), each acquiring a random one
+              of --paths paths (default: 1000, then 20) without waiting and releasing at once,
+              for --duration s: durable grants/s, refusals, retries, acquire p50/p99; first a
+              check that every way keeps one holder per path; then --requests (default 2000)
+              releases that NOTIFY, to the waiter's connection receiving it: p50/p99
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
@@ -223,6 +234,7 @@ fn run(o: &Opts) -> Res {
         "activation" => one(scen_activation)?,
         "top" => one(scen_top)?,
         "mcp" => one(scen_mcp)?,
+        "pg-serialise" => one(scen_pg_serialise)?,
         "dash-paint" => one(scen_dash_paint)?,
         "dash-live" => one(scen_dash_live)?,
         "dash-hook" => one(scen_dash_hook)?,
