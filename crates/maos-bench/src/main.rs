@@ -98,14 +98,18 @@ scenarios:
               `initialize`, a fresh server each time: p50/p99/max
   pg-serialise
               needs PostgreSQL (its own throwaway server, as the tests start it), so not in
-              `all`: fleet mode's lock acquire serialised three ways (row lock FOR UPDATE,
-              pg_advisory_xact_lock, SERIALIZABLE with retry, and advisory with a NOTIFY on every
-              release), each one PL/pgSQL round trip with PostgreSQL's default durability;
-              3 pools (daemons) x --clients agents (default 20), each acquiring a random one
-              of --paths paths (default: 1000, then 20) without waiting and releasing at once,
-              for --duration s: durable grants/s, refusals, retries, acquire p50/p99; first a
-              check that every way keeps one holder per path; then --requests (default 2000)
-              releases that NOTIFY, to the waiter's connection receiving it: p50/p99
+              `all`: fleet mode's lock acquire serialised by a row lock (FOR UPDATE),
+              pg_advisory_xact_lock, SERIALIZABLE with retry, advisory with a NOTIFY on every
+              release, and advisory batched per daemon (one transaction for what its agents
+              asked meanwhile; also with commit-ordered event numbers, and with a NOTIFY after
+              each commit, sent with synchronous_commit off); PostgreSQL's default
+              durability. First a check that every way keeps one holder per path; then 3
+              writers (daemons) x --clients agents (default 20), each acquiring a random one of
+              --paths paths (default: 1000, then 20) without waiting and releasing at once,
+              the ways in turn for 3 rounds of --duration s (default 3): durable grants/s,
+              refusals, acquire p50/p99; one agent alone (the round trip without load); then
+              --requests (default 2000) releases that NOTIFY, to the waiter's connection
+              receiving it: p50/p99
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
@@ -118,8 +122,8 @@ options:
                         at most 20), socket activations (activation 30), loads of each
                         kind (dash-paint 10) or hook calls each way (dash-hook 200)
   --duration SECS       throughput and contention run time (default 5), dash-live's time at
-                        each rate (default 10)
-  --paths N             files to lock (lock: 1000, contention: 50)
+                        each rate (default 10), each pg-serialise round (default 3)
+  --paths N             files to lock (lock: 1000, contention: 50, pg-serialise: 1000 then 20)
   --wait-ms N           contention: how long an acquire may wait (default 50; 0 = no wait)
   --synchronous MODE    normal|full (default: normal; `all` runs both where relevant)
   --agents-per-session N  agents per session (register: 20, throughput: 32, ps: 5,

@@ -11,7 +11,9 @@
 //!   transaction committed, in one transaction (the group commit maosd does on SQLite), the
 //!   batch's paths locked in one order for every daemon;
 //! - batched, each request also recording an event numbered per project in commit order (the
-//!   project row taken last in the transaction): what the timeline adds.
+//!   project row taken last in the transaction): what the timeline adds;
+//! - batched, with a NOTIFY after each commit in a transaction of its own with
+//!   `synchronous_commit = off`: what telling the other daemons costs when it is a hint.
 //!
 //! Each acquire and each release (each batch) is one round trip (a PL/pgSQL function in its
 //! own implicit transaction, committed with PostgreSQL's default durability:
@@ -163,15 +165,19 @@ enum Way {
     Batched,
     /// Batched, and each request's event numbered in commit order by the project row.
     BatchedTimeline,
+    /// Batched, and a NOTIFY after each commit, sent in its own transaction with
+    /// `synchronous_commit = off` (a hint: the commit is durable already).
+    BatchedNotify,
 }
 
-const WAYS: [Way; 6] = [
+const WAYS: [Way; 7] = [
     Way::Row,
     Way::Advisory,
     Way::Serializable,
     Way::AdvisoryNotify,
     Way::Batched,
     Way::BatchedTimeline,
+    Way::BatchedNotify,
 ];
 
 impl Way {
@@ -183,15 +189,18 @@ impl Way {
             Way::AdvisoryNotify => "advisory, NOTIFY on release",
             Way::Batched => "advisory, batched per daemon",
             Way::BatchedTimeline => "batched, with ordered events",
+            Way::BatchedNotify => "batched, NOTIFY after commit",
         }
     }
     fn acquire_sql(self) -> &'static str {
         match self {
             Way::Row => "SELECT acquire_row($1, $2, $3, $4, $5)",
             Way::Serializable => "SELECT acquire_serializable($1, $2, $3, $4, $5)",
-            Way::Advisory | Way::AdvisoryNotify | Way::Batched | Way::BatchedTimeline => {
-                "SELECT acquire_advisory($1, $2, $3, $4, $5)"
-            }
+            Way::Advisory
+            | Way::AdvisoryNotify
+            | Way::Batched
+            | Way::BatchedTimeline
+            | Way::BatchedNotify => "SELECT acquire_advisory($1, $2, $3, $4, $5)",
         }
     }
 }
@@ -338,6 +347,7 @@ const MAX_BATCH: usize = 512;
 async fn batcher(
     pool: PgPool,
     timeline: bool,
+    notify: Option<PgPool>,
     mut rx: mpsc::Receiver<Op>,
     batches: Arc<AtomicU64>,
 ) {
@@ -405,6 +415,13 @@ async fn batcher(
                 }
             }
         }
+        // After the answers: the other daemons' hint that this project moved.
+        if let Some(n) = &notify {
+            let _ = sqlx::query("SELECT pg_notify('maos_project', $1)")
+                .bind(PROJECT)
+                .execute(n)
+                .await;
+        }
     }
 }
 
@@ -415,7 +432,10 @@ async fn writers(pg: &Postgres, way: Way, n: usize, agents: usize) -> Res<Vec<Wr
     if way == Way::Serializable {
         opts = opts.options([("default_transaction_isolation", "serializable")]);
     }
-    let batched = matches!(way, Way::Batched | Way::BatchedTimeline);
+    let batched = matches!(
+        way,
+        Way::Batched | Way::BatchedTimeline | Way::BatchedNotify
+    );
     let conns = if batched { 1 } else { agents as u32 };
     let mut out = Vec::new();
     for _ in 0..n {
@@ -430,7 +450,19 @@ async fn writers(pg: &Postgres, way: Way, n: usize, agents: usize) -> Res<Vec<Wr
             let (tx, rx) = mpsc::channel(4096);
             let batches = Arc::new(AtomicU64::new(0));
             let timeline = way == Way::BatchedTimeline;
-            tokio::spawn(batcher(pool, timeline, rx, batches.clone()));
+            let notify = if way == Way::BatchedNotify {
+                let hint = opts.clone().options([("synchronous_commit", "off")]);
+                Some(
+                    PgPoolOptions::new()
+                        .max_connections(1)
+                        .connect_with(hint)
+                        .await
+                        .map_err(sql_err("connect"))?,
+                )
+            } else {
+                None
+            };
+            tokio::spawn(batcher(pool, timeline, notify, rx, batches.clone()));
             Writer::Batch(tx, batches)
         } else {
             Writer::Pool(pool, way)
@@ -715,7 +747,10 @@ pub fn scen_pg_serialise(o: &Opts, _sync: &str) -> Res<Vec<Metric>> {
                         "",
                     ));
                 }
-                if matches!(way, Way::Batched | Way::BatchedTimeline) {
+                if matches!(
+                    way,
+                    Way::Batched | Way::BatchedTimeline | Way::BatchedNotify
+                ) {
                     rows.push(Metric::new(
                         scenario,
                         &format!("{tag}: requests per commit"),
@@ -726,6 +761,31 @@ pub fn scen_pg_serialise(o: &Opts, _sync: &str) -> Res<Vec<Metric>> {
                 print_human(&format!("{scenario}: {tag}"), &rows);
                 metrics.extend(rows);
             }
+        }
+        // The round trip alone: one agent of one daemon, nothing else running.
+        for way in [Way::Advisory, Way::Batched] {
+            reset(&admin).await?;
+            let w = writers(&pg, way, 1, 1).await?;
+            let mut c = timed(&w, 1, 1000, secs).await?;
+            close(w).await;
+            c.samples.sort_unstable();
+            let tag = format!("{}, 1 agent alone", way.name());
+            let rows = vec![
+                Metric::new(
+                    scenario,
+                    &format!("{tag}: acquire p50"),
+                    pct(&c.samples, 50.0),
+                    "µs",
+                ),
+                Metric::new(
+                    scenario,
+                    &format!("{tag}: acquire p99"),
+                    pct(&c.samples, 99.0),
+                    "µs",
+                ),
+            ];
+            print_human(&format!("{scenario}: {tag}"), &rows);
+            metrics.extend(rows);
         }
         let (mut n, mut r) = notify_latency(&pg, o.requests.unwrap_or(2000)).await?;
         n.sort_unstable();
