@@ -38,6 +38,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::Opts;
 use crate::report::{Metric, pct, print_human};
+use crate::workload::Rng;
 
 const SCHEMA: &str = r#"
 CREATE SEQUENCE fence;
@@ -225,17 +226,6 @@ impl Counts {
         self.batches += c.batches;
         self.secs += c.secs;
         self.samples.extend(c.samples);
-    }
-}
-
-/// xorshift64*: the bench's paths and modes, reproducible per agent.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 }
 
@@ -546,12 +536,8 @@ async fn timed(writers: &[Writer], agents: usize, paths: usize, secs: f64) -> Re
                 let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((w * 1000 + a + 1) as u64));
                 let mut c = Counts::default();
                 while !stop.load(Ordering::Relaxed) {
-                    let path = format!("src/file{:05}.rs", rng.next() % paths as u64);
-                    let mode = if rng.next().is_multiple_of(5) {
-                        "read"
-                    } else {
-                        "write"
-                    };
+                    let path = format!("src/file{:05}.rs", rng.below(paths));
+                    let mode = if rng.below(5) == 0 { "read" } else { "write" };
                     let timing = warm.load(Ordering::Relaxed);
                     let t0 = Instant::now();
                     let token = writer.acquire(&path, &holder, mode, &mut c.retries).await?;
@@ -656,6 +642,24 @@ async fn notify_latency(pg: &Postgres, n: usize) -> Res<(Vec<u64>, Vec<u64>)> {
     Ok((woken, committed))
 }
 
+/// Acquire p50 and p99 of sorted samples.
+fn acquire_rows(scenario: &str, tag: &str, sorted: &[u64]) -> [Metric; 2] {
+    [
+        Metric::new(
+            scenario,
+            &format!("{tag}: acquire p50"),
+            pct(sorted, 50.0),
+            "µs",
+        ),
+        Metric::new(
+            scenario,
+            &format!("{tag}: acquire p99"),
+            pct(sorted, 99.0),
+            "µs",
+        ),
+    ]
+}
+
 pub fn scen_pg_serialise(o: &Opts, _sync: &str) -> Res<Vec<Metric>> {
     const WRITERS: usize = 3;
     const ROUNDS: usize = 3;
@@ -726,19 +730,8 @@ pub fn scen_pg_serialise(o: &Opts, _sync: &str) -> Res<Vec<Metric>> {
                         c.refused as f64 * 100.0 / attempts.max(1) as f64,
                         "%",
                     ),
-                    Metric::new(
-                        scenario,
-                        &format!("{tag}: acquire p50"),
-                        pct(&c.samples, 50.0),
-                        "µs",
-                    ),
-                    Metric::new(
-                        scenario,
-                        &format!("{tag}: acquire p99"),
-                        pct(&c.samples, 99.0),
-                        "µs",
-                    ),
                 ];
+                rows.extend(acquire_rows(scenario, &tag, &c.samples));
                 if *way == Way::Serializable {
                     rows.push(Metric::new(
                         scenario,
@@ -754,7 +747,8 @@ pub fn scen_pg_serialise(o: &Opts, _sync: &str) -> Res<Vec<Metric>> {
                     rows.push(Metric::new(
                         scenario,
                         &format!("{tag}: requests per commit"),
-                        2.0 * c.grants as f64 / c.batches.max(1) as f64,
+                        // A grant is an acquire and a release; a refusal one acquire.
+                        (2 * c.grants + c.refused) as f64 / c.batches.max(1) as f64,
                         "",
                     ));
                 }
@@ -770,20 +764,7 @@ pub fn scen_pg_serialise(o: &Opts, _sync: &str) -> Res<Vec<Metric>> {
             close(w).await;
             c.samples.sort_unstable();
             let tag = format!("{}, 1 agent alone", way.name());
-            let rows = vec![
-                Metric::new(
-                    scenario,
-                    &format!("{tag}: acquire p50"),
-                    pct(&c.samples, 50.0),
-                    "µs",
-                ),
-                Metric::new(
-                    scenario,
-                    &format!("{tag}: acquire p99"),
-                    pct(&c.samples, 99.0),
-                    "µs",
-                ),
-            ];
+            let rows = acquire_rows(scenario, &tag, &c.samples);
             print_human(&format!("{scenario}: {tag}"), &rows);
             metrics.extend(rows);
         }
