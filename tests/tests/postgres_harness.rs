@@ -3,16 +3,9 @@
 //! write across a crash-like restart, and leaves no process and no directory behind, also
 //! when the test that owns it panics.
 
+use maos_tests::block_on;
 use maos_tests::postgres::{Postgres, Shutdown, group_alive, postgres_or_skip};
 use sqlx::{Connection, PgConnection};
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-        .block_on(f)
-}
 
 async fn connect(url: &str) -> PgConnection {
     PgConnection::connect(url)
