@@ -26,6 +26,7 @@ pub mod codex;
 pub mod conformance;
 pub mod daemon;
 pub mod mcp;
+pub mod netcut;
 pub mod postgres;
 pub mod procfs;
 pub mod tempdir;
