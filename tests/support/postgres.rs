@@ -55,7 +55,7 @@ impl Postgres {
         };
         let dir = tempfile::Builder::new()
             .prefix(&format!("maos-pg-{}-", std::process::id()))
-            .tempdir()
+            .tempdir_in(parent_dir(owner.is_some()))
             .map_err(|e| format!("cannot make PostgreSQL's temporary directory: {e}"))?;
         if let Some((uid, gid)) = owner {
             chown(dir.path(), uid, gid)?;
@@ -333,6 +333,25 @@ pub fn bin_dir() -> Result<PathBuf, String> {
              install the Debian package postgresql, or set MAOS_PG_BIN",
         )?;
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// Where the temporary directory goes: the system's temporary directory, unless the server's
+/// socket path would be too long there (Unix sockets take about 100 bytes), or (as root, the
+/// server running as `postgres`) a directory above it is closed to other users; then `/tmp`.
+fn parent_dir(other_user: bool) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = std::env::temp_dir();
+    // <tmp>/maos-pg-<pid>-XXXXXX/run/.s.PGSQL.<port>
+    let too_long = tmp.as_os_str().len() + 50 > 100;
+    let closed = other_user
+        && tmp
+            .ancestors()
+            .any(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 == 0));
+    if too_long || closed {
+        PathBuf::from("/tmp")
+    } else {
+        tmp
+    }
 }
 
 /// uid and gid of the OS user `name`.
