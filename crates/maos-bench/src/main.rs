@@ -102,7 +102,8 @@ scenarios:
               pg_advisory_xact_lock, SERIALIZABLE with retry, advisory with a NOTIFY on every
               release, and advisory batched per daemon (one transaction for what its agents
               asked meanwhile; also with commit-ordered event numbers, and with a NOTIFY after
-              each commit, sent with synchronous_commit off); PostgreSQL's default
+              each commit, sent with synchronous_commit off, and with every ancestor
+              directory's key taken shared); PostgreSQL's default
               durability. First a check that every way keeps one holder per path; then 3
               writers (daemons) x --clients agents (default 20), each acquiring a random one of
               --paths paths (default: 1000, then 20) without waiting and releasing at once,

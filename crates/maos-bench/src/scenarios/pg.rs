@@ -13,7 +13,9 @@
 //! - batched, each request also recording an event numbered per project in commit order (the
 //!   project row taken last in the transaction): what the timeline adds;
 //! - batched, with a NOTIFY after each commit in a transaction of its own with
-//!   `synchronous_commit = off`: what telling the other daemons costs when it is a hint.
+//!   `synchronous_commit = off`: what telling the other daemons costs when it is a hint;
+//! - batched with multi-granularity keys: each path exclusive, every directory above it shared
+//!   (what directory and workspace locks need).
 //!
 //! Each acquire and each release (each batch) is one round trip (a PL/pgSQL function in its
 //! own implicit transaction, committed with PostgreSQL's default durability:
@@ -125,16 +127,33 @@ END $$;
 -- for every daemon, so two daemons' batches never deadlock. A refusal is token 0.
 -- With `timeline`, the batch also records an event per request, numbered last (the project
 -- row is held only for the end of the transaction).
+-- With `tree`, the keys are multi-granularity: each path exclusive and every directory above it
+-- (up to the root, '') shared, so two files of one directory never wait for each other and a
+-- directory lock would wait for every batch under it.
 CREATE FUNCTION batch(rel bigint[], ps text[], ks text[], hs text[], ms text[], ttl_ms int,
-                      timeline boolean, OUT released int, OUT tokens bigint[])
+                      timeline boolean, tree boolean, OUT released int, OUT tokens bigint[])
 LANGUAGE plpgsql AS $$
-DECLARE lk bigint; i int; n int; last bigint;
+DECLARE lk bigint; ex boolean; i int; n int; last bigint;
 BEGIN
     DELETE FROM locks WHERE token = ANY (rel);
     GET DIAGNOSTICS released = ROW_COUNT;
-    FOR lk IN SELECT DISTINCT hashtextextended(p || E'\n' || k, 0) AS h
-               FROM unnest(ps, ks) AS u (p, k) ORDER BY h LOOP
-        PERFORM pg_advisory_xact_lock(lk);
+    FOR lk, ex IN
+        SELECT h, bool_or(x) FROM (
+            SELECT hashtextextended(p || E'\n' || k, 0) AS h, true AS x
+            FROM unnest(ps, ks) AS u (p, k)
+            UNION ALL
+            SELECT hashtextextended(p || E'\n' || array_to_string(parts[1:j], '/'), 0), false
+            FROM unnest(ps, ks) AS u (p, k),
+                 LATERAL (SELECT string_to_array(k, '/') AS parts) AS s,
+                 LATERAL generate_series(0, cardinality(parts) - 1) AS j
+            WHERE tree
+        ) AS keys GROUP BY h ORDER BY h
+    LOOP
+        IF ex THEN
+            PERFORM pg_advisory_xact_lock(lk);
+        ELSE
+            PERFORM pg_advisory_xact_lock_shared(lk);
+        END IF;
     END LOOP;
     tokens := '{}';
     FOR i IN 1 .. coalesce(array_length(ps, 1), 0) LOOP
@@ -169,9 +188,11 @@ enum Way {
     /// Batched, and a NOTIFY after each commit, sent in its own transaction with
     /// `synchronous_commit = off` (a hint: the commit is durable already).
     BatchedNotify,
+    /// Batched, with multi-granularity keys (every ancestor directory shared).
+    BatchedTree,
 }
 
-const WAYS: [Way; 7] = [
+const WAYS: [Way; 8] = [
     Way::Row,
     Way::Advisory,
     Way::Serializable,
@@ -179,6 +200,7 @@ const WAYS: [Way; 7] = [
     Way::Batched,
     Way::BatchedTimeline,
     Way::BatchedNotify,
+    Way::BatchedTree,
 ];
 
 impl Way {
@@ -191,6 +213,7 @@ impl Way {
             Way::Batched => "advisory, batched per daemon",
             Way::BatchedTimeline => "batched, with ordered events",
             Way::BatchedNotify => "batched, NOTIFY after commit",
+            Way::BatchedTree => "batched, directory keys shared",
         }
     }
     fn acquire_sql(self) -> &'static str {
@@ -201,8 +224,16 @@ impl Way {
             | Way::AdvisoryNotify
             | Way::Batched
             | Way::BatchedTimeline
-            | Way::BatchedNotify => "SELECT acquire_advisory($1, $2, $3, $4, $5)",
+            | Way::BatchedNotify
+            | Way::BatchedTree => "SELECT acquire_advisory($1, $2, $3, $4, $5)",
         }
+    }
+    /// Whether each daemon commits its agents' requests in batches.
+    fn batched(self) -> bool {
+        matches!(
+            self,
+            Way::Batched | Way::BatchedTimeline | Way::BatchedNotify | Way::BatchedTree
+        )
     }
 }
 
@@ -337,6 +368,7 @@ const MAX_BATCH: usize = 512;
 async fn batcher(
     pool: PgPool,
     timeline: bool,
+    tree: bool,
     notify: Option<PgPool>,
     mut rx: mpsc::Receiver<Op>,
     batches: Arc<AtomicU64>,
@@ -364,7 +396,7 @@ async fn batcher(
             }
         }
         let r: Result<(i32, Vec<i64>), _> =
-            sqlx::query_as("SELECT released, tokens FROM batch($1, $2, $3, $4, $5, $6, $7)")
+            sqlx::query_as("SELECT released, tokens FROM batch($1, $2, $3, $4, $5, $6, $7, $8)")
                 .bind(&rel)
                 .bind(&ps)
                 .bind(&ks)
@@ -372,6 +404,7 @@ async fn batcher(
                 .bind(&ms)
                 .bind(TTL_MS)
                 .bind(timeline)
+                .bind(tree)
                 .fetch_one(&pool)
                 .await;
         batches.fetch_add(1, Ordering::Relaxed);
@@ -422,10 +455,7 @@ async fn writers(pg: &Postgres, way: Way, n: usize, agents: usize) -> Res<Vec<Wr
     if way == Way::Serializable {
         opts = opts.options([("default_transaction_isolation", "serializable")]);
     }
-    let batched = matches!(
-        way,
-        Way::Batched | Way::BatchedTimeline | Way::BatchedNotify
-    );
+    let batched = way.batched();
     let conns = if batched { 1 } else { agents as u32 };
     let mut out = Vec::new();
     for _ in 0..n {
@@ -452,7 +482,8 @@ async fn writers(pg: &Postgres, way: Way, n: usize, agents: usize) -> Res<Vec<Wr
             } else {
                 None
             };
-            tokio::spawn(batcher(pool, timeline, notify, rx, batches.clone()));
+            let tree = way == Way::BatchedTree;
+            tokio::spawn(batcher(pool, timeline, tree, notify, rx, batches.clone()));
             Writer::Batch(tx, batches)
         } else {
             Writer::Pool(pool, way)
@@ -740,10 +771,7 @@ pub fn scen_pg_serialise(o: &Opts, _sync: &str) -> Res<Vec<Metric>> {
                         "",
                     ));
                 }
-                if matches!(
-                    way,
-                    Way::Batched | Way::BatchedTimeline | Way::BatchedNotify
-                ) {
+                if way.batched() {
                     rows.push(Metric::new(
                         scenario,
                         &format!("{tag}: requests per commit"),
