@@ -26,6 +26,8 @@ pub mod codex;
 pub mod conformance;
 pub mod daemon;
 pub mod mcp;
+pub mod netcut;
+pub mod postgres;
 pub mod procfs;
 pub mod tempdir;
 pub mod tmux;
@@ -164,6 +166,15 @@ pub fn skip_unless_ci(why: &str) {
         "cannot run on this CI machine: {why}"
     );
     eprintln!("skipped: {why}");
+}
+
+/// Run `f` to completion on a fresh current-thread tokio runtime (a test's sqlx calls).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
 }
 
 /// Whether the tests run as root (to act as another user, chown, mount).
@@ -645,12 +656,7 @@ impl Env {
     ) -> T {
         let path = self.db_path_of(project);
         assert!(path.is_file(), "{} does not exist", path.display());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("tokio runtime");
-        rt.block_on(read(path.clone()))
-            .unwrap_or_else(|e| panic!("{what} {}: {e}", path.display()))
+        block_on(read(path.clone())).unwrap_or_else(|e| panic!("{what} {}: {e}", path.display()))
     }
 
     /// `PRAGMA integrity_check` of the default project's database.

@@ -27,6 +27,7 @@ use crate::scenarios::data::{scen_gc, scen_transfer};
 use crate::scenarios::hook_concurrent::scen_hook_concurrent;
 use crate::scenarios::locks::{scen_contention, scen_lock};
 use crate::scenarios::mcp::scen_mcp;
+use crate::scenarios::pg::scen_pg_serialise;
 use crate::scenarios::process::{scen_hook, scen_ps, scen_serve};
 use crate::scenarios::requests::{
     scen_create, scen_register, scen_rss, scen_throughput, scen_update,
@@ -95,6 +96,21 @@ scenarios:
               `lock_release` (whose call it is, then the lock), --requests of each (default
               2000) after a warm-up: p50/p99; then spawn of `maos mcp` to its answer to
               `initialize`, a fresh server each time: p50/p99/max
+  pg-serialise
+              needs PostgreSQL (its own throwaway server, as the tests start it), so not in
+              `all`: fleet mode's lock acquire serialised by a row lock (FOR UPDATE),
+              pg_advisory_xact_lock, SERIALIZABLE with retry, advisory with a NOTIFY on every
+              release, and advisory batched per daemon (one transaction for what its agents
+              asked meanwhile; also with commit-ordered event numbers, and with a NOTIFY after
+              each commit, sent with synchronous_commit off, and with every ancestor
+              directory's key taken shared); PostgreSQL's default
+              durability. First a check that every way keeps one holder per path; then 3
+              writers (daemons) x --clients agents (default 20), each acquiring a random one of
+              --paths paths (default: 1000, then 20) without waiting and releasing at once,
+              the ways in turn for 3 rounds of --duration s (default 3): durable grants/s,
+              refusals, acquire p50/p99; one agent alone (the round trip without load); then
+              --requests (default 2000) releases that NOTIFY, to the waiter's connection
+              receiving it: p50/p99
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
@@ -107,8 +123,8 @@ options:
                         at most 20), socket activations (activation 30), loads of each
                         kind (dash-paint 10) or hook calls each way (dash-hook 200)
   --duration SECS       throughput and contention run time (default 5), dash-live's time at
-                        each rate (default 10)
-  --paths N             files to lock (lock: 1000, contention: 50)
+                        each rate (default 10), each pg-serialise round (default 3)
+  --paths N             files to lock (lock: 1000, contention: 50, pg-serialise: 1000 then 20)
   --wait-ms N           contention: how long an acquire may wait (default 50; 0 = no wait)
   --synchronous MODE    normal|full (default: normal; `all` runs both where relevant)
   --agents-per-session N  agents per session (register: 20, throughput: 32, ps: 5,
@@ -223,6 +239,7 @@ fn run(o: &Opts) -> Res {
         "activation" => one(scen_activation)?,
         "top" => one(scen_top)?,
         "mcp" => one(scen_mcp)?,
+        "pg-serialise" => one(scen_pg_serialise)?,
         "dash-paint" => one(scen_dash_paint)?,
         "dash-live" => one(scen_dash_live)?,
         "dash-hook" => one(scen_dash_hook)?,

@@ -14,6 +14,20 @@ use maos_tests::procfs;
 /// Requests sent before the timed ones (not counted).
 pub const WARMUP: usize = 200;
 
+/// xorshift64*: a fast, good-enough generator for picking paths (no dependency); the seed must
+/// not be 0.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as usize % n
+    }
+}
+
 /// A session with three phases (started if `start`): its id.
 pub fn create_session(c: &mut Client, objective: &str, start: bool) -> Res<String> {
     let reply = c.call(Request::SessionCreate {

@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod patch;
 pub mod plan;
 pub mod progress;
+pub mod project_key;
 pub mod record;
 pub mod recovery;
 pub mod schedule;

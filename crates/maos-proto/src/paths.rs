@@ -243,6 +243,39 @@ pub fn main_worktree_of(git_file: &Path) -> Option<PathBuf> {
     Some(common)
 }
 
+/// The git directory whose `config` holds a checkout's remotes: `<root>/.git`, or for a `.git`
+/// file (a linked worktree, a submodule) the directory it names, and that one's `commondir`.
+fn git_config_dir(root: &Path) -> Option<PathBuf> {
+    let git = root.join(".git");
+    let meta = fs::metadata(&git).ok()?;
+    if meta.is_dir() {
+        return Some(git);
+    }
+    let text = fs::read_to_string(&git).ok()?;
+    let gitdir = root.join(text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim());
+    match fs::read_to_string(gitdir.join("commondir")) {
+        Ok(c) => Some(gitdir.join(c.trim())),
+        Err(_) => Some(gitdir),
+    }
+}
+
+/// Fleet mode's key of the repository checked out at `root` (`maos_core::project_key`): the
+/// `project` of its `.maos/config.toml`, else its origin remote normalised. Reads files only;
+/// never spawns git.
+pub fn repository_key(
+    root: &Path,
+) -> Result<maos_core::project_key::ProjectKey, maos_core::project_key::KeyError> {
+    use maos_core::project_key::{KeyError, project_key};
+    let config = root.join(MARKER).join("config.toml");
+    let maos = match fs::read_to_string(&config) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(KeyError::BadConfig(format!("cannot read it: {e}"))),
+    };
+    let git = git_config_dir(root).and_then(|d| fs::read_to_string(d.join("config")).ok());
+    project_key(maos.as_deref(), git.as_deref())
+}
+
 /// Stable short identity of a project root: 16 hex digits of FNV-1a 64 over the path bytes.
 /// Never changes between versions: it names the project's state directory.
 pub fn workspace_hash(root: &Path) -> String {
@@ -309,6 +342,45 @@ mod tests {
         let main = fs::canonicalize(&main).unwrap();
         assert_eq!(project_root(&wt.join("src")), main);
         assert_eq!(project_root(&main), main);
+    }
+
+    #[test]
+    fn a_repository_key_comes_from_maos_config_or_origin_also_in_a_worktree() {
+        use maos_core::project_key::KeyError;
+        let t = tempfile::tempdir().unwrap();
+        let main = t.path().join("repo");
+        fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+        assert_eq!(repository_key(&main), Err(KeyError::NoOrigin));
+        fs::write(
+            main.join(".git/config"),
+            "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = git@GitHub.com:acme/web.git\n",
+        )
+        .unwrap();
+        assert_eq!(
+            repository_key(&main).unwrap().as_str(),
+            "github.com/acme/web"
+        );
+        // A linked worktree reads the main repository's config through commondir.
+        fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+        let wt = t.path().join("wt");
+        fs::create_dir_all(&wt).unwrap();
+        fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
+        )
+        .unwrap();
+        assert_eq!(repository_key(&wt).unwrap().as_str(), "github.com/acme/web");
+        // .maos/config.toml wins; a bad one is an error, never the origin instead.
+        fs::create_dir_all(main.join(".maos")).unwrap();
+        fs::write(main.join(".maos/config.toml"), "project = \"acme-web\"\n").unwrap();
+        assert_eq!(repository_key(&main).unwrap().as_str(), "acme-web");
+        fs::write(main.join(".maos/config.toml"), "project = 7\n").unwrap();
+        assert!(matches!(repository_key(&main), Err(KeyError::BadConfig(_))));
+        // No repository at all: no key, and the line says what to do.
+        let bare = t.path().join("plain");
+        fs::create_dir_all(&bare).unwrap();
+        let e = repository_key(&bare).unwrap_err().to_string();
+        assert!(e.contains(".maos/config.toml") && !e.contains('\n'), "{e}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use maos_tests::procfs;
 use crate::Opts;
 use crate::harness;
 use crate::report::{Goal, Metric, label, latency_rows_2, pct, print_human};
-use crate::workload::{WARMUP, create_session, event_stats, join_all, running_agent};
+use crate::workload::{Rng, WARMUP, create_session, event_stats, join_all, running_agent};
 
 /// `n` existing files under `src/` of the project (agents lock files that exist, so the
 /// daemon's path resolution takes its usual route); their project-relative paths.
@@ -142,18 +142,6 @@ struct Contended {
     timeouts: u64,
     deadlocks: u64,
     warm_grants: u64,
-}
-
-/// xorshift64*: a fast, good-enough generator for picking paths (no dependency).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as usize % n
-    }
 }
 
 pub fn scen_contention(o: &Opts, sync: &str) -> Res<Vec<Metric>> {

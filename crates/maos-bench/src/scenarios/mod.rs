@@ -7,6 +7,7 @@ pub mod data;
 pub mod hook_concurrent;
 pub mod locks;
 pub mod mcp;
+pub mod pg;
 pub mod process;
 pub mod requests;
 pub mod startup;
