@@ -158,6 +158,7 @@ impl Charts {
         };
         Ok(b.snapshot(chrono::Utc::now(), window))
     }
+
     /// Fold what the database has of the session after the fold's last event; an empty fold
     /// first starts from its saved copy, if that is still good.
     async fn catch_up(
@@ -198,13 +199,21 @@ impl Charts {
     /// removed.
     async fn saved(&self, reader: &Reader, session: &str) -> Option<GanttBuilder> {
         let path = self.file(session);
-        let read = tokio::task::spawn_blocking(move || -> Result<SavedFold, String> {
-            let body = std::fs::read(&path).map_err(|e| e.to_string())?;
-            serde_json::from_slice(&body).map_err(|e| e.to_string())
+        let read = tokio::task::spawn_blocking(move || -> Result<Option<SavedFold>, String> {
+            let body = match std::fs::read(&path) {
+                Ok(body) => body,
+                // Nothing saved: the usual case.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e.to_string()),
+            };
+            serde_json::from_slice(&body)
+                .map(Some)
+                .map_err(|e| e.to_string())
         })
         .await;
         let why_not = match read {
-            Ok(Ok(saved)) => match self.still_good(reader, session, &saved).await {
+            Ok(Ok(None)) => return None,
+            Ok(Ok(Some(saved))) => match self.still_good(reader, session, &saved).await {
                 Ok(()) => {
                     debug!(
                         session,
@@ -215,8 +224,6 @@ impl Charts {
                 }
                 Err(why) => why,
             },
-            // Nothing saved: the usual case.
-            Ok(Err(e)) if e.contains("No such file") => return None,
             Ok(Err(e)) => e,
             Err(e) => e.to_string(),
         };
