@@ -57,7 +57,10 @@ pub async fn events(Query(q): Query<EventsQuery>) -> Result<Response, ApiError> 
     std::thread::spawn(move || {
         client::follow(&project, after, |news| tx.blocking_send(news).is_ok())
     });
-    let start = Instant::now() - COALESCE;
+    // As if the last write were long ago: the first event goes at once.
+    let start = Instant::now()
+        .checked_sub(COALESCE)
+        .unwrap_or_else(Instant::now);
     let stream = futures_util::stream::unfold((rx, start), |(mut rx, last)| async move {
         let mut out = String::new();
         match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
