@@ -284,10 +284,9 @@ impl RowState {
 /// back is to be used only if it was written by the same fold ([`FOLD_CODE`]) and the events
 /// it folded are still the same ([`GanttBuilder::last_event`]).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(from = "Saved", into = "Saved")]
 pub struct GanttBuilder {
     rows: Vec<RowState>,
-    /// Each row's position by agent (made again from `rows` when read back).
+    /// Each row's position by agent.
     index: HashMap<AgentId, usize>,
     /// Open lock bars by token: (row, bar).
     open_locks: HashMap<u64, (usize, usize)>,
@@ -313,56 +312,6 @@ pub const FOLD_CODE: u64 = {
     }
     h
 };
-
-/// A [`GanttBuilder`] as serialised: without the index its rows make again.
-#[derive(Clone, Serialize, Deserialize)]
-struct Saved {
-    rows: Vec<RowState>,
-    open_locks: HashMap<u64, (usize, usize)>,
-    phases: Vec<Band>,
-    deadlocks: Vec<Deadlock>,
-    last_seq: Option<u64>,
-    last_ts_us: i64,
-    first_ms: Option<i64>,
-    folded: u64,
-}
-
-impl From<Saved> for GanttBuilder {
-    fn from(s: Saved) -> Self {
-        let index = s
-            .rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.agent.clone(), i))
-            .collect();
-        GanttBuilder {
-            rows: s.rows,
-            index,
-            open_locks: s.open_locks,
-            phases: s.phases,
-            deadlocks: s.deadlocks,
-            last_seq: s.last_seq,
-            last_ts_us: s.last_ts_us,
-            first_ms: s.first_ms,
-            folded: s.folded,
-        }
-    }
-}
-
-impl From<GanttBuilder> for Saved {
-    fn from(b: GanttBuilder) -> Self {
-        Saved {
-            rows: b.rows,
-            open_locks: b.open_locks,
-            phases: b.phases,
-            deadlocks: b.deadlocks,
-            last_seq: b.last_seq,
-            last_ts_us: b.last_ts_us,
-            first_ms: b.first_ms,
-            folded: b.folded,
-        }
-    }
-}
 
 fn ms(t: Ts) -> i64 {
     t.timestamp_millis()
