@@ -377,6 +377,12 @@ fn daemon(root: &str, found: bool, service: Option<&svc::Installed>) -> Vec<Chec
                 detail.push_str(&format!(", exits after {idle:.0} s idle"));
             }
             out.push(check("daemon", Level::Ok, detail));
+            let level = if d.backend.error.is_some() {
+                Level::Fail
+            } else {
+                Level::Ok
+            };
+            out.push(check("backend", level, d.backend.describe()));
             if let Some(i) = service.filter(|_| !d.started_by.is_service()) {
                 out.push(check(
                     "service",

@@ -524,7 +524,10 @@ pub fn daemon(d: &DaemonStatus) -> String {
     );
     let _ = writeln!(out, "socket       {}", d.socket);
     let _ = writeln!(out, "home         {}", d.home);
-    let _ = writeln!(out, "synchronous  {}", d.synchronous);
+    let _ = writeln!(out, "backend      {}", d.backend.describe());
+    if d.backend.url.is_none() {
+        let _ = writeln!(out, "synchronous  {}", d.synchronous);
+    }
     let _ = writeln!(out, "started by   {}", d.started_by.as_str());
     if let Some(idle) = d.idle_exit_secs {
         let after = if idle < 60.0 {

@@ -22,6 +22,9 @@ pub struct Config {
     /// Exit after this long without a connection or a running agent, when a service manager
     /// holds the socket (it starts the daemon again on the next connection). None: never.
     pub idle_exit: Option<std::time::Duration>,
+    /// Fleet mode: the PostgreSQL every project's state lives in (`MAOS_DATABASE_URL`, else
+    /// `database_url` in `config.toml`). None: SQLite, a file per project.
+    pub database_url: Option<String>,
     /// `logs/maosd.log` is rotated before a record would take it past this many bytes
     /// (`log_max_bytes`, at least 4096; default 10 MiB).
     pub log_max_bytes: u64,
@@ -41,6 +44,7 @@ struct File {
     idle_exit: Option<String>,
     log_max_bytes: Option<u64>,
     log_keep: Option<u32>,
+    database_url: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,10 +142,25 @@ impl Config {
                 ),
             });
         }
+        // The environment wins over the file; an empty value means "not set" in both.
+        let database_url = std::env::var("MAOS_DATABASE_URL")
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+            .or(file.database_url.filter(|u| !u.trim().is_empty()))
+            .map(|u| u.trim().to_string());
+        if let Some(url) = &database_url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            return Err(ConfigError::Value(format!(
+                "database_url {}: fleet mode takes a PostgreSQL URL (postgres://user@host/database)",
+                maos_store::redact(url)
+            )));
+        }
         Ok(Config {
             home,
             socket,
             synchronous,
+            database_url,
             max_page_count: file.max_page_count,
             gc_older_than,
             gc_every,

@@ -45,6 +45,26 @@ impl Daemon {
             projects: self.projects.infos().await,
             started_by: self.config.started_by,
             idle_exit_secs: self.config.idle_exit.map(|d| d.as_secs_f64()),
+            backend: self.backend().await,
+        }
+    }
+
+    /// The engine, and for a fleet's PostgreSQL whether it answers now.
+    async fn backend(&self) -> maos_proto::Backend {
+        let Some(fleet) = self.projects.fleet() else {
+            return maos_proto::Backend::default();
+        };
+        let status = fleet.status().await;
+        let (server, error) = match status.result {
+            Ok(v) => (Some(v), None),
+            Err(e) => (None, Some(e)),
+        };
+        maos_proto::Backend {
+            engine: "postgres".into(),
+            url: Some(fleet.url().to_string()),
+            daemon: Some(fleet.daemon().to_string()),
+            server,
+            error,
         }
     }
 }

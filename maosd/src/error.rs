@@ -11,6 +11,8 @@ use maos_store::StoreError;
 pub fn storage_error(e: &StoreError) -> ErrorBody {
     match e {
         StoreError::Full(_) => ErrorBody::new(ErrorCode::StorageFull, e.to_string()),
+        StoreError::Unreachable(_) => ErrorBody::new(ErrorCode::Unavailable, e.to_string()),
+        StoreError::Busy(_) => ErrorBody::new(ErrorCode::Unavailable, e.to_string()),
         _ => ErrorBody::new(ErrorCode::Storage, e.to_string()),
     }
 }

@@ -7,6 +7,7 @@ mod config;
 mod conn;
 mod daemon;
 mod error;
+mod fleet;
 mod gc;
 mod lockpath;
 mod locks;

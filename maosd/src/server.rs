@@ -42,6 +42,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Path(#[from] maos_proto::paths::PathError),
+    #[error(transparent)]
+    Fleet(maos_store::StoreError),
     #[error("{what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -129,6 +131,21 @@ async fn scheduled_gc(daemon: Arc<Daemon>, older_than: Duration) {
 }
 
 pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(), StartError> {
+    // Before anything is created or bound: a URL that cannot be used leaves nothing behind.
+    let fleet = match &config.database_url {
+        Some(url) => {
+            let machine = crate::fleet::machine();
+            let id = crate::fleet::daemon_id(&machine, &config.home);
+            let fleet = maos_store::Fleet::new(url, id, machine).map_err(StartError::Fleet)?;
+            info!(
+                url = fleet.url(),
+                daemon = fleet.daemon(),
+                "fleet mode: state lives in PostgreSQL"
+            );
+            Some(Arc::new(fleet))
+        }
+        None => None,
+    };
     maos_proto::paths::ensure_private_dir(&config.home)?;
     let pidfile = lock_pidfile(&config.home)?;
     // A socket the service manager handed over is its own: never bound, chmod'ed or removed
@@ -167,6 +184,7 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
     let opts = StoreOptions {
         synchronous: config.synchronous,
         max_page_count: config.max_page_count,
+        fleet,
     };
     let projects = Projects::new(&config.home, &config.socket, opts);
     let daemon = Arc::new(Daemon::new(config, projects));
@@ -256,6 +274,9 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
         warn!("some connections did not finish in time");
     }
     daemon.projects.close_all().await;
+    if let Some(fleet) = daemon.projects.fleet() {
+        fleet.close().await;
+    }
     if own_socket {
         let _ = std::fs::remove_file(&daemon.config.socket);
     }

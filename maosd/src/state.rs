@@ -911,6 +911,7 @@ impl<'a> Txn<'a> {
             checkpoints: &self.checkpoints,
             archived: self.archived.iter().collect(),
             purged: self.purged.iter().collect(),
+            base_seq: st.last_seq().saturating_sub(self.events.len() as u64),
         }
     }
 

@@ -9,6 +9,15 @@
 CREATE FUNCTION maos_now_us() RETURNS bigint LANGUAGE sql VOLATILE AS
 $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint $$;
 
+-- A batch that would commit on top of another last event number than the one its daemon
+-- knows: its daemon's memory is stale (another daemon served the project meanwhile).
+CREATE FUNCTION maos_stale(project text, found bigint, expected bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'project % is at event % in PostgreSQL, but this daemon knew it at %',
+        project, found, expected USING ERRCODE = 'MA001';
+END $$;
+
 -- A project of the fleet. Its events are numbered under this row: a batch takes it last, just
 -- before its commit, so a project's events commit in `seq` order without gaps.
 CREATE TABLE projects (
@@ -85,6 +94,8 @@ CREATE TABLE session_agents (
     -- signals or reaps the process. NULL for an agent no daemon runs (registered by hand).
     daemon              text REFERENCES daemons (id),
     changed_seq         bigint NOT NULL DEFAULT 0,
+    -- Creation order (SQLite's rowid): agents created in one batch share their created_at.
+    ord                 bigint GENERATED ALWAYS AS IDENTITY,
     PRIMARY KEY (project, id),
     FOREIGN KEY (project, session_id) REFERENCES sessions (project, id)
 );

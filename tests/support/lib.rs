@@ -294,6 +294,71 @@ pub struct Failure {
     pub stderr: String,
 }
 
+/// Whether to skip a test about SQLite's own files (`maos backup`, `restore`) because the
+/// suite runs on PostgreSQL (`MAOS_TEST_DATABASE=postgres`); says so when it does. What fleet
+/// mode does instead is tested in `fleet.rs`.
+pub fn sqlite_only(what: &str) -> bool {
+    let pg = postgres::test_database_url().is_some();
+    if pg {
+        eprintln!("skipped on PostgreSQL: {what}");
+    }
+    pg
+}
+
+/// A project's key in fleet mode (its clone's `origin`, see [`make_clone`]).
+pub fn project_key(project: &Path) -> String {
+    maos_proto::paths::repository_key(project)
+        .unwrap_or_else(|e| panic!("{} has no fleet key: {e}", project.display()))
+        .as_str()
+        .to_string()
+}
+
+/// Rows of two text columns of `sql` (binding the project key as `$1` and `arg` as `$2`) in
+/// the PostgreSQL at `url`.
+fn pg_rows(url: &str, sql: &str, key: &str, arg: Option<&str>) -> Vec<(String, String)> {
+    use sqlx::Connection;
+    block_on(async {
+        let mut c = sqlx::PgConnection::connect(url)
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"));
+        sqlx::query_as(sql)
+            .bind(key)
+            .bind(arg)
+            .fetch_all(&mut c)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    })
+}
+
+/// Make `dir` look like a clone of its own repository: a `.git` directory (so that project
+/// identity is this directory whatever lies above it) whose config names an `origin` remote
+/// unique to the directory, which is the project's key in fleet mode.
+pub fn make_clone(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir.join(".git"))?;
+    let unique = workspace_key(dir);
+    std::fs::write(
+        dir.join(".git").join("config"),
+        format!("[remote \"origin\"]\n\turl = https://e2e.invalid/{unique}.git\n"),
+    )
+}
+
+/// A path's name for an `origin` URL: its last two components (the test's temporary directory
+/// and the project's name), which no other test shares.
+fn workspace_key(dir: &Path) -> String {
+    let parts: Vec<String> = dir
+        .components()
+        .rev()
+        .take(2)
+        .map(|c| {
+            c.as_os_str().to_string_lossy().replace(
+                |ch: char| !ch.is_ascii_alphanumeric() && ch != '-' && ch != '_' && ch != '.',
+                "_",
+            )
+        })
+        .collect();
+    parts.into_iter().rev().collect::<Vec<_>>().join("/")
+}
+
 /// One test's private world: a temporary directory with the daemon's home, its socket and a
 /// project. Commands get `MAOS_HOME`/`MAOS_SOCKET` on their own environment, never through the
 /// test process's.
@@ -327,7 +392,7 @@ impl Env {
     /// project identity is this directory whatever lies above the tempdir.
     pub fn make_project(&self, name: &str) -> PathBuf {
         let dir = self.root().join(name);
-        std::fs::create_dir_all(dir.join(".git")).expect("project dir");
+        make_clone(&dir).expect("project dir");
         dir
     }
 
@@ -335,6 +400,10 @@ impl Env {
     /// settings).
     pub fn command(&self, bin: &Path) -> Command {
         let mut cmd = Command::new(bin);
+        match postgres::test_database_url() {
+            Some(url) => cmd.env("MAOS_DATABASE_URL", url),
+            None => cmd.env_remove("MAOS_DATABASE_URL"),
+        };
         for var in [
             "MAOS_LOG",
             "MAOS_PROJECT",
@@ -659,8 +728,23 @@ impl Env {
         block_on(read(path.clone())).unwrap_or_else(|e| panic!("{what} {}: {e}", path.display()))
     }
 
-    /// `PRAGMA integrity_check` of the default project's database.
+    /// `PRAGMA integrity_check` of the default project's database; in fleet mode, "ok" when
+    /// PostgreSQL holds the project.
     pub fn integrity_check(&self) -> String {
+        if let Some(url) = postgres::test_database_url() {
+            let key = project_key(&self.project);
+            let found = pg_rows(
+                url,
+                "SELECT key, key FROM projects WHERE key = $1 AND $2::text IS NULL",
+                &key,
+                None,
+            );
+            return if found.is_empty() {
+                format!("no project {key} in PostgreSQL")
+            } else {
+                "ok".into()
+            };
+        }
         self.read_db("integrity_check", |p| async move {
             maos_store::integrity_check(&p).await
         })
@@ -673,16 +757,63 @@ impl Env {
 
     /// A session's checkpoints in `project`'s database: (reason, snapshot), oldest first.
     pub fn checkpoints_in(&self, project: &Path, session: &str) -> Vec<(String, Value)> {
-        let session = session.to_string();
-        let rows = self.read_db_of(project, "checkpoints", |p| async move {
-            maos_store::checkpoints(&p, &session).await
-        });
+        let rows: Vec<(String, String)> = match postgres::test_database_url() {
+            Some(url) => pg_rows(
+                url,
+                "SELECT reason, state FROM checkpoints WHERE project = $1 AND session_id = $2 \
+                 ORDER BY id",
+                &project_key(project),
+                Some(session),
+            ),
+            None => {
+                let session = session.to_string();
+                let rows = self.read_db_of(project, "checkpoints", |p| async move {
+                    maos_store::checkpoints(&p, &session).await
+                });
+                rows.into_iter().map(|c| (c.reason, c.state)).collect()
+            }
+        };
         rows.into_iter()
-            .map(|c| {
-                let v = serde_json::from_str(&c.state).expect("checkpoint JSON");
-                (c.reason, v)
+            .map(|(reason, state)| {
+                let v = serde_json::from_str(&state).expect("checkpoint JSON");
+                (reason, v)
             })
             .collect()
+    }
+
+    /// Everything the default project's database stores, to search: the SQLite file and its
+    /// WAL, or in fleet mode every row of the project in PostgreSQL, as JSON text.
+    pub fn stored_bytes(&self) -> Vec<u8> {
+        match postgres::test_database_url() {
+            Some(url) => {
+                let key = project_key(&self.project);
+                let mut out = Vec::new();
+                for table in [
+                    "sessions",
+                    "session_agents",
+                    "phases",
+                    "session_events",
+                    "locks",
+                    "checkpoints",
+                ] {
+                    let sql = format!(
+                        "SELECT 'row', row_to_json(t)::text FROM {table} t WHERE project = $1 \
+                         AND $2::text IS NULL"
+                    );
+                    for (_, row) in pg_rows(url, &sql, &key, None) {
+                        out.extend_from_slice(row.as_bytes());
+                        out.push(b'\n');
+                    }
+                }
+                out
+            }
+            None => {
+                let mut bytes = std::fs::read(self.db_path()).expect("the project's database");
+                let wal = self.db_path().with_extension("db-wal");
+                bytes.extend(std::fs::read(&wal).unwrap_or_default());
+                bytes
+            }
+        }
     }
 
     /// A raw protocol connection to the daemon (which must be running).

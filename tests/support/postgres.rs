@@ -18,6 +18,7 @@ use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long `postgres` may take to accept connections, or to stop.
@@ -417,4 +418,62 @@ pub fn wait_group_gone(pgid: libc::pid_t, deadline: Instant) -> bool {
 pub fn group_alive(pgid: libc::pid_t) -> bool {
     // SAFETY: signal 0 only checks that some member of the group exists.
     unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
+/// The engine the end-to-end suites run on: `MAOS_TEST_DATABASE=postgres` in the test's
+/// environment runs every daemon an [`Env`](crate::Env) starts in fleet mode, on one throwaway
+/// server this test process starts on first use (its `postgres` database; each test's projects
+/// have their own keys, so tests never see each other's rows). Unset (or `sqlite`): SQLite.
+/// Returns the URL the daemons get as `MAOS_DATABASE_URL`; a server that cannot start fails
+/// the test that asked for it.
+pub fn test_database_url() -> Option<&'static str> {
+    match std::env::var("MAOS_TEST_DATABASE").as_deref() {
+        Ok("postgres") => {}
+        Ok("") | Ok("sqlite") | Err(_) => return None,
+        Ok(other) => panic!("MAOS_TEST_DATABASE={other:?}: expected sqlite or postgres"),
+    }
+    static URL: OnceLock<Result<String, String>> = OnceLock::new();
+    match URL.get_or_init(start_shared) {
+        Ok(url) => Some(url.as_str()),
+        Err(e) => panic!("MAOS_TEST_DATABASE=postgres, but {e}"),
+    }
+}
+
+/// The shared server: started on a thread of its own that lives as long as the process (the
+/// server's parent-death signal follows the thread that started it), stopped and removed when
+/// the process exits (`atexit`), or, should it be killed, by its parent-death signal and the
+/// next run's sweep of stale directories.
+fn start_shared() -> Result<String, String> {
+    static SHARED: Mutex<Option<Postgres>> = Mutex::new(None);
+    extern "C" fn stop_shared() {
+        if let Ok(mut pg) = SHARED.lock() {
+            drop(pg.take());
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("shared-postgres".into())
+        .spawn(move || {
+            let started = Postgres::start().map(|pg| {
+                let url = pg.url();
+                if let Ok(mut slot) = SHARED.lock() {
+                    *slot = Some(pg);
+                }
+                url
+            });
+            let ok = started.is_ok();
+            let _ = tx.send(started);
+            if ok {
+                loop {
+                    std::thread::park();
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the shared PostgreSQL's thread: {e}"))?;
+    let url = rx
+        .recv()
+        .map_err(|_| "the shared PostgreSQL's thread ended".to_string())??;
+    // SAFETY: registers a plain function without arguments to run at exit.
+    unsafe { libc::atexit(stop_shared) };
+    Ok(url)
 }

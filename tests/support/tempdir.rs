@@ -12,6 +12,9 @@ impl Env {
     /// socket, a user home and the default project (with a `.git` directory, so that project
     /// identity is this directory whatever lies above the tempdir).
     pub fn try_new(prefix: &str) -> std::io::Result<Env> {
+        // The suite's shared PostgreSQL (`MAOS_TEST_DATABASE=postgres`) starts here, before a
+        // test times anything its commands do.
+        crate::postgres::test_database_url();
         let tmp = tempfile::Builder::new().prefix(prefix).tempdir()?;
         // Canonical, so that paths compare equal to what the daemon reports.
         let root = std::fs::canonicalize(tmp.path())?;
@@ -23,7 +26,7 @@ impl Env {
             _tmp: tmp,
         };
         std::fs::create_dir_all(root.join("user"))?;
-        std::fs::create_dir_all(env.project.join(".git"))?;
+        crate::make_clone(&env.project)?;
         Ok(env)
     }
 }

@@ -14,8 +14,9 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, SqliteConnection};
 
 /// Columns only the fleet has: the project's key on every row, what a cache refreshes from
-/// (`changed_seq`), and the daemon that runs an agent.
-const FLEET_ONLY: [&str; 3] = ["project", "changed_seq", "daemon"];
+/// (`changed_seq`), the daemon that runs an agent, and an agent's creation order (SQLite's
+/// `rowid`).
+const FLEET_ONLY: [&str; 4] = ["project", "changed_seq", "daemon", "ord"];
 /// SQLite tables with no counterpart: the next token (a sequence in PostgreSQL) and the
 /// engines' own bookkeeping.
 const SQLITE_ONLY: [&str; 3] = ["meta", "sqlite_sequence", "_sqlx_migrations"];

@@ -328,9 +328,7 @@ fn the_two_subagent_fixture_gets_the_expected_answers() {
     assert_eq!(denied[1]["data"]["why"], "path_outside_workspace");
     // No file content reaches the database: not in the file, not in its WAL. The path that
     // is stored must be found in the same bytes, so the search really sees the data.
-    let mut bytes = std::fs::read(env.db_path()).expect("db");
-    let wal = env.db_path().with_extension("db-wal");
-    bytes.extend(std::fs::read(&wal).unwrap_or_default());
+    let bytes = env.stored_bytes();
     let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
     assert!(has(b"tests/limit_test.rs"), "the written path is stored");
     assert!(!has(b"pub struct Limiter;"), "the written content is not");

@@ -1,11 +1,13 @@
-//! SQLite persistence for one maos project.
+//! Persistence for one maos project: SQLite (the default, a file per project) or a fleet's
+//! PostgreSQL (`pg`, DESIGN.md §10).
 //!
-//! The daemon's project actor owns a [`Store`]: one write connection (the only writer of the
-//! file) and a small read-only pool for history. Writes arrive as a [`Batch`] (everything one
+//! The daemon's project actor owns a [`Store`]. On SQLite: one write connection (the only
+//! writer of the file) and a small read-only pool for history. Writes arrive as a [`Batch`] (everything one
 //! group commit changed) and are applied in one transaction with at most one statement per
 //! table: each statement takes its rows as a single JSON array and expands it with
 //! `json_each`, so its SQL text never changes and stays prepared.
 
+mod pg;
 mod rows;
 
 use std::path::{Path, PathBuf};
@@ -20,6 +22,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Connection, Row};
 
+pub use pg::{Fleet, FleetStatus, PgReader, PgStore, redact};
 pub use rows::{from_us, to_us};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
@@ -75,6 +78,8 @@ pub struct StoreOptions {
     pub synchronous: Synchronous,
     /// Cap the database size in pages (SQLite `max_page_count`); `None` = no cap.
     pub max_page_count: Option<u64>,
+    /// Fleet mode: every project lives in this PostgreSQL instead of its own SQLite file.
+    pub fleet: Option<std::sync::Arc<Fleet>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +101,22 @@ pub enum StoreError {
     /// A file given as a backup that is not one: `FILE: why`.
     #[error("{0}")]
     NotABackup(String),
+    /// A `database_url` that does not parse (shown without its password).
+    #[error("database_url {0}")]
+    BadUrl(String),
+    /// A database made by a newer maos.
+    #[error("{0}")]
+    Newer(String),
+    /// What this engine does not do, and what to do instead.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The project is open on another daemon.
+    #[error("{0}")]
+    Busy(String),
+    /// A fleet's PostgreSQL cannot be reached (no connection within the timeout, or the
+    /// connection broke): nothing was changed by this request.
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -155,6 +176,9 @@ pub struct Batch<'a> {
     pub archived: Vec<&'a maos_core::SessionId>,
     /// Sessions deleted with everything they recorded (`maos gc`).
     pub purged: Vec<&'a maos_core::SessionId>,
+    /// The project's last event number before this batch, as the daemon knows it: a fleet's
+    /// commit applies only on top of exactly that (else the daemon's memory is stale).
+    pub base_seq: u64,
 }
 
 /// A checkpoint: a readable snapshot of one session as of the event `seq`.
@@ -204,10 +228,113 @@ pub struct EventQuery {
     pub oldest_first: bool,
 }
 
-/// A project's database: the single write connection and a read-only pool.
-pub struct Store {
+/// A project's database, on either engine.
+pub enum Store {
+    /// Boxed: the write connection and its options are most of a kilobyte inline.
+    Sqlite(Box<SqliteStore>),
+    Postgres(PgStore),
+}
+
+impl Store {
+    /// Open (creating if needed) the SQLite database at `path` (see [`SqliteStore::open`]).
+    pub async fn open(path: PathBuf, opts: StoreOptions) -> Result<Store, StoreError> {
+        SqliteStore::open(path, opts)
+            .await
+            .map(|s| Store::Sqlite(Box::new(s)))
+    }
+
+    /// The project `key` in a fleet's PostgreSQL, checked out at `root` here.
+    pub async fn open_fleet(fleet: &Fleet, key: &str, root: &str) -> Result<Store, StoreError> {
+        PgStore::open(fleet, key, root)
+            .await
+            .map(Store::Postgres)
+            .map_err(|e| pg::unreachable(fleet.url(), e))
+    }
+
+    /// SQLite's own WAL checkpoint on or off (see [`SqliteStore::set_autocheckpoint`]).
+    pub async fn set_autocheckpoint(&mut self, on: bool) -> Result<(), StoreError> {
+        match self {
+            Store::Sqlite(s) => s.set_autocheckpoint(on).await,
+            Store::Postgres(_) => Ok(()),
+        }
+    }
+
+    /// A connection for background WAL checkpoints (SQLite only).
+    pub async fn checkpointer(&self) -> Result<Option<Checkpointer>, StoreError> {
+        match self {
+            Store::Sqlite(s) => s.checkpointer().await.map(Some),
+            Store::Postgres(_) => Ok(None),
+        }
+    }
+
+    pub fn reader(&self) -> Reader {
+        match self {
+            Store::Sqlite(s) => s.reader(),
+            Store::Postgres(s) => Reader::Postgres(s.reader()),
+        }
+    }
+
+    /// Every live session (with phases and agents), held locks, and the counters.
+    pub async fn load(&mut self) -> Result<Loaded, StoreError> {
+        match self {
+            Store::Sqlite(s) => s.load().await,
+            Store::Postgres(s) => {
+                let url = s.url();
+                s.load().await.map_err(|e| pg::unreachable(&url, e))
+            }
+        }
+    }
+
+    /// Held locks and the next fencing token, as committed (the reload after a failed commit).
+    pub async fn load_locks(&mut self) -> Result<(Vec<(HeldLock, i64)>, u64), StoreError> {
+        match self {
+            Store::Sqlite(s) => s.load_locks().await,
+            Store::Postgres(s) => {
+                let url = s.url();
+                s.load_locks().await.map_err(|e| pg::unreachable(&url, e))
+            }
+        }
+    }
+
+    /// Before a batch whose grants are numbered from `next`: where numbering must jump to, if
+    /// anywhere. On SQLite tokens are the project's own (never); in a fleet each daemon numbers
+    /// from blocks of one shared sequence.
+    pub async fn reserve_tokens(&mut self, next: u64) -> Result<Option<u64>, StoreError> {
+        match self {
+            Store::Sqlite(_) => Ok(None),
+            Store::Postgres(s) => {
+                let url = s.url();
+                (s.reserve_tokens(next).await).map_err(|e| pg::unreachable(&url, e))
+            }
+        }
+    }
+
+    /// Apply a batch in one transaction. Returns only after the commit.
+    pub async fn commit(&mut self, batch: &Batch<'_>) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        match self {
+            Store::Sqlite(s) => s.commit(batch).await,
+            Store::Postgres(s) => {
+                let url = s.url();
+                s.commit(batch).await.map_err(|e| pg::unreachable(&url, e))
+            }
+        }
+    }
+
+    pub async fn close(self) {
+        match self {
+            Store::Sqlite(s) => s.close().await,
+            Store::Postgres(s) => s.close().await,
+        }
+    }
+}
+
+/// A project's SQLite database: the single write connection and a read-only pool.
+pub struct SqliteStore {
     write: SqliteConnection,
-    reader: Reader,
+    reader: SqliteReader,
     checkpoint: SqliteConnectOptions,
 }
 
@@ -245,7 +372,14 @@ impl Checkpointer {
 
 /// Cheap to clone; reads history without touching the writer.
 #[derive(Clone)]
-pub struct Reader {
+pub enum Reader {
+    Sqlite(SqliteReader),
+    Postgres(PgReader),
+}
+
+/// History reads of a SQLite database, on their own read-only pool.
+#[derive(Clone)]
+pub struct SqliteReader {
     pool: SqlitePool,
     path: PathBuf,
 }
@@ -268,10 +402,10 @@ fn sqlite_sync(s: Synchronous) -> SqliteSynchronous {
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// Open (creating if needed) the database at `path`, in WAL mode, migrated to the latest
     /// schema. The file is created with mode 0600.
-    pub async fn open(path: PathBuf, opts: StoreOptions) -> Result<Store, StoreError> {
+    pub async fn open(path: PathBuf, opts: StoreOptions) -> Result<SqliteStore, StoreError> {
         let path = path.as_path();
         let open_err = |source| StoreError::Open {
             path: path.display().to_string(),
@@ -326,9 +460,9 @@ impl Store {
             .max_connections(2)
             .min_connections(0)
             .connect_lazy_with(base.read_only(true).row_buffer_size(READ_ROW_BUFFER));
-        Ok(Store {
+        Ok(SqliteStore {
             write,
-            reader: Reader {
+            reader: SqliteReader {
                 pool,
                 path: path.to_path_buf(),
             },
@@ -356,7 +490,7 @@ impl Store {
 
     /// A handle for history reads.
     pub fn reader(&self) -> Reader {
-        self.reader.clone()
+        Reader::Sqlite(self.reader.clone())
     }
 
     /// Load every session (with phases and agents), held locks, and the counters.
@@ -393,7 +527,91 @@ impl Store {
     }
 }
 
+/// A boxed `Send` future (sqlx's query futures carry higher-ranked lifetimes that otherwise
+/// make every caller's future fail the `Send` check of `tokio::spawn`).
+type Boxed<'a, T> = std::pin::Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
 impl Reader {
+    /// The database's health: on SQLite `PRAGMA quick_check` and the file sizes.
+    pub fn health(&self) -> Boxed<'_, Health> {
+        match self {
+            Reader::Sqlite(r) => r.health(),
+            Reader::Postgres(r) => Box::pin(r.reach(r.health())),
+        }
+    }
+
+    /// A checked copy of a SQLite database at `to` (see [`SqliteReader::backup`]); a fleet's
+    /// PostgreSQL is backed up with its own tools.
+    pub fn backup<'a>(&'a self, to: &'a Path) -> Boxed<'a, Health> {
+        match self {
+            Reader::Sqlite(r) => r.backup(to),
+            Reader::Postgres(_) => Box::pin(async {
+                Err(StoreError::Unsupported(
+                    "this daemon keeps its state in a fleet's PostgreSQL, not in a file maos \
+                     can copy: back that database up with pg_dump"
+                        .into(),
+                ))
+            }),
+        }
+    }
+
+    /// Finished sessions (archived or not) that ended before `before_us` (µs), oldest first.
+    pub fn gc_candidates(&self, before_us: i64) -> Boxed<'_, Vec<String>> {
+        match self {
+            Reader::Sqlite(r) => Box::pin(rows::gc_candidates(&r.pool, before_us)),
+            Reader::Postgres(r) => Box::pin(r.reach(r.gc_candidates(before_us))),
+        }
+    }
+
+    /// Every session id in the database, archived ones included.
+    pub fn session_ids(&self) -> Boxed<'_, Vec<String>> {
+        match self {
+            Reader::Sqlite(r) => Box::pin(rows::session_ids(&r.pool)),
+            Reader::Postgres(r) => Box::pin(r.reach(r.session_ids())),
+        }
+    }
+
+    /// Which of a session id and agent ids the database already has (archived included).
+    pub fn existing<'a>(
+        &'a self,
+        session: &'a str,
+        agents: &'a [String],
+    ) -> Boxed<'a, Vec<String>> {
+        match self {
+            Reader::Sqlite(r) => Box::pin(rows::existing(&r.pool, session, agents)),
+            Reader::Postgres(r) => Box::pin(r.reach(r.existing(session, agents))),
+        }
+    }
+
+    /// One session (by full id) with its timeline and checkpoints, for `maos export`.
+    pub fn export<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> Boxed<'a, Option<maos_core::export::SessionExport>> {
+        match self {
+            Reader::Sqlite(r) => Box::pin(rows::export(&r.pool, session)),
+            Reader::Postgres(r) => Box::pin(r.reach(r.export(session))),
+        }
+    }
+
+    /// Finished sessions, newest first (by end, then creation), archived ones included.
+    pub fn history(&self, limit: Option<u32>) -> Boxed<'_, Vec<maos_core::record::HistoryEntry>> {
+        match self {
+            Reader::Sqlite(r) => Box::pin(rows::history(&r.pool, limit)),
+            Reader::Postgres(r) => Box::pin(r.reach(r.history(limit))),
+        }
+    }
+
+    /// Events matching `q`, oldest first.
+    pub fn events<'a>(&'a self, q: &'a EventQuery) -> Boxed<'a, Vec<EventRecord>> {
+        match self {
+            Reader::Sqlite(r) => Box::pin(rows::events(&r.pool, q)),
+            Reader::Postgres(r) => Box::pin(r.reach(r.events(q))),
+        }
+    }
+}
+
+impl SqliteReader {
     /// `PRAGMA quick_check` on a read connection, with the file sizes.
     pub fn health(
         &self,
@@ -458,70 +676,6 @@ impl Reader {
                 quick_check,
             })
         })
-    }
-
-    /// Finished sessions (archived or not) that ended before `before_us` (µs), oldest first.
-    pub fn gc_candidates(
-        &self,
-        before_us: i64,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<String>, StoreError>> + Send + '_>> {
-        Box::pin(rows::gc_candidates(&self.pool, before_us))
-    }
-
-    /// Every session id in the database, archived ones included.
-    pub fn session_ids(
-        &self,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<String>, StoreError>> + Send + '_>> {
-        Box::pin(rows::session_ids(&self.pool))
-    }
-
-    /// Which of a session id and agent ids the database already has (archived included).
-    pub fn existing<'a>(
-        &'a self,
-        session: &'a str,
-        agents: &'a [String],
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<String>, StoreError>> + Send + 'a>> {
-        Box::pin(rows::existing(&self.pool, session, agents))
-    }
-
-    /// One session (by full id) with its timeline and checkpoints, for `maos export`.
-    pub fn export<'a>(
-        &'a self,
-        session: &'a str,
-    ) -> std::pin::Pin<
-        Box<
-            dyn Future<Output = Result<Option<maos_core::export::SessionExport>, StoreError>>
-                + Send
-                + 'a,
-        >,
-    > {
-        Box::pin(rows::export(&self.pool, session))
-    }
-
-    /// Finished sessions, newest first (by end, then creation), archived ones included.
-    pub fn history(
-        &self,
-        limit: Option<u32>,
-    ) -> std::pin::Pin<
-        Box<
-            dyn Future<Output = Result<Vec<maos_core::record::HistoryEntry>, StoreError>>
-                + Send
-                + '_,
-        >,
-    > {
-        Box::pin(rows::history(&self.pool, limit))
-    }
-
-    /// Events matching `q`, oldest first.
-    ///
-    /// Boxed: sqlx's query futures carry higher-ranked lifetimes that otherwise make every
-    /// caller's future fail the `Send` check of `tokio::spawn`.
-    pub fn events<'a>(
-        &'a self,
-        q: &'a EventQuery,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<EventRecord>, StoreError>> + Send + 'a>>
-    {
-        Box::pin(rows::events(&self.pool, q))
     }
 }
 

@@ -289,116 +289,150 @@ SELECT j.value->>'seq', j.value->>'ts', j.value->>'session_id', j.value->>'agent
     j.value->>'type', j.value->>'data'
 FROM json_each($4) AS j";
 
+/// A batch's rows, each table's as one JSON array (`[]` when it has none), as both engines
+/// take them.
+pub(crate) struct BatchRows {
+    pub sessions: String,
+    pub phases: String,
+    pub agents: String,
+    pub events: String,
+    /// Tokens of the locks that are gone.
+    pub unlocks: String,
+    pub locks: String,
+}
+
+impl BatchRows {
+    pub(crate) fn of(b: &Batch<'_>) -> Result<BatchRows, StoreError> {
+        let empty = || "[]".to_string();
+        let (mut sessions, mut phases, mut agents, mut events, mut unlocks, mut locks) =
+            (empty(), empty(), empty(), empty(), empty(), empty());
+        if !b.sessions.is_empty() {
+            let rows = b
+                .sessions
+                .iter()
+                .map(|s| session_row(s))
+                .collect::<Result<Vec<_>, _>>()?;
+            sessions = json(&rows)?;
+        }
+        if !b.phases_of.is_empty() {
+            let mut rows = Vec::new();
+            for s in &b.phases_of {
+                for (idx, p) in s.workflow.phases.iter().enumerate() {
+                    rows.push(PhaseRow {
+                        session_id: s.id.as_str(),
+                        idx,
+                        name: &p.name,
+                        state: p.state,
+                        attempts: p.attempts,
+                        started_at: p.started_at.as_ref().map(to_us),
+                        ended_at: p.ended_at.as_ref().map(to_us),
+                        result: p.result,
+                        artifacts: json(&p.artifacts)?,
+                        handoff: json(&p.handoff)?,
+                    });
+                }
+            }
+            phases = json(&rows)?;
+        }
+        if !b.agents.is_empty() {
+            let rows = b
+                .agents
+                .iter()
+                .map(|a| {
+                    Ok(AgentRow {
+                        id: a.id.as_str(),
+                        session_id: a.session_id.as_str(),
+                        role: &a.role,
+                        instance: a.instance,
+                        task: &a.task,
+                        state: a.state,
+                        paused: a.paused,
+                        parent_id: a.parent.as_ref().map(AgentId::as_str),
+                        depends_on: json(&a.depends_on)?,
+                        created_at: to_us(&a.created_at),
+                        updated_at: to_us(&a.updated_at),
+                        started_at: a.started_at.as_ref().map(to_us),
+                        ended_at: a.ended_at.as_ref().map(to_us),
+                        exit_code: a.exit_code,
+                        external_session_id: a.external_session_id.as_deref(),
+                        external_agent_id: a.external_agent_id.as_deref(),
+                        pid: a.process.as_ref().map(|p| p.pid),
+                        data: json(&AgentDataOut {
+                            spec: a.spec.as_deref(),
+                            process: a.process.as_ref(),
+                            attempts: a.attempts,
+                            pause: a.pause.as_deref(),
+                            cli: a.cli,
+                            window: a.window.as_ref(),
+                            tool_use_id: a.tool_use_id.as_deref(),
+                        })?,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            agents = json(&rows)?;
+        }
+        if !b.events.is_empty() {
+            let rows = b
+                .events
+                .iter()
+                .map(|e| {
+                    Ok(EventRow {
+                        seq: e.seq,
+                        ts: to_us(&e.ts),
+                        session_id: e.session_id.as_ref().map(SessionId::as_str),
+                        agent_id: e.agent_id.as_ref().map(AgentId::as_str),
+                        r#type: &e.kind,
+                        data: json(&e.data)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            events = json(&rows)?;
+        }
+        // Deletes first (tokens are never reused, so order only matters for clarity).
+        if !b.unlocks.is_empty() {
+            unlocks = json(&b.unlocks)?;
+        }
+        if !b.locks.is_empty() {
+            let rows: Vec<_> = b
+                .locks
+                .iter()
+                .map(|r| LockRowOut {
+                    path: r.lock.path.as_str(),
+                    holder_id: r.lock.holder.as_str(),
+                    session_id: r.session_id.as_str(),
+                    mode: r.lock.mode,
+                    token: r.lock.token,
+                    acquired_at: to_us(&r.lock.acquired_at),
+                    expires_at: to_us(&r.lock.expires_at),
+                    ttl_us: r.ttl_us,
+                })
+                .collect();
+            locks = json(&rows)?;
+        }
+        Ok(BatchRows {
+            sessions,
+            phases,
+            agents,
+            events,
+            unlocks,
+            locks,
+        })
+    }
+}
+
 pub(crate) async fn write_batch(
     conn: &mut SqliteConnection,
     b: &Batch<'_>,
 ) -> Result<(), StoreError> {
+    let BatchRows {
+        sessions,
+        phases,
+        agents,
+        events,
+        unlocks,
+        locks,
+    } = BatchRows::of(b)?;
     let empty = || "[]".to_string();
-    let (mut sessions, mut phases, mut agents, mut events, mut unlocks, mut locks) =
-        (empty(), empty(), empty(), empty(), empty(), empty());
-    if !b.sessions.is_empty() {
-        let rows = b
-            .sessions
-            .iter()
-            .map(|s| session_row(s))
-            .collect::<Result<Vec<_>, _>>()?;
-        sessions = json(&rows)?;
-    }
-    if !b.phases_of.is_empty() {
-        let mut rows = Vec::new();
-        for s in &b.phases_of {
-            for (idx, p) in s.workflow.phases.iter().enumerate() {
-                rows.push(PhaseRow {
-                    session_id: s.id.as_str(),
-                    idx,
-                    name: &p.name,
-                    state: p.state,
-                    attempts: p.attempts,
-                    started_at: p.started_at.as_ref().map(to_us),
-                    ended_at: p.ended_at.as_ref().map(to_us),
-                    result: p.result,
-                    artifacts: json(&p.artifacts)?,
-                    handoff: json(&p.handoff)?,
-                });
-            }
-        }
-        phases = json(&rows)?;
-    }
-    if !b.agents.is_empty() {
-        let rows = b
-            .agents
-            .iter()
-            .map(|a| {
-                Ok(AgentRow {
-                    id: a.id.as_str(),
-                    session_id: a.session_id.as_str(),
-                    role: &a.role,
-                    instance: a.instance,
-                    task: &a.task,
-                    state: a.state,
-                    paused: a.paused,
-                    parent_id: a.parent.as_ref().map(AgentId::as_str),
-                    depends_on: json(&a.depends_on)?,
-                    created_at: to_us(&a.created_at),
-                    updated_at: to_us(&a.updated_at),
-                    started_at: a.started_at.as_ref().map(to_us),
-                    ended_at: a.ended_at.as_ref().map(to_us),
-                    exit_code: a.exit_code,
-                    external_session_id: a.external_session_id.as_deref(),
-                    external_agent_id: a.external_agent_id.as_deref(),
-                    pid: a.process.as_ref().map(|p| p.pid),
-                    data: json(&AgentDataOut {
-                        spec: a.spec.as_deref(),
-                        process: a.process.as_ref(),
-                        attempts: a.attempts,
-                        pause: a.pause.as_deref(),
-                        cli: a.cli,
-                        window: a.window.as_ref(),
-                        tool_use_id: a.tool_use_id.as_deref(),
-                    })?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        agents = json(&rows)?;
-    }
-    if !b.events.is_empty() {
-        let rows = b
-            .events
-            .iter()
-            .map(|e| {
-                Ok(EventRow {
-                    seq: e.seq,
-                    ts: to_us(&e.ts),
-                    session_id: e.session_id.as_ref().map(SessionId::as_str),
-                    agent_id: e.agent_id.as_ref().map(AgentId::as_str),
-                    r#type: &e.kind,
-                    data: json(&e.data)?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        events = json(&rows)?;
-    }
-    // Deletes first (tokens are never reused, so order only matters for clarity).
-    if !b.unlocks.is_empty() {
-        unlocks = json(&b.unlocks)?;
-    }
-    if !b.locks.is_empty() {
-        let rows: Vec<_> = b
-            .locks
-            .iter()
-            .map(|r| LockRowOut {
-                path: r.lock.path.as_str(),
-                holder_id: r.lock.holder.as_str(),
-                session_id: r.session_id.as_str(),
-                mode: r.lock.mode,
-                token: r.lock.token,
-                acquired_at: to_us(&r.lock.acquired_at),
-                expires_at: to_us(&r.lock.expires_at),
-                ttl_us: r.ttl_us,
-            })
-            .collect();
-        locks = json(&rows)?;
-    }
     let mut checkpoints = empty();
     let mut states = Vec::new();
     if !b.checkpoints.is_empty() {
@@ -459,19 +493,9 @@ pub(crate) async fn load_locks(
         .fetch_all(&mut *conn)
         .await?
     {
-        let path: String = row.try_get("path")?;
-        let token = row.try_get::<i64, _>("token")? as u64;
-        max_token = max_token.max(token);
-        let lock = HeldLock {
-            path: maos_core::LockPath::new(&path)
-                .map_err(|e| StoreError::Corrupt(format!("lock path: {e}")))?,
-            mode: parse(&row, "mode")?,
-            holder: id_of(&row, "holder_id", AgentId::parse)?,
-            token,
-            acquired_at: ts(&row, "acquired_at")?,
-            expires_at: ts(&row, "expires_at")?,
-        };
-        locks.push((lock, row.try_get::<i64, _>("ttl_us")?));
+        let held = lock_from_row(&row)?;
+        max_token = max_token.max(held.0.token);
+        locks.push(held);
     }
     let stored: Option<i64> =
         sqlx::query_scalar("SELECT value FROM meta WHERE key = 'next_lock_token'")
@@ -508,35 +532,79 @@ fn session_row(s: &SessionRecord) -> Result<SessionRow<'_>, StoreError> {
     })
 }
 
-fn parse<T: std::str::FromStr>(row: &SqliteRow, col: &str) -> Result<T, StoreError>
+/// What the row decoders need of a row, on either engine: each reads a column as text, an
+/// integer (any width) or a flag, and says which column failed.
+pub(crate) trait Cols {
+    fn text(&self, col: &str) -> Result<String, StoreError>;
+    fn text_opt(&self, col: &str) -> Result<Option<String>, StoreError>;
+    fn int_opt(&self, col: &str) -> Result<Option<i64>, StoreError>;
+    fn flag(&self, col: &str) -> Result<bool, StoreError>;
+
+    fn int(&self, col: &str) -> Result<i64, StoreError> {
+        self.int_opt(col)?
+            .ok_or_else(|| StoreError::Corrupt(format!("column {col} is NULL")))
+    }
+}
+
+impl Cols for SqliteRow {
+    fn text(&self, col: &str) -> Result<String, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+    fn text_opt(&self, col: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+    fn int_opt(&self, col: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+    fn flag(&self, col: &str) -> Result<bool, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+}
+
+fn parse<T: std::str::FromStr>(row: &impl Cols, col: &str) -> Result<T, StoreError>
 where
     T::Err: std::fmt::Display,
 {
-    let s: String = row.try_get(col)?;
-    s.parse()
+    row.text(col)?
+        .parse()
         .map_err(|e| StoreError::Corrupt(format!("column {col}: {e}")))
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(row: &SqliteRow, col: &str) -> Result<T, StoreError> {
-    let s: String = row.try_get(col)?;
-    serde_json::from_str(&s).map_err(|e| StoreError::Corrupt(format!("column {col}: {e}")))
+fn parse_json<T: serde::de::DeserializeOwned>(row: &impl Cols, col: &str) -> Result<T, StoreError> {
+    serde_json::from_str(&row.text(col)?)
+        .map_err(|e| StoreError::Corrupt(format!("column {col}: {e}")))
 }
 
-fn ts_opt(row: &SqliteRow, col: &str) -> Result<Option<Ts>, StoreError> {
-    Ok(row.try_get::<Option<i64>, _>(col)?.map(from_us))
+fn ts_opt(row: &impl Cols, col: &str) -> Result<Option<Ts>, StoreError> {
+    Ok(row.int_opt(col)?.map(from_us))
 }
 
-fn ts(row: &SqliteRow, col: &str) -> Result<Ts, StoreError> {
-    Ok(from_us(row.try_get::<i64, _>(col)?))
+fn ts(row: &impl Cols, col: &str) -> Result<Ts, StoreError> {
+    Ok(from_us(row.int(col)?))
+}
+
+fn count(row: &impl Cols, col: &str) -> Result<u32, StoreError> {
+    let n = row.int(col)?;
+    u32::try_from(n).map_err(|_| StoreError::Corrupt(format!("column {col}: {n} is out of range")))
 }
 
 fn id_of<T>(
-    row: &SqliteRow,
+    row: &impl Cols,
     col: &str,
     f: fn(&str) -> Result<T, maos_core::IdError>,
 ) -> Result<T, StoreError> {
-    let s: String = row.try_get(col)?;
-    f(&s).map_err(|e| StoreError::Corrupt(e.to_string()))
+    f(&row.text(col)?).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn id_opt<T>(
+    row: &impl Cols,
+    col: &str,
+    f: fn(&str) -> Result<T, maos_core::IdError>,
+) -> Result<Option<T>, StoreError> {
+    row.text_opt(col)?
+        .map(|s| f(&s))
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 /// Which sessions to read whole (row, phases, agents).
@@ -566,47 +634,56 @@ async fn read_sessions(
             id,
         ),
     };
-    let mut sessions = Vec::new();
-    let mut index = HashMap::new();
-    for row in sqlx::query(sessions_sql)
+    let sessions = sqlx::query(sessions_sql)
         .bind(id)
         .fetch_all(&mut *conn)
-        .await?
-    {
-        let rec = session_from_row(&row)?;
-        index.insert(rec.id.clone(), sessions.len());
-        sessions.push(rec);
-    }
-    for row in sqlx::query(phases_sql)
+        .await?;
+    let phases = sqlx::query(phases_sql)
         .bind(id)
         .fetch_all(&mut *conn)
-        .await?
-    {
-        let sid = id_of(&row, "session_id", SessionId::parse)?;
-        let Some(&i) = index.get(&sid) else { continue };
-        sessions[i].workflow.phases.push(phase_from_row(&row)?);
-    }
-    for row in sqlx::query(agents_sql)
+        .await?;
+    let agents = sqlx::query(agents_sql)
         .bind(id)
         .fetch_all(&mut *conn)
-        .await?
-    {
-        let sid = id_of(&row, "session_id", SessionId::parse)?;
-        let Some(&i) = index.get(&sid) else { continue };
-        sessions[i].agents.push(agent_from_row(&row, sid)?);
-    }
-    Ok(sessions)
+        .await?;
+    assemble(&sessions, &phases, &agents)
 }
 
-fn session_from_row(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
-    let pause: Option<String> = row.try_get("pause")?;
+/// Sessions with their phases (in `idx` order) and agents (in creation order) from their rows,
+/// on either engine. Phases and agents of sessions not among `sessions` are left out.
+pub(crate) fn assemble<R: Cols>(
+    sessions: &[R],
+    phases: &[R],
+    agents: &[R],
+) -> Result<Vec<SessionRecord>, StoreError> {
+    let mut out = Vec::with_capacity(sessions.len());
+    let mut index = HashMap::new();
+    for row in sessions {
+        let rec = session_from_row(row)?;
+        index.insert(rec.id.clone(), out.len());
+        out.push(rec);
+    }
+    for row in phases {
+        let sid = id_of(row, "session_id", SessionId::parse)?;
+        let Some(&i) = index.get(&sid) else { continue };
+        out[i].workflow.phases.push(phase_from_row(row)?);
+    }
+    for row in agents {
+        let sid = id_of(row, "session_id", SessionId::parse)?;
+        let Some(&i) = index.get(&sid) else { continue };
+        out[i].agents.push(agent_from_row(row, sid)?);
+    }
+    Ok(out)
+}
+
+fn session_from_row(row: &impl Cols) -> Result<SessionRecord, StoreError> {
     let data: SessionData = parse_json(row, "data")?;
     Ok(SessionRecord {
         id: id_of(row, "id", SessionId::parse)?,
-        objective: row.try_get("objective")?,
+        objective: row.text("objective")?,
         state: parse(row, "state")?,
         strategy: parse(row, "strategy")?,
-        active: row.try_get("active")?,
+        active: row.flag("active")?,
         created_at: ts(row, "created_at")?,
         updated_at: ts(row, "updated_at")?,
         started_at: ts_opt(row, "started_at")?,
@@ -616,11 +693,12 @@ fn session_from_row(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
             completed_at: ts_opt(row, "workflow_completed_at")?,
         },
         paused_phases: parse_json(row, "paused_phases")?,
-        pause: pause
+        pause: row
+            .text_opt("pause")?
             .map(|p| serde_json::from_str(&p))
             .transpose()
             .map_err(|e| StoreError::Corrupt(format!("column pause: {e}")))?,
-        resume_count: row.try_get("resume_count")?,
+        resume_count: count(row, "resume_count")?,
         errors: parse_json(row, "errors")?,
         notes: data.notes,
         policy: data.policy,
@@ -631,15 +709,15 @@ fn session_from_row(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
     })
 }
 
-fn phase_from_row(row: &SqliteRow) -> Result<Phase, StoreError> {
-    let result: Option<String> = row.try_get("result")?;
+fn phase_from_row(row: &impl Cols) -> Result<Phase, StoreError> {
     Ok(Phase {
-        name: row.try_get("name")?,
+        name: row.text("name")?,
         state: parse(row, "state")?,
-        attempts: row.try_get("attempts")?,
+        attempts: count(row, "attempts")?,
         started_at: ts_opt(row, "started_at")?,
         ended_at: ts_opt(row, "ended_at")?,
-        result: result
+        result: row
+            .text_opt("result")?
             .map(|r| serde_json::from_value(serde_json::Value::String(r)))
             .transpose()
             .map_err(|e| StoreError::Corrupt(format!("column result: {e}")))?,
@@ -648,29 +726,30 @@ fn phase_from_row(row: &SqliteRow) -> Result<Phase, StoreError> {
     })
 }
 
-fn agent_from_row(row: &SqliteRow, session_id: SessionId) -> Result<AgentRecord, StoreError> {
-    let parent: Option<String> = row.try_get("parent_id")?;
+fn agent_from_row(row: &impl Cols, session_id: SessionId) -> Result<AgentRecord, StoreError> {
     let data: AgentData = parse_json(row, "data")?;
     Ok(AgentRecord {
         id: id_of(row, "id", AgentId::parse)?,
         session_id,
-        role: row.try_get("role")?,
-        instance: row.try_get("instance")?,
-        task: row.try_get("task")?,
+        role: row.text("role")?,
+        instance: count(row, "instance")?,
+        task: row.text("task")?,
         state: parse(row, "state")?,
-        paused: row.try_get("paused")?,
-        parent: parent
-            .map(|p| AgentId::parse(&p))
-            .transpose()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        paused: row.flag("paused")?,
+        parent: id_opt(row, "parent_id", AgentId::parse)?,
         depends_on: parse_json(row, "depends_on")?,
         created_at: ts(row, "created_at")?,
         updated_at: ts(row, "updated_at")?,
         started_at: ts_opt(row, "started_at")?,
         ended_at: ts_opt(row, "ended_at")?,
-        exit_code: row.try_get("exit_code")?,
-        external_session_id: row.try_get("external_session_id")?,
-        external_agent_id: row.try_get("external_agent_id")?,
+        exit_code: row
+            .int_opt("exit_code")?
+            .map(|c| {
+                i32::try_from(c).map_err(|_| StoreError::Corrupt(format!("column exit_code: {c}")))
+            })
+            .transpose()?,
+        external_session_id: row.text_opt("external_session_id")?,
+        external_agent_id: row.text_opt("external_agent_id")?,
         spec: data.spec,
         process: data.process,
         attempts: data.attempts,
@@ -678,6 +757,67 @@ fn agent_from_row(row: &SqliteRow, session_id: SessionId) -> Result<AgentRecord,
         cli: data.cli,
         tool_use_id: data.tool_use_id,
         window: data.window,
+    })
+}
+
+/// A held lock and its lease length (µs) from its row, on either engine.
+pub(crate) fn lock_from_row(row: &impl Cols) -> Result<(HeldLock, i64), StoreError> {
+    let token = u64::try_from(row.int("token")?)
+        .map_err(|_| StoreError::Corrupt("column token is negative".into()))?;
+    let lock = HeldLock {
+        path: maos_core::LockPath::new(&row.text("path")?)
+            .map_err(|e| StoreError::Corrupt(format!("lock path: {e}")))?,
+        mode: parse(row, "mode")?,
+        holder: id_of(row, "holder_id", AgentId::parse)?,
+        token,
+        acquired_at: ts(row, "acquired_at")?,
+        expires_at: ts(row, "expires_at")?,
+    };
+    Ok((lock, row.int("ttl_us")?))
+}
+
+/// A checkpoint from its row (`session_id, seq, ts, reason, state`), on either engine.
+pub(crate) fn checkpoint_from_row(row: &impl Cols) -> Result<crate::CheckpointRow, StoreError> {
+    Ok(crate::CheckpointRow {
+        session_id: id_of(row, "session_id", SessionId::parse)?,
+        seq: row.int("seq")?.max(0) as u64,
+        ts: ts(row, "ts")?,
+        reason: row.text("reason")?,
+        state: row.text("state")?,
+    })
+}
+
+/// The latest checkpoint time of a session from its row (`session_id, ts`).
+pub(crate) fn checkpointed_from_row(row: &impl Cols) -> Result<(SessionId, Ts), StoreError> {
+    Ok((id_of(row, "session_id", SessionId::parse)?, ts(row, "ts")?))
+}
+
+/// A finished session's line of `maos history` from its row, on either engine.
+pub(crate) fn history_from_row(
+    row: &impl Cols,
+) -> Result<maos_core::record::HistoryEntry, StoreError> {
+    Ok(maos_core::record::HistoryEntry {
+        id: id_of(row, "id", SessionId::parse)?,
+        objective: row.text("objective")?,
+        state: parse(row, "state")?,
+        strategy: parse(row, "strategy")?,
+        created_at: ts(row, "created_at")?,
+        started_at: ts_opt(row, "started_at")?,
+        ended_at: ts_opt(row, "ended_at")?,
+        agents: u32::try_from(row.int("agents")?).unwrap_or(u32::MAX),
+        archived: row.flag("archived")?,
+    })
+}
+
+/// An event from its row (`seq, ts, session_id, agent_id, type, data`), on either engine.
+pub(crate) fn event_from_row(row: &impl Cols) -> Result<EventRecord, StoreError> {
+    Ok(EventRecord {
+        seq: row.int("seq")?.max(0) as u64,
+        ts: ts(row, "ts")?,
+        session_id: id_opt(row, "session_id", SessionId::parse)?,
+        agent_id: id_opt(row, "agent_id", AgentId::parse)?,
+        kind: row.text("type")?,
+        data: parse_json(row, "data")?,
     })
 }
 
@@ -692,10 +832,7 @@ pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreErr
         .fetch_all(&mut *conn)
         .await?
     {
-        checkpointed.push((
-            id_of(&row, "session_id", SessionId::parse)?,
-            ts(&row, "ts")?,
-        ));
+        checkpointed.push(checkpointed_from_row(&row)?);
     }
     Ok(Loaded {
         sessions,
@@ -716,17 +853,7 @@ pub(crate) async fn checkpoints(
     .bind(session)
     .fetch_all(&mut *conn)
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(crate::CheckpointRow {
-                session_id: id_of(row, "session_id", SessionId::parse)?,
-                seq: row.try_get::<i64, _>("seq")? as u64,
-                ts: ts(row, "ts")?,
-                reason: row.try_get("reason")?,
-                state: row.try_get("state")?,
-            })
-        })
-        .collect()
+    rows.iter().map(checkpoint_from_row).collect()
 }
 
 /// Every session id in the database, archived ones included (to resolve a prefix).
@@ -769,8 +896,17 @@ pub(crate) async fn export(
         },
     )
     .await?;
-    let checkpoints = checkpoints(&mut conn, session)
-        .await?
+    let checkpoints = checkpoints(&mut conn, session).await?;
+    export_of(rec, events, checkpoints).map(Some)
+}
+
+/// `maos export`'s file of a session, its timeline and its checkpoints.
+pub(crate) fn export_of(
+    session: SessionRecord,
+    events: Vec<EventRecord>,
+    checkpoints: Vec<crate::CheckpointRow>,
+) -> Result<maos_core::export::SessionExport, StoreError> {
+    let checkpoints = checkpoints
         .into_iter()
         .map(|c| {
             Ok(maos_core::export::ExportedCheckpoint {
@@ -782,14 +918,14 @@ pub(crate) async fn export(
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    Ok(Some(maos_core::export::SessionExport {
+    Ok(maos_core::export::SessionExport {
         format: maos_core::export::FORMAT.into(),
         version: maos_core::export::VERSION,
         exported_at: chrono::Utc::now(),
-        session: rec,
+        session,
         events,
         checkpoints,
-    }))
+    })
 }
 
 /// Finished sessions (archived or not) that ended before `before_us`, oldest first.
@@ -820,21 +956,7 @@ pub(crate) async fn history(
     .bind(limit.map_or(-1, i64::from))
     .fetch_all(pool)
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(maos_core::record::HistoryEntry {
-                id: id_of(row, "id", SessionId::parse)?,
-                objective: row.try_get("objective")?,
-                state: parse(row, "state")?,
-                strategy: parse(row, "strategy")?,
-                created_at: ts(row, "created_at")?,
-                started_at: ts_opt(row, "started_at")?,
-                ended_at: ts_opt(row, "ended_at")?,
-                agents: u32::try_from(row.try_get::<i64, _>("agents")?).unwrap_or(u32::MAX),
-                archived: row.try_get("archived")?,
-            })
-        })
-        .collect()
+    rows.iter().map(history_from_row).collect()
 }
 
 pub(crate) async fn events(
@@ -892,25 +1014,10 @@ pub(crate) async fn events(
         (None, _) => b.push(" ORDER BY seq ASC"),
     };
     let rows = b.build().fetch_all(pool).await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let sid: Option<String> = row.try_get("session_id")?;
-        let aid: Option<String> = row.try_get("agent_id")?;
-        out.push(EventRecord {
-            seq: row.try_get::<i64, _>("seq")? as u64,
-            ts: ts(&row, "ts")?,
-            session_id: sid
-                .map(|s| SessionId::parse(&s))
-                .transpose()
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            agent_id: aid
-                .map(|a| AgentId::parse(&a))
-                .transpose()
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            kind: row.try_get("type")?,
-            data: parse_json(&row, "data")?,
-        });
-    }
+    let mut out = rows
+        .iter()
+        .map(event_from_row)
+        .collect::<Result<Vec<_>, _>>()?;
     if q.limit.is_some() && !q.oldest_first {
         out.reverse();
     }

@@ -6,7 +6,7 @@ use maos_core::record::{AgentRecord, ErrorRecord, EventRecord, PauseInfo, Sessio
 use maos_core::{
     AgentId, AgentState, CheckpointResult, SessionId, SessionState, Strategy, Workflow,
 };
-use maos_store::{Batch, EventQuery, Store, StoreError, StoreOptions, Synchronous};
+use maos_store::{Batch, EventQuery, SqliteStore as Store, StoreError, StoreOptions, Synchronous};
 use serde_json::json;
 
 fn session(n: u128) -> SessionRecord {
@@ -248,6 +248,7 @@ async fn a_full_database_refuses_writes_cleanly_and_recovers() {
     let opts = StoreOptions {
         synchronous: Synchronous::Full,
         max_page_count: Some(40),
+        fleet: None,
     };
     let mut store = Store::open(path.clone(), opts).await.unwrap();
     let s = session(1);

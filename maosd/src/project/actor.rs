@@ -196,6 +196,22 @@ impl Actor {
     }
 
     async fn batch(&mut self, cmds: impl Iterator<Item = Cmd>) {
+        // In a fleet grants are numbered from blocks of one shared sequence: a fresh block
+        // when this one runs low. Without one, no request may be applied (a grant could take
+        // a token another daemon owns).
+        match self
+            .store
+            .reserve_tokens(self.state.locks.next_token())
+            .await
+        {
+            Ok(Some(start)) => self.state.locks.raise_next_token(start),
+            Ok(None) => {}
+            Err(e) => {
+                warn!(project = %self.root, error = %e, "cannot reserve fencing tokens; the batch fails");
+                self.refuse(cmds, &storage_error(&e));
+                return;
+            }
+        }
         let mut txn = Txn::new(&mut self.state);
         // Waits whose clients went away are cancelled first, then leases and deadlines due.
         let gone: Vec<_> = self
@@ -300,6 +316,28 @@ impl Actor {
                 reader: self.store.reader(),
             });
             let _ = reply.send(sub);
+        }
+    }
+
+    /// Answer a batch that cannot be applied: every request fails with `err`, subscriptions
+    /// and the rest are served as usual.
+    fn refuse(&mut self, cmds: impl Iterator<Item = Cmd>, err: &ErrorBody) {
+        for cmd in cmds {
+            match cmd {
+                Cmd::Request { reply, .. } => {
+                    let _ = reply.send(Err(err.clone()));
+                }
+                Cmd::Subscribe { reply, .. } => {
+                    let _ = reply.send(Err(err.clone()));
+                }
+                Cmd::Info { reply } => {
+                    let _ = reply.send(project_info(&self.root, &self.hash, &self.state));
+                }
+                Cmd::Stop { done } => self.stopping = Some(done),
+                Cmd::Started { agent, .. } => {
+                    warn!(agent = %agent, "an agent's start could not be recorded: {}", err.message);
+                }
+            }
         }
     }
 
@@ -517,9 +555,14 @@ pub(super) async fn open(
 ) -> Result<(ProjectHandle, tokio::task::JoinHandle<()>), ErrorBody> {
     files::claim(&dir, &root, &hash)?;
     let t0 = std::time::Instant::now();
-    let mut store = Store::open(dir.join("maos.db"), opts)
-        .await
-        .map_err(|e| storage_error(&e))?;
+    let mut store = match &opts.fleet {
+        None => Store::open(dir.join("maos.db"), opts.clone()).await,
+        Some(fleet) => {
+            let key = fleet_key(&root)?;
+            Store::open_fleet(fleet, key.as_str(), &root).await
+        }
+    }
+    .map_err(|e| storage_error(&e))?;
     debug!(project = %root, ms = t0.elapsed().as_secs_f64() * 1e3, "database opened");
     // Until the background checkpoints run (below): a crash can leave a WAL that recovery's
     // commit would otherwise copy back before the daemon serves. Only speed depends on it.
@@ -565,12 +608,23 @@ pub(super) async fn open(
         stopping: None,
     };
     actor.reconcile(true).await;
-    actor.checkpoints = Some(checkpointer::spawn(&actor.store, actor.root.clone()).await?);
+    actor.checkpoints = checkpointer::spawn(&actor.store, actor.root.clone()).await?;
     if let Err(e) = actor.store.set_autocheckpoint(true).await {
         warn!(project = %actor.root, error = %e, "cannot restore the bound on the WAL");
     }
     let task = tokio::spawn(actor.run(rx));
     Ok((ProjectHandle { tx, reader, charts }, task))
+}
+
+/// The project's key in a fleet (`maos_core::project_key`), or the line that says how to give
+/// it one.
+fn fleet_key(root: &str) -> Result<maos_core::project_key::ProjectKey, ErrorBody> {
+    maos_proto::paths::repository_key(std::path::Path::new(root)).map_err(|e| {
+        ErrorBody::new(
+            maos_proto::ErrorCode::BadRequest,
+            format!("fleet mode cannot take the project at {root}: {e}"),
+        )
+    })
 }
 
 /// How often the actor looks for managed agents whose exit was lost (`cmd::managed::sweep`):

@@ -30,8 +30,11 @@ impl Checkpoints {
 
 /// Checkpoint the project's WAL in the background, on its own connection, so that commits
 /// rarely pay for it (the write connection's own checkpoint is only a bound on the WAL's size).
-pub(super) async fn spawn(store: &Store, root: String) -> Result<Checkpoints, ErrorBody> {
-    let mut cp = store.checkpointer().await.map_err(|e| storage_error(&e))?;
+/// None when the engine has no WAL of its own to copy back (PostgreSQL).
+pub(super) async fn spawn(store: &Store, root: String) -> Result<Option<Checkpoints>, ErrorBody> {
+    let Some(mut cp) = store.checkpointer().await.map_err(|e| storage_error(&e))? else {
+        return Ok(None);
+    };
     let stop = tokio_util::sync::CancellationToken::new();
     let stopped = stop.clone();
     let task = tokio::spawn(async move {
@@ -59,5 +62,5 @@ pub(super) async fn spawn(store: &Store, root: String) -> Result<Checkpoints, Er
         }
         cp.close().await;
     });
-    Ok(Checkpoints { stop, task })
+    Ok(Some(Checkpoints { stop, task }))
 }

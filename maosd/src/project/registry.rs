@@ -73,6 +73,11 @@ impl Projects {
         Ok(h.0)
     }
 
+    /// The fleet's PostgreSQL, in fleet mode.
+    pub fn fleet(&self) -> Option<&std::sync::Arc<maos_store::Fleet>> {
+        self.opts.fleet.as_ref()
+    }
+
     /// What wakes when any project opens (see [`Projects::existing`]).
     pub fn opened(&self) -> &tokio::sync::Notify {
         &self.opened
@@ -81,11 +86,18 @@ impl Projects {
     /// The actor of the project rooted at `root` when the project has state (it is open, or
     /// its database exists); else `not_found`, and nothing is created.
     pub async fn existing(&self, root: &str) -> Result<ProjectHandle, ErrorBody> {
+        // In a fleet the state is in PostgreSQL; this daemon knows the project once it has
+        // opened it (its directory holds `project.json`).
+        let marker = if self.opts.fleet.is_some() {
+            "project.json"
+        } else {
+            "maos.db"
+        };
         let known = self.open.lock().await.contains_key(root)
             || self
                 .dir
                 .join(maos_proto::paths::workspace_hash(Path::new(root)))
-                .join("maos.db")
+                .join(marker)
                 .exists();
         if !known {
             return Err(ErrorBody::new(
@@ -128,6 +140,13 @@ impl Projects {
         from: &Path,
         force: bool,
     ) -> Result<PathBuf, ErrorBody> {
+        if self.opts.fleet.is_some() {
+            return Err(ErrorBody::new(
+                ErrorCode::BadRequest,
+                "this daemon keeps its state in a fleet's PostgreSQL, not in a file: restore that \
+                 database with PostgreSQL's tools (pg_restore)",
+            ));
+        }
         let mut open = self.open.lock().await;
         if let Some(h) = open.get(root) {
             let live = h.info().await.map_or(0, |i| i.live_sessions);

@@ -445,6 +445,12 @@ impl LockTable {
         self.next_token
     }
 
+    /// Number the next grants from `start` when that is higher (a fleet's daemon moving to a
+    /// fresh block of tokens); tokens never go back.
+    pub fn raise_next_token(&mut self, start: u64) {
+        self.next_token = self.next_token.max(start);
+    }
+
     /// The Read lock that the grant with this token replaced (a Read→Write upgrade), once: the
     /// caller records that it ended. `None` for any other grant.
     pub fn take_replaced(&mut self, token: u64) -> Option<HeldLock> {

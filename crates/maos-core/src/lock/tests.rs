@@ -605,6 +605,18 @@ fn bad_ttl_is_refused() {
 }
 
 #[test]
+fn a_fresh_token_block_numbers_the_next_grant_and_never_lowers_the_counter() {
+    let mut lt = LockTable::new(1);
+    lt.raise_next_token(65_537);
+    assert_eq!(
+        granted(lt.acquire(req(1, "f", W, NoWait), t(0))).token,
+        65_537
+    );
+    lt.raise_next_token(3);
+    assert_eq!(lt.next_token(), 65_538, "a lower start is ignored");
+}
+
+#[test]
 fn restore_keeps_tokens_and_raises_the_counter() {
     let mut lt = LockTable::new(5);
     let lock = HeldLock {

@@ -170,6 +170,61 @@ pub struct DaemonStatus {
     /// Exit after this many idle seconds (socket-activated daemons only); None: never.
     #[serde(default)]
     pub idle_exit_secs: Option<f64>,
+    /// Where the projects' state lives.
+    #[serde(default)]
+    pub backend: Backend,
+}
+
+/// The engine a daemon keeps its projects' state in, and its health.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Backend {
+    /// `sqlite` (a file per project, the default) or `postgres` (fleet mode).
+    pub engine: String,
+    /// PostgreSQL's URL, without its password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// This daemon's id in the fleet (`<machine>/<hash of MAOS_HOME>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<String>,
+    /// PostgreSQL's version, when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// Why PostgreSQL did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Default for Backend {
+    fn default() -> Self {
+        Backend {
+            engine: "sqlite".into(),
+            url: None,
+            daemon: None,
+            server: None,
+            error: None,
+        }
+    }
+}
+
+impl Backend {
+    /// One line: the engine, and for PostgreSQL where it is and whether it answers.
+    pub fn describe(&self) -> String {
+        match &self.url {
+            None => format!("{} (a database file per project)", self.engine),
+            Some(url) => {
+                let mut s = format!("{} {url}", self.engine);
+                if let Some(d) = &self.daemon {
+                    s.push_str(&format!(", this daemon {d}"));
+                }
+                match (&self.server, &self.error) {
+                    (Some(v), _) => s.push_str(&format!(": PostgreSQL {v}, answering")),
+                    (None, Some(e)) => s.push_str(&format!(": NOT ANSWERING: {e}")),
+                    (None, None) => {}
+                }
+                s
+            }
+        }
+    }
 }
 
 /// What `maos recover` (and the daemon at start) did.

@@ -1,0 +1,772 @@
+//! PostgreSQL persistence for fleet mode (DESIGN.md §10): one database holds every project of
+//! a fleet, each row keyed by its project's key. [`Fleet`] is a daemon's pool and identity in
+//! that database (migrated once, by whichever daemon comes first); [`PgStore`] is one project's
+//! writer, [`PgReader`] its history reads. The rows are the same records as SQLite's
+//! (`rows.rs` decodes both), written in one statement per batch: each table's rows go in as one
+//! JSON array (`jsonb_to_recordset`), every table's change a data-modifying `WITH` clause, so
+//! a batch is one round trip and one transaction.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use maos_core::HeldLock;
+use maos_core::record::EventRecord;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{ConnectOptions, QueryBuilder, Row};
+
+use crate::rows::{self, Cols};
+use crate::{Batch, EventQuery, Health, Loaded, StoreError};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+
+/// How many fencing tokens one draw of the `maos_fence` sequence reserves (its increment).
+const TOKEN_BLOCK: u64 = 65_536;
+
+/// How long a daemon waits for a connection to PostgreSQL before the request fails as
+/// unavailable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Cols for PgRow {
+    fn text(&self, col: &str) -> Result<String, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+    fn text_opt(&self, col: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+    fn int_opt(&self, col: &str) -> Result<Option<i64>, StoreError> {
+        // `integer` columns are int4, timestamps and counters int8: either reads as i64.
+        match self.try_get::<Option<i64>, _>(col) {
+            Ok(v) => Ok(v),
+            Err(sqlx::Error::ColumnDecode { .. }) => {
+                Ok(self.try_get::<Option<i32>, _>(col)?.map(i64::from))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+    fn flag(&self, col: &str) -> Result<bool, StoreError> {
+        Ok(self.try_get(col)?)
+    }
+}
+
+/// A daemon's membership of a fleet: the pool to its PostgreSQL and who the daemon is there.
+/// Connections are made on first use, so a daemon starts (and says why it cannot serve) while
+/// PostgreSQL is unreachable.
+pub struct Fleet {
+    pool: PgPool,
+    shown: String,
+    daemon: String,
+    machine: String,
+    /// Migrated, and this daemon's row written: done once, by the first project that opens.
+    joined: tokio::sync::OnceCell<()>,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("url", &self.shown)
+            .field("daemon", &self.daemon)
+            .finish()
+    }
+}
+
+/// What `maos daemon status` and `maos doctor` say about the fleet's database.
+#[derive(Clone, Debug)]
+pub struct FleetStatus {
+    /// Reachable: PostgreSQL's version (`server_version`). Else why not.
+    pub result: Result<String, String>,
+}
+
+impl Fleet {
+    /// The fleet at `url` (`postgres://…`), as daemon `daemon` on `machine`. Nothing connects
+    /// yet; a URL that does not parse is refused, in one line without its password.
+    pub fn new(url: &str, daemon: String, machine: String) -> Result<Fleet, StoreError> {
+        let shown = redact(url);
+        let opts: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| {
+            StoreError::BadUrl(format!("{shown}: {}", one_line(&e.to_string())))
+        })?;
+        // Statements are logged by the daemon's own spans, not per query.
+        let opts = opts
+            .application_name(&format!("maosd {daemon}"))
+            .disable_statement_logging();
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .min_connections(0)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .connect_lazy_with(opts);
+        Ok(Fleet {
+            pool,
+            shown,
+            daemon,
+            machine,
+            joined: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// The URL without its password.
+    pub fn url(&self) -> &str {
+        &self.shown
+    }
+
+    /// This daemon's id in the fleet.
+    pub fn daemon(&self) -> &str {
+        &self.daemon
+    }
+
+    /// Migrate the database (once, whichever daemon comes first: sqlx holds an advisory lock
+    /// while it migrates) and record this daemon as a member. A database migrated by a newer
+    /// maos is refused.
+    async fn join(&self) -> Result<(), StoreError> {
+        self.joined
+            .get_or_try_init(|| async {
+                MIGRATOR.run(&self.pool).await.map_err(|e| match e {
+                    sqlx::migrate::MigrateError::VersionMissing(v) => StoreError::Newer(format!(
+                        "the fleet database {} has schema version {v}, which this maos does \
+                         not know: upgrade maos on this machine",
+                        self.shown
+                    )),
+                    other => StoreError::Migrate(other),
+                })?;
+                sqlx::query(
+                    "INSERT INTO daemons (id, machine, started_at, last_seen)
+                     VALUES ($1, $2, maos_now_us(), maos_now_us())
+                     ON CONFLICT (id) DO UPDATE SET machine = excluded.machine,
+                         started_at = excluded.started_at, last_seen = excluded.last_seen",
+                )
+                .bind(&self.daemon)
+                .bind(&self.machine)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Whether PostgreSQL answers, and its version.
+    pub async fn status(&self) -> FleetStatus {
+        let result = sqlx::query_scalar::<_, String>("SHOW server_version")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| one_line(&StoreError::from(e).to_string()));
+        FleetStatus { result }
+    }
+
+    /// Close the pool (the daemon is stopping).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// One project's writer in a fleet's database.
+pub struct PgStore {
+    /// Holds the project's advisory lock for as long as this store is open: until daemons
+    /// share a project (stage 3 of DESIGN.md §10), one daemon at a time has it, and the lock
+    /// goes with its connection when the daemon dies.
+    owner: sqlx::PgConnection,
+    pool: PgPool,
+    key: Arc<str>,
+    shown: Arc<str>,
+    /// The end (exclusive) of the fencing-token block this store numbers grants from.
+    tokens_end: u64,
+}
+
+impl PgStore {
+    /// Join the fleet (migrating it first if needed) and record the project `key`, checked
+    /// out at `root` on this daemon's machine.
+    pub async fn open(fleet: &Fleet, key: &str, root: &str) -> Result<PgStore, StoreError> {
+        fleet.join().await?;
+        let mut owner = fleet.pool.acquire().await?.detach();
+        let mine: bool = sqlx::query_scalar(
+            "SELECT pg_try_advisory_lock(hashtextextended('maos project ' || $1, 0))",
+        )
+        .bind(key)
+        .fetch_one(&mut owner)
+        .await?;
+        if !mine {
+            let others: Vec<(String, String)> = sqlx::query_as(
+                "SELECT daemon, root FROM project_roots WHERE project = $1 AND daemon <> $2
+                 ORDER BY daemon",
+            )
+            .bind(key)
+            .bind(fleet.daemon())
+            .fetch_all(&fleet.pool)
+            .await?;
+            let held_by = match others.as_slice() {
+                [] => "another daemon".to_string(),
+                list => list
+                    .iter()
+                    .map(|(d, r)| format!("daemon {d} (at {r})"))
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+            };
+            return Err(StoreError::Busy(format!(
+                "project {key} is open on {held_by}: this version of maos serves a project from \
+                 one daemon at a time; stop that daemon (`maos daemon stop` there) or use it"
+            )));
+        }
+        sqlx::query("INSERT INTO projects (key) VALUES ($1) ON CONFLICT (key) DO NOTHING")
+            .bind(key)
+            .execute(&fleet.pool)
+            .await?;
+        sqlx::query(
+            "INSERT INTO project_roots (project, daemon, root) VALUES ($1, $2, $3)
+             ON CONFLICT (project, daemon) DO UPDATE SET root = excluded.root",
+        )
+        .bind(key)
+        .bind(fleet.daemon())
+        .bind(root)
+        .execute(&fleet.pool)
+        .await?;
+        Ok(PgStore {
+            owner,
+            pool: fleet.pool.clone(),
+            key: key.into(),
+            shown: fleet.shown.as_str().into(),
+            tokens_end: 0,
+        })
+    }
+
+    /// The fleet's URL, without its password.
+    pub fn url(&self) -> Arc<str> {
+        self.shown.clone()
+    }
+
+    pub fn reader(&self) -> PgReader {
+        PgReader {
+            pool: self.pool.clone(),
+            key: self.key.clone(),
+            shown: self.shown.clone(),
+        }
+    }
+
+    /// The project's live sessions, held locks and counters; the next token is the start of
+    /// a fresh block.
+    pub async fn load(&mut self) -> Result<Loaded, StoreError> {
+        let sessions = read_sessions(&self.pool, &self.key, None).await?;
+        let last_seq: i64 = sqlx::query_scalar("SELECT last_seq FROM projects WHERE key = $1")
+            .bind(&*self.key)
+            .fetch_one(&self.pool)
+            .await?;
+        let (locks, next_token) = self.load_locks().await?;
+        let checkpointed = sqlx::query(
+            "SELECT session_id, max(ts) AS ts FROM checkpoints WHERE project = $1
+             GROUP BY session_id",
+        )
+        .bind(&*self.key)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(rows::checkpointed_from_row)
+        .collect::<Result<_, _>>()?;
+        Ok(Loaded {
+            sessions,
+            last_seq: last_seq.max(0) as u64,
+            locks,
+            next_token,
+            checkpointed,
+        })
+    }
+
+    /// Held locks as committed, and the start of a fresh token block (above every token ever
+    /// drawn, fleet-wide).
+    pub async fn load_locks(&mut self) -> Result<(Vec<(HeldLock, i64)>, u64), StoreError> {
+        let locks = sqlx::query(
+            "SELECT token, path, holder_id, mode, acquired_at, expires_at, ttl_us FROM locks
+             WHERE project = $1 ORDER BY token",
+        )
+        .bind(&*self.key)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(rows::lock_from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+        let next = self.draw_tokens().await?;
+        Ok((locks, next))
+    }
+
+    async fn draw_tokens(&mut self) -> Result<u64, StoreError> {
+        let start: i64 = sqlx::query_scalar("SELECT nextval('maos_fence')")
+            .fetch_one(&self.pool)
+            .await?;
+        let start = start.max(1) as u64;
+        self.tokens_end = start.saturating_add(TOKEN_BLOCK);
+        Ok(start)
+    }
+
+    /// Before a batch that numbers grants from `next`: a fresh block when less than half of
+    /// the current one is left (no batch grants that many), so tokens never run into another
+    /// daemon's block.
+    pub async fn reserve_tokens(&mut self, next: u64) -> Result<Option<u64>, StoreError> {
+        if next.saturating_add(TOKEN_BLOCK / 2) < self.tokens_end {
+            return Ok(None);
+        }
+        self.draw_tokens().await.map(Some)
+    }
+
+    /// Write a batch in one transaction; returns only after PostgreSQL committed it.
+    pub async fn commit(&mut self, b: &Batch<'_>) -> Result<(), StoreError> {
+        if let Some(lock) = b.locks.iter().find(|l| l.lock.token >= self.tokens_end) {
+            return Err(StoreError::Corrupt(format!(
+                "token {} is past this daemon's block (ending {}): the batch granted more \
+                 locks than a block holds",
+                lock.lock.token, self.tokens_end
+            )));
+        }
+        let rows = rows::BatchRows::of(b)?;
+        let last_seq = b.events.last().map_or(0, |e| e.seq as i64);
+        let (mut ck_session, mut ck_seq, mut ck_ts, mut ck_reason, mut ck_state) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for c in b.checkpoints {
+            ck_session.push(c.session_id.as_str());
+            ck_seq.push(c.seq as i64);
+            ck_ts.push(rows::to_us(&c.ts));
+            ck_reason.push(c.reason.as_str());
+            ck_state.push(c.state.as_str());
+        }
+        let main = sqlx::query(WRITE_BATCH)
+            .bind(&*self.key)
+            .bind(rows.sessions)
+            .bind(rows.phases)
+            .bind(rows.agents)
+            .bind(rows.events)
+            .bind(rows.unlocks)
+            .bind(rows.locks)
+            .bind(ck_session)
+            .bind(ck_seq)
+            .bind(ck_ts)
+            .bind(ck_reason)
+            .bind(ck_state)
+            .bind(last_seq)
+            .bind(b.base_seq as i64);
+        if b.archived.is_empty() && b.purged.is_empty() {
+            main.execute(&self.pool)
+                .await
+                .map_err(|e| stale(&self.key, e))?;
+            return Ok(());
+        }
+        let archived: Vec<&str> = b.archived.iter().map(|s| s.as_str()).collect();
+        let purged: Vec<&str> = b.purged.iter().map(|s| s.as_str()).collect();
+        let mut tx = self.pool.begin().await?;
+        main.execute(&mut *tx)
+            .await
+            .map_err(|e| stale(&self.key, e))?;
+        sqlx::query("UPDATE sessions SET archived = true WHERE project = $1 AND id = ANY($2)")
+            .bind(&*self.key)
+            .bind(&archived)
+            .execute(&mut *tx)
+            .await?;
+        if !purged.is_empty() {
+            for sql in PURGE {
+                sqlx::query(sql)
+                    .bind(&*self.key)
+                    .bind(&purged)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Let go of the project (its advisory lock goes with the connection). The pool is the
+    /// fleet's, shared by every project: it closes with the daemon.
+    pub async fn close(self) {
+        let _ = sqlx::Connection::close(self.owner).await;
+    }
+}
+
+/// The whole batch as one statement: each `WITH` clause changes one table, the final `UPDATE`
+/// moves the project's last event number. One round trip, one transaction.
+const WRITE_BATCH: &str = "\
+WITH
+s AS (
+  INSERT INTO sessions (project, id, objective, state, strategy, active, created_at, updated_at,
+      started_at, ended_at, workflow_completed_at, resume_count, pause, paused_phases, errors,
+      data, changed_seq)
+  SELECT $1, r.id, r.objective, r.state, r.strategy, r.active, r.created_at, r.updated_at,
+      r.started_at, r.ended_at, r.workflow_completed_at, r.resume_count, r.pause::jsonb,
+      r.paused_phases::jsonb, r.errors::jsonb, r.data::jsonb, $13
+  FROM jsonb_to_recordset($2::jsonb) AS r(id text, objective text, state text, strategy text,
+      active boolean, created_at bigint, updated_at bigint, started_at bigint, ended_at bigint,
+      workflow_completed_at bigint, resume_count integer, pause text, paused_phases text,
+      errors text, data text)
+  ON CONFLICT (project, id) DO UPDATE SET objective = excluded.objective,
+      state = excluded.state, strategy = excluded.strategy, active = excluded.active,
+      updated_at = excluded.updated_at, started_at = excluded.started_at,
+      ended_at = excluded.ended_at, workflow_completed_at = excluded.workflow_completed_at,
+      resume_count = excluded.resume_count, pause = excluded.pause,
+      paused_phases = excluded.paused_phases, errors = excluded.errors, data = excluded.data,
+      changed_seq = excluded.changed_seq),
+p AS (
+  INSERT INTO phases (project, session_id, idx, name, state, attempts, started_at, ended_at,
+      result, artifacts, handoff)
+  SELECT $1, r.session_id, r.idx, r.name, r.state, r.attempts, r.started_at, r.ended_at,
+      r.result, r.artifacts::jsonb, r.handoff::jsonb
+  FROM jsonb_to_recordset($3::jsonb) AS r(session_id text, idx integer, name text, state text,
+      attempts integer, started_at bigint, ended_at bigint, result text, artifacts text,
+      handoff text)
+  ON CONFLICT (project, session_id, idx) DO UPDATE SET name = excluded.name,
+      state = excluded.state, attempts = excluded.attempts, started_at = excluded.started_at,
+      ended_at = excluded.ended_at, result = excluded.result, artifacts = excluded.artifacts,
+      handoff = excluded.handoff),
+a AS (
+  INSERT INTO session_agents (project, id, session_id, role, instance, task, state, paused,
+      parent_id, depends_on, created_at, updated_at, started_at, ended_at, exit_code,
+      external_session_id, external_agent_id, pid, data, changed_seq)
+  SELECT $1, r.id, r.session_id, r.role, r.instance, r.task, r.state, r.paused, r.parent_id,
+      r.depends_on::jsonb, r.created_at, r.updated_at, r.started_at, r.ended_at, r.exit_code,
+      r.external_session_id, r.external_agent_id, r.pid, r.data::jsonb, $13
+  FROM jsonb_to_recordset($4::jsonb) AS r(id text, session_id text, role text,
+      instance integer, task text, state text, paused boolean, parent_id text,
+      depends_on text, created_at bigint, updated_at bigint, started_at bigint,
+      ended_at bigint, exit_code integer, external_session_id text, external_agent_id text,
+      pid integer, data text)
+  ON CONFLICT (project, id) DO UPDATE SET task = excluded.task, state = excluded.state,
+      paused = excluded.paused, depends_on = excluded.depends_on,
+      updated_at = excluded.updated_at, started_at = excluded.started_at,
+      ended_at = excluded.ended_at, exit_code = excluded.exit_code,
+      external_session_id = excluded.external_session_id,
+      external_agent_id = excluded.external_agent_id, pid = excluded.pid, data = excluded.data,
+      changed_seq = excluded.changed_seq),
+e AS (
+  INSERT INTO session_events (project, seq, ts, session_id, agent_id, type, data)
+  SELECT $1, r.seq, r.ts, r.session_id, r.agent_id, r.type, r.data::jsonb
+  FROM jsonb_to_recordset($5::jsonb) AS r(seq bigint, ts bigint, session_id text,
+      agent_id text, type text, data text)),
+d AS (
+  DELETE FROM locks WHERE project = $1
+      AND token IN (SELECT t::bigint FROM jsonb_array_elements_text($6::jsonb) AS t)),
+l AS (
+  INSERT INTO locks (token, project, path, holder_id, session_id, mode, acquired_at,
+      expires_at, ttl_us)
+  SELECT r.token, $1, r.path, r.holder_id, r.session_id, r.mode, r.acquired_at, r.expires_at,
+      r.ttl_us
+  FROM jsonb_to_recordset($7::jsonb) AS r(token bigint, path text, holder_id text,
+      session_id text, mode text, acquired_at bigint, expires_at bigint, ttl_us bigint)
+  ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us),
+c AS (
+  INSERT INTO checkpoints (project, session_id, seq, ts, reason, state)
+  SELECT $1, c.* FROM unnest($8::text[], $9::bigint[], $10::bigint[], $11::text[],
+      $12::text[]) AS c)
+UPDATE projects SET last_seq = CASE WHEN last_seq = $14 THEN greatest(last_seq, $13)
+    ELSE maos_stale($1, last_seq, $14) END
+WHERE key = $1";
+
+/// Everything a deleted session recorded goes with it (`maos gc`), after the batch's inserts.
+const PURGE: [&str; 6] = [
+    "DELETE FROM session_events WHERE project = $1 AND session_id = ANY($2)",
+    "DELETE FROM checkpoints WHERE project = $1 AND session_id = ANY($2)",
+    "DELETE FROM phases WHERE project = $1 AND session_id = ANY($2)",
+    "DELETE FROM session_agents WHERE project = $1 AND session_id = ANY($2)",
+    "DELETE FROM locks WHERE project = $1 AND session_id = ANY($2)",
+    "DELETE FROM sessions WHERE project = $1 AND id = ANY($2)",
+];
+
+const SESSION_COLUMNS: &str = "id, objective, state, strategy, active, created_at, updated_at, \
+    started_at, ended_at, workflow_completed_at, resume_count, pause::text AS pause, \
+    paused_phases::text AS paused_phases, errors::text AS errors, data::text AS data";
+const PHASE_COLUMNS: &str = "session_id, idx, name, state, attempts, started_at, ended_at, \
+    result, artifacts::text AS artifacts, handoff::text AS handoff";
+const AGENT_COLUMNS: &str = "id, session_id, role, instance, task, state, paused, parent_id, \
+    depends_on::text AS depends_on, created_at, updated_at, started_at, ended_at, exit_code, \
+    external_session_id, external_agent_id, data::text AS data";
+
+/// The live sessions of a project (`one` = None), or one session by id, archived or not.
+async fn read_sessions(
+    pool: &PgPool,
+    key: &str,
+    one: Option<&str>,
+) -> Result<Vec<maos_core::record::SessionRecord>, StoreError> {
+    let (which, order) = match one {
+        None => ("NOT archived", "created_at, id"),
+        Some(_) => ("id = $2", "id"),
+    };
+    let sessions = sqlx::query(&format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE project = $1 AND {which} ORDER BY {order}"
+    ))
+    .bind(key)
+    .bind(one)
+    .fetch_all(pool)
+    .await?;
+    let narrow = if one.is_some() {
+        "AND session_id = $2"
+    } else {
+        "AND $2::text IS NULL"
+    };
+    let phases = sqlx::query(&format!(
+        "SELECT {PHASE_COLUMNS} FROM phases WHERE project = $1 {narrow} ORDER BY session_id, idx"
+    ))
+    .bind(key)
+    .bind(one)
+    .fetch_all(pool)
+    .await?;
+    let agents = sqlx::query(&format!(
+        "SELECT {AGENT_COLUMNS} FROM session_agents WHERE project = $1 {narrow}
+         ORDER BY created_at, ord"
+    ))
+    .bind(key)
+    .bind(one)
+    .fetch_all(pool)
+    .await?;
+    rows::assemble(&sessions, &phases, &agents)
+}
+
+/// A project's history reads in a fleet's database. Cheap to clone.
+#[derive(Clone)]
+pub struct PgReader {
+    pool: PgPool,
+    key: Arc<str>,
+    shown: Arc<str>,
+}
+
+impl PgReader {
+    /// `read`, with a lost connection told as [`StoreError::Unreachable`].
+    pub async fn reach<T>(
+        &self,
+        read: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        read.await.map_err(|e| unreachable(&self.shown, e))
+    }
+
+    /// PostgreSQL answers; the size of the fleet's database.
+    pub async fn health(&self) -> Result<Health, StoreError> {
+        let bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Health {
+            path: format!("{} (project {})", self.shown, self.key).into(),
+            bytes: bytes.max(0) as u64,
+            wal_bytes: 0,
+            quick_check: "ok".into(),
+        })
+    }
+
+    pub async fn gc_candidates(&self, before_us: i64) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM sessions WHERE project = $1
+             AND state IN ('completed', 'failed', 'cancelled')
+             AND coalesce(ended_at, updated_at) < $2 ORDER BY coalesce(ended_at, updated_at), id",
+        )
+        .bind(&*self.key)
+        .bind(before_us)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn session_ids(&self) -> Result<Vec<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT id FROM sessions WHERE project = $1")
+                .bind(&*self.key)
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn existing(
+        &self,
+        session: &str,
+        agents: &[String],
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM sessions WHERE project = $1 AND id = $2
+             UNION ALL SELECT id FROM session_agents WHERE project = $1 AND id = ANY($3)",
+        )
+        .bind(&*self.key)
+        .bind(session)
+        .bind(agents)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn export(
+        &self,
+        session: &str,
+    ) -> Result<Option<maos_core::export::SessionExport>, StoreError> {
+        let Some(rec) = read_sessions(&self.pool, &self.key, Some(session))
+            .await?
+            .pop()
+        else {
+            return Ok(None);
+        };
+        let events = self
+            .events(&EventQuery {
+                session_id: Some(session.to_string()),
+                ..Default::default()
+            })
+            .await?;
+        let checkpoints = sqlx::query(
+            "SELECT session_id, seq, ts, reason, state FROM checkpoints
+             WHERE project = $1 AND session_id = $2 ORDER BY id",
+        )
+        .bind(&*self.key)
+        .bind(session)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(rows::checkpoint_from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+        rows::export_of(rec, events, checkpoints).map(Some)
+    }
+
+    pub async fn history(
+        &self,
+        limit: Option<u32>,
+    ) -> Result<Vec<maos_core::record::HistoryEntry>, StoreError> {
+        sqlx::query(
+            "SELECT s.id, s.objective, s.state, s.strategy, s.created_at, s.started_at,
+                s.ended_at, s.archived,
+                (SELECT count(*) FROM session_agents a
+                 WHERE a.project = s.project AND a.session_id = s.id) AS agents
+             FROM sessions s WHERE s.project = $1
+                AND s.state IN ('completed', 'failed', 'cancelled')
+             ORDER BY coalesce(s.ended_at, s.updated_at) DESC, s.created_at DESC, s.id
+             LIMIT $2",
+        )
+        .bind(&*self.key)
+        .bind(limit.map(i64::from))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(rows::history_from_row)
+        .collect()
+    }
+
+    pub async fn events(&self, q: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+        let mut b: QueryBuilder<sqlx::Postgres> = QueryBuilder::new(
+            "SELECT seq, ts, session_id, agent_id, type, data::text AS data FROM session_events \
+             WHERE project = ",
+        );
+        b.push_bind(self.key.to_string());
+        if let Some(s) = &q.session_id {
+            b.push(" AND session_id = ").push_bind(s.clone());
+        }
+        if let Some(a) = &q.agent_id {
+            b.push(" AND agent_id = ").push_bind(a.clone());
+        }
+        if !q.types.is_empty() {
+            b.push(" AND type = ANY(")
+                .push_bind(q.types.clone())
+                .push(")");
+        }
+        if let Some(since) = q.since_us {
+            b.push(" AND ts >= ").push_bind(since);
+        }
+        if let Some(after) = q.after_seq {
+            b.push(" AND seq > ")
+                .push_bind(i64::try_from(after).unwrap_or(i64::MAX));
+        }
+        if let Some(before) = q.before_seq {
+            b.push(" AND seq < ")
+                .push_bind(i64::try_from(before).unwrap_or(i64::MAX));
+        }
+        if let Some(until) = q.until_us {
+            b.push(" AND ts < ").push_bind(until);
+        }
+        if let Some(path) = &q.path {
+            // As `maos_core::events::path_matches` decides it for live events.
+            b.push(" AND (strpos(coalesce(data->>'path', ''), ")
+                .push_bind(path.clone())
+                .push(") > 0 OR strpos(coalesce(data->>'paths', ''), ")
+                .push_bind(path.clone())
+                .push(") > 0 OR strpos(coalesce(data->>'cycle', ''), ")
+                .push_bind(path.clone())
+                .push(") > 0)");
+        }
+        if let Some(text) = &q.text {
+            b.push(" AND strpos(lower(type || ' ' || data::text), ")
+                .push_bind(text.to_ascii_lowercase())
+                .push(") > 0");
+        }
+        match (q.limit, q.oldest_first) {
+            (Some(n), false) => b.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::from(n)),
+            (Some(n), true) => b.push(" ORDER BY seq ASC LIMIT ").push_bind(i64::from(n)),
+            (None, _) => b.push(" ORDER BY seq ASC"),
+        };
+        let mut out = b
+            .build()
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(rows::event_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        if q.limit.is_some() && !q.oldest_first {
+            out.reverse();
+        }
+        Ok(out)
+    }
+}
+
+/// A commit refused because the project moved on in PostgreSQL without this daemon: told as
+/// [`StoreError::Busy`] with what to do.
+fn stale(key: &str, e: sqlx::Error) -> StoreError {
+    match &e {
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("MA001") => {
+            StoreError::Busy(format!(
+                "project {key} was changed in PostgreSQL by another daemon since this one \
+                 loaded it ({}); nothing was changed: restart this daemon (`maos daemon stop`) \
+                 to serve the project as it is now",
+                db.message()
+            ))
+        }
+        _ => e.into(),
+    }
+}
+
+/// An error that means PostgreSQL could not be reached (no connection within the timeout, a
+/// refused or broken connection), told as such; others as they are.
+pub(crate) fn unreachable(url: &str, e: StoreError) -> StoreError {
+    let cause = match &e {
+        StoreError::Sql(s) | StoreError::Migrate(sqlx::migrate::MigrateError::Execute(s)) => s,
+        _ => return e,
+    };
+    match cause {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => StoreError::Unreachable(format!(
+            "the fleet's PostgreSQL at {url} does not answer ({}); nothing was changed, retry \
+             once it is back",
+            one_line(&cause.to_string())
+        )),
+        _ => e,
+    }
+}
+
+/// `url` with its password (if any) replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (auth, host) = match rest.rfind('@') {
+        Some(at) => (&rest[..at], &rest[at..]),
+        None => return url.to_string(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***{host}"),
+        None => url.to_string(),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn a_password_never_shows() {
+        assert_eq!(
+            redact("postgres://maos:s3cr:et@db.example:5432/fleet"),
+            "postgres://maos:***@db.example:5432/fleet"
+        );
+        assert_eq!(
+            redact("postgres://maos@db/fleet"),
+            "postgres://maos@db/fleet"
+        );
+        assert_eq!(redact("postgres://db/fleet"), "postgres://db/fleet");
+        assert_eq!(redact("not a url"), "not a url");
+    }
+}
