@@ -430,17 +430,20 @@ fn daemon(root: &str, found: bool, service: Option<&svc::Installed>) -> Vec<Chec
             } else {
                 Level::Fail
             };
-            out.push(check(
-                "database",
-                level,
+            // A fleet's PostgreSQL (the project's rows in one database of every project) has
+            // no file of its own and no WAL of maos's to report.
+            let detail = if c.path.starts_with("postgres") {
+                format!("{}: the fleet's database holds {}", c.path, mib(c.bytes))
+            } else {
                 format!(
                     "{} ({}, WAL {}): quick_check {}",
                     c.path,
                     mib(c.bytes),
                     mib(c.wal_bytes),
                     c.quick_check
-                ),
-            ));
+                )
+            };
+            out.push(check("database", level, detail));
         }
         Ok(_) => out.push(check(
             "database",

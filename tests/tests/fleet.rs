@@ -337,3 +337,28 @@ fn a_second_daemon_is_refused_a_project_another_has_until_that_one_dies() {
         "the second daemon has the first's session"
     );
 }
+
+/// A daemon on another machine (another `MAOS_HOME`, another clone) that never recorded
+/// anything for the project reads it from PostgreSQL: `maos ps` there shows the sessions; in a
+/// directory with no key `ps` has nothing to show and says no error.
+#[test]
+fn a_new_clone_on_another_daemon_sees_the_sessions_the_fleet_has() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let first = fleet_env(&pg);
+    let second = fleet_env(&pg);
+    for env in [&first, &second] {
+        std::fs::create_dir_all(env.project.join(".maos")).expect(".maos");
+        std::fs::write(
+            env.project.join(".maos/config.toml"),
+            "project = \"acme/seen\"\n",
+        )
+        .expect("write");
+    }
+    let session = first.session("seen elsewhere", &[]);
+    first.maos_json(&["daemon", "stop"]);
+    let ps = second.maos_json(&["ps"]);
+    assert_eq!(ps[0]["id"], session.as_str(), "{ps}");
+    let loose = second.root().join("loose");
+    std::fs::create_dir_all(loose.join(".git")).expect("dir");
+    assert_eq!(second.maos_json_in(&loose, &["ps"]), serde_json::json!([]));
+}

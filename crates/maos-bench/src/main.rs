@@ -24,6 +24,7 @@ use crate::scenarios::activation::scen_activation;
 use crate::scenarios::agent_start::scen_agent_start;
 use crate::scenarios::dash::{scen_dash_hook, scen_dash_live, scen_dash_paint};
 use crate::scenarios::data::{scen_gc, scen_transfer};
+use crate::scenarios::fleet::scen_fleet_join;
 use crate::scenarios::hook_concurrent::scen_hook_concurrent;
 use crate::scenarios::locks::{scen_contention, scen_lock};
 use crate::scenarios::mcp::scen_mcp;
@@ -111,6 +112,11 @@ scenarios:
               refusals, acquire p50/p99; one agent alone (the round trip without load); then
               --requests (default 2000) releases that NOTIFY, to the waiter's connection
               receiving it: p50/p99
+  fleet-join  run with MAOS_TEST_DATABASE=postgres: a project of --requests sessions (default
+              100) x --agents running agents (default 10) in PostgreSQL, then 5 new daemons
+              (each a new MAOS_HOME and another clone, one after the other): spawn to the
+              project's ps answer with every session. With MAOS_TEST_DATABASE=postgres the
+              other scenarios (lock, hook, ...) run their daemon in fleet mode too
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
@@ -240,6 +246,7 @@ fn run(o: &Opts) -> Res {
         "top" => one(scen_top)?,
         "mcp" => one(scen_mcp)?,
         "pg-serialise" => one(scen_pg_serialise)?,
+        "fleet-join" => one(scen_fleet_join)?,
         "dash-paint" => one(scen_dash_paint)?,
         "dash-live" => one(scen_dash_live)?,
         "dash-hook" => one(scen_dash_hook)?,

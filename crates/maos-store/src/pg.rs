@@ -142,6 +142,20 @@ impl Fleet {
             .map(|_| ())
     }
 
+    /// Whether the fleet has recorded anything for the project `key` (read-only; a database
+    /// no daemon has migrated yet has no project).
+    pub async fn has_project(&self, key: &str) -> Result<bool, StoreError> {
+        let found: Option<bool> = sqlx::query_scalar(
+            "SELECT CASE WHEN to_regclass('projects') IS NULL THEN false
+                ELSE EXISTS (SELECT 1 FROM projects WHERE key = $1) END",
+        )
+        .bind(key)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| unreachable(&self.shown, e.into()))?;
+        Ok(found.unwrap_or(false))
+    }
+
     /// Whether PostgreSQL answers, and its version.
     pub async fn status(&self) -> FleetStatus {
         let result = sqlx::query_scalar::<_, String>("SHOW server_version")

@@ -86,19 +86,23 @@ impl Projects {
     /// The actor of the project rooted at `root` when the project has state (it is open, or
     /// its database exists); else `not_found`, and nothing is created.
     pub async fn existing(&self, root: &str) -> Result<ProjectHandle, ErrorBody> {
-        // In a fleet the state is in PostgreSQL; this daemon knows the project once it has
-        // opened it (its directory holds `project.json`).
-        let marker = if self.opts.fleet.is_some() {
-            "project.json"
-        } else {
-            "maos.db"
-        };
         let known = self.open.lock().await.contains_key(root)
-            || self
-                .dir
-                .join(maos_proto::paths::workspace_hash(Path::new(root)))
-                .join(marker)
-                .exists();
+            || match &self.opts.fleet {
+                None => self
+                    .dir
+                    .join(maos_proto::paths::workspace_hash(Path::new(root)))
+                    .join("maos.db")
+                    .exists(),
+                // In a fleet the project may have been recorded by another daemon, from
+                // another clone: PostgreSQL says. A directory with no key has nothing there.
+                Some(fleet) => match maos_proto::paths::repository_key(Path::new(root)) {
+                    Ok(key) => fleet
+                        .has_project(key.as_str())
+                        .await
+                        .map_err(|e| crate::error::storage_error(&e))?,
+                    Err(_) => false,
+                },
+            };
         if !known {
             return Err(ErrorBody::new(
                 ErrorCode::NotFound,

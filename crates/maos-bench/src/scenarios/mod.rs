@@ -4,6 +4,7 @@ pub mod activation;
 pub mod agent_start;
 pub mod dash;
 pub mod data;
+pub mod fleet;
 pub mod hook_concurrent;
 pub mod locks;
 pub mod mcp;
