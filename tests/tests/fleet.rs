@@ -219,6 +219,8 @@ fn a_project_without_a_key_is_refused_in_one_line_until_it_names_one() {
         "{f:?}"
     );
     assert!(!f.message.contains('\n'), "one line: {f:?}");
+    let dir = env.db_path_of(&loose).parent().expect("dir").to_path_buf();
+    assert!(!dir.exists(), "nothing written for it: {}", dir.display());
 
     // Naming it in `.maos/config.toml` is enough; the key is the one given.
     std::fs::create_dir_all(loose.join(".maos")).expect(".maos");

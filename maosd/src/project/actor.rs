@@ -553,14 +553,13 @@ pub(super) async fn open(
     socket: PathBuf,
     opts: StoreOptions,
 ) -> Result<(ProjectHandle, tokio::task::JoinHandle<()>), ErrorBody> {
+    // In a fleet a project without a key is refused before anything is written for it.
+    let key = opts.fleet.as_ref().map(|_| fleet_key(&root)).transpose()?;
     files::claim(&dir, &root, &hash)?;
     let t0 = std::time::Instant::now();
-    let mut store = match &opts.fleet {
-        None => Store::open(dir.join("maos.db"), opts.clone()).await,
-        Some(fleet) => {
-            let key = fleet_key(&root)?;
-            Store::open_fleet(fleet, key.as_str(), &root).await
-        }
+    let mut store = match (&opts.fleet, key) {
+        (Some(fleet), Some(key)) => Store::open_fleet(fleet, key.as_str(), &root).await,
+        _ => Store::open(dir.join("maos.db"), opts.clone()).await,
     }
     .map_err(|e| storage_error(&e))?;
     debug!(project = %root, ms = t0.elapsed().as_secs_f64() * 1e3, "database opened");
