@@ -238,6 +238,14 @@ impl Txn<'_> {
         self.outcomes(outcomes);
     }
 
+    /// The lock table becomes what a fleet's PostgreSQL holds (other daemons changed it); the
+    /// waits that frees are served in this transaction.
+    pub fn sync_locks(&mut self, held: Vec<(maos_core::HeldLock, i64)>) {
+        let now = self.now;
+        let outcomes = self.locks_mut().sync_held(held, now);
+        self.outcomes(outcomes);
+    }
+
     /// Cancel parked waits whose clients went away: on the timeline too, so a wait drawn
     /// since its `lock_wait` ends where it ended.
     pub fn cancel_waits(&mut self, waits: &[WaitId]) {

@@ -134,6 +134,40 @@ impl State {
         }
     }
 
+    /// Take in what other daemons of a fleet committed: changed sessions replace (or join)
+    /// ours, archived ones leave memory, events are numbered on from `last_seq`, and what the
+    /// database holds of each holder's locks is PostgreSQL's (`locks`, when they moved).
+    pub fn refresh(
+        &mut self,
+        sessions: Vec<SessionRecord>,
+        gone: &[SessionId],
+        last_seq: u64,
+        locks: Option<&[(HeldLock, i64)]>,
+    ) {
+        if !sessions.is_empty() || !gone.is_empty() {
+            for rec in sessions {
+                match self.by_id.get(&rec.id) {
+                    Some(&i) => self.sessions[i] = rec,
+                    None => self.sessions.push(rec),
+                }
+            }
+            self.sessions.retain(|s| !gone.contains(&s.id));
+            self.sessions
+                .sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+            self.reindex();
+        }
+        self.next_seq = self.next_seq.max(last_seq + 1);
+        if let Some(locks) = locks {
+            self.persisted.clear();
+            for (lock, _) in locks {
+                self.persisted
+                    .entry(lock.holder.clone())
+                    .or_default()
+                    .insert(lock.token, lock.expires_at);
+            }
+        }
+    }
+
     /// Put sessions back as they were saved (`None`: it did not exist), each in its place in
     /// creation order, and rebuild the indexes.
     fn put_back(&mut self, saved: impl IntoIterator<Item = (SessionId, Option<SessionRecord>)>) {

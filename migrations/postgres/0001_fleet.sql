@@ -23,8 +23,26 @@ END $$;
 CREATE TABLE projects (
     key         text PRIMARY KEY,
     last_seq    bigint NOT NULL DEFAULT 0,
+    -- Moved by every batch that writes lock rows (a renewal writes no event): a daemon
+    -- re-reads the project's locks when it moved.
+    lock_seq    bigint NOT NULL DEFAULT 0,
     created_at  bigint NOT NULL DEFAULT maos_now_us()
 );
+
+-- The start of a batch (DESIGN.md §10): the project's key locked to the end of the
+-- transaction (batches of one project, on every daemon, follow each other), then, in this
+-- order, PostgreSQL's clock (after the lock: a lease is judged when the batch runs), the
+-- project's counters, and a fresh block of fencing tokens.
+CREATE FUNCTION maos_begin(project_key text, OUT now_us bigint, OUT last_seq bigint,
+    OUT lock_seq bigint, OUT token bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('maos project ' || project_key, 0));
+    SELECT p.last_seq, p.lock_seq INTO last_seq, lock_seq FROM projects p
+        WHERE p.key = project_key;
+    now_us := maos_now_us();
+    token := nextval('maos_fence');
+END $$;
 
 -- A member of the fleet: one daemon (its machine and MAOS_HOME).
 CREATE TABLE daemons (

@@ -1,8 +1,11 @@
-//! Fleet mode with one daemon (stage 2 of DESIGN.md §10): `database_url` in `config.toml` makes
-//! maosd keep its projects in a real, throwaway PostgreSQL, with SQLite's semantics. What it
-//! acknowledges is in PostgreSQL (read back there, and after `kill -9`), nothing goes to a
-//! SQLite file, `daemon status` and `doctor` name the engine and its health, and every kind of
-//! bad configuration gets one line and changes nothing.
+//! Fleet mode (DESIGN.md §10): `database_url` in `config.toml` makes maosd keep its projects
+//! in a real, throwaway PostgreSQL, with SQLite's semantics. What it acknowledges is in
+//! PostgreSQL (read back there, and after `kill -9`), nothing goes to a SQLite file, `daemon
+//! status` and `doctor` name the engine and its health, and every kind of bad configuration
+//! gets one line and changes nothing. Two daemons (two homes, two clones of one repository)
+//! serve one project at once: a lock taken through one is enforced through the other, a killed
+//! daemon's lease lapses by PostgreSQL's clock and the next token is larger, and a frozen
+//! daemon's grant is refused once it runs again.
 
 use std::path::Path;
 
@@ -306,38 +309,117 @@ fn bad_database_urls_are_refused_at_start_and_an_unreachable_server_changes_noth
     assert!(!Path::new(&env.db_path()).exists());
 }
 
-/// Until daemons share a project (stage 3), a second daemon is refused the project in one line
-/// naming the one that has it, and takes it over once that one's connection is gone; the first
-/// can then commit nothing on top of what it no longer knows.
-#[test]
-fn a_second_daemon_is_refused_a_project_another_has_until_that_one_dies() {
-    let Some(pg) = postgres_or_skip() else { return };
-    let first = fleet_env(&pg);
-    let second = fleet_env(&pg);
+/// Two daemons (two homes, two clones) on one project key.
+fn two_daemons(pg: &Postgres, key: &str) -> (Env, Env) {
+    let first = fleet_env(pg);
+    let second = fleet_env(pg);
     for env in [&first, &second] {
         std::fs::create_dir_all(env.project.join(".maos")).expect(".maos");
         std::fs::write(
             env.project.join(".maos/config.toml"),
-            "project = \"acme/shared\"\n",
+            format!("project = \"{key}\"\n"),
         )
         .expect("write");
     }
-    let session = first.session("shared", &[]);
-    let f = second.maos_fail(&["session", "create", "--objective", "second"]);
-    assert_eq!(f.code, "unavailable", "{f:?}");
+    (first, second)
+}
+
+/// An agent registered on `env`'s daemon in `session`.
+fn agent_in(env: &Env, session: &str, role: &str) -> String {
+    env.agent(Some(session), role, "work")
+}
+
+/// Two daemons serve one project at once: a lock taken through one is enforced through the
+/// other (refused naming its holder, listed there with its token), and once released there
+/// the other's grant has a larger token.
+#[test]
+fn a_lock_taken_through_one_daemon_is_enforced_through_another() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let (a, b) = two_daemons(&pg, "acme/shared");
+    let session = a.session("shared", &[]);
+    let a1 = agent_in(&a, &session, "writer");
+    // The other daemon sees the session at once and registers its own agent in it.
+    let b1 = agent_in(&b, &session, "reviewer");
+    let t1 = token(&a.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &a1]));
+    let f = b.maos_fail(&["lock", "acquire", "src/a.rs", "--agent", &b1]);
+    assert_eq!(f.code, "lock_conflict", "{f:?}");
     assert!(
-        f.message.contains("acme/shared")
-            && f.message.contains(first.project.to_str().expect("utf-8")),
-        "names the project and where it is open: {f:?}"
+        f.message.contains(&a1[..12]) || f.message.contains("writer"),
+        "names the holder: {f:?}"
     );
-    first.kill9();
-    // The killed daemon's connection, and with it the project, goes at once.
-    let shown = second.maos_json(&["session", "show", &session]);
-    assert_eq!(
-        shown["id"],
-        session.as_str(),
-        "the second daemon has the first's session"
+    let listed = b.maos_json(&["lock", "list"]);
+    assert_eq!(listed["locks"][0]["holder"], a1.as_str(), "{listed}");
+    assert_eq!(token(&listed["locks"][0]), t1);
+    // A file nobody holds is granted through either.
+    b.maos_json(&["lock", "acquire", "src/b.rs", "--agent", &b1]);
+    let f = a.maos_fail(&["lock", "acquire", "src/b.rs", "--agent", &a1]);
+    assert_eq!(f.code, "lock_conflict", "{f:?}");
+    a.maos_json(&["lock", "release", "src/a.rs", "--agent", &a1]);
+    let t2 = token(&b.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &b1]));
+    assert!(t2 > t1, "token {t2} after {t1}");
+    // Both timelines are the project's one timeline.
+    let seqs = |env: &Env| -> Vec<i64> {
+        env.events(&[])
+            .iter()
+            .map(|e| e["seq"].as_i64().expect("seq"))
+            .collect()
+    };
+    assert_eq!(seqs(&a), seqs(&b));
+    assert!(
+        seqs(&a).windows(2).all(|w| w[1] == w[0] + 1),
+        "no gaps, no repeats"
     );
+}
+
+/// A daemon killed with `kill -9` while its agent holds a lock: the lease lapses by
+/// PostgreSQL's clock, the other daemon's waiting agent gets the lock with a larger token, and
+/// the lapse is on the timeline.
+#[test]
+fn a_killed_daemons_lock_lapses_and_the_next_holder_has_a_larger_token() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let (a, b) = two_daemons(&pg, "acme/killed");
+    let session = a.session("killed", &[]);
+    let a1 = agent_in(&a, &session, "writer");
+    let b1 = agent_in(&b, &session, "next");
+    let t1 = token(&a.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &a1, "--ttl", "2s"]));
+    a.kill9();
+    let got = b.maos_json(&[
+        "lock", "acquire", "src/a.rs", "--agent", &b1, "--wait", "20s",
+    ]);
+    assert!(token(&got) > t1, "token {} after {t1}", token(&got));
+    let expired = b.events(&["--type", "lock_expired"]);
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    assert_eq!(expired[0]["agent_id"], a1.as_str());
+}
+
+/// A daemon frozen (SIGSTOP) past its agent's lease, then continued: meanwhile the other
+/// daemon's agent got the lock; the frozen daemon's grant is refused from then on (its agent
+/// neither holds nor can release it), whatever its memory said.
+#[test]
+fn a_frozen_daemons_grant_is_refused_once_it_runs_again() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let (a, b) = two_daemons(&pg, "acme/frozen");
+    let session = a.session("frozen", &[]);
+    let a1 = agent_in(&a, &session, "writer");
+    let b1 = agent_in(&b, &session, "next");
+    let t1 = token(&a.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &a1, "--ttl", "2s"]));
+    let pid = a.daemon_pid();
+    // SAFETY: plain kill(2) on the test's own daemon.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+    let got = b.maos_json(&[
+        "lock", "acquire", "src/a.rs", "--agent", &b1, "--wait", "20s",
+    ]);
+    let t2 = token(&got);
+    assert!(t2 > t1);
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+    let f = a.maos_fail(&["lock", "acquire", "src/a.rs", "--agent", &a1]);
+    assert_eq!(f.code, "lock_conflict", "the old grant is gone: {f:?}");
+    let f = a.maos_fail(&["lock", "release", "src/a.rs", "--agent", &a1]);
+    assert_eq!(f.code, "not_lock_holder", "{f:?}");
+    let listed = a.maos_json(&["lock", "list"]);
+    assert_eq!(listed["locks"][0]["holder"], b1.as_str(), "{listed}");
+    assert_eq!(token(&listed["locks"][0]), t2);
 }
 
 /// A daemon on another machine (another `MAOS_HOME`, another clone) that never recorded

@@ -22,7 +22,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Connection, Row};
 
-pub use pg::{Fleet, FleetStatus, PgReader, PgStore, redact};
+pub use pg::{Fleet, FleetStatus, Fresh, PgReader, PgStore, redact};
 pub use rows::{from_us, to_us};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
@@ -296,22 +296,33 @@ impl Store {
         }
     }
 
-    /// Before a batch whose grants are numbered from `next`: where numbering must jump to, if
-    /// anywhere. On SQLite tokens are the project's own (never); in a fleet each daemon numbers
-    /// from blocks of one shared sequence.
-    pub async fn reserve_tokens(&mut self, next: u64) -> Result<Option<u64>, StoreError> {
+    /// Start a batch. On SQLite nothing (the actor is the only writer). In a fleet the
+    /// batch's transaction: the project's key locked, PostgreSQL's clock, a block of tokens,
+    /// and what other daemons changed since event `known`; end it with [`Store::commit`] or
+    /// [`Store::end`].
+    pub async fn begin(&mut self, known: u64) -> Result<Option<Fresh>, StoreError> {
         match self {
             Store::Sqlite(_) => Ok(None),
             Store::Postgres(s) => {
                 let url = s.url();
-                (s.reserve_tokens(next).await).map_err(|e| pg::unreachable(&url, e))
+                (s.begin(known).await)
+                    .map(Some)
+                    .map_err(|e| pg::unreachable(&url, e))
             }
+        }
+    }
+
+    /// End a begun batch that commits nothing.
+    pub async fn end(&mut self) {
+        if let Store::Postgres(s) = self {
+            s.end().await;
         }
     }
 
     /// Apply a batch in one transaction. Returns only after the commit.
     pub async fn commit(&mut self, batch: &Batch<'_>) -> Result<(), StoreError> {
         if batch.is_empty() {
+            self.end().await;
             return Ok(());
         }
         match self {

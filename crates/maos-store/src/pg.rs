@@ -142,18 +142,15 @@ impl Fleet {
             .map(|_| ())
     }
 
-    /// Whether the fleet has recorded anything for the project `key` (read-only; a database
-    /// no daemon has migrated yet has no project).
+    /// Whether the fleet has recorded anything for the project `key` (joining the fleet
+    /// first: a database no daemon migrated yet has no table to ask).
     pub async fn has_project(&self, key: &str) -> Result<bool, StoreError> {
-        let found: Option<bool> = sqlx::query_scalar(
-            "SELECT CASE WHEN to_regclass('projects') IS NULL THEN false
-                ELSE EXISTS (SELECT 1 FROM projects WHERE key = $1) END",
-        )
-        .bind(key)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| unreachable(&self.shown, e.into()))?;
-        Ok(found.unwrap_or(false))
+        self.join().await.map_err(|e| unreachable(&self.shown, e))?;
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM projects WHERE key = $1)")
+            .bind(key)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| unreachable(&self.shown, e.into()))
     }
 
     /// Whether PostgreSQL answers, and its version.
@@ -171,17 +168,39 @@ impl Fleet {
     }
 }
 
-/// One project's writer in a fleet's database.
+/// One project's writer in a fleet's database. Every batch is a transaction that starts with
+/// [`PgStore::begin`] (the project's key locked, what other daemons changed read back) and
+/// ends with [`PgStore::commit`] or [`PgStore::end`].
 pub struct PgStore {
-    /// Holds the project's advisory lock for as long as this store is open: until daemons
-    /// share a project (stage 3 of DESIGN.md §10), one daemon at a time has it, and the lock
-    /// goes with its connection when the daemon dies.
-    owner: sqlx::PgConnection,
     pool: PgPool,
     key: Arc<str>,
     shown: Arc<str>,
-    /// The end (exclusive) of the fencing-token block this store numbers grants from.
+    /// The batch's transaction, between `begin` and `commit`/`end`.
+    tx: Option<sqlx::Transaction<'static, sqlx::Postgres>>,
+    /// The project's `lock_seq` as of the lock rows this daemon has.
+    lock_seq: i64,
+    /// The end (exclusive) of the fencing-token block this batch numbers grants from.
     tokens_end: u64,
+}
+
+/// What a batch starts from in a fleet: PostgreSQL's clock, a fresh block of tokens, and what
+/// other daemons changed since this one last knew the project.
+#[derive(Debug)]
+pub struct Fresh {
+    /// PostgreSQL's clock once the project's key is locked: the batch's `now`.
+    pub now: maos_core::Ts,
+    /// The first token of the batch's block.
+    pub token_start: u64,
+    /// The project's last event number.
+    pub last_seq: u64,
+    /// Live sessions that changed (whole, with phases and agents).
+    pub sessions: Vec<maos_core::record::SessionRecord>,
+    /// Sessions archived elsewhere: out of memory.
+    pub gone: Vec<maos_core::SessionId>,
+    /// The events committed elsewhere, oldest first.
+    pub events: Vec<EventRecord>,
+    /// Every held lock of the project, when any lock row changed.
+    pub locks: Option<Vec<(HeldLock, i64)>>,
 }
 
 impl PgStore {
@@ -189,35 +208,6 @@ impl PgStore {
     /// out at `root` on this daemon's machine.
     pub async fn open(fleet: &Fleet, key: &str, root: &str) -> Result<PgStore, StoreError> {
         fleet.join().await?;
-        let mut owner = fleet.pool.acquire().await?.detach();
-        let mine: bool = sqlx::query_scalar(
-            "SELECT pg_try_advisory_lock(hashtextextended('maos project ' || $1, 0))",
-        )
-        .bind(key)
-        .fetch_one(&mut owner)
-        .await?;
-        if !mine {
-            let others: Vec<(String, String)> = sqlx::query_as(
-                "SELECT daemon, root FROM project_roots WHERE project = $1 AND daemon <> $2
-                 ORDER BY daemon",
-            )
-            .bind(key)
-            .bind(fleet.daemon())
-            .fetch_all(&fleet.pool)
-            .await?;
-            let held_by = match others.as_slice() {
-                [] => "another daemon".to_string(),
-                list => list
-                    .iter()
-                    .map(|(d, r)| format!("daemon {d} (at {r})"))
-                    .collect::<Vec<_>>()
-                    .join(" or "),
-            };
-            return Err(StoreError::Busy(format!(
-                "project {key} is open on {held_by}: this version of maos serves a project from \
-                 one daemon at a time; stop that daemon (`maos daemon stop` there) or use it"
-            )));
-        }
         sqlx::query("INSERT INTO projects (key) VALUES ($1) ON CONFLICT (key) DO NOTHING")
             .bind(key)
             .execute(&fleet.pool)
@@ -232,10 +222,11 @@ impl PgStore {
         .execute(&fleet.pool)
         .await?;
         Ok(PgStore {
-            owner,
             pool: fleet.pool.clone(),
             key: key.into(),
             shown: fleet.shown.as_str().into(),
+            tx: None,
+            lock_seq: 0,
             tokens_end: 0,
         })
     }
@@ -256,11 +247,16 @@ impl PgStore {
     /// The project's live sessions, held locks and counters; the next token is the start of
     /// a fresh block.
     pub async fn load(&mut self) -> Result<Loaded, StoreError> {
-        let sessions = read_sessions(&self.pool, &self.key, None).await?;
-        let last_seq: i64 = sqlx::query_scalar("SELECT last_seq FROM projects WHERE key = $1")
-            .bind(&*self.key)
-            .fetch_one(&self.pool)
-            .await?;
+        let sessions = {
+            let mut c = self.pool.acquire().await?;
+            read_sessions(&mut c, &self.key, Which::Live).await?
+        };
+        let (last_seq, lock_seq): (i64, i64) =
+            sqlx::query_as("SELECT last_seq, lock_seq FROM projects WHERE key = $1")
+                .bind(&*self.key)
+                .fetch_one(&self.pool)
+                .await?;
+        self.lock_seq = lock_seq;
         let (locks, next_token) = self.load_locks().await?;
         let checkpointed = sqlx::query(
             "SELECT session_id, max(ts) AS ts FROM checkpoints WHERE project = $1
@@ -284,16 +280,9 @@ impl PgStore {
     /// Held locks as committed, and the start of a fresh token block (above every token ever
     /// drawn, fleet-wide).
     pub async fn load_locks(&mut self) -> Result<(Vec<(HeldLock, i64)>, u64), StoreError> {
-        let locks = sqlx::query(
-            "SELECT token, path, holder_id, mode, acquired_at, expires_at, ttl_us FROM locks
-             WHERE project = $1 ORDER BY token",
-        )
-        .bind(&*self.key)
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(rows::lock_from_row)
-        .collect::<Result<Vec<_>, _>>()?;
+        let mut c = self.pool.acquire().await?;
+        let locks = read_locks(&mut c, &self.key).await?;
+        drop(c);
         let next = self.draw_tokens().await?;
         Ok((locks, next))
     }
@@ -307,27 +296,123 @@ impl PgStore {
         Ok(start)
     }
 
-    /// Before a batch that numbers grants from `next`: a fresh block when less than half of
-    /// the current one is left (no batch grants that many), so tokens never run into another
-    /// daemon's block.
-    pub async fn reserve_tokens(&mut self, next: u64) -> Result<Option<u64>, StoreError> {
-        if next.saturating_add(TOKEN_BLOCK / 2) < self.tokens_end {
-            return Ok(None);
+    /// Start a batch: its transaction, the project's key locked until it ends, and what
+    /// changed since the daemon last knew the project at event `known`.
+    pub async fn begin(&mut self, known: u64) -> Result<Fresh, StoreError> {
+        // A batch that never ended (its future dropped) is rolled back by sqlx on drop.
+        self.tx = None;
+        let mut tx = self.pool.begin().await?;
+        let (now_us, last_seq, lock_seq, token): (i64, Option<i64>, Option<i64>, i64) =
+            sqlx::query_as("SELECT now_us, last_seq, lock_seq, token FROM maos_begin($1)")
+                .bind(&*self.key)
+                .fetch_one(&mut *tx)
+                .await?;
+        let last_seq = last_seq.unwrap_or(0).max(0) as u64;
+        let lock_seq = lock_seq.unwrap_or(0);
+        let token_start = token.max(1) as u64;
+        self.tokens_end = token_start.saturating_add(TOKEN_BLOCK);
+        let mut fresh = Fresh {
+            now: rows::from_us(now_us),
+            token_start,
+            last_seq,
+            sessions: Vec::new(),
+            gone: Vec::new(),
+            events: Vec::new(),
+            locks: None,
+        };
+        if last_seq > known {
+            let known = i64::try_from(known).unwrap_or(i64::MAX);
+            let changed: Vec<(String, bool)> = sqlx::query_as(
+                "SELECT id, archived FROM sessions WHERE project = $1 AND changed_seq > $2
+                 UNION
+                 SELECT s.id, s.archived FROM session_agents a
+                 JOIN sessions s ON s.project = a.project AND s.id = a.session_id
+                 WHERE a.project = $1 AND a.changed_seq > $2",
+            )
+            .bind(&*self.key)
+            .bind(known)
+            .fetch_all(&mut *tx)
+            .await?;
+            let live: Vec<String> = changed
+                .iter()
+                .filter(|(_, archived)| !archived)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for (id, archived) in &changed {
+                if *archived {
+                    fresh.gone.push(
+                        maos_core::SessionId::parse(id)
+                            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    );
+                }
+            }
+            if !live.is_empty() {
+                fresh.sessions = read_sessions(&mut tx, &self.key, Which::Ids(&live)).await?;
+            }
+            fresh.events = sqlx::query(
+                "SELECT seq, ts, session_id, agent_id, type, data::text AS data
+                 FROM session_events WHERE project = $1 AND seq > $2 ORDER BY seq",
+            )
+            .bind(&*self.key)
+            .bind(known)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(rows::event_from_row)
+            .collect::<Result<_, _>>()?;
         }
-        self.draw_tokens().await.map(Some)
+        if lock_seq != self.lock_seq {
+            fresh.locks = Some(read_locks(&mut tx, &self.key).await?);
+            self.lock_seq = lock_seq;
+        }
+        self.tx = Some(tx);
+        Ok(fresh)
     }
 
-    /// Write a batch in one transaction; returns only after PostgreSQL committed it.
+    /// End a batch that wrote nothing (its transaction, and the key's lock, let go).
+    pub async fn end(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.rollback().await;
+        }
+    }
+
+    /// Write the batch begun by [`PgStore::begin`] and commit its transaction; returns only
+    /// after PostgreSQL committed it.
     pub async fn commit(&mut self, b: &Batch<'_>) -> Result<(), StoreError> {
+        let Some(mut tx) = self.tx.take() else {
+            return Err(StoreError::Corrupt(
+                "a fleet batch was committed without being begun".into(),
+            ));
+        };
         if let Some(lock) = b.locks.iter().find(|l| l.lock.token >= self.tokens_end) {
             return Err(StoreError::Corrupt(format!(
-                "token {} is past this daemon's block (ending {}): the batch granted more \
+                "token {} is past this batch's block (ending {}): the batch granted more \
                  locks than a block holds",
                 lock.lock.token, self.tokens_end
             )));
         }
-        let rows = rows::BatchRows::of(b)?;
-        let last_seq = b.events.last().map_or(0, |e| e.seq as i64);
+        // A session whose phases changed is written whole too, so that its `changed_seq`
+        // tells the other daemons to read it again.
+        let mut sessions = b.sessions.clone();
+        for s in &b.phases_of {
+            if !sessions.iter().any(|x| x.id == s.id) {
+                sessions.push(s);
+            }
+        }
+        let rows = rows::BatchRows::of(&Batch {
+            sessions,
+            phases_of: b.phases_of.clone(),
+            agents: b.agents.clone(),
+            events: b.events,
+            locks: b.locks.clone(),
+            unlocks: b.unlocks.clone(),
+            next_token: b.next_token,
+            checkpoints: b.checkpoints,
+            archived: Vec::new(),
+            purged: Vec::new(),
+            base_seq: b.base_seq,
+        })?;
+        let last_seq = b.events.last().map_or(b.base_seq, |e| e.seq) as i64;
         let (mut ck_session, mut ck_seq, mut ck_ts, mut ck_reason, mut ck_state) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for c in b.checkpoints {
@@ -337,7 +422,8 @@ impl PgStore {
             ck_reason.push(c.reason.as_str());
             ck_state.push(c.state.as_str());
         }
-        let main = sqlx::query(WRITE_BATCH)
+        let locks_moved = !b.locks.is_empty() || !b.unlocks.is_empty();
+        let lock_seq: i64 = sqlx::query_scalar(WRITE_BATCH)
             .bind(&*self.key)
             .bind(rows.sessions)
             .bind(rows.phases)
@@ -351,25 +437,26 @@ impl PgStore {
             .bind(ck_reason)
             .bind(ck_state)
             .bind(last_seq)
-            .bind(b.base_seq as i64);
-        if b.archived.is_empty() && b.purged.is_empty() {
-            main.execute(&self.pool)
-                .await
-                .map_err(|e| stale(&self.key, e))?;
-            return Ok(());
-        }
-        let archived: Vec<&str> = b.archived.iter().map(|s| s.as_str()).collect();
-        let purged: Vec<&str> = b.purged.iter().map(|s| s.as_str()).collect();
-        let mut tx = self.pool.begin().await?;
-        main.execute(&mut *tx)
+            .bind(b.base_seq as i64)
+            .bind(locks_moved)
+            .fetch_one(&mut *tx)
             .await
             .map_err(|e| stale(&self.key, e))?;
-        sqlx::query("UPDATE sessions SET archived = true WHERE project = $1 AND id = ANY($2)")
+        if !b.archived.is_empty() {
+            let archived: Vec<&str> = b.archived.iter().map(|s| s.as_str()).collect();
+            // `changed_seq` too: the other daemons take it out of their memory.
+            sqlx::query(
+                "UPDATE sessions SET archived = true, changed_seq = $3
+                 WHERE project = $1 AND id = ANY($2)",
+            )
             .bind(&*self.key)
             .bind(&archived)
+            .bind(last_seq)
             .execute(&mut *tx)
             .await?;
-        if !purged.is_empty() {
+        }
+        if !b.purged.is_empty() {
+            let purged: Vec<&str> = b.purged.iter().map(|s| s.as_str()).collect();
             for sql in PURGE {
                 sqlx::query(sql)
                     .bind(&*self.key)
@@ -379,14 +466,32 @@ impl PgStore {
             }
         }
         tx.commit().await?;
+        self.lock_seq = lock_seq;
         Ok(())
     }
 
-    /// Let go of the project (its advisory lock goes with the connection). The pool is the
-    /// fleet's, shared by every project: it closes with the daemon.
-    pub async fn close(self) {
-        let _ = sqlx::Connection::close(self.owner).await;
+    /// Close the store (a batch still open is rolled back). The pool is the fleet's, shared
+    /// by every project: it closes with the daemon.
+    pub async fn close(mut self) {
+        self.end().await;
     }
+}
+
+/// The project's held locks with their lease lengths.
+async fn read_locks(
+    c: &mut sqlx::PgConnection,
+    key: &str,
+) -> Result<Vec<(HeldLock, i64)>, StoreError> {
+    sqlx::query(
+        "SELECT token, path, holder_id, mode, acquired_at, expires_at, ttl_us FROM locks
+         WHERE project = $1 ORDER BY token",
+    )
+    .bind(key)
+    .fetch_all(&mut *c)
+    .await?
+    .iter()
+    .map(rows::lock_from_row)
+    .collect()
 }
 
 /// The whole batch as one statement: each `WITH` clause changes one table, the final `UPDATE`
@@ -463,8 +568,10 @@ c AS (
   SELECT $1, c.* FROM unnest($8::text[], $9::bigint[], $10::bigint[], $11::text[],
       $12::text[]) AS c)
 UPDATE projects SET last_seq = CASE WHEN last_seq = $14 THEN greatest(last_seq, $13)
-    ELSE maos_stale($1, last_seq, $14) END
-WHERE key = $1";
+    ELSE maos_stale($1, last_seq, $14) END,
+    lock_seq = lock_seq + CASE WHEN $15 THEN 1 ELSE 0 END
+WHERE key = $1
+RETURNING lock_seq";
 
 /// Everything a deleted session recorded goes with it (`maos gc`), after the batch's inserts.
 const PURGE: [&str; 6] = [
@@ -485,42 +592,53 @@ const AGENT_COLUMNS: &str = "id, session_id, role, instance, task, state, paused
     depends_on::text AS depends_on, created_at, updated_at, started_at, ended_at, exit_code, \
     external_session_id, external_agent_id, data::text AS data";
 
-/// The live sessions of a project (`one` = None), or one session by id, archived or not.
+/// Which sessions to read whole.
+#[derive(Clone, Copy)]
+enum Which<'a> {
+    /// Every session not archived: what a daemon keeps in memory.
+    Live,
+    /// These sessions by id, archived or not.
+    Ids(&'a [String]),
+}
+
+/// Sessions of a project with their phases and agents.
 async fn read_sessions(
-    pool: &PgPool,
+    c: &mut sqlx::PgConnection,
     key: &str,
-    one: Option<&str>,
+    which: Which<'_>,
 ) -> Result<Vec<maos_core::record::SessionRecord>, StoreError> {
-    let (which, order) = match one {
-        None => ("NOT archived", "created_at, id"),
-        Some(_) => ("id = $2", "id"),
+    // `$2` (the ids) is in every statement: PostgreSQL refuses a parameter a statement
+    // does not use.
+    let (cond, narrow, ids): (&str, &str, &[String]) = match which {
+        Which::Live => (
+            "NOT archived AND $2::text[] IS NOT NULL",
+            "AND $2::text[] IS NOT NULL",
+            &[],
+        ),
+        Which::Ids(ids) => ("id = ANY($2)", "AND session_id = ANY($2)", ids),
     };
     let sessions = sqlx::query(&format!(
-        "SELECT {SESSION_COLUMNS} FROM sessions WHERE project = $1 AND {which} ORDER BY {order}"
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE project = $1 AND {cond}
+         ORDER BY created_at, id"
     ))
     .bind(key)
-    .bind(one)
-    .fetch_all(pool)
+    .bind(ids)
+    .fetch_all(&mut *c)
     .await?;
-    let narrow = if one.is_some() {
-        "AND session_id = $2"
-    } else {
-        "AND $2::text IS NULL"
-    };
     let phases = sqlx::query(&format!(
         "SELECT {PHASE_COLUMNS} FROM phases WHERE project = $1 {narrow} ORDER BY session_id, idx"
     ))
     .bind(key)
-    .bind(one)
-    .fetch_all(pool)
+    .bind(ids)
+    .fetch_all(&mut *c)
     .await?;
     let agents = sqlx::query(&format!(
         "SELECT {AGENT_COLUMNS} FROM session_agents WHERE project = $1 {narrow}
          ORDER BY created_at, ord"
     ))
     .bind(key)
-    .bind(one)
-    .fetch_all(pool)
+    .bind(ids)
+    .fetch_all(&mut *c)
     .await?;
     rows::assemble(&sessions, &phases, &agents)
 }
@@ -596,12 +714,15 @@ impl PgReader {
         &self,
         session: &str,
     ) -> Result<Option<maos_core::export::SessionExport>, StoreError> {
-        let Some(rec) = read_sessions(&self.pool, &self.key, Some(session))
+        let one = [session.to_string()];
+        let mut c = self.pool.acquire().await?;
+        let Some(rec) = read_sessions(&mut c, &self.key, Which::Ids(&one))
             .await?
             .pop()
         else {
             return Ok(None);
         };
+        drop(c);
         let events = self
             .events(&EventQuery {
                 session_id: Some(session.to_string()),

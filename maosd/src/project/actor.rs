@@ -67,6 +67,23 @@ enum Cmd {
     },
 }
 
+/// What a fleet batch applies in its transaction before its requests.
+struct Begun {
+    now: maos_core::Ts,
+    locks: Option<Vec<(maos_core::HeldLock, i64)>>,
+}
+
+impl Begun {
+    /// PostgreSQL's clock is the batch's, and the lock table becomes what PostgreSQL holds
+    /// (serving the waits that frees).
+    fn apply(self, txn: &mut Txn<'_>) {
+        txn.now = self.now;
+        if let Some(locks) = self.locks {
+            txn.sync_locks(locks);
+        }
+    }
+}
+
 /// Handle to a project actor.
 #[derive(Clone)]
 pub struct ProjectHandle {
@@ -196,23 +213,20 @@ impl Actor {
     }
 
     async fn batch(&mut self, cmds: impl Iterator<Item = Cmd>) {
-        // In a fleet grants are numbered from blocks of one shared sequence: a fresh block
-        // when this one runs low. Without one, no request may be applied (a grant could take
-        // a token another daemon owns).
-        match self
-            .store
-            .reserve_tokens(self.state.locks.next_token())
-            .await
-        {
-            Ok(Some(start)) => self.state.locks.raise_next_token(start),
-            Ok(None) => {}
+        // In a fleet the batch starts in PostgreSQL: what other daemons changed comes into
+        // memory first. Without it no request may be applied.
+        let fresh = match self.begin().await {
+            Ok(f) => f,
             Err(e) => {
-                warn!(project = %self.root, error = %e, "cannot reserve fencing tokens; the batch fails");
-                self.refuse(cmds, &storage_error(&e));
+                warn!(project = %self.root, error = %e.message, "cannot begin the batch; it fails");
+                self.refuse(cmds, &e);
                 return;
             }
-        }
+        };
         let mut txn = Txn::new(&mut self.state);
+        if let Some(f) = fresh {
+            f.apply(&mut txn);
+        }
         // Waits whose clients went away are cancelled first, then leases and deadlines due.
         let gone: Vec<_> = self
             .parked
@@ -272,7 +286,9 @@ impl Actor {
             error!(project = %self.root, "the scheduler panicked; the daemon goes on");
         }
         let mut wakeups = Vec::new();
-        if txn.is_dirty() {
+        if !txn.is_dirty() {
+            self.store.end().await;
+        } else {
             txn.prepare();
             let result = self.store.commit(&txn.batch()).await;
             match result {
@@ -317,6 +333,33 @@ impl Actor {
             });
             let _ = reply.send(sub);
         }
+    }
+
+    /// Start a batch in the store. In a fleet: what other daemons changed is taken into memory
+    /// (sessions, the event counter; their events go to this daemon's subscribers), and the
+    /// rest (PostgreSQL's clock, the token block, the lock rows) is returned for the batch's
+    /// transaction. On SQLite: nothing.
+    async fn begin(&mut self) -> Result<Option<Begun>, ErrorBody> {
+        let Some(fresh) =
+            (self.store.begin(self.state.last_seq()).await).map_err(|e| storage_error(&e))?
+        else {
+            return Ok(None);
+        };
+        self.state.refresh(
+            fresh.sessions,
+            &fresh.gone,
+            fresh.last_seq,
+            fresh.locks.as_deref(),
+        );
+        for e in fresh.events {
+            let _ = self.events.send(Arc::new(e));
+        }
+        // Before the batch's transaction: a fresh block is not a change to write.
+        self.state.locks.raise_next_token(fresh.token_start);
+        Ok(Some(Begun {
+            now: fresh.now,
+            locks: fresh.locks,
+        }))
     }
 
     /// Answer a batch that cannot be applied: every request fails with `err`, subscriptions
@@ -446,7 +489,17 @@ impl Actor {
     /// lost (`cmd::managed::sweep`).
     async fn reconcile(&mut self, all: bool) {
         let t0 = std::time::Instant::now();
+        let fresh = match self.begin().await {
+            Ok(f) => f,
+            Err(e) => {
+                warn!(project = %self.root, error = %e.message, "cannot begin the recovery; it runs again later");
+                return;
+            }
+        };
         let mut txn = Txn::new(&mut self.state);
+        if let Some(f) = fresh {
+            f.apply(&mut txn);
+        }
         // All or nothing: a recovery that fails changes nothing and runs again later.
         let root = &self.root;
         let report = txn.atomic(|tx| {
@@ -478,6 +531,7 @@ impl Actor {
             Err(_) => error!(project = %self.root, "recovery panicked"),
         }
         if !txn.is_dirty() {
+            self.store.end().await;
             return;
         }
         txn.prepare();

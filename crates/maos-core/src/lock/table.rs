@@ -163,6 +163,40 @@ impl LockTable {
         self.insert_lock(lock, ttl_us.max(1));
     }
 
+    /// Make the held locks exactly `held` (the authority's: in a fleet, what PostgreSQL holds
+    /// after other daemons changed it). Locks not in it are gone (their end was recorded
+    /// where it happened) and the waits they blocked are served; locks new in it are added;
+    /// a lease moved elsewhere is moved here. Waits stay. Returns the grants that followed.
+    pub fn sync_held(&mut self, held: Vec<(HeldLock, i64)>, now: Ts) -> Vec<WaitOutcome> {
+        let held: BTreeMap<u64, (HeldLock, i64)> =
+            held.into_iter().map(|(l, t)| (l.token, (l, t))).collect();
+        let gone: Vec<u64> = self
+            .locks
+            .keys()
+            .filter(|t| !held.contains_key(t))
+            .copied()
+            .collect();
+        let removed: Vec<HeldLock> = gone
+            .into_iter()
+            .filter_map(|t| self.remove_lock(t))
+            .collect();
+        for (token, (lock, ttl_us)) in held {
+            match self.locks.get(&token) {
+                Some(e)
+                    if e.lock.holder == lock.holder
+                        && e.lock.path == lock.path
+                        && e.lock.mode == lock.mode =>
+                {
+                    if e.lock.expires_at != lock.expires_at {
+                        self.set_expiry(token, lock.expires_at);
+                    }
+                }
+                _ => self.restore_with_ttl(lock, ttl_us),
+            }
+        }
+        self.grant_after(&removed, &[], now)
+    }
+
     /// Ask for a lock. Granted now, queued (with any deadlock victims it caused and the grants
     /// that followed), or refused: [`LockError::BadTtl`] for `ttl_us <= 0`,
     /// [`LockError::Conflict`] when it cannot be granted and may not wait (`NoWait`, or a

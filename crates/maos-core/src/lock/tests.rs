@@ -617,6 +617,39 @@ fn a_fresh_token_block_numbers_the_next_grant_and_never_lowers_the_counter() {
 }
 
 #[test]
+fn syncing_with_the_authority_adds_moves_and_drops_locks_and_serves_the_waits_it_frees() {
+    let mut lt = LockTable::new(1);
+    let a = granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    let b = granted(lt.acquire(req(2, "g", W, NoWait), t(0)));
+    // Agent 3 waits for f.
+    let _ = queued(lt.acquire(req(3, "f", W, WaitPolicy::Forever), t(1)));
+    // Elsewhere: f was released, g's lease moved, and agent 4 took h with a larger token.
+    let mut moved = b.clone();
+    moved.expires_at = t(500);
+    let other = HeldLock {
+        path: p("h"),
+        mode: W,
+        holder: agent(4),
+        token: 70_000,
+        acquired_at: t(2),
+        expires_at: t(40),
+    };
+    let out = lt.sync_held(vec![(moved.clone(), TTL), (other.clone(), TTL)], t(3));
+    assert!(
+        matches!(out.as_slice(), [WaitOutcome::Granted { lock, .. }] if lock.holder == agent(3) && lock.path == p("f")),
+        "{out:?}"
+    );
+    assert!(lt.get(a.token).is_none(), "f's old lock is gone");
+    assert_eq!(lt.get(b.token).map(|l| l.expires_at), Some(t(500)));
+    assert_eq!(lt.get(70_000), Some(&other));
+    assert!(
+        lt.next_token() > 70_000,
+        "tokens never go back below one seen"
+    );
+    assert!(lt.waiters().is_empty());
+}
+
+#[test]
 fn restore_keeps_tokens_and_raises_the_counter() {
     let mut lt = LockTable::new(5);
     let lock = HeldLock {
