@@ -24,7 +24,7 @@ use crate::scenarios::activation::scen_activation;
 use crate::scenarios::agent_start::scen_agent_start;
 use crate::scenarios::dash::{scen_dash_hook, scen_dash_live, scen_dash_paint};
 use crate::scenarios::data::{scen_gc, scen_transfer};
-use crate::scenarios::fleet::scen_fleet_join;
+use crate::scenarios::fleet::{scen_fleet_contention, scen_fleet_join};
 use crate::scenarios::hook_concurrent::scen_hook_concurrent;
 use crate::scenarios::locks::{scen_contention, scen_lock};
 use crate::scenarios::mcp::scen_mcp;
@@ -117,6 +117,11 @@ scenarios:
               (each a new MAOS_HOME and another clone, one after the other): spawn to the
               project's ps answer with every session. With MAOS_TEST_DATABASE=postgres the
               other scenarios (lock, hook, ...) run their daemon in fleet mode too
+  fleet-contention
+              run with MAOS_TEST_DATABASE=postgres: 3 daemons on one project, --clients agents
+              each (default 20, own client each), a random one of --paths files (default 1000)
+              acquired without waiting and released at once for --duration s (default 5):
+              durable grants/s in all, acquire p50/p99
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
@@ -247,6 +252,7 @@ fn run(o: &Opts) -> Res {
         "mcp" => one(scen_mcp)?,
         "pg-serialise" => one(scen_pg_serialise)?,
         "fleet-join" => one(scen_fleet_join)?,
+        "fleet-contention" => one(scen_fleet_contention)?,
         "dash-paint" => one(scen_dash_paint)?,
         "dash-live" => one(scen_dash_live)?,
         "dash-hook" => one(scen_dash_hook)?,

@@ -1,13 +1,17 @@
 //! Fleet mode (issue 18), run with `MAOS_TEST_DATABASE=postgres` (a throwaway PostgreSQL the
-//! harness starts): a daemon joining a fleet project that already has 100 sessions, from its
-//! spawn until it answers the project's `ps` with all of them (the project loaded from
-//! PostgreSQL). Each join is a new daemon with a new `MAOS_HOME` and its own clone of the
-//! repository (same project key, another root); the one before it is stopped first (until
-//! stage 3 of DESIGN.md §10 a project is served by one daemon at a time).
+//! harness starts):
+//! - `fleet-join`: a daemon joining a fleet project that already has 100 sessions, from its
+//!   spawn until it answers the project's `ps` with all of them (the project loaded from
+//!   PostgreSQL). Each join is a new daemon with a new `MAOS_HOME` and its own clone of the
+//!   repository (same project key, another root).
+//! - `fleet-contention`: three daemons on one project, 20 agents each (a client of its own
+//!   each), acquiring a random one of 1,000 files without waiting and releasing it at once:
+//!   durable grants per second in all, and the round trips.
 
-use std::time::Instant;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
-use maos_proto::{Reply, Request};
+use maos_proto::{ErrorCode, LockWait, Reply, Request};
 use maos_tests::Env;
 use maos_tests::client::Res;
 use maos_tests::daemon::Daemon;
@@ -15,7 +19,8 @@ use maos_tests::daemon::Daemon;
 use crate::Opts;
 use crate::harness;
 use crate::report::{Goal, Metric, pct, print_human};
-use crate::workload::{create_session, running_agent};
+use crate::scenarios::locks::{acquire_req, lock_files, release_req};
+use crate::workload::{Rng, create_session, join_all, running_agent};
 
 const KEY: &str = "bench.invalid/fleet-join";
 
@@ -87,6 +92,99 @@ pub fn scen_fleet_join(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         &format!(
             "fleet join: a new daemon (new MAOS_HOME, another clone) of a project with {sessions} \
              sessions x {agents} running agents in PostgreSQL, spawn to its ps answer, {joins} joins"
+        ),
+        &rows,
+    );
+    Ok(rows)
+}
+
+pub fn scen_fleet_contention(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
+    if maos_tests::postgres::test_database_url().is_none() {
+        return Err(
+            "fleet-contention measures fleet mode: run it with MAOS_TEST_DATABASE=postgres".into(),
+        );
+    }
+    const DAEMONS: usize = 3;
+    let per = o.clients.unwrap_or(20);
+    let files = o.paths.unwrap_or(1000);
+    let secs = o.duration.unwrap_or(5.0);
+    let mut daemons = Vec::new();
+    for _ in 0..DAEMONS {
+        let d = harness::start(sync)?;
+        name_project(&d.env)?;
+        daemons.push(d);
+    }
+    let sid = {
+        let mut c = daemons[0].client()?;
+        create_session(&mut c, "bench: fleet contention", true)?
+    };
+    let dur = Duration::from_secs_f64(secs);
+    let barrier = Arc::new(Barrier::new(DAEMONS * per + 1));
+    let mut handles = Vec::new();
+    let mut k = 0u64;
+    for d in &daemons {
+        let paths = Arc::new(lock_files(d, files)?);
+        let mut setup = d.client()?;
+        for _ in 0..per {
+            k += 1;
+            let aid = running_agent(&mut setup, &sid, &format!("agent{k}"))?;
+            let mut c = d.client()?;
+            let cwd = d.root.clone();
+            let (barrier, paths) = (barrier.clone(), paths.clone());
+            let mut rng = Rng(k.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            handles.push(std::thread::spawn(move || -> Res<(u64, Vec<u64>, f64)> {
+                let mut grants = 0;
+                let mut acquire = Vec::new();
+                barrier.wait();
+                let t0 = Instant::now();
+                while t0.elapsed() < dur {
+                    let p = &paths[rng.below(paths.len())];
+                    let (ns, result) = c.timed_try(acquire_req(&aid, p, &cwd, LockWait::NoWait))?;
+                    acquire.push(ns);
+                    match result {
+                        Ok(()) => {
+                            c.timed(release_req(&aid, p, &cwd))
+                                .map_err(|e| format!("release {p}: {e}"))?;
+                            grants += 1;
+                        }
+                        Err(e) if e.code == ErrorCode::LockConflict => {}
+                        Err(e) => return Err(format!("acquire {p}: {}", e.message)),
+                    }
+                }
+                Ok((grants, acquire, t0.elapsed().as_secs_f64()))
+            }));
+        }
+    }
+    barrier.wait();
+    let mut grants = 0;
+    let mut acquire = Vec::new();
+    let mut elapsed: f64 = 0.0;
+    for (g, a, e) in join_all(handles)? {
+        grants += g;
+        acquire.extend(a);
+        elapsed = elapsed.max(e);
+    }
+    for mut d in daemons {
+        d.stop()?;
+    }
+    acquire.sort_unstable();
+    let name = format!("fleet contention, {DAEMONS} daemons x {per} agents x {files} paths");
+    let rows = vec![
+        Metric::new(
+            &name,
+            "durable grants/s in all",
+            grants as f64 / elapsed,
+            "",
+        )
+        .goal(Goal::AtLeast(2000.0)),
+        Metric::new(&name, "acquire p50", pct(&acquire, 50.0), "µs"),
+        Metric::new(&name, "acquire p99", pct(&acquire, 99.0), "µs"),
+    ];
+    print_human(
+        &format!(
+            "fleet contention: {DAEMONS} daemons on one project in PostgreSQL, {per} agents each \
+             (own client), a random one of {files} files acquired without waiting and released \
+             at once, {secs} s: {grants} grants"
         ),
         &rows,
     );

@@ -19,7 +19,7 @@ use crate::workload::{Rng, WARMUP, create_session, event_stats, join_all, runnin
 
 /// `n` existing files under `src/` of the project (agents lock files that exist, so the
 /// daemon's path resolution takes its usual route); their project-relative paths.
-fn lock_files(d: &Daemon, n: usize) -> Res<Vec<String>> {
+pub(crate) fn lock_files(d: &Daemon, n: usize) -> Res<Vec<String>> {
     let dir = d.env.project.join("src");
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     (0..n)
@@ -34,7 +34,7 @@ fn lock_files(d: &Daemon, n: usize) -> Res<Vec<String>> {
 }
 
 /// A write lock on `path` (relative to the project root, sent as the agent's cwd).
-fn acquire_req(agent: &str, path: &str, cwd: &str, wait: LockWait) -> Request {
+pub(crate) fn acquire_req(agent: &str, path: &str, cwd: &str, wait: LockWait) -> Request {
     Request::LockAcquire {
         agent: agent.to_string(),
         path: path.to_string(),
@@ -45,7 +45,7 @@ fn acquire_req(agent: &str, path: &str, cwd: &str, wait: LockWait) -> Request {
     }
 }
 
-fn release_req(agent: &str, path: &str, cwd: &str) -> Request {
+pub(crate) fn release_req(agent: &str, path: &str, cwd: &str) -> Request {
     Request::LockRelease {
         agent: Some(agent.to_string()),
         path: path.to_string(),
