@@ -643,6 +643,12 @@ async fn read_sessions(
     rows::assemble(&sessions, &phases, &agents)
 }
 
+const POSTGRES: rows::Dialect = rows::Dialect {
+    field: |f| format!("data->>'{f}'"),
+    position: "strpos",
+    data_text: "data::text",
+};
+
 /// A project's history reads in a fleet's database. Cheap to clone.
 #[derive(Clone)]
 pub struct PgReader {
@@ -772,51 +778,7 @@ impl PgReader {
              WHERE project = ",
         );
         b.push_bind(self.key.to_string());
-        if let Some(s) = &q.session_id {
-            b.push(" AND session_id = ").push_bind(s.clone());
-        }
-        if let Some(a) = &q.agent_id {
-            b.push(" AND agent_id = ").push_bind(a.clone());
-        }
-        if !q.types.is_empty() {
-            b.push(" AND type = ANY(")
-                .push_bind(q.types.clone())
-                .push(")");
-        }
-        if let Some(since) = q.since_us {
-            b.push(" AND ts >= ").push_bind(since);
-        }
-        if let Some(after) = q.after_seq {
-            b.push(" AND seq > ")
-                .push_bind(i64::try_from(after).unwrap_or(i64::MAX));
-        }
-        if let Some(before) = q.before_seq {
-            b.push(" AND seq < ")
-                .push_bind(i64::try_from(before).unwrap_or(i64::MAX));
-        }
-        if let Some(until) = q.until_us {
-            b.push(" AND ts < ").push_bind(until);
-        }
-        if let Some(path) = &q.path {
-            // As `maos_core::events::path_matches` decides it for live events.
-            b.push(" AND (strpos(coalesce(data->>'path', ''), ")
-                .push_bind(path.clone())
-                .push(") > 0 OR strpos(coalesce(data->>'paths', ''), ")
-                .push_bind(path.clone())
-                .push(") > 0 OR strpos(coalesce(data->>'cycle', ''), ")
-                .push_bind(path.clone())
-                .push(") > 0)");
-        }
-        if let Some(text) = &q.text {
-            b.push(" AND strpos(lower(type || ' ' || data::text), ")
-                .push_bind(text.to_ascii_lowercase())
-                .push(") > 0");
-        }
-        match (q.limit, q.oldest_first) {
-            (Some(n), false) => b.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::from(n)),
-            (Some(n), true) => b.push(" ORDER BY seq ASC LIMIT ").push_bind(i64::from(n)),
-            (None, _) => b.push(" ORDER BY seq ASC"),
-        };
+        rows::push_event_filters(&mut b, q, &POSTGRES);
         let mut out = b
             .build()
             .fetch_all(&self.pool)

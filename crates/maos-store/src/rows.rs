@@ -959,13 +959,31 @@ pub(crate) async fn history(
     rows.iter().map(history_from_row).collect()
 }
 
-pub(crate) async fn events(
-    pool: &SqlitePool,
+/// How an engine spells what the event filters need.
+pub(crate) struct Dialect {
+    /// `data`'s field, as text (a JSON string unquoted, an array as its JSON text).
+    pub field: fn(&str) -> String,
+    /// The 1-based position of the second text in the first, 0 when absent.
+    pub position: &'static str,
+    /// `data` as text.
+    pub data_text: &'static str,
+}
+
+pub(crate) const SQLITE: Dialect = Dialect {
+    field: |f| format!("json_extract(data, '$.{f}')"),
+    position: "instr",
+    data_text: "data",
+};
+
+/// The filters of `q` after a `WHERE` clause, then its order and limit, on either engine.
+pub(crate) fn push_event_filters<'a, DB: sqlx::Database>(
+    b: &mut QueryBuilder<'a, DB>,
     q: &EventQuery,
-) -> Result<Vec<EventRecord>, StoreError> {
-    let mut b: QueryBuilder<Sqlite> = QueryBuilder::new(
-        "SELECT seq, ts, session_id, agent_id, type, data FROM session_events WHERE 1=1",
-    );
+    d: &Dialect,
+) where
+    String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
     if let Some(s) = &q.session_id {
         b.push(" AND session_id = ").push_bind(s.clone());
     }
@@ -984,7 +1002,8 @@ pub(crate) async fn events(
         b.push(" AND ts >= ").push_bind(since);
     }
     if let Some(after) = q.after_seq {
-        b.push(" AND seq > ").push_bind(after as i64);
+        b.push(" AND seq > ")
+            .push_bind(i64::try_from(after).unwrap_or(i64::MAX));
     }
     if let Some(before) = q.before_seq {
         b.push(" AND seq < ")
@@ -995,24 +1014,42 @@ pub(crate) async fn events(
     }
     if let Some(path) = &q.path {
         // As `maos_core::events::path_matches` decides it for live events.
-        b.push(" AND (instr(COALESCE(json_extract(data, '$.path'), ''), ")
+        let mut sep = " AND (";
+        for field in ["path", "paths", "cycle"] {
+            b.push(format!(
+                "{sep}{}(COALESCE({}, ''), ",
+                d.position,
+                (d.field)(field)
+            ))
             .push_bind(path.clone())
-            .push(") > 0 OR instr(COALESCE(json_extract(data, '$.paths'), ''), ")
-            .push_bind(path.clone())
-            .push(") > 0 OR instr(COALESCE(json_extract(data, '$.cycle'), ''), ")
-            .push_bind(path.clone())
-            .push(") > 0)");
+            .push(") > 0");
+            sep = " OR ";
+        }
+        b.push(")");
     }
     if let Some(text) = &q.text {
-        b.push(" AND instr(lower(type || ' ' || data), ")
-            .push_bind(text.to_ascii_lowercase())
-            .push(") > 0");
+        b.push(format!(
+            " AND {}(lower(type || ' ' || {}), ",
+            d.position, d.data_text
+        ))
+        .push_bind(text.to_ascii_lowercase())
+        .push(") > 0");
     }
     match (q.limit, q.oldest_first) {
         (Some(n), false) => b.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::from(n)),
         (Some(n), true) => b.push(" ORDER BY seq ASC LIMIT ").push_bind(i64::from(n)),
         (None, _) => b.push(" ORDER BY seq ASC"),
     };
+}
+
+pub(crate) async fn events(
+    pool: &SqlitePool,
+    q: &EventQuery,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let mut b: QueryBuilder<Sqlite> = QueryBuilder::new(
+        "SELECT seq, ts, session_id, agent_id, type, data FROM session_events WHERE 1=1",
+    );
+    push_event_filters(&mut b, q, &SQLITE);
     let rows = b.build().fetch_all(pool).await?;
     let mut out = rows
         .iter()
