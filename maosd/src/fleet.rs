@@ -1,7 +1,88 @@
 //! Who this daemon is in a fleet (DESIGN.md §10): its machine's name and an id that stays the
 //! same across its restarts, so that its rows (the agents it runs, its clone's root) stay its.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::project::Poker;
+
+/// A project this daemon opened, to be woken when another daemon commits in it: its
+/// notification channel and its actor.
+pub type Listen = (String, Poker);
+
+/// Receive the fleet's notifications for the projects this daemon has open and wake their
+/// actors (each then runs a batch, which starts from what PostgreSQL holds: a lock released
+/// on another machine is granted to a waiter here at once). A notification from this daemon
+/// itself is ignored. When the listening connection was lost (and sqlx reconnected it), every
+/// project is woken: notifications may have been missed meanwhile.
+pub async fn listen(
+    fleet: Arc<maos_store::Fleet>,
+    mut opened: mpsc::UnboundedReceiver<Listen>,
+    shutdown: CancellationToken,
+) {
+    let me = fleet.daemon().to_string();
+    let mut projects: HashMap<String, Poker> = HashMap::new();
+    let mut pause = Duration::from_millis(100);
+    'connect: loop {
+        let mut listener = match fleet.listener().await {
+            Ok(l) => l,
+            Err(e) => {
+                warn!(error = %e, "cannot listen to the fleet's notifications; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = shutdown.cancelled() => return,
+                }
+                pause = (pause * 2).min(Duration::from_secs(1));
+                continue 'connect;
+            }
+        };
+        pause = Duration::from_millis(100);
+        for channel in projects.keys() {
+            if let Err(e) = listener.listen(channel).await {
+                warn!(error = %e, channel, "cannot listen to a project's notifications");
+            }
+        }
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                open = opened.recv() => {
+                    let Some((channel, poker)) = open else { return };
+                    if let Err(e) = listener.listen(&channel).await {
+                        warn!(error = %e, channel, "cannot listen to a project's notifications");
+                    }
+                    projects.insert(channel, poker);
+                }
+                n = listener.try_recv() => match n {
+                    Ok(Some(n)) if n.payload() != me => {
+                        if let Some(p) = projects.get(n.channel()) {
+                            p.poke();
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        debug!("the fleet's notification connection was lost and made again");
+                        for p in projects.values() {
+                            p.poke();
+                        }
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "the fleet's notifications failed; listening again");
+                        for p in projects.values() {
+                            p.poke();
+                        }
+                        continue 'connect;
+                    }
+                },
+            }
+        }
+    }
+}
 
 /// This machine's host name, or `unknown-host` when the system will not say.
 pub fn machine() -> String {

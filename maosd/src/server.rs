@@ -188,6 +188,15 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
     };
     let projects = Projects::new(&config.home, &config.socket, opts);
     let daemon = Arc::new(Daemon::new(config, projects));
+    if let Some(fleet) = daemon.projects.fleet() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        daemon.projects.set_listener(tx);
+        tokio::spawn(crate::fleet::listen(
+            fleet.clone(),
+            rx,
+            daemon.shutdown.clone(),
+        ));
+    }
     info!(
         pid = std::process::id(),
         socket = %daemon.config.socket.display(),

@@ -689,3 +689,66 @@ fn postgres_restarted_under_three_writing_daemons_loses_no_acknowledged_write() 
         "one timeline, no gaps"
     );
 }
+
+/// Wake-ups across daemons: a release through one daemon grants the lock at once to an agent
+/// waiting through another (well before that daemon's 10 s sweep would look), and a follower
+/// of the timeline on one daemon sees what another daemon commits, as it commits it.
+#[test]
+fn a_release_on_one_daemon_wakes_a_waiter_and_a_follower_on_another_at_once() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+
+    let Some(pg) = postgres_or_skip() else { return };
+    let (a, b) = two_daemons(&pg, "acme/wake");
+    let session = a.session("wake", &[]);
+    let a1 = agent_in(&a, &session, "writer");
+    let b1 = agent_in(&b, &session, "waiter");
+    let t1 = token(&a.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &a1]));
+    let waiter = b.spawn_maos(&[
+        "--json", "lock", "acquire", "src/a.rs", "--agent", &b1, "--wait", "60s",
+    ]);
+    maos_tests::wait_until(maos_tests::DEADLINE, "b's agent waits", || {
+        !b.events(&["--type", "lock_wait"]).is_empty()
+    });
+    // A follower on b, from now on.
+    let mut cmd = b.maos_cmd_in(
+        &b.project,
+        &["--json", "events", "--follow", "--type", "note_recorded"],
+    );
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut follower = maos_tests::ChildGuard(cmd.spawn().expect("spawn the follower"));
+    let stdout = follower.0.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+
+    let t0 = Instant::now();
+    a.maos_json(&["lock", "release", "src/a.rs", "--agent", &a1]);
+    let out = waiter.finish(Duration::from_secs(30));
+    let woke = t0.elapsed();
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let got: Value = serde_json::from_slice(&out.stdout).expect("the grant");
+    assert!(token(&got) > t1);
+    assert!(
+        woke < Duration::from_secs(3),
+        "granted {woke:?} after the release"
+    );
+
+    let t0 = Instant::now();
+    a.maos_json(&["note", "decision", "told on the other machine"]);
+    let line = rx
+        .recv_timeout(Duration::from_secs(3))
+        .unwrap_or_else(|_| panic!("the follower on b saw nothing within 3 s"));
+    assert!(line.contains("told on the other machine"), "{line}");
+    assert!(t0.elapsed() < Duration::from_secs(3));
+}

@@ -22,7 +22,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Connection, Row};
 
-pub use pg::{Fleet, FleetStatus, Fresh, PgReader, PgStore, redact};
+pub use pg::{Fleet, FleetStatus, Fresh, Notifier, PgReader, PgStore, channel, redact};
 pub use rows::{from_us, to_us};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
@@ -309,6 +309,14 @@ impl Store {
                     .map(Some)
                     .map_err(|e| pg::unreachable(&url, e))
             }
+        }
+    }
+
+    /// In a fleet, what tells the other daemons this one committed (see [`Notifier`]).
+    pub fn notifier(&self, daemon: &str) -> Option<Notifier> {
+        match self {
+            Store::Sqlite(_) => None,
+            Store::Postgres(s) => Some(s.notifier(daemon)),
         }
     }
 

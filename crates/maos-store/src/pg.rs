@@ -162,9 +162,57 @@ impl Fleet {
         FleetStatus { result }
     }
 
+    /// A connection of its own that receives the fleet's notifications (`LISTEN`); sqlx's
+    /// listener reconnects by itself, saying so by a `None` from `try_recv`.
+    pub async fn listener(&self) -> Result<sqlx::postgres::PgListener, StoreError> {
+        self.join().await.map_err(|e| unreachable(&self.shown, e))?;
+        sqlx::postgres::PgListener::connect_with(&self.pool)
+            .await
+            .map_err(|e| unreachable(&self.shown, e.into()))
+    }
+
     /// Close the pool (the daemon is stopping).
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// The notification channel of a project: `maos_p_` and 16 hex digits of its key (a
+/// PostgreSQL identifier is at most 63 bytes; a key may be longer).
+pub fn channel(key: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("maos_p_{h:016x}")
+}
+
+/// Tells the fleet that a daemon committed a batch of one project (`NOTIFY`, with the daemon's
+/// id as payload so that it can ignore its own). A hint: a lost one is caught up by the next
+/// batch, which always starts from what PostgreSQL holds.
+#[derive(Clone)]
+pub struct Notifier {
+    pool: PgPool,
+    channel: Arc<str>,
+    from: Arc<str>,
+}
+
+impl Notifier {
+    /// Send it from a task of its own, after the commit: never in the batch's transaction
+    /// (a NOTIFY holds a database-wide lock through its commit).
+    pub fn send(&self) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(&*me.channel)
+                .bind(&*me.from)
+                .execute(&me.pool)
+                .await
+            {
+                tracing::debug!(error = %e, "a fleet notification was not sent");
+            }
+        });
     }
 }
 
@@ -234,6 +282,15 @@ impl PgStore {
     /// The fleet's URL, without its password.
     pub fn url(&self) -> Arc<str> {
         self.shown.clone()
+    }
+
+    /// What tells the other daemons that this one committed a batch of the project.
+    pub fn notifier(&self, daemon: &str) -> Notifier {
+        Notifier {
+            pool: self.pool.clone(),
+            channel: channel(&self.key).into(),
+            from: daemon.into(),
+        }
     }
 
     pub fn reader(&self) -> PgReader {

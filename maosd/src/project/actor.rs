@@ -59,6 +59,9 @@ enum Cmd {
     Stop {
         done: oneshot::Sender<()>,
     },
+    /// Another daemon of the fleet committed a batch of this project: run a batch, which
+    /// starts from what PostgreSQL holds (and serves the waits its changes freed).
+    Poke,
     /// The supervisor of a managed agent answered (the actor asked it to start the agent).
     Started {
         agent: maos_core::AgentId,
@@ -80,6 +83,19 @@ impl Begun {
         txn.now = self.now;
         if let Some(locks) = self.locks {
             txn.sync_locks(locks);
+        }
+    }
+}
+
+/// Wakes a project actor (see [`ProjectHandle::poker`]); does nothing once it stopped.
+#[derive(Clone)]
+pub struct Poker(mpsc::WeakSender<Cmd>);
+
+impl Poker {
+    /// Ask for a batch; a full queue already means one is coming.
+    pub fn poke(&self) {
+        if let Some(tx) = self.0.upgrade() {
+            let _ = tx.try_send(Cmd::Poke);
         }
     }
 }
@@ -119,6 +135,12 @@ impl ProjectHandle {
 
     pub fn reader(&self) -> &Reader {
         &self.reader
+    }
+
+    /// What wakes the actor when another daemon changed its project, without keeping it
+    /// running.
+    pub fn poker(&self) -> Poker {
+        Poker(self.tx.downgrade())
     }
 
     /// The session's Gantt chart (its full id), as the daemon keeps it.
@@ -171,6 +193,8 @@ struct Actor {
     me: mpsc::WeakSender<Cmd>,
     /// Asked to stop: answered once the database is closed.
     stopping: Option<oneshot::Sender<()>>,
+    /// In a fleet: tells the other daemons after each commit.
+    notifier: Option<maos_store::Notifier>,
 }
 
 impl Actor {
@@ -256,6 +280,7 @@ impl Actor {
                     replies.push((reply, result, txn.is_dirty()));
                 }
                 Cmd::Subscribe { filter, reply } => subs.push((filter, reply)),
+                Cmd::Poke => {}
                 Cmd::Stop { done } => self.stopping = Some(done),
                 Cmd::Info { reply } => {
                     let _ = reply.send(project_info(&self.root, &self.hash, txn.state()));
@@ -295,6 +320,9 @@ impl Actor {
                 Ok(()) => {
                     let done = txn.finish();
                     wakeups = self.committed(done);
+                    if let Some(n) = &self.notifier {
+                        n.send();
+                    }
                 }
                 Err(e) => {
                     warn!(project = %self.root, error = %e, "commit failed; batch rolled back");
@@ -377,6 +405,7 @@ impl Actor {
                     let _ = reply.send(project_info(&self.root, &self.hash, &self.state));
                 }
                 Cmd::Stop { done } => self.stopping = Some(done),
+                Cmd::Poke => {}
                 Cmd::Started { agent, .. } => {
                     warn!(agent = %agent, "an agent's start could not be recorded: {}", err.message);
                 }
@@ -540,6 +569,9 @@ impl Actor {
             Ok(()) => {
                 debug!(project = %self.root, ms = t1.elapsed().as_secs_f64() * 1e3, "recovery committed");
                 let done = txn.finish();
+                if let Some(n) = &self.notifier {
+                    n.send();
+                }
                 // A lost agent's exit frees its locks: waits granted by that are answered.
                 let wakeups = self.committed(done);
                 self.wake(wakeups);
@@ -641,6 +673,7 @@ pub(super) async fn open(
         root: root.clone(),
         project_dir: dir.clone(),
     };
+    let notifier = opts.fleet.as_ref().and_then(|f| store.notifier(f.daemon()));
     let mut actor = Actor {
         root,
         hash,
@@ -659,6 +692,7 @@ pub(super) async fn open(
         runner,
         me: tx.downgrade(),
         stopping: None,
+        notifier,
     };
     actor.reconcile(true).await;
     actor.checkpoints = checkpointer::spawn(&actor.store, actor.root.clone()).await?;

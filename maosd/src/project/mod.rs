@@ -7,5 +7,5 @@ mod checkpointer;
 pub(crate) mod files;
 mod registry;
 
-pub use actor::{ProjectHandle, Subscription};
+pub use actor::{Poker, ProjectHandle, Subscription};
 pub use registry::Projects;

@@ -23,6 +23,8 @@ pub struct Projects {
     /// Woken whenever a project opens: subscriptions to a project with nothing recorded yet
     /// wait for it here.
     opened: tokio::sync::Notify,
+    /// In a fleet: where each opened project goes to be woken by other daemons' commits.
+    listen: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<crate::fleet::Listen>>,
 }
 
 impl Projects {
@@ -34,7 +36,13 @@ impl Projects {
             open: Mutex::new(HashMap::new()),
             actors: std::sync::Mutex::new(Vec::new()),
             opened: tokio::sync::Notify::new(),
+            listen: std::sync::OnceLock::new(),
         }
+    }
+
+    /// In a fleet: send every project opened from now on to the notification listener.
+    pub fn set_listener(&self, tx: tokio::sync::mpsc::UnboundedSender<crate::fleet::Listen>) {
+        let _ = self.listen.set(tx);
     }
 
     /// The actor of the project rooted at `root` (an absolute path), opening it if needed.
@@ -69,6 +77,12 @@ impl Projects {
             actors.push(h.1);
         }
         open.insert(root.to_string(), h.0.clone());
+        if let (Some(tx), Ok(key)) = (
+            self.listen.get(),
+            maos_proto::paths::repository_key(Path::new(root)),
+        ) {
+            let _ = tx.send((maos_store::channel(key.as_str()), h.0.poker()));
+        }
         self.opened.notify_waiters();
         Ok(h.0)
     }
