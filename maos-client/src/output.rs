@@ -210,9 +210,15 @@ pub fn ps(sessions: &[PsSession], paint: Paint) -> String {
             } else {
                 doing
             };
+            // In a fleet: the machine it runs on.
+            let machine = a
+                .machine
+                .as_deref()
+                .map(|m| format!("  on {m}"))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{indent}└ {:<13} {:<16} {:<6} {} {:<5} {doing}{}",
+                "{indent}└ {:<13} {:<16} {:<6} {} {:<5} {doing}{}{machine}",
                 short(a.id.as_str()),
                 clip(&who(a), 16),
                 cli_word(a),

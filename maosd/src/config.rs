@@ -25,6 +25,9 @@ pub struct Config {
     /// Fleet mode: the PostgreSQL every project's state lives in (`MAOS_DATABASE_URL`, else
     /// `database_url` in `config.toml`). None: SQLite, a file per project.
     pub database_url: Option<String>,
+    /// Fleet mode: the name this daemon's machine goes by (`MAOS_MACHINE`, else `machine` in
+    /// `config.toml`, else the host name).
+    pub machine: Option<String>,
     /// `logs/maosd.log` is rotated before a record would take it past this many bytes
     /// (`log_max_bytes`, at least 4096; default 10 MiB).
     pub log_max_bytes: u64,
@@ -45,6 +48,7 @@ struct File {
     log_max_bytes: Option<u64>,
     log_keep: Option<u32>,
     database_url: Option<String>,
+    machine: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -156,11 +160,24 @@ impl Config {
                 maos_store::redact(url)
             )));
         }
+        let machine = std::env::var("MAOS_MACHINE")
+            .ok()
+            .or(file.machine)
+            .map(|m| m.trim().to_string())
+            .filter(|m| !m.is_empty());
+        if let Some(m) = &machine
+            && (m.len() > 64 || m.chars().any(|c| c.is_control() || c == '/'))
+        {
+            return Err(ConfigError::Value(format!(
+                "machine {m:?}: at most 64 characters, without '/' or control characters"
+            )));
+        }
         Ok(Config {
             home,
             socket,
             synchronous,
             database_url,
+            machine,
             max_page_count: file.max_page_count,
             gc_older_than,
             gc_every,

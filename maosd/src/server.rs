@@ -134,7 +134,7 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
     // Before anything is created or bound: a URL that cannot be used leaves nothing behind.
     let fleet = match &config.database_url {
         Some(url) => {
-            let machine = crate::fleet::machine();
+            let machine = config.machine.clone().unwrap_or_else(crate::fleet::machine);
             let id = crate::fleet::daemon_id(&machine, &config.home);
             let fleet = maos_store::Fleet::new(url, id, machine).map_err(StartError::Fleet)?;
             info!(

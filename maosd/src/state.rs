@@ -61,6 +61,8 @@ pub struct State {
     checkpointed: HashMap<SessionId, Ts>,
     /// How this project starts managed agents (`None` in unit tests).
     pub(crate) runner: Option<crate::run::Runner>,
+    /// In fleet mode, this daemon's machine: agents registered here are stamped with it.
+    pub(crate) machine: Option<String>,
     /// Agents whose launch this daemon committed and whose supervisor has not answered yet.
     launching: HashSet<AgentId>,
     /// Each agent's last tool call, as its CLI's hook reported it: advisory, in memory only
@@ -784,8 +786,11 @@ impl<'a> Txn<'a> {
         self.st.reindex();
     }
 
-    pub fn insert_agent(&mut self, a: AgentRecord) {
+    pub fn insert_agent(&mut self, mut a: AgentRecord) {
         self.change_point();
+        if a.machine.is_none() {
+            a.machine = self.st.machine.clone();
+        }
         let sid = a.session_id.clone();
         self.save(&sid);
         self.dirty_agent(&a.id);
@@ -1206,6 +1211,7 @@ mod tests {
                 cli: None,
                 tool_use_id: None,
                 window: None,
+                machine: None,
             };
             want.push((n % 2, a.id.clone()));
             tx.insert_agent(a);

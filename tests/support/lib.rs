@@ -409,6 +409,7 @@ impl Env {
             "MAOS_PROJECT",
             "MAOS_NO_AUTOSTART",
             "MAOS_SYNCHRONOUS",
+            "MAOS_MACHINE",
             "XDG_RUNTIME_DIR",
             "XDG_STATE_HOME",
         ] {

@@ -286,6 +286,16 @@ fn bad_database_urls_are_refused_at_start_and_an_unreachable_server_changes_noth
         assert!(!env.home.join("projects").exists(), "nothing created");
     }
 
+    // A machine name that cannot be one: refused at start the same way.
+    env.write_config("database_url = \"postgres://maos@db/maos\"\nmachine = \"a/b\"\n");
+    let out = run_with_timeout(env.command(&maosd_bin()), maos_tests::COMMAND_TIMEOUT);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success() && err.contains("machine \"a/b\""),
+        "{err}"
+    );
+    assert!(!env.socket.exists(), "nothing listens");
+
     // A server nobody runs: the daemon starts and says so; a change fails as unavailable,
     // naming the server, and nothing is recorded.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -309,10 +319,18 @@ fn bad_database_urls_are_refused_at_start_and_an_unreachable_server_changes_noth
     assert!(!Path::new(&env.db_path()).exists());
 }
 
-/// Two daemons (two homes, two clones) on one project key.
+/// Two daemons (two homes, two clones, machines `machine-1` and `machine-2`) on one project
+/// key.
 fn two_daemons(pg: &Postgres, key: &str) -> (Env, Env) {
-    let first = fleet_env(pg);
-    let second = fleet_env(pg);
+    let on = |machine: &str| {
+        let env = Env::new();
+        env.write_config(&format!(
+            "database_url = \"{}\"\nmachine = \"{machine}\"\n",
+            pg.url()
+        ));
+        env
+    };
+    let (first, second) = (on("machine-1"), on("machine-2"));
     for env in [&first, &second] {
         std::fs::create_dir_all(env.project.join(".maos")).expect(".maos");
         std::fs::write(
@@ -350,6 +368,31 @@ fn a_lock_taken_through_one_daemon_is_enforced_through_another() {
     let listed = b.maos_json(&["lock", "list"]);
     assert_eq!(listed["locks"][0]["holder"], a1.as_str(), "{listed}");
     assert_eq!(token(&listed["locks"][0]), t1);
+    // Each agent's machine, seen from either daemon.
+    for env in [&a, &b] {
+        let ps = env.maos_json(&["ps"]);
+        let machine_of = |id: &str| {
+            ps[0]["agents"]
+                .as_array()
+                .and_then(|l| l.iter().find(|x| x["id"] == id))
+                .map(|x| x["machine"].clone())
+        };
+        assert_eq!(
+            machine_of(&a1),
+            Some(serde_json::json!("machine-1")),
+            "{ps}"
+        );
+        assert_eq!(
+            machine_of(&b1),
+            Some(serde_json::json!("machine-2")),
+            "{ps}"
+        );
+        let text = String::from_utf8_lossy(&env.maos(&["ps"]).stdout).to_string();
+        assert!(
+            text.contains("on machine-1") && text.contains("on machine-2"),
+            "{text}"
+        );
+    }
     // A file nobody holds is granted through either.
     b.maos_json(&["lock", "acquire", "src/b.rs", "--agent", &b1]);
     let f = a.maos_fail(&["lock", "acquire", "src/b.rs", "--agent", &a1]);

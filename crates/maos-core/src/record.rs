@@ -243,6 +243,10 @@ pub struct AgentRecord {
     /// subagent's result names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_use_id: Option<String>,
+    /// In fleet mode: the machine of the daemon it was registered through (where its CLI or
+    /// process runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// An agent's last tool call, as its CLI's hook reported it (kept in the daemon's memory only:

@@ -221,6 +221,7 @@ fn orchestrator(
             cli: None,
             tool_use_id: None,
             window: None,
+            machine: None,
         });
     }
     let mut notes = Vec::new();

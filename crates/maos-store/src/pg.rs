@@ -112,6 +112,11 @@ impl Fleet {
         &self.daemon
     }
 
+    /// This daemon's machine (its host name).
+    pub fn machine(&self) -> &str {
+        &self.machine
+    }
+
     /// Migrate the database (once, whichever daemon comes first: sqlx holds an advisory lock
     /// while it migrates) and record this daemon as a member. A database migrated by a newer
     /// maos is refused.

@@ -98,6 +98,8 @@ struct AgentData {
     #[serde(default)]
     window: Option<maos_core::record::ProcessRef>,
     #[serde(default)]
+    machine: Option<String>,
+    #[serde(default)]
     tool_use_id: Option<String>,
 }
 
@@ -115,6 +117,8 @@ struct AgentDataOut<'a> {
     cli: Option<maos_core::record::Cli>,
     #[serde(skip_serializing_if = "Option::is_none")]
     window: Option<&'a maos_core::record::ProcessRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    machine: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_use_id: Option<&'a str>,
 }
@@ -364,6 +368,7 @@ impl BatchRows {
                             pause: a.pause.as_deref(),
                             cli: a.cli,
                             window: a.window.as_ref(),
+                            machine: a.machine.as_deref(),
                             tool_use_id: a.tool_use_id.as_deref(),
                         })?,
                     })
@@ -757,6 +762,7 @@ fn agent_from_row(row: &impl Cols, session_id: SessionId) -> Result<AgentRecord,
         cli: data.cli,
         tool_use_id: data.tool_use_id,
         window: data.window,
+        machine: data.machine,
     })
 }
 

@@ -113,6 +113,7 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
         cli: None,
         tool_use_id: None,
         window: None,
+        machine: None,
     }
 }
 

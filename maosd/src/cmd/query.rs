@@ -53,6 +53,7 @@ pub fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
                     started_at: a.started_at,
                     ended_at: a.ended_at,
                     cli: a.cli,
+                    machine: a.machine.clone(),
                     activity: st.activity(&a.id).cloned(),
                     todo: s.current_todo(&a.id).map(|i| i.content.clone()),
                     waits: waiters

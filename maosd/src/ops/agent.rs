@@ -84,6 +84,7 @@ pub fn register(
         cli: None,
         tool_use_id: None,
         window: None,
+        machine: None,
     };
     let data = json!({
         "role": rec.role, "instance": rec.instance, "task": rec.task,

@@ -682,6 +682,7 @@ pub(super) async fn open(
             st.reset_locks(loaded.locks, loaded.next_token);
             st.set_checkpointed(loaded.checkpointed);
             st.runner = Some(runner.clone());
+            st.machine = opts.fleet.as_ref().map(|f| f.machine().to_string());
             st
         },
         store,

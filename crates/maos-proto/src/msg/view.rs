@@ -66,6 +66,9 @@ pub struct PsAgent {
     /// The agent CLI of a window's agent or its subagent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cli: Option<Cli>,
+    /// In fleet mode: the machine it was registered on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
     /// Its last tool call, as its CLI's hook reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activity: Option<Activity>,
