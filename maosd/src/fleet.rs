@@ -38,7 +38,7 @@ pub async fn listen(
                     () = tokio::time::sleep(pause) => {}
                     () = shutdown.cancelled() => return,
                 }
-                pause = (pause * 2).min(Duration::from_secs(1));
+                pause = (pause * 2).min(Duration::from_secs(10));
                 continue 'connect;
             }
         };

@@ -795,3 +795,39 @@ fn a_release_on_one_daemon_wakes_a_waiter_and_a_follower_on_another_at_once() {
     assert!(line.contains("told on the other machine"), "{line}");
     assert!(t0.elapsed() < Duration::from_secs(3));
 }
+
+/// A database a newer maos migrated (a migration this one does not know): each request is
+/// refused in one line saying to upgrade maos, at once and every time (the failed migration
+/// holds no lock that would make the next one wait), and nothing is written.
+#[test]
+fn a_database_migrated_by_a_newer_maos_is_refused_without_hanging() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let first = fleet_env(&pg);
+    first.session("migrated", &[]);
+    block_on(async {
+        let mut c = PgConnection::connect(&pg.url()).await.expect("connect");
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+             VALUES (9999, 'from the future', true, '\\x00', 0)",
+        )
+        .execute(&mut c)
+        .await
+        .expect("a newer migration");
+    });
+    let second = fleet_env(&pg);
+    for _ in 0..2 {
+        let t0 = std::time::Instant::now();
+        let f = second.maos_fail(&["session", "create", "--objective", "x"]);
+        assert!(f.message.contains("upgrade maos"), "{f:?}");
+        assert!(!f.message.contains('\n'), "{f:?}");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            t0.elapsed()
+        );
+    }
+    assert_eq!(
+        scalar(&pg, "SELECT count(*) FROM sessions WHERE project <> $1", ""),
+        1
+    );
+}

@@ -53,6 +53,8 @@ impl Cols for PgRow {
 /// PostgreSQL is unreachable.
 pub struct Fleet {
     pool: PgPool,
+    /// For the migration's own connection.
+    opts: PgConnectOptions,
     shown: String,
     daemon: String,
     machine: String,
@@ -92,9 +94,10 @@ impl Fleet {
             .max_connections(8)
             .min_connections(0)
             .acquire_timeout(CONNECT_TIMEOUT)
-            .connect_lazy_with(opts);
+            .connect_lazy_with(opts.clone());
         Ok(Fleet {
             pool,
+            opts,
             shown,
             daemon,
             machine,
@@ -123,7 +126,17 @@ impl Fleet {
     async fn join(&self) -> Result<(), StoreError> {
         self.joined
             .get_or_try_init(|| async {
-                MIGRATOR.run(&self.pool).await.map_err(|e| match e {
+                // On a connection of its own, closed whatever happened: the migrator holds a
+                // session-level advisory lock while it works, and a failed run would otherwise
+                // hand that connection, still locked, back to the pool (every later migration
+                // waiting for it for ever).
+                let own = PgPoolOptions::new()
+                    .max_connections(1)
+                    .acquire_timeout(CONNECT_TIMEOUT)
+                    .connect_lazy_with(self.opts.clone());
+                let ran = MIGRATOR.run(&own).await;
+                own.close().await;
+                ran.map_err(|e| match e {
                     sqlx::migrate::MigrateError::VersionMissing(v) => StoreError::Newer(format!(
                         "the fleet database {} has schema version {v}, which this maos does \
                          not know: upgrade maos on this machine",
