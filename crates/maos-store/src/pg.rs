@@ -2,9 +2,10 @@
 //! a fleet, each row keyed by its project's key. [`Fleet`] is a daemon's pool and identity in
 //! that database (migrated once, by whichever daemon comes first); [`PgStore`] is one project's
 //! writer, [`PgReader`] its history reads. The rows are the same records as SQLite's
-//! (`rows.rs` decodes both), written in one statement per batch: each table's rows go in as one
-//! JSON array (`jsonb_to_recordset`), every table's change a data-modifying `WITH` clause, so
-//! a batch is one round trip and one transaction.
+//! (`rows.rs` decodes both). Each batch is one transaction: [`PgStore::begin`] locks the
+//! project's key and reads what other daemons changed, then the batch's rows are written in
+//! one statement (each table's rows one JSON array, `jsonb_to_recordset`, every table's change
+//! a data-modifying `WITH` clause) and committed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,8 +91,10 @@ impl Fleet {
         let opts = opts
             .application_name(&format!("maosd {daemon}"))
             .disable_statement_logging();
+        // One connection per project while its batch runs, one for the notifications, a few
+        // for history reads.
         let pool = PgPoolOptions::new()
-            .max_connections(8)
+            .max_connections(16)
             .min_connections(0)
             .acquire_timeout(CONNECT_TIMEOUT)
             .connect_lazy_with(opts.clone());
