@@ -147,16 +147,9 @@ impl State {
         locks: Option<&[(HeldLock, i64)]>,
     ) {
         if !sessions.is_empty() || !gone.is_empty() {
-            for rec in sessions {
-                match self.by_id.get(&rec.id) {
-                    Some(&i) => self.sessions[i] = rec,
-                    None => self.sessions.push(rec),
-                }
-            }
-            self.sessions.retain(|s| !gone.contains(&s.id));
-            self.sessions
-                .sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-            self.reindex();
+            let upserts = sessions.into_iter().map(|rec| (rec.id.clone(), Some(rec)));
+            let removals = gone.iter().map(|id| (id.clone(), None));
+            self.put_back(upserts.chain(removals));
         }
         self.next_seq = self.next_seq.max(last_seq + 1);
         if let Some(locks) = locks {
@@ -170,8 +163,8 @@ impl State {
         }
     }
 
-    /// Put sessions back as they were saved (`None`: it did not exist), each in its place in
-    /// creation order, and rebuild the indexes.
+    /// Make these sessions what they were saved as, or what another daemon wrote (`None`: not
+    /// there), each in its place in creation order, and rebuild the indexes.
     fn put_back(&mut self, saved: impl IntoIterator<Item = (SessionId, Option<SessionRecord>)>) {
         let mut reorder = false;
         for (id, prev) in saved {

@@ -301,17 +301,7 @@ pub struct GanttBuilder {
 
 /// What a fold's code is: a saved fold is used again only by the same code (any change to
 /// this file may change what a fold holds or means). FNV-1a of this file's source.
-pub const FOLD_CODE: u64 = {
-    let src = include_bytes!("gantt.rs");
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut i = 0;
-    while i < src.len() {
-        h ^= src[i] as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-        i += 1;
-    }
-    h
-};
+pub const FOLD_CODE: u64 = crate::fnv1a64(include_bytes!("gantt.rs"));
 
 fn ms(t: Ts) -> i64 {
     t.timestamp_millis()

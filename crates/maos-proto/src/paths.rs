@@ -280,12 +280,7 @@ pub fn repository_key(
 /// Never changes between versions: it names the project's state directory.
 pub fn workspace_hash(root: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in root.as_os_str().as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    format!("{:016x}", maos_core::fnv1a64(root.as_os_str().as_bytes()))
 }
 
 #[cfg(test)]

@@ -201,12 +201,7 @@ impl Fleet {
 /// The notification channel of a project: `maos_p_` and 16 hex digits of its key (a
 /// PostgreSQL identifier is at most 63 bytes; a key may be longer).
 pub fn channel(key: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in key.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("maos_p_{h:016x}")
+    format!("maos_p_{:016x}", maos_core::fnv1a64(key.as_bytes()))
 }
 
 /// Tells the fleet that a daemon committed a batch of one project (`NOTIFY`, with the daemon's
@@ -477,19 +472,7 @@ impl PgStore {
                 sessions.push(s);
             }
         }
-        let rows = rows::BatchRows::of(&Batch {
-            sessions,
-            phases_of: b.phases_of.clone(),
-            agents: b.agents.clone(),
-            events: b.events,
-            locks: b.locks.clone(),
-            unlocks: b.unlocks.clone(),
-            next_token: b.next_token,
-            checkpoints: b.checkpoints,
-            archived: Vec::new(),
-            purged: Vec::new(),
-            base_seq: b.base_seq,
-        })?;
+        let rows = rows::BatchRows::of(b, &sessions)?;
         let last_seq = b.events.last().map_or(b.base_seq, |e| e.seq) as i64;
         let (mut ck_session, mut ck_seq, mut ck_ts, mut ck_reason, mut ck_state) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());

@@ -306,18 +306,21 @@ pub(crate) struct BatchRows {
 }
 
 impl BatchRows {
-    pub(crate) fn of(b: &Batch<'_>) -> Result<BatchRows, StoreError> {
+    /// The batch's rows, with `sessions` as the session rows to write (SQLite: the batch's
+    /// own; a fleet adds those whose phases changed).
+    pub(crate) fn of(b: &Batch<'_>, sessions: &[&SessionRecord]) -> Result<BatchRows, StoreError> {
         let empty = || "[]".to_string();
-        let (mut sessions, mut phases, mut agents, mut events, mut unlocks, mut locks) =
-            (empty(), empty(), empty(), empty(), empty(), empty());
-        if !b.sessions.is_empty() {
-            let rows = b
-                .sessions
+        let (mut phases, mut agents, mut events, mut unlocks, mut locks) =
+            (empty(), empty(), empty(), empty(), empty());
+        let sessions = if sessions.is_empty() {
+            empty()
+        } else {
+            let rows = sessions
                 .iter()
                 .map(|s| session_row(s))
                 .collect::<Result<Vec<_>, _>>()?;
-            sessions = json(&rows)?;
-        }
+            json(&rows)?
+        };
         if !b.phases_of.is_empty() {
             let mut rows = Vec::new();
             for s in &b.phases_of {
@@ -436,7 +439,7 @@ pub(crate) async fn write_batch(
         events,
         unlocks,
         locks,
-    } = BatchRows::of(b)?;
+    } = BatchRows::of(b, &b.sessions)?;
     let empty = || "[]".to_string();
     let mut checkpoints = empty();
     let mut states = Vec::new();
