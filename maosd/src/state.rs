@@ -1215,6 +1215,61 @@ mod tests {
     }
 
     #[test]
+    fn a_fleet_daemon_signals_only_the_processes_of_its_own_machine() {
+        let mut st = State::new(vec![session(1)], 0);
+        st.machine = Some("laptop".into());
+        let sid = st.sessions()[0].id.clone();
+        let mut tx = Txn::new(&mut st);
+        let t = tx.now;
+        let mut ids = Vec::new();
+        for (n, machine, pid) in [(1u128, "laptop", 4242u32), (2, "build-server", 4343)] {
+            let id = AgentId::from_uuid(uuid::Uuid::from_u128(2000 + n));
+            tx.insert_agent(AgentRecord {
+                id: id.clone(),
+                session_id: sid.clone(),
+                role: format!("r{n}"),
+                instance: 1,
+                task: String::new(),
+                state: maos_core::AgentState::Running,
+                paused: false,
+                pause: None,
+                parent: None,
+                depends_on: vec![],
+                created_at: t,
+                updated_at: t,
+                started_at: Some(t),
+                ended_at: None,
+                exit_code: None,
+                external_session_id: None,
+                external_agent_id: None,
+                spec: None,
+                process: Some(maos_core::record::ProcessInfo {
+                    pid,
+                    start_time: None,
+                    started_at: t,
+                    supervisor: None,
+                }),
+                attempts: 1,
+                cli: None,
+                tool_use_id: None,
+                window: None,
+                machine: Some(machine.into()),
+            });
+            ids.push(id);
+        }
+        crate::ops::process::signal_agents(&mut tx, &ids, true);
+        let pgids: Vec<u32> = tx
+            .effects
+            .iter()
+            .filter_map(|e| match e {
+                crate::run::Effect::Signal { pgid, .. } => Some(*pgid),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(pgids, [4242], "another machine's pid is not signalled here");
+    }
+
+    #[test]
     fn an_archived_session_leaves_memory_and_a_rollback_puts_it_back_in_place() {
         let mut st = State::new(vec![session(1), session(2), session(3)], 0);
         let ids: Vec<SessionId> = st.sessions().iter().map(|s| s.id.clone()).collect();

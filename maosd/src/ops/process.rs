@@ -114,7 +114,18 @@ pub fn runner(tx: &Txn<'_>) -> Result<Runner, ErrorBody> {
 fn managed(tx: &Txn<'_>, sid: &SessionId) -> bool {
     tx.state()
         .session(sid)
-        .is_some_and(|s| s.policy.is_some() && !s.state.is_terminal())
+        .is_some_and(|s| runs_here(tx.state(), s))
+}
+
+/// A live managed session this daemon runs: its plan's agents were registered on this
+/// daemon's machine. In a fleet only that daemon schedules, recovers and sweeps them (their
+/// processes are its machine's); the others see them and change nothing of their running.
+fn runs_here(st: &crate::state::State, s: &maos_core::record::SessionRecord) -> bool {
+    s.policy.is_some()
+        && !s.state.is_terminal()
+        && s.agents
+            .iter()
+            .all(|a| a.spec.is_none() || a.machine == st.machine)
 }
 
 /// Run the scheduler for every managed session this transaction touched, applying its actions
@@ -135,7 +146,7 @@ pub fn schedule_all(tx: &mut Txn<'_>) {
         .state()
         .sessions()
         .iter()
-        .filter(|s| s.policy.is_some() && !s.state.is_terminal())
+        .filter(|s| runs_here(tx.state(), s))
         .map(|s| s.id.clone())
         .collect();
     schedule_each(tx, live);
@@ -163,16 +174,21 @@ fn schedule_each(tx: &mut Txn<'_>, sids: Vec<SessionId>) {
     }
 }
 
+/// Whether the agent's plan phase is paused (`maos phase pause`).
+fn in_paused_phase(s: &maos_proto::SessionRecord, a: &maos_core::record::AgentRecord) -> bool {
+    a.spec
+        .as_ref()
+        .and_then(|x| x.phase)
+        .and_then(|i| s.workflow.phases.get(i as usize))
+        .is_some_and(|ph| s.paused_phases.contains(&ph.name))
+}
+
 fn nodes(s: &maos_proto::SessionRecord) -> Vec<Node> {
-    let phase_paused = |p: Option<u32>| {
-        p.and_then(|i| s.workflow.phases.get(i as usize))
-            .is_some_and(|ph| s.paused_phases.contains(&ph.name))
-    };
     s.agents
         .iter()
         .map(|a| Node {
             state: a.state,
-            paused: a.paused || phase_paused(a.spec.as_ref().and_then(|x| x.phase)),
+            paused: a.paused || in_paused_phase(s, a),
             managed: a.spec.is_some(),
             deps: a
                 .depends_on
@@ -416,10 +432,15 @@ pub fn started(
                 started_at: now,
                 supervisor,
             });
-            let session_paused = tx
-                .state()
-                .session(&sid)
-                .is_some_and(|s| s.state == SessionState::Paused);
+            // Paused while it was starting (itself, its session or its phase): the pause
+            // found no process to stop then, so it is stopped now.
+            let session_paused = tx.state().session(&sid).is_some_and(|s| {
+                s.state == SessionState::Paused
+                    || s.agents
+                        .iter()
+                        .find(|a| &a.id == id)
+                        .is_some_and(|a| in_paused_phase(s, a))
+            });
             if paused || session_paused {
                 tx.effect(Effect::Signal {
                     pgid: pid,
@@ -533,7 +554,7 @@ pub fn stop_process(tx: &mut Txn<'_>, id: &AgentId) {
     let Some(a) = tx.state().agent(id) else {
         return;
     };
-    let Some(p) = a.process.clone() else {
+    let Some(p) = own_process(tx, a) else {
         return;
     };
     let grace = grace_of(tx, &a.session_id.clone());
@@ -569,10 +590,20 @@ fn terminate(tx: &mut Txn<'_>, pid: u32, start_time: Option<u64>, grace_ms: u64)
 pub fn signal_agents(tx: &mut Txn<'_>, agents: &[AgentId], pause: bool) {
     let sig = if pause { libc::SIGSTOP } else { libc::SIGCONT };
     for id in agents {
-        if let Some(p) = tx.state().agent(id).and_then(|a| a.process.clone()) {
+        if let Some(p) = tx.state().agent(id).and_then(|a| own_process(tx, a)) {
             tx.effect(Effect::Signal { pgid: p.pid, sig });
         }
     }
+}
+
+/// The agent's process when it runs on this daemon's machine. In a fleet another machine's
+/// pid means nothing here (it may be an unrelated process): such an agent's change is
+/// recorded, and its process is not signalled from here.
+fn own_process(tx: &Txn<'_>, a: &maos_core::record::AgentRecord) -> Option<ProcessInfo> {
+    if a.machine != tx.state().machine {
+        return None;
+    }
+    a.process.clone()
 }
 
 /// `maos agent start|complete|...` by hand. Starting (or resuming) an agent that maos runs
@@ -778,7 +809,7 @@ pub fn recover(tx: &mut Txn<'_>, session: Option<&str>) -> Result<RecoveryReport
             .state()
             .sessions()
             .iter()
-            .filter(|s| s.policy.is_some() && !s.state.is_terminal())
+            .filter(|s| runs_here(tx.state(), s))
             .map(|s| s.id.clone())
             .collect(),
     };
@@ -838,7 +869,7 @@ pub fn sweep(tx: &mut Txn<'_>) -> Result<RecoveryReport, ErrorBody> {
         .state()
         .sessions()
         .iter()
-        .filter(|s| s.policy.is_some() && !s.state.is_terminal())
+        .filter(|s| runs_here(tx.state(), s))
         .flat_map(|s| {
             s.agents
                 .iter()
@@ -1040,4 +1071,56 @@ fn recover_session(
         serde_json::to_value(&r).unwrap_or_default(),
     );
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs_here;
+    use crate::state::State;
+    use maos_core::plan::{AgentSpec, RunPolicy};
+    use maos_core::record::{AgentRecord, SessionRecord};
+
+    fn plan_session(machine: Option<&str>) -> SessionRecord {
+        let mut s: SessionRecord = serde_json::from_value(serde_json::json!({
+            "id": "sess_00000000000000000000000000000001", "objective": "o",
+            "state": "running", "strategy": "parallel", "active": true, "resume_count": 0,
+            "paused_phases": [], "errors": [], "created_at": "2026-11-26T00:00:00Z",
+            "updated_at": "2026-11-26T00:00:00Z", "workflow": {"phases": []}
+        }))
+        .expect("a session");
+        s.policy = Some(RunPolicy::default());
+        let mut a: AgentRecord = serde_json::from_value(serde_json::json!({
+            "id": "agt_00000000000000000000000000000002", "session_id": s.id, "role": "r",
+            "instance": 1, "task": "t", "state": "running",
+            "created_at": "2026-11-26T00:00:00Z", "updated_at": "2026-11-26T00:00:00Z"
+        }))
+        .expect("an agent");
+        a.spec = Some(Box::new(AgentSpec {
+            name: "a".into(),
+            role: "r".into(),
+            task: "t".into(),
+            command: vec!["true".into()],
+            resume_command: None,
+            depends_on: vec![],
+            phase: None,
+            stage: None,
+            env: Default::default(),
+            workdir: None,
+            retries: None,
+        }));
+        a.machine = machine.map(str::to_string);
+        s.agents.push(a);
+        s
+    }
+
+    /// In a fleet a daemon schedules, recovers and sweeps only the plans whose agents run on
+    /// its machine; on SQLite (no machine) every plan is its own.
+    #[test]
+    fn only_the_daemon_of_a_plans_machine_runs_it() {
+        let mut st = State::new(vec![], 0);
+        assert!(runs_here(&st, &plan_session(None)));
+        st.machine = Some("laptop".into());
+        assert!(runs_here(&st, &plan_session(Some("laptop"))));
+        assert!(!runs_here(&st, &plan_session(Some("build-server"))));
+    }
 }
