@@ -181,6 +181,8 @@ impl Txn<'_> {
         }
     }
 
+    /// A deadlock's victim, recorded here; answered here, or (a wait parked through another
+    /// daemon of a fleet) by its own daemon, which finds it ended in PostgreSQL.
     pub fn deadlock_victim(&mut self, v: DeadlockVictim) {
         let err = deadlock_error(self.state(), &v);
         self.lock_event(
@@ -188,7 +190,18 @@ impl Txn<'_> {
             "deadlock_detected",
             json!({ "cycle": cycle_json(&v), "victim": v.holder }),
         );
-        self.wakeups.push((v.wait, Err(err)));
+        match v.foreign.as_deref().and_then(|k| k.rsplit_once('#')) {
+            Some((daemon, wait)) => {
+                if let Ok(wait) = wait.parse() {
+                    self.ended_waits.push(maos_store::EndedWait {
+                        daemon: daemon.to_string(),
+                        wait,
+                        message: err.message,
+                    });
+                }
+            }
+            None => self.wakeups.push((v.wait, Err(err))),
+        }
     }
 
     /// An agent finished or died: release its locks, end its waits, grant what follows.
@@ -228,6 +241,7 @@ impl Txn<'_> {
             .locks
             .waiters()
             .into_iter()
+            .filter(|w| !w.foreign)
             .map(|w| w.holder)
             .collect();
         for agent in &waiting {
@@ -243,6 +257,30 @@ impl Txn<'_> {
     pub fn sync_locks(&mut self, held: Vec<(maos_core::HeldLock, i64)>) {
         let now = self.now;
         let outcomes = self.locks_mut().sync_held(held, now);
+        self.outcomes(outcomes);
+    }
+
+    /// The lock waits become what a fleet's PostgreSQL holds: the other daemons' waits queue
+    /// here, and this daemon's waits that another daemon ended as a deadlock's victim are
+    /// answered with the message it wrote (it recorded the deadlock). Then the waits that frees
+    /// are served.
+    pub fn sync_waits(&mut self, waits: maos_store::FleetWaits) {
+        let now = self.now;
+        let mut outcomes = self.locks_mut().sync_foreign(waits.foreign, now);
+        for (wait, message) in waits.ended {
+            let known = self
+                .state()
+                .locks
+                .waiters()
+                .iter()
+                .any(|w| w.wait == wait && !w.foreign);
+            if !known {
+                continue;
+            }
+            outcomes.extend(self.locks_mut().cancel_wait(wait, now));
+            self.wakeups
+                .push((wait, Err(ErrorBody::new(ErrorCode::Deadlock, message))));
+        }
         self.outcomes(outcomes);
     }
 

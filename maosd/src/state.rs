@@ -35,6 +35,11 @@ pub struct SpawnIntent {
 /// Default lease: ten minutes without any sign of life from the holder.
 pub const DEFAULT_TTL_US: i64 = 10 * 60 * 1_000_000;
 
+/// In a fleet, how long a daemon vouches for a lock wait it wrote to PostgreSQL: it renews the
+/// row while the wait lasts (a batch, at the latest the next sweep, rewrites it once half of
+/// this is gone), so the waits of a daemon that died leave every queue within this time.
+pub const WAIT_LEASE_US: i64 = 30 * 1_000_000;
+
 /// The live state of one project.
 #[derive(Debug, Default)]
 #[cfg_attr(test, derive(Clone))]
@@ -52,6 +57,8 @@ pub struct State {
     pub(crate) persisted: HashMap<AgentId, HashMap<u64, Ts>>,
     /// Lease length for locks that do not name one (µs).
     pub(crate) lock_ttl_us: i64,
+    /// In a fleet: this daemon's waits as PostgreSQL holds them (id, lease written).
+    persisted_waits: HashMap<maos_core::WaitId, Ts>,
     /// Leases (token, holder, expiry in memory) of the locks a rolled-back transaction took
     /// away: the lock table's reload after that failed commit keeps their renewals.
     rolled_back_leases: Vec<(u64, AgentId, Ts)>,
@@ -119,7 +126,10 @@ impl State {
                 .held()
                 .map(|l| (l.token, (l.holder.clone(), l.expires_at))),
         );
+        let next_wait = self.locks.next_wait();
         self.locks = LockTable::new(next_token);
+        // A wait id is never given twice: the rows of the old waits are still to delete.
+        self.locks.raise_next_wait(next_wait);
         self.persisted.clear();
         for (mut lock, ttl) in locks {
             self.persisted
@@ -395,6 +405,11 @@ pub struct Txn<'a> {
     pub(crate) gone_leases: Vec<(u64, AgentId, Ts)>,
     pub(crate) lock_rows: Vec<u64>,
     pub(crate) lock_deletes: Vec<u64>,
+    /// In a fleet: this daemon's waits to write (new, or their lease to renew) and to delete.
+    wait_rows: Vec<maos_store::WaitRow>,
+    wait_deletes: Vec<maos_core::WaitId>,
+    /// In a fleet: other daemons' waits this transaction ended (deadlock victims).
+    pub(crate) ended_waits: Vec<maos_store::EndedWait>,
     pub(crate) token_before: u64,
     /// Answers for parked lock waits, delivered after the commit.
     pub(crate) wakeups: Vec<Wakeup>,
@@ -444,6 +459,7 @@ struct StepUndo {
     checkpoints: usize,
     effects: usize,
     wakeups: usize,
+    ended_waits: usize,
     gone_leases: usize,
     archived: usize,
     purged: usize,
@@ -465,6 +481,9 @@ impl<'a> Txn<'a> {
             gone_leases: Vec::new(),
             lock_rows: Vec::new(),
             lock_deletes: Vec::new(),
+            wait_rows: Vec::new(),
+            wait_deletes: Vec::new(),
+            ended_waits: Vec::new(),
             token_before,
             wakeups: Vec::new(),
             checkpoints: Vec::new(),
@@ -497,6 +516,52 @@ impl<'a> Txn<'a> {
             || !self.undo.is_empty()
             || !self.lock_holders.is_empty()
             || !self.purged.is_empty()
+            || !self.ended_waits.is_empty()
+            || !self.wait_rows.is_empty()
+            || !self.wait_deletes.is_empty()
+    }
+
+    /// In a fleet, the rows of this daemon's own waits to write: new waits, waits whose lease
+    /// is half gone, and waits that ended. Call once every request of the batch is applied,
+    /// before [`Txn::is_dirty`] decides whether to commit.
+    pub fn prepare_waits(&mut self) {
+        if self.st.machine.is_none() {
+            return;
+        }
+        let now = self.now;
+        let mut live = HashSet::new();
+        for w in self.st.locks.waiters() {
+            if w.foreign {
+                continue;
+            }
+            live.insert(w.wait);
+            let due = self.st.persisted_waits.get(&w.wait).is_none_or(|lease| {
+                (*lease - now).num_microseconds().unwrap_or(0) * 2 < WAIT_LEASE_US
+            });
+            let Some(a) = self.st.agent(&w.holder) else {
+                continue;
+            };
+            if due {
+                self.wait_rows.push(maos_store::WaitRow {
+                    wait: w.wait,
+                    agent_id: w.holder.to_string(),
+                    session_id: a.session_id.to_string(),
+                    path: w.path.to_string(),
+                    mode: w.mode,
+                    born: maos_store::to_us(&a.created_at),
+                    since: maos_store::to_us(&w.since),
+                    deadline: w.deadline.as_ref().map(maos_store::to_us),
+                    lease_until: maos_store::to_us(&now) + WAIT_LEASE_US,
+                });
+            }
+        }
+        self.wait_deletes = self
+            .st
+            .persisted_waits
+            .keys()
+            .filter(|w| !live.contains(w))
+            .copied()
+            .collect();
     }
 
     /// The MCP calls hooks recorded (advisory: see [`State::activity`]).
@@ -939,6 +1004,9 @@ impl<'a> Txn<'a> {
                 })
                 .collect(),
             unlocks: self.lock_deletes.clone(),
+            waits: self.wait_rows.clone(),
+            unwaits: self.wait_deletes.clone(),
+            ended_waits: self.ended_waits.clone(),
             next_token: (st.locks.next_token() != self.token_before).then(|| st.locks.next_token()),
             checkpoints: &self.checkpoints,
             archived: self.archived.iter().collect(),
@@ -976,6 +1044,7 @@ impl<'a> Txn<'a> {
             checkpoints: self.checkpoints.len(),
             effects: self.effects.len(),
             wakeups: self.wakeups.len(),
+            ended_waits: self.ended_waits.len(),
             gone_leases: self.gone_leases.len(),
             archived: self.archived.len(),
             purged: self.purged.len(),
@@ -1067,6 +1136,7 @@ impl<'a> Txn<'a> {
         self.checkpoints.truncate(step.checkpoints);
         self.effects.truncate(step.effects);
         self.wakeups.truncate(step.wakeups);
+        self.ended_waits.truncate(step.ended_waits);
         self.gone_leases.truncate(step.gone_leases);
         self.archived.truncate(step.archived);
         self.purged.truncate(step.purged);
@@ -1101,6 +1171,14 @@ impl<'a> Txn<'a> {
         }
         for c in &self.checkpoints {
             self.st.checkpointed.insert(c.session_id.clone(), c.ts);
+        }
+        for w in &self.wait_deletes {
+            self.st.persisted_waits.remove(w);
+        }
+        for r in &self.wait_rows {
+            self.st
+                .persisted_waits
+                .insert(r.wait, maos_store::from_us(r.lease_until));
         }
         Finished {
             events: self.events,

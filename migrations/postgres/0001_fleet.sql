@@ -171,31 +171,34 @@ CREATE INDEX locks_path ON locks (project, path);
 CREATE INDEX locks_holder ON locks (project, holder_id);
 CREATE INDEX locks_expiry ON locks (expires_at);
 
--- Lock waits, fleet-wide: the queue of a path is served in `id` order (arrival), whatever
--- daemon a waiter is on. A wait is ended by the batch that grants it, times it out, breaks a
--- deadlock with it, or cancels it (`outcome`, and the grant's token); its daemon, notified,
--- answers its agent from this row. A wait has a lease too, renewed by its daemon, so the waits
--- of a daemon that died lapse and leave the queue.
+-- Lock waits, fleet-wide: each daemon writes the waits of its agents (in the batch that parks
+-- them, deleted in the batch that ends them), so that every daemon queues a request behind the
+-- earlier waits of all of them and sees the wait-for cycles that run through other machines.
+-- `ord` is the fleet-wide arrival order (batches of a project follow each other). Only a wait's
+-- own daemon grants it, times it out or cancels it; another daemon may end it as a deadlock's
+-- victim (`outcome`, with the message its daemon answers its agent with). A wait has a lease,
+-- renewed by its daemon while it waits: the waits of a daemon that died lapse and leave the
+-- queue. A daemon's waits do not outlive it: it deletes them when it joins again.
 CREATE SEQUENCE maos_wait_order AS bigint;
 CREATE TABLE lock_waits (
-    id           bigint PRIMARY KEY DEFAULT nextval('maos_wait_order'),
-    project      text NOT NULL,
+    project      text NOT NULL REFERENCES projects (key),
+    daemon       text NOT NULL REFERENCES daemons (id),
+    wait         bigint NOT NULL,                 -- the wait's id in its daemon
+    ord          bigint NOT NULL DEFAULT nextval('maos_wait_order'),
     agent_id     text NOT NULL,
     session_id   text NOT NULL,
-    daemon       text NOT NULL REFERENCES daemons (id),
     path         text NOT NULL,
     mode         text NOT NULL CHECK (mode IN ('read', 'write', 'directory', 'workspace')),
+    born         bigint NOT NULL,                 -- when its agent was registered
     since        bigint NOT NULL,
     deadline     bigint,                          -- NULL: waits for ever
-    lease_until  bigint NOT NULL,
-    outcome      text CHECK (outcome IN ('granted', 'timeout', 'deadlock', 'cancelled')),
-    token        bigint,                          -- the grant's, when granted
-    ended_at     bigint,
-    CHECK ((outcome IS NULL) = (ended_at IS NULL)),
-    CHECK ((outcome = 'granted') = (token IS NOT NULL))
+    lease_until  bigint NOT NULL,                 -- by maos_now_us()
+    outcome      text CHECK (outcome IN ('deadlock')),
+    message      text,
+    PRIMARY KEY (project, daemon, wait),
+    CHECK ((outcome IS NULL) = (message IS NULL))
 );
-CREATE INDEX lock_waits_queue ON lock_waits (project, path, id) WHERE outcome IS NULL;
-CREATE INDEX lock_waits_ended ON lock_waits (daemon, id) WHERE outcome IS NOT NULL;
+CREATE INDEX lock_waits_queue ON lock_waits (project, ord);
 
 CREATE TABLE checkpoints (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

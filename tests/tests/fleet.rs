@@ -796,6 +796,119 @@ fn a_release_on_one_daemon_wakes_a_waiter_and_a_follower_on_another_at_once() {
     assert!(t0.elapsed() < Duration::from_secs(3));
 }
 
+/// Three daemons, one agent each (registered in the order a, b, c: c is the youngest), each
+/// holding one file. A wait-for cycle through all three machines is found wherever it closes:
+/// the youngest's wait, parked on another daemon, ends there with `deadlock` naming the
+/// cycle, and the request that closed it waits on; closed again by the youngest itself, its
+/// request is refused at once and nothing is queued. Every daemon lists every machine's
+/// waits, and once the locks are let go the waits left are granted across machines.
+#[test]
+fn a_deadlock_through_three_daemons_is_found_and_the_youngest_gives_way() {
+    use maos_tests::{DEADLINE, failure_of, wait_until};
+
+    let Some(pg) = postgres_or_skip() else { return };
+    let (a, b) = two_daemons(&pg, "acme/cycle");
+    let c = Env::new();
+    c.write_config(&format!(
+        "database_url = \"{}\"\nmachine = \"machine-3\"\n",
+        pg.url()
+    ));
+    std::fs::create_dir_all(c.project.join(".maos")).expect(".maos");
+    std::fs::write(
+        c.project.join(".maos/config.toml"),
+        "project = \"acme/cycle\"\n",
+    )
+    .expect("write");
+    let session = a.session("cycle", &[]);
+    let a1 = agent_in(&a, &session, "alpha");
+    let b1 = agent_in(&b, &session, "beta");
+    let c1 = agent_in(&c, &session, "gamma");
+    for (env, agent, file) in [(&a, &a1, "x.rs"), (&b, &b1, "y.rs"), (&c, &c1, "z.rs")] {
+        env.maos_json(&["lock", "acquire", file, "--agent", agent]);
+    }
+    let waits_listed = |env: &Env| -> Vec<String> {
+        let l = env.maos_json(&["lock", "list"]);
+        let mut w: Vec<String> = l["waiters"]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .map(|w| format!("{} {}", w["agent"].as_str().unwrap_or("?"), w["path"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        w.sort();
+        w
+    };
+    // b waits for z (c's), c waits for x (a's): on their own machines.
+    let b_waits = b.spawn_maos(&[
+        "--json", "lock", "acquire", "z.rs", "--agent", &b1, "--wait", "60s",
+    ]);
+    let c_waits = c.spawn_maos(&[
+        "--json", "lock", "acquire", "x.rs", "--agent", &c1, "--wait", "60s",
+    ]);
+    let both = {
+        let mut w = vec![format!("{b1} \"z.rs\""), format!("{c1} \"x.rs\"")];
+        w.sort();
+        w
+    };
+    for env in [&a, &b, &c] {
+        wait_until(DEADLINE, "every daemon lists both waits", || {
+            waits_listed(env) == both
+        });
+    }
+    // a asks for y (b's) through its own daemon: the cycle a → b → c → a closes on a, whose
+    // daemon ends c's wait on machine-3 (c is the youngest) and queues a's request.
+    let a_waits = a.spawn_maos(&[
+        "--json", "lock", "acquire", "y.rs", "--agent", &a1, "--wait", "60s",
+    ]);
+    let f = failure_of("c's wait", &c_waits.finish(DEADLINE));
+    assert_eq!((f.exit, f.code.as_str()), (1, "deadlock"), "{f:?}");
+    for who in ["alpha", "beta", "gamma"] {
+        assert!(f.message.contains(who), "the cycle names {who}: {f:?}");
+    }
+    assert!(
+        f.message.contains("gamma") && f.message.contains("gives way"),
+        "{f:?}"
+    );
+    let found = a.events(&["--type", "deadlock_detected"]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["agent_id"], c1.as_str(), "{found:?}");
+    assert_eq!(found[0]["data"]["victim"], c1.as_str());
+    assert_eq!(found[0]["data"]["cycle"].as_array().map(Vec::len), Some(3));
+    wait_until(DEADLINE, "c's wait leaves every list", || {
+        [&a, &b, &c].iter().all(|env| {
+            let w = waits_listed(env);
+            w.len() == 2 && !w.iter().any(|x| x.starts_with(&c1))
+        })
+    });
+    // c closes the cycle again itself: refused at once, nothing queued, the others wait on.
+    let f = c.maos_fail(&["lock", "acquire", "x.rs", "--agent", &c1, "--wait", "60s"]);
+    assert_eq!(f.code, "deadlock", "{f:?}");
+    assert_eq!(b.events(&["--type", "deadlock_detected"]).len(), 2);
+    assert_eq!(waits_listed(&c).len(), 2);
+    // c lets go of z: b is granted it on machine-2; b lets go of y: a is granted it.
+    c.maos_json(&["lock", "release", "z.rs", "--agent", &c1]);
+    let got: Value = serde_json::from_slice(&b_waits.finish(DEADLINE).stdout).expect("b's grant");
+    assert_eq!(got["path"], "z.rs", "{got}");
+    b.maos_json(&["lock", "release", "y.rs", "--agent", &b1]);
+    let got: Value = serde_json::from_slice(&a_waits.finish(DEADLINE).stdout).expect("a's grant");
+    assert_eq!(got["path"], "y.rs", "{got}");
+    for env in [&a, &b, &c] {
+        wait_until(DEADLINE, "no wait is left anywhere", || {
+            waits_listed(env).is_empty()
+        });
+    }
+    assert_eq!(
+        scalar(
+            &pg,
+            "SELECT count(*) FROM lock_waits WHERE project = $1",
+            "acme/cycle"
+        ),
+        0,
+        "every wait row is gone"
+    );
+}
+
 /// A database a newer maos migrated (a migration this one does not know): each request is
 /// refused in one line saying to upgrade maos, at once and every time (the failed migration
 /// holds no lock that would make the next one wait), and nothing is written.

@@ -160,19 +160,23 @@ fn daemons_migrate_once_and_the_schema_matches_sqlites() {
             (now - mine).abs() < 60_000_000,
             "PostgreSQL {now} µs, here {mine} µs"
         );
-        // A grant has its token: the schema refuses a granted wait without one.
+        // A wait ended by another daemon says why: the schema refuses an outcome without it.
         sqlx::query("INSERT INTO daemons VALUES ('d1', 'm', 0, 0)")
             .execute(&pool)
             .await
             .expect("a daemon");
+        sqlx::query("INSERT INTO projects (key) VALUES ('p')")
+            .execute(&pool)
+            .await
+            .expect("a project");
         let bad = sqlx::query(
-            "INSERT INTO lock_waits (project, agent_id, session_id, daemon, path, mode, since, \
-             lease_until, outcome, ended_at) VALUES ('p', 'a', 's', 'd1', 'x', 'write', 0, 1, \
-             'granted', 1)",
+            "INSERT INTO lock_waits (project, daemon, wait, agent_id, session_id, path, mode, \
+             born, since, lease_until, outcome) VALUES ('p', 'd1', 1, 'a', 's', 'x', 'write', \
+             0, 0, 1, 'deadlock')",
         )
         .execute(&pool)
         .await
-        .expect_err("a granted wait without its token was accepted");
+        .expect_err("a wait ended without its message was accepted");
         let code = bad.as_database_error().and_then(|e| e.code());
         assert_eq!(code.as_deref(), Some("23514"), "{bad}");
         pool.close().await;

@@ -169,6 +169,9 @@ pub struct DeadlockVictim {
     pub holder: AgentId,
     /// The cycle it was part of, starting at the request that closed it.
     pub cycle: Vec<CycleEdge>,
+    /// The wait's key when another daemon of a fleet parked it ([`ForeignWait::key`]): that
+    /// daemon answers its agent.
+    pub foreign: Option<String>,
 }
 
 impl fmt::Display for DeadlockVictim {
@@ -214,6 +217,28 @@ pub struct WaiterInfo {
     pub since: Ts,
     /// When it times out (`None`: waits forever).
     pub deadline: Option<Ts>,
+    /// Parked through another daemon of a fleet ([`LockTable::sync_foreign`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub foreign: bool,
+}
+
+/// A wait parked through another daemon of a fleet, as that daemon wrote it: it queues and
+/// closes wait-for cycles here as it does there, but only its own daemon grants it, times it
+/// out or cancels it ([`LockTable::sync_foreign`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForeignWait {
+    /// Unique in the fleet, stable while the wait lasts (its daemon and its id there).
+    pub key: String,
+    pub holder: AgentId,
+    /// When the waiting agent was registered (the youngest of a cycle gives way).
+    pub born: Ts,
+    pub path: LockPath,
+    pub mode: LockMode,
+    pub since: Ts,
+    pub deadline: Option<Ts>,
+    /// Until when its daemon vouches for it: past this the wait is dropped here, as a lease
+    /// that lapsed (its daemon died, or was cut off).
+    pub lapse: Ts,
 }
 
 impl fmt::Display for WaiterInfo {

@@ -299,6 +299,7 @@ impl Model {
                     mode,
                     since: now,
                     deadline: None,
+                    foreign: false,
                 });
                 let cycle_if_queued = has_cycle(&graph(&held_before, &with_req));
 

@@ -22,7 +22,9 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Connection, Row};
 
-pub use pg::{Fleet, FleetStatus, Fresh, Notifier, PgReader, PgStore, channel, redact};
+pub use pg::{
+    Fleet, FleetStatus, FleetWaits, Fresh, Notifier, PgReader, PgStore, channel, redact, wait_key,
+};
 pub use rows::{from_us, to_us};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
@@ -156,6 +158,33 @@ pub struct LockRow<'a> {
     pub ttl_us: i64,
 }
 
+/// A lock wait of this daemon as a fleet's PostgreSQL holds it (`lock_waits`), so that the
+/// other daemons queue behind it and see the wait-for cycles it closes. Times in µs.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WaitRow {
+    /// The wait's id in this daemon.
+    pub wait: u64,
+    pub agent_id: String,
+    pub session_id: String,
+    pub path: String,
+    pub mode: maos_core::LockMode,
+    /// When its agent was registered.
+    pub born: i64,
+    pub since: i64,
+    pub deadline: Option<i64>,
+    /// Until when this daemon vouches for it (renewed while it waits).
+    pub lease_until: i64,
+}
+
+/// A wait of another daemon that this batch ended as a deadlock's victim: that daemon answers
+/// its agent with `message`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EndedWait {
+    pub daemon: String,
+    pub wait: u64,
+    pub message: String,
+}
+
 /// The rows one group commit writes. Sessions, agents and phases are upserted whole.
 #[derive(Debug, Default)]
 pub struct Batch<'a> {
@@ -179,6 +208,12 @@ pub struct Batch<'a> {
     /// The project's last event number before this batch, as the daemon knows it: a fleet's
     /// commit applies only on top of exactly that (else the daemon's memory is stale).
     pub base_seq: u64,
+    /// Fleet only: this daemon's lock waits, new or renewed.
+    pub waits: Vec<WaitRow>,
+    /// Fleet only: ids of this daemon's lock waits that ended.
+    pub unwaits: Vec<u64>,
+    /// Fleet only: other daemons' waits this batch ended.
+    pub ended_waits: Vec<EndedWait>,
 }
 
 /// A checkpoint: a readable snapshot of one session as of the event `seq`.
@@ -204,6 +239,9 @@ impl Batch<'_> {
             && self.checkpoints.is_empty()
             && self.archived.is_empty()
             && self.purged.is_empty()
+            && self.waits.is_empty()
+            && self.unwaits.is_empty()
+            && self.ended_waits.is_empty()
     }
 }
 

@@ -157,6 +157,11 @@ impl Fleet {
                 .bind(&self.machine)
                 .execute(&self.pool)
                 .await?;
+                // Waits of this daemon's last run: their clients went with it.
+                sqlx::query("DELETE FROM lock_waits WHERE daemon = $1")
+                    .bind(&self.daemon)
+                    .execute(&self.pool)
+                    .await?;
                 Ok(())
             })
             .await
@@ -243,6 +248,11 @@ pub struct PgStore {
     tx: Option<sqlx::Transaction<'static, sqlx::Postgres>>,
     /// The project's `lock_seq` as of the lock rows this daemon has.
     lock_seq: i64,
+    /// Whether the lock table holds the other daemons' waits as of `lock_seq` (not after a
+    /// load, which rebuilds the table from the held locks only).
+    waits_known: bool,
+    /// This daemon's id in the fleet (its waits' rows are its own).
+    daemon: Arc<str>,
     /// The end (exclusive) of the fencing-token block this batch numbers grants from.
     tokens_end: u64,
 }
@@ -265,6 +275,22 @@ pub struct Fresh {
     pub events: Vec<EventRecord>,
     /// Every held lock of the project, when any lock row changed.
     pub locks: Option<Vec<(HeldLock, i64)>>,
+    /// The lock waits, when any lock or wait row changed.
+    pub waits: Option<FleetWaits>,
+}
+
+/// The lock waits of a fleet's project, as one daemon needs them.
+#[derive(Debug, Default)]
+pub struct FleetWaits {
+    /// The other daemons' live waits, in arrival order.
+    pub foreign: Vec<maos_core::ForeignWait>,
+    /// This daemon's waits that another daemon ended (id, the message for its agent).
+    pub ended: Vec<(u64, String)>,
+}
+
+/// The key of a fleet's wait in every daemon's lock table: its daemon and its id there.
+pub fn wait_key(daemon: &str, wait: u64) -> String {
+    format!("{daemon}#{wait}")
 }
 
 impl PgStore {
@@ -291,6 +317,8 @@ impl PgStore {
             shown: fleet.shown.as_str().into(),
             tx: None,
             lock_seq: 0,
+            waits_known: false,
+            daemon: fleet.daemon().into(),
             tokens_end: 0,
         })
     }
@@ -356,6 +384,7 @@ impl PgStore {
         let mut c = self.pool.acquire().await?;
         let locks = read_locks(&mut c, &self.key).await?;
         drop(c);
+        self.waits_known = false;
         let next = self.draw_tokens().await?;
         Ok((locks, next))
     }
@@ -392,6 +421,7 @@ impl PgStore {
             gone: Vec::new(),
             events: Vec::new(),
             locks: None,
+            waits: None,
         };
         if last_seq > known {
             let known = i64::try_from(known).unwrap_or(i64::MAX);
@@ -434,12 +464,52 @@ impl PgStore {
             .map(rows::event_from_row)
             .collect::<Result<_, _>>()?;
         }
-        if lock_seq != self.lock_seq {
+        if lock_seq != self.lock_seq || !self.waits_known {
             fresh.locks = Some(read_locks(&mut tx, &self.key).await?);
+            fresh.waits = Some(self.read_waits(&mut tx, now_us).await?);
             self.lock_seq = lock_seq;
+            self.waits_known = true;
         }
         self.tx = Some(tx);
         Ok(fresh)
+    }
+
+    /// The other daemons' waits still vouched for at `now_us`, and this daemon's that another
+    /// ended.
+    async fn read_waits(
+        &self,
+        c: &mut sqlx::PgConnection,
+        now_us: i64,
+    ) -> Result<FleetWaits, StoreError> {
+        let rows = sqlx::query(
+            "SELECT daemon, wait, agent_id, path, mode, born, since, deadline, lease_until,
+                 message
+             FROM lock_waits WHERE project = $1
+                 AND ((daemon <> $2 AND outcome IS NULL AND lease_until > $3)
+                     OR (daemon = $2 AND outcome IS NOT NULL))
+             ORDER BY ord",
+        )
+        .bind(&*self.key)
+        .bind(&*self.daemon)
+        .bind(now_us)
+        .fetch_all(&mut *c)
+        .await?;
+        let mut waits = FleetWaits::default();
+        for row in &rows {
+            let daemon = row.text("daemon")?;
+            let wait = u64::try_from(row.int("wait")?)
+                .map_err(|_| StoreError::Corrupt("column wait is negative".into()))?;
+            if daemon == *self.daemon {
+                waits
+                    .ended
+                    .push((wait, row.text_opt("message")?.unwrap_or_default()));
+            } else {
+                waits
+                    .foreign
+                    .push(rows::foreign_wait_from_row(row, wait_key(&daemon, wait))?);
+            }
+        }
+        Ok(waits)
     }
 
     /// End a batch that wrote nothing (its transaction, and the key's lock, let go).
@@ -483,7 +553,14 @@ impl PgStore {
             ck_reason.push(c.reason.as_str());
             ck_state.push(c.state.as_str());
         }
-        let locks_moved = !b.locks.is_empty() || !b.unlocks.is_empty();
+        let locks_moved = !b.locks.is_empty()
+            || !b.unlocks.is_empty()
+            || !b.waits.is_empty()
+            || !b.unwaits.is_empty()
+            || !b.ended_waits.is_empty();
+        let waits = rows::json(&b.waits)?;
+        let unwaits = rows::json(&b.unwaits)?;
+        let ended_waits = rows::json(&b.ended_waits)?;
         let lock_seq: i64 = sqlx::query_scalar(WRITE_BATCH)
             .bind(&*self.key)
             .bind(rows.sessions)
@@ -500,6 +577,10 @@ impl PgStore {
             .bind(last_seq)
             .bind(b.base_seq as i64)
             .bind(locks_moved)
+            .bind(&*self.daemon)
+            .bind(unwaits)
+            .bind(waits)
+            .bind(ended_waits)
             .fetch_one(&mut *tx)
             .await
             .map_err(|e| stale(&self.key, e))?;
@@ -624,6 +705,21 @@ l AS (
   FROM jsonb_to_recordset($7::jsonb) AS r(token bigint, path text, holder_id text,
       session_id text, mode text, acquired_at bigint, expires_at bigint, ttl_us bigint)
   ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us),
+wd AS (
+  DELETE FROM lock_waits WHERE project = $1 AND daemon = $16
+      AND wait IN (SELECT w::bigint FROM jsonb_array_elements_text($17::jsonb) AS w)),
+wi AS (
+  INSERT INTO lock_waits (project, daemon, wait, agent_id, session_id, path, mode, born, since,
+      deadline, lease_until)
+  SELECT $1, $16, r.wait, r.agent_id, r.session_id, r.path, r.mode, r.born, r.since,
+      r.deadline, r.lease_until
+  FROM jsonb_to_recordset($18::jsonb) AS r(wait bigint, agent_id text, session_id text,
+      path text, mode text, born bigint, since bigint, deadline bigint, lease_until bigint)
+  ON CONFLICT (project, daemon, wait) DO UPDATE SET lease_until = excluded.lease_until),
+we AS (
+  UPDATE lock_waits w SET outcome = 'deadlock', message = r.message
+  FROM jsonb_to_recordset($19::jsonb) AS r(daemon text, wait bigint, message text)
+  WHERE w.project = $1 AND w.daemon = r.daemon AND w.wait = r.wait AND w.outcome IS NULL),
 c AS (
   INSERT INTO checkpoints (project, session_id, seq, ts, reason, state)
   SELECT $1, c.* FROM unnest($8::text[], $9::bigint[], $10::bigint[], $11::text[],
@@ -635,12 +731,13 @@ WHERE key = $1
 RETURNING lock_seq";
 
 /// Everything a deleted session recorded goes with it (`maos gc`), after the batch's inserts.
-const PURGE: [&str; 6] = [
+const PURGE: [&str; 7] = [
     "DELETE FROM session_events WHERE project = $1 AND session_id = ANY($2)",
     "DELETE FROM checkpoints WHERE project = $1 AND session_id = ANY($2)",
     "DELETE FROM phases WHERE project = $1 AND session_id = ANY($2)",
     "DELETE FROM session_agents WHERE project = $1 AND session_id = ANY($2)",
     "DELETE FROM locks WHERE project = $1 AND session_id = ANY($2)",
+    "DELETE FROM lock_waits WHERE project = $1 AND session_id = ANY($2)",
     "DELETE FROM sessions WHERE project = $1 AND id = ANY($2)",
 ];
 

@@ -147,7 +147,7 @@ struct EventRow<'a> {
     data: String,
 }
 
-fn json<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
+pub(crate) fn json<T: Serialize + ?Sized>(v: &T) -> Result<String, StoreError> {
     serde_json::to_string(v).map_err(|e| StoreError::Corrupt(format!("cannot encode row: {e}")))
 }
 
@@ -783,6 +783,24 @@ pub(crate) fn lock_from_row(row: &impl Cols) -> Result<(HeldLock, i64), StoreErr
         expires_at: ts(row, "expires_at")?,
     };
     Ok((lock, row.int("ttl_us")?))
+}
+
+/// Another daemon's lock wait from its `lock_waits` row, under its fleet-wide `key`.
+pub(crate) fn foreign_wait_from_row(
+    row: &impl Cols,
+    key: String,
+) -> Result<maos_core::ForeignWait, StoreError> {
+    Ok(maos_core::ForeignWait {
+        key,
+        holder: id_of(row, "agent_id", AgentId::parse)?,
+        born: ts(row, "born")?,
+        path: maos_core::LockPath::new(&row.text("path")?)
+            .map_err(|e| StoreError::Corrupt(format!("wait path: {e}")))?,
+        mode: parse(row, "mode")?,
+        since: ts(row, "since")?,
+        deadline: row.int_opt("deadline")?.map(from_us),
+        lapse: ts(row, "lease_until")?,
+    })
 }
 
 /// A checkpoint from its row (`session_id, seq, ts, reason, state`), on either engine.

@@ -81,6 +81,7 @@ pub fn lock_error(st: &State, e: &LockError) -> ErrorBody {
                     wait: 0,
                     holder,
                     cycle: cycle.clone(),
+                    foreign: None,
                 };
                 return crate::locks::deadlock_error(st, &v);
             }

@@ -74,6 +74,7 @@ enum Cmd {
 struct Begun {
     now: maos_core::Ts,
     locks: Option<Vec<(maos_core::HeldLock, i64)>>,
+    waits: Option<maos_store::FleetWaits>,
 }
 
 impl Begun {
@@ -81,8 +82,13 @@ impl Begun {
     /// (serving the waits that frees).
     fn apply(self, txn: &mut Txn<'_>) {
         txn.now = self.now;
+        // Locks first: a wait that ended elsewhere because it was granted must not free the
+        // waits behind it before its grant is here.
         if let Some(locks) = self.locks {
             txn.sync_locks(locks);
+        }
+        if let Some(waits) = self.waits {
+            txn.sync_waits(waits);
         }
     }
 }
@@ -311,6 +317,7 @@ impl Actor {
             error!(project = %self.root, "the scheduler panicked; the daemon goes on");
         }
         let mut wakeups = Vec::new();
+        txn.prepare_waits();
         if !txn.is_dirty() {
             self.store.end().await;
         } else {
@@ -387,6 +394,7 @@ impl Actor {
         Ok(Some(Begun {
             now: fresh.now,
             locks: fresh.locks,
+            waits: fresh.waits,
         }))
     }
 
@@ -559,6 +567,7 @@ impl Actor {
             Ok(Err(e)) => warn!(project = %self.root, error = %e.message, "recovery failed"),
             Err(_) => error!(project = %self.root, "recovery panicked"),
         }
+        txn.prepare_waits();
         if !txn.is_dirty() {
             self.store.end().await;
             return;

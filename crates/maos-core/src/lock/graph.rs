@@ -159,6 +159,11 @@ impl LockTable {
                         wait,
                         holder: e.waiter.clone(),
                         cycle,
+                        foreign: self
+                            .waits
+                            .get(&wait)
+                            .and_then(|w| w.foreign.as_ref())
+                            .map(|f| f.key.clone()),
                     });
                 }
                 None => return Err(LockError::Deadlock { cycle }),

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::index::PathIndex;
 use super::{
-    Acquired, Conflicts, HeldLock, LockError, LockMode, LockPath, LockRequest, WaitId, WaitOutcome,
-    WaitPolicy, WaiterInfo, conflicts,
+    Acquired, Conflicts, ForeignWait, HeldLock, LockError, LockMode, LockPath, LockRequest, WaitId,
+    WaitOutcome, WaitPolicy, WaiterInfo, conflicts,
 };
 use crate::{AgentId, Ts};
 
@@ -27,6 +27,25 @@ pub(super) struct Waiter {
     pub(super) ttl_us: i64,
     pub(super) since: Ts,
     pub(super) deadline: Option<Ts>,
+    /// Parked through another daemon of a fleet: its key there, and until when it counts.
+    pub(super) foreign: Option<Box<Foreign>>,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Foreign {
+    pub(super) key: String,
+    lapse: Ts,
+}
+
+impl Waiter {
+    /// When [`LockTable::tick`] ends it: its deadline, or for a foreign wait its lapse (its own
+    /// daemon times it out).
+    fn ends_at(&self) -> Option<Ts> {
+        match &self.foreign {
+            Some(f) => Some(f.lapse),
+            None => self.deadline,
+        }
+    }
 }
 
 /// One change to the table, as needed to undo it (the journal kept while a savepoint is open).
@@ -111,6 +130,8 @@ pub struct LockTable {
     wait_index: PathIndex,
     pub(super) waits_by_holder: BTreeMap<AgentId, BTreeSet<WaitId>>,
     deadlines: BTreeSet<(Ts, WaitId)>,
+    /// The foreign waits' ids here, by their key.
+    foreign: BTreeMap<String, WaitId>,
     /// Read locks ended by a Read→Write upgrade, by the token of the Write lock that replaced
     /// them, until the caller takes them ([`LockTable::take_replaced`]) to record their end.
     replaced: BTreeMap<u64, HeldLock>,
@@ -197,6 +218,63 @@ impl LockTable {
         self.grant_after(&removed, &[], now)
     }
 
+    /// Make the foreign waits exactly `waits` (what other daemons of a fleet have parked, in
+    /// their fleet-wide arrival order). Waits new here queue after every wait already here,
+    /// which is their arrival order too when every change reaches this table before the next
+    /// local request; a wait whose lapse moved is kept in its place. The waits it drops free
+    /// what they blocked: returns the grants that followed.
+    pub fn sync_foreign(&mut self, waits: Vec<ForeignWait>, now: Ts) -> Vec<WaitOutcome> {
+        let keep: BTreeSet<&str> = waits.iter().map(|w| w.key.as_str()).collect();
+        let gone: Vec<WaitId> = self
+            .foreign
+            .iter()
+            .filter(|(k, _)| !keep.contains(k.as_str()))
+            .map(|(_, id)| *id)
+            .collect();
+        let ended: Vec<Waiter> = gone
+            .into_iter()
+            .filter_map(|id| self.remove_waiter(id))
+            .collect();
+        for f in waits {
+            match self.foreign.get(&f.key).copied() {
+                Some(id) => {
+                    let lapsed = self
+                        .waits
+                        .get(&id)
+                        .and_then(|w| w.foreign.as_ref())
+                        .is_some_and(|o| o.lapse != f.lapse);
+                    if lapsed && let Some(mut w) = self.remove_waiter(id) {
+                        if let Some(o) = &mut w.foreign {
+                            o.lapse = f.lapse;
+                        }
+                        self.insert_waiter(id, w);
+                    }
+                }
+                None => {
+                    let id = self.next_wait;
+                    self.next_wait = id.saturating_add(1);
+                    self.insert_waiter(
+                        id,
+                        Waiter {
+                            holder: f.holder,
+                            born: f.born,
+                            path: f.path,
+                            mode: f.mode,
+                            ttl_us: 1,
+                            since: f.since,
+                            deadline: f.deadline,
+                            foreign: Some(Box::new(Foreign {
+                                key: f.key,
+                                lapse: f.lapse,
+                            })),
+                        },
+                    );
+                }
+            }
+        }
+        self.grant_after(&[], &ended, now)
+    }
+
     /// Ask for a lock. Granted now, queued (with any deadlock victims it caused and the grants
     /// that followed), or refused: [`LockError::BadTtl`] for `ttl_us <= 0`,
     /// [`LockError::Conflict`] when it cannot be granted and may not wait (`NoWait`, or a
@@ -238,6 +316,7 @@ impl LockTable {
                 ttl_us: req.ttl_us,
                 since: now,
                 deadline,
+                foreign: None,
             },
         );
         let candidates = self.waiters_overlapping(&scopes);
@@ -341,11 +420,15 @@ impl LockTable {
             .get(holder)
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default();
+        // A foreign wait is its own daemon's to end.
         let waits: Vec<WaitId> = self
             .waits_by_holder
             .get(holder)
-            .map(|s| s.iter().copied().collect())
-            .unwrap_or_default();
+            .into_iter()
+            .flatten()
+            .filter(|w| self.waits.get(w).is_some_and(|w| w.foreign.is_none()))
+            .copied()
+            .collect();
         let released: Vec<HeldLock> = tokens.iter().filter_map(|t| self.remove_lock(*t)).collect();
         let ended: Vec<Waiter> = waits
             .iter()
@@ -404,6 +487,11 @@ impl LockTable {
         let mut ended = Vec::new();
         for id in timed_out {
             if let Some(w) = self.remove_waiter(id) {
+                // A foreign wait that lapsed just leaves the queue.
+                if w.foreign.is_some() {
+                    ended.push(w);
+                    continue;
+                }
                 outcomes.push(WaitOutcome::TimedOut {
                     wait: id,
                     holder: w.holder.clone(),
@@ -459,7 +547,7 @@ impl LockTable {
             .collect()
     }
 
-    /// The parked waits, in queue order.
+    /// The parked waits, foreign ones too, in queue order.
     pub fn waiters(&self) -> Vec<WaiterInfo> {
         self.waits.iter().map(|(id, w)| info(*id, w)).collect()
     }
@@ -483,6 +571,17 @@ impl LockTable {
     /// fresh block of tokens); tokens never go back.
     pub fn raise_next_token(&mut self, start: u64) {
         self.next_token = self.next_token.max(start);
+    }
+
+    /// The id the next parked wait will get.
+    pub fn next_wait(&self) -> WaitId {
+        self.next_wait
+    }
+
+    /// Number the next waits from `start` when that is higher (a table rebuilt after a failed
+    /// commit goes on where the old one stopped, so a wait id is never given twice).
+    pub fn raise_next_wait(&mut self, start: WaitId) {
+        self.next_wait = self.next_wait.max(start);
     }
 
     /// The Read lock that the grant with this token replaced (a Read→Write upgrade), once: the
@@ -855,10 +954,14 @@ impl LockTable {
 
     /// Walk the candidates in queue order, granting each that conflicts with no holder and no
     /// earlier still-waiting waiter. A grant never unblocks anyone, so one pass is enough.
+    /// Foreign waits are left to their daemons (which see the same queue).
     fn grant_waiting(&mut self, candidates: BTreeSet<WaitId>, now: Ts) -> Vec<WaitOutcome> {
         let mut out = Vec::new();
         for id in candidates {
-            let ok = self.waits.get(&id).is_some_and(|w| self.grantable(id, w));
+            let ok = self
+                .waits
+                .get(&id)
+                .is_some_and(|w| w.foreign.is_none() && self.grantable(id, w));
             if !ok {
                 continue;
             }
@@ -921,8 +1024,11 @@ impl LockTable {
             .entry(w.holder.clone())
             .or_default()
             .insert(id);
-        if let Some(d) = w.deadline {
+        if let Some(d) = w.ends_at() {
             self.deadlines.insert((d, id));
+        }
+        if let Some(f) = &w.foreign {
+            self.foreign.insert(f.key.clone(), id);
         }
         self.waits.insert(id, w);
         self.log(Undo::Parked(id));
@@ -937,8 +1043,11 @@ impl LockTable {
                 self.waits_by_holder.remove(&w.holder);
             }
         }
-        if let Some(d) = w.deadline {
+        if let Some(d) = w.ends_at() {
             self.deadlines.remove(&(d, id));
+        }
+        if let Some(f) = &w.foreign {
+            self.foreign.remove(&f.key);
         }
         if self.open_savepoints > 0 {
             self.journal.push(Undo::Unparked(id, w.clone()));
@@ -955,5 +1064,6 @@ fn info(id: WaitId, w: &Waiter) -> WaiterInfo {
         mode: w.mode,
         since: w.since,
         deadline: w.deadline,
+        foreign: w.foreign.is_some(),
     }
 }

@@ -734,3 +734,139 @@ fn acquire_all_takes_every_lock_or_none() {
         t(3) + chrono::TimeDelta::microseconds(TTL)
     );
 }
+
+/// A wait parked through another daemon by `agent(who)` (born `who` s after t(0)).
+fn foreign(key: &str, who: u128, path: &str, mode: LockMode, lapse: Ts) -> ForeignWait {
+    ForeignWait {
+        key: key.into(),
+        holder: agent(who),
+        born: t(who as i64),
+        path: p(path),
+        mode,
+        since: t(0),
+        deadline: None,
+        lapse,
+    }
+}
+
+/// A lock held through another daemon (as `sync_held` takes it from the authority).
+fn held_elsewhere(who: u128, path: &str, token: u64) -> (HeldLock, i64) {
+    let lock = HeldLock {
+        path: p(path),
+        mode: W,
+        holder: agent(who),
+        token,
+        acquired_at: t(0),
+        expires_at: t(1_000),
+    };
+    (lock, TTL)
+}
+
+#[test]
+fn a_foreign_wait_queues_ahead_of_later_requests_and_is_never_granted_here() {
+    let mut lt = LockTable::new(1);
+    let a = granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    lt.sync_foreign(vec![foreign("d2#0", 2, "f", W, t(100))], t(1));
+    let listed = lt.waiters();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].foreign, "{listed:?}");
+    // A later request queues behind it: with no wait it is refused, naming the queued agent.
+    match lt.acquire(req(3, "f", R, NoWait), t(2)) {
+        Err(LockError::Conflict { queued, .. }) => assert_eq!(queued[0].holder, agent(2)),
+        other => panic!("expected a conflict behind the foreign wait, got {other:?}"),
+    }
+    let (mine, _, _) = queued(lt.acquire(req(3, "f", R, Forever), t(2)));
+    // Released here: the foreign wait is first in line, but only its own daemon grants it,
+    // and agent 3 still waits behind it.
+    let (_, out) = lt.release(&agent(1), &a.path, false, t(3)).unwrap();
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(lt.waiters().len(), 2);
+    // Its daemon granted it (the lock and the end of the wait arrive together): agent 3
+    // now waits for that lock.
+    let out = lt.sync_held(vec![held_elsewhere(2, "f", 70_000)], t(4));
+    assert!(out.is_empty(), "{out:?}");
+    let out = lt.sync_foreign(vec![], t(4));
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(lt.waiters().len(), 1);
+    // Released there: agent 3 is granted here.
+    let out = lt.sync_held(vec![], t(5));
+    assert!(
+        matches!(out.as_slice(), [WaitOutcome::Granted { wait, lock }] if *wait == mine && lock.holder == agent(3)),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_foreign_wait_that_lapses_leaves_the_queue_without_an_answer_here() {
+    let mut lt = LockTable::new(1);
+    let a = granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    lt.sync_foreign(vec![foreign("d2#0", 2, "f", W, t(10))], t(1));
+    let (mine, _, _) = queued(lt.acquire(req(3, "f", W, Forever), t(1)));
+    lt.release(&agent(1), &a.path, false, t(2)).unwrap();
+    assert_eq!(
+        lt.next_deadline(),
+        Some(t(10)),
+        "the lapse wakes the daemon"
+    );
+    // Renewed by its daemon before it lapsed: it stays, in its place.
+    lt.sync_foreign(vec![foreign("d2#0", 2, "f", W, t(20))], t(9));
+    let (_, out) = lt.tick(t(10));
+    assert!(out.is_empty(), "{out:?}");
+    // Not renewed again: gone at its lapse, and agent 3 behind it is granted.
+    let (_, out) = lt.tick(t(20));
+    assert!(
+        matches!(out.as_slice(), [WaitOutcome::Granted { wait, .. }] if *wait == mine),
+        "no TimedOut for a foreign wait: {out:?}"
+    );
+    assert!(lt.waiters().is_empty());
+}
+
+#[test]
+fn a_cycle_through_a_foreign_wait_is_a_deadlock_and_the_youngest_gives_way() {
+    // Agent 1 (here) holds f; agent 2 (elsewhere) holds g and waits there for f.
+    let setup = |born_here: u128, born_there: u128| {
+        let mut lt = LockTable::new(1);
+        let f = granted(lt.acquire(req(born_here, "f", W, NoWait), t(0)));
+        lt.sync_held(
+            vec![(f, TTL), held_elsewhere(born_there, "g", 70_000)],
+            t(0),
+        );
+        lt.sync_foreign(vec![foreign("d2#7", born_there, "f", W, t(100))], t(1));
+        lt
+    };
+    // The foreign agent is the younger: its wait is the victim, named by its key, and
+    // agent 1's request queues.
+    let mut lt = setup(1, 2);
+    let (_, victims, _) = queued(lt.acquire(req(1, "g", W, Forever), t(2)));
+    assert_eq!(victims.len(), 1, "{victims:?}");
+    assert_eq!(victims[0].holder, agent(2));
+    assert_eq!(victims[0].foreign.as_deref(), Some("d2#7"));
+    assert_eq!(victims[0].cycle.len(), 2);
+    assert!(lt.waiters().iter().all(|w| !w.foreign), "the victim left");
+    // The local agent is the younger: its own request is refused.
+    let mut lt = setup(3, 2);
+    match lt.acquire(req(3, "g", W, Forever), t(2)) {
+        Err(LockError::Deadlock { cycle }) => assert_eq!(cycle.len(), 2),
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+    assert_eq!(lt.waiters().len(), 1, "the foreign wait stays");
+}
+
+#[test]
+fn a_foreign_wait_is_only_its_own_daemons_to_end() {
+    let mut lt = LockTable::new(1);
+    granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    lt.sync_foreign(vec![foreign("d2#0", 2, "f", W, t(100))], t(1));
+    // Agent 2 ended as seen here: its foreign wait stays until its daemon drops it.
+    let (_, ended, _) = lt.release_all(&agent(2), t(2));
+    assert!(ended.is_empty());
+    assert_eq!(lt.waiters().len(), 1);
+    // A rolled-back step puts a dropped foreign wait back, key and all.
+    let sp = lt.savepoint();
+    lt.sync_foreign(vec![], t(3));
+    assert!(lt.waiters().is_empty());
+    lt.rollback_to(sp);
+    assert_eq!(lt.waiters().len(), 1);
+    lt.sync_foreign(vec![foreign("d2#0", 2, "f", W, t(100))], t(4));
+    assert_eq!(lt.waiters().len(), 1, "known by its key: not added twice");
+}
