@@ -909,6 +909,54 @@ fn a_deadlock_through_three_daemons_is_found_and_the_youngest_gives_way() {
     );
 }
 
+/// The dashboard of either daemon shows the whole fleet's session, each agent with its
+/// machine, in a real browser. A screenshot is kept in `target/tmp/dashboard-fleet.png`.
+#[test]
+fn the_dashboard_on_either_daemon_shows_each_agents_machine() {
+    if !maos_tests::webdriver::available() {
+        return;
+    }
+    let Some(pg) = postgres_or_skip() else { return };
+    let (a, b) = two_daemons(&pg, "acme/dash");
+    let session = a.session("seen from the other machine", &[]);
+    let a1 = agent_in(&a, &session, "writer");
+    let b1 = agent_in(&b, &session, "reviewer");
+    let v = maos_tests::json_of("maos dashboard", &b.maos(&["--json", "dashboard"]));
+    struct Stop<'a>(&'a Env);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.maos(&["dashboard", "--stop"]);
+        }
+    }
+    let _stop = Stop(&b);
+    let url = v["url"].as_str().expect("url");
+    let browser = maos_tests::webdriver::Browser::start(&b.root().join("chromium"));
+    browser.open(url);
+    let root: String = Env::project_root(&b.project)
+        .bytes()
+        .map(|c| match c {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (c as char).to_string()
+            }
+            _ => format!("%{c:02X}"),
+        })
+        .collect();
+    browser.eval(&format!("location.hash = '#/session/{root}/{session}'"));
+    let machine_of = |agent: &str| {
+        format!("document.querySelector('li[data-agent=\"{agent}\"] .machine')?.textContent")
+    };
+    browser.until_js(
+        "both agents drawn with their machines",
+        &format!(
+            "return {} === ' on machine-1' && {} === ' on machine-2'",
+            machine_of(&a1),
+            machine_of(&b1)
+        ),
+    );
+    browser
+        .screenshot(&std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-fleet.png"));
+}
+
 /// A database a newer maos migrated (a migration this one does not know): each request is
 /// refused in one line saying to upgrade maos, at once and every time (the failed migration
 /// holds no lock that would make the next one wait), and nothing is written.
