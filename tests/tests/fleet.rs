@@ -957,6 +957,78 @@ fn the_dashboard_on_either_daemon_shows_each_agents_machine() {
         .screenshot(&std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-fleet.png"));
 }
 
+/// A plan started on machine-1 runs there; pause, resume and cancel asked through machine-2's
+/// daemon reach its process all the same (its own daemon catches up with the records), and
+/// starting one of its agents through machine-2 is refused, naming machine-1, changing
+/// nothing.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_managed_agent_is_paused_resumed_and_cancelled_through_another_machines_daemon() {
+    use maos_tests::{alive, wait_until};
+    const SLOW: std::time::Duration = std::time::Duration::from_secs(30);
+    fn proc_state(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ")?.1.chars().next()
+    }
+
+    let Some(pg) = postgres_or_skip() else { return };
+    let (a, b) = two_daemons(&pg, "acme/managed");
+    let entry = |name: &str, script: &str| {
+        format!(
+            "[[agent]]\nname = \"{name}\"\ntask = \"task of {name}\"\ncommand = [\"sh\", \"-c\", {script:?}]\n"
+        )
+    };
+    let text =
+        "objective = \"run on machine-1\"\nstrategy = \"sequential\"\n[failure]\ngrace_ms = 2000\n"
+            .to_string()
+            + &entry("worker", "while true; do sleep 0.05; done")
+            + &entry("second", "touch second.done");
+    std::fs::write(a.project.join("plan.toml"), text).expect("plan");
+    let sid = a.maos_json(&["run", "plan.toml"])["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let agent = |name: &str| -> Value {
+        let s = b.maos_json(&["session", "show", &sid]);
+        s["agents"]
+            .as_array()
+            .and_then(|l| l.iter().find(|x| x["spec"]["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("no agent {name} in {s}"))
+    };
+    let mut pid = 0;
+    wait_until(SLOW, "machine-2 sees the worker's process", || {
+        pid = agent("worker")["process"]["pid"].as_u64().unwrap_or(0) as u32;
+        pid != 0
+    });
+    assert_eq!(agent("worker")["machine"], "machine-1");
+    wait_until(SLOW, "the worker runs", || {
+        proc_state(pid).is_some_and(|s| s != 'T')
+    });
+    b.maos_json(&["pause", &sid, "--reason", "asked on machine-2"]);
+    wait_until(SLOW, "the worker's process is stopped", || {
+        proc_state(pid) == Some('T')
+    });
+    b.maos_json(&["resume", &sid]);
+    wait_until(SLOW, "the worker's process runs again", || {
+        proc_state(pid).is_some_and(|s| s != 'T')
+    });
+    // Starting machine-1's agent from machine-2 would run it on the wrong machine.
+    let second = agent("second")["id"].as_str().expect("id").to_string();
+    let f = b.maos_fail(&["agent", "start", &second]);
+    assert_eq!(f.code, "invalid_transition", "{f:?}");
+    assert!(f.message.contains("machine-1"), "{f:?}");
+    assert_eq!(agent("second")["state"], "pending");
+    assert!(!b.project.join("second.done").exists() && !a.project.join("second.done").exists());
+    let worker = agent("worker")["id"].as_str().expect("id").to_string();
+    b.maos_json(&["pause", "--agent", &worker]);
+    wait_until(SLOW, "the paused agent's process is stopped", || {
+        proc_state(pid) == Some('T')
+    });
+    b.maos_json(&["agent", "cancel", &worker]);
+    wait_until(SLOW, "the cancelled agent's process ends", || !alive(pid));
+    assert_eq!(agent("worker")["state"], "cancelled");
+}
+
 /// A database a newer maos migrated (a migration this one does not know): each request is
 /// refused in one line saying to upgrade maos, at once and every time (the failed migration
 /// holds no lock that would make the next one wait), and nothing is written.

@@ -570,20 +570,91 @@ fn grace_of(tx: &Txn<'_>, sid: &SessionId) -> u64 {
 
 /// SIGTERM to the group, then SIGKILL after the grace period.
 fn terminate(tx: &mut Txn<'_>, pid: u32, start_time: Option<u64>, grace_ms: u64) {
-    tx.effect(Effect::Signal {
-        pgid: pid,
-        sig: libc::SIGTERM,
-    });
-    // A stopped (paused) process only acts on SIGTERM once continued.
-    tx.effect(Effect::Signal {
-        pgid: pid,
-        sig: libc::SIGCONT,
-    });
-    tx.effect(Effect::KillAfter {
-        pgid: pid,
-        start_time,
-        after: std::time::Duration::from_millis(grace_ms),
-    });
+    for e in termination(pid, start_time, grace_ms) {
+        tx.effect(e);
+    }
+}
+
+fn termination(pid: u32, start_time: Option<u64>, grace_ms: u64) -> [Effect; 3] {
+    [
+        Effect::Signal {
+            pgid: pid,
+            sig: libc::SIGTERM,
+        },
+        // A stopped (paused) process only acts on SIGTERM once continued.
+        Effect::Signal {
+            pgid: pid,
+            sig: libc::SIGCONT,
+        },
+        Effect::KillAfter {
+            pgid: pid,
+            start_time,
+            after: std::time::Duration::from_millis(grace_ms),
+        },
+    ]
+}
+
+/// Whether the agent's process should be stopped: it runs, and it, its session or its phase
+/// is paused.
+fn held_stopped(s: &maos_proto::SessionRecord, a: &AgentRecord) -> bool {
+    a.state == AgentState::Running
+        && (a.paused || s.state == SessionState::Paused || in_paused_phase(s, a))
+}
+
+/// In a fleet, what this daemon does to its own machine's processes once another daemon
+/// changed their agents (`changed`: the sessions as PostgreSQL now holds them, `st` as this
+/// daemon knew them): a process whose agent ended there is terminated, one that was paused
+/// there is stopped, one resumed there is continued. The daemon that recorded the change
+/// could not signal them: their pids are this machine's.
+pub fn catch_up(st: &crate::state::State, changed: &[maos_proto::SessionRecord]) -> Vec<Effect> {
+    let mut out = Vec::new();
+    if st.machine.is_none() {
+        return out;
+    }
+    for s in changed {
+        let Some(old) = st.session(&s.id) else {
+            continue;
+        };
+        for a in s.agents.iter().filter(|a| a.machine == st.machine) {
+            let Some(was) = old.agents.iter().find(|x| x.id == a.id) else {
+                continue;
+            };
+            let Some(p) = &was.process else {
+                continue;
+            };
+            if !was.state.is_terminal() && a.state.is_terminal() {
+                let grace = s
+                    .policy
+                    .as_ref()
+                    .map_or(plan::DEFAULT_GRACE_MS, |p| p.grace_ms);
+                out.extend(termination(p.pid, p.start_time, grace));
+                continue;
+            }
+            let sig = match (held_stopped(old, was), held_stopped(s, a)) {
+                (false, true) => libc::SIGSTOP,
+                (true, false) => libc::SIGCONT,
+                _ => continue,
+            };
+            out.push(Effect::Signal { pgid: p.pid, sig });
+        }
+    }
+    out
+}
+
+/// A managed agent whose process would be started here must run on this daemon's machine:
+/// in a fleet, another machine's plan is started (and resumed) by its own daemon.
+fn starts_here(tx: &Txn<'_>, id: &AgentId) -> Result<(), ErrorBody> {
+    match tx.state().agent(id) {
+        Some(a) if a.machine != tx.state().machine => Err(ErrorBody::new(
+            ErrorCode::InvalidTransition,
+            format!(
+                "agent {} runs on {}: start or resume it through that machine's daemon",
+                a.id,
+                a.machine.as_deref().unwrap_or("another machine")
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Pause or continue the processes of these agents (those that have one).
@@ -622,6 +693,7 @@ pub fn agent_op(
         .ok_or_else(|| ErrorBody::new(ErrorCode::NotFound, format!("no agent {id}")))?;
     let (id, managed, state) = (a.id.clone(), a.spec.is_some(), a.state);
     if managed && matches!(op, AgentOp::Start | AgentOp::Resume) {
+        starts_here(tx, &id)?;
         if state == AgentState::Resumable {
             resume_agent(tx, &id)?;
         } else {
@@ -777,6 +849,7 @@ pub fn retry(
 
 /// `maos resume` of an interrupted managed agent: run its resume command (or its command).
 pub fn resume_agent(tx: &mut Txn<'_>, id: &AgentId) -> Result<(), ErrorBody> {
+    starts_here(tx, id)?;
     let runner = runner(tx)?;
     super::agent::transition(tx, id, AgentOp::Resume, None, None)?;
     launch(tx, id, &runner, true)
@@ -1122,5 +1195,56 @@ mod tests {
         st.machine = Some("laptop".into());
         assert!(runs_here(&st, &plan_session(Some("laptop"))));
         assert!(!runs_here(&st, &plan_session(Some("build-server"))));
+    }
+
+    /// The signals a daemon sends its own machine's process when another daemon paused,
+    /// resumed or ended its agent; none for another machine's, none when nothing changed.
+    #[test]
+    fn a_change_made_elsewhere_reaches_only_this_machines_process() {
+        use crate::run::Effect;
+        let signals = |e: &[Effect]| -> Vec<(u32, i32)> {
+            e.iter()
+                .filter_map(|e| match e {
+                    Effect::Signal { pgid, sig } => Some((*pgid, *sig)),
+                    _ => None,
+                })
+                .collect()
+        };
+        for (machine, pid) in [("laptop", 4242u32), ("build-server", 4343)] {
+            let mut s = plan_session(Some(machine));
+            s.agents[0].process = Some(maos_proto::ProcessInfo {
+                pid,
+                start_time: None,
+                started_at: s.created_at,
+                supervisor: None,
+            });
+            let mut st = State::new(vec![s.clone()], 0);
+            st.machine = Some("laptop".into());
+            let mine = machine == "laptop";
+            assert!(super::catch_up(&st, std::slice::from_ref(&s)).is_empty());
+            let mut paused = s.clone();
+            paused.state = maos_core::SessionState::Paused;
+            let want: Vec<(u32, i32)> = if mine {
+                vec![(pid, libc::SIGSTOP)]
+            } else {
+                vec![]
+            };
+            assert_eq!(signals(&super::catch_up(&st, &[paused.clone()])), want);
+            let mut st_paused = State::new(vec![paused], 0);
+            st_paused.machine = Some("laptop".into());
+            let want: Vec<(u32, i32)> = if mine {
+                vec![(pid, libc::SIGCONT)]
+            } else {
+                vec![]
+            };
+            assert_eq!(signals(&super::catch_up(&st_paused, &[s.clone()])), want);
+            let mut cancelled = s.clone();
+            cancelled.agents[0].state = maos_core::AgentState::Cancelled;
+            let ended = super::catch_up(&st, &[cancelled]);
+            assert_eq!(ended.len(), if mine { 3 } else { 0 });
+            if mine {
+                assert_eq!(signals(&ended)[0], (pid, libc::SIGTERM));
+            }
+        }
     }
 }

@@ -380,6 +380,8 @@ impl Actor {
         else {
             return Ok(None);
         };
+        // This machine's processes follow what other daemons changed of their agents.
+        let effects = crate::ops::process::catch_up(&self.state, &fresh.sessions);
         self.state.refresh(
             fresh.sessions,
             &fresh.gone,
@@ -389,6 +391,7 @@ impl Actor {
         for e in fresh.events {
             let _ = self.events.send(Arc::new(e));
         }
+        self.execute(effects);
         // Before the batch's transaction: a fresh block is not a change to write.
         self.state.locks.raise_next_token(fresh.token_start);
         Ok(Some(Begun {
