@@ -1029,6 +1029,40 @@ fn a_managed_agent_is_paused_resumed_and_cancelled_through_another_machines_daem
     assert_eq!(agent("worker")["state"], "cancelled");
 }
 
+/// A finished session deleted by `maos gc` through one daemon leaves the other daemons' memory
+/// too: it is in no list there, and naming it is `not_found`.
+#[test]
+fn a_session_collected_through_one_daemon_is_gone_from_the_others() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let (a, b) = two_daemons(&pg, "acme/gc");
+    let done = a.session("finished", &[]);
+    let live = a.session("still going", &[]);
+    a.maos_json(&["session", "start", &done]);
+    a.maos_json(&["session", "complete", &done]);
+    let listed = |env: &Env| -> Vec<String> {
+        let v = env.maos_json(&["session", "list", "--all"]);
+        let mut ids: Vec<String> = v
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(|s| s["id"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    };
+    let mut both = vec![done.clone(), live.clone()];
+    both.sort();
+    assert_eq!(listed(&b), both, "b knows both sessions");
+    let report = a.maos_json(&["gc", "--older-than", "0s"]);
+    assert_eq!(report["sessions"][0]["id"], done.as_str(), "{report}");
+    assert_eq!(listed(&b), vec![live.clone()]);
+    let f = b.maos_fail(&["session", "show", &done]);
+    assert_eq!(f.code, "not_found", "{f:?}");
+    assert_eq!(listed(&a), vec![live]);
+}
+
 /// A database a newer maos migrated (a migration this one does not know): each request is
 /// refused in one line saying to upgrade maos, at once and every time (the failed migration
 /// holds no lock that would make the next one wait), and nothing is written.

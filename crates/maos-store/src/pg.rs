@@ -463,6 +463,16 @@ impl PgStore {
             .iter()
             .map(rows::event_from_row)
             .collect::<Result<_, _>>()?;
+            // A session `maos gc` deleted elsewhere left no row to say so: its record of the
+            // deletion takes it out of memory.
+            for e in &fresh.events {
+                if e.kind == "session_deleted"
+                    && let Some(id) = e.data.get("session").and_then(|v| v.as_str())
+                    && let Ok(id) = maos_core::SessionId::parse(id)
+                {
+                    fresh.gone.push(id);
+                }
+            }
         }
         if lock_seq != self.lock_seq || !self.waits_known {
             fresh.locks = Some(read_locks(&mut tx, &self.key).await?);
