@@ -29,12 +29,17 @@ CREATE TABLE projects (
     created_at  bigint NOT NULL DEFAULT maos_now_us()
 );
 
--- The start of a batch (DESIGN.md §10): the project's key locked to the end of the
--- transaction (batches of one project, on every daemon, follow each other), then, in this
--- order, PostgreSQL's clock (after the lock: a lease is judged when the batch runs), the
--- project's counters, and a fresh block of fencing tokens.
-CREATE FUNCTION maos_begin(project_key text, OUT now_us bigint, OUT last_seq bigint,
-    OUT lock_seq bigint, OUT token bigint)
+-- The start of a batch (DESIGN.md §10), in one round trip: the project's key locked to the end
+-- of the transaction (batches of one project, on every daemon, follow each other), then, in
+-- this order, PostgreSQL's clock (after the lock: a lease is judged when the batch runs), the
+-- project's counters, a fresh block of fencing tokens, and what the calling daemon (`me`, which
+-- knew the project at event `known_seq` and its locks at `known_lock_seq`) has not seen: the
+-- sessions changed since (id, archived), the events since, and when any lock or wait row
+-- changed, every held lock and the waits it needs (the others' live ones, its own that
+-- another daemon ended). JSON arrays, NULL when unchanged.
+CREATE FUNCTION maos_begin(project_key text, known_seq bigint, known_lock_seq bigint, me text,
+    OUT now_us bigint, OUT last_seq bigint, OUT lock_seq bigint, OUT token bigint,
+    OUT changed jsonb, OUT events jsonb, OUT locks jsonb, OUT waits jsonb)
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended('maos project ' || project_key, 0));
@@ -42,6 +47,36 @@ BEGIN
         WHERE p.key = project_key;
     now_us := maos_now_us();
     token := nextval('maos_fence');
+    IF last_seq > known_seq THEN
+        SELECT coalesce(jsonb_agg(jsonb_build_object('id', c.id, 'archived', c.archived)), '[]')
+            INTO changed
+            FROM (SELECT s.id, s.archived FROM sessions s
+                      WHERE s.project = project_key AND s.changed_seq > known_seq
+                  UNION
+                  SELECT s.id, s.archived FROM session_agents a
+                      JOIN sessions s ON s.project = a.project AND s.id = a.session_id
+                      WHERE a.project = project_key AND a.changed_seq > known_seq) c;
+        SELECT coalesce(jsonb_agg(jsonb_build_object('seq', e.seq, 'ts', e.ts,
+                'session_id', e.session_id, 'agent_id', e.agent_id, 'type', e.type,
+                'data', e.data::text) ORDER BY e.seq), '[]')
+            INTO events
+            FROM session_events e WHERE e.project = project_key AND e.seq > known_seq;
+    END IF;
+    IF lock_seq IS DISTINCT FROM known_lock_seq THEN
+        SELECT coalesce(jsonb_agg(jsonb_build_object('token', l.token, 'path', l.path,
+                'holder_id', l.holder_id, 'mode', l.mode, 'acquired_at', l.acquired_at,
+                'expires_at', l.expires_at, 'ttl_us', l.ttl_us) ORDER BY l.token), '[]')
+            INTO locks
+            FROM locks l WHERE l.project = project_key;
+        SELECT coalesce(jsonb_agg(jsonb_build_object('daemon', w.daemon, 'wait', w.wait,
+                'agent_id', w.agent_id, 'path', w.path, 'mode', w.mode, 'born', w.born,
+                'since', w.since, 'deadline', w.deadline, 'lease_until', w.lease_until,
+                'message', w.message) ORDER BY w.ord), '[]')
+            INTO waits
+            FROM lock_waits w WHERE w.project = project_key
+                AND ((w.daemon <> me AND w.outcome IS NULL AND w.lease_until > now_us)
+                    OR (w.daemon = me AND w.outcome IS NOT NULL));
+    END IF;
 END $$;
 
 -- A member of the fleet: one daemon (its machine and MAOS_HOME).

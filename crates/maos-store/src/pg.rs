@@ -54,6 +54,9 @@ impl Cols for PgRow {
 /// PostgreSQL is unreachable.
 pub struct Fleet {
     pool: PgPool,
+    /// For the notifications: their own connections, whose commits do not wait for the disk
+    /// (a notification is a hint; the batch it tells of is committed durably already).
+    notify_pool: PgPool,
     /// For the migration's own connection.
     opts: PgConnectOptions,
     shown: String,
@@ -98,8 +101,14 @@ impl Fleet {
             .min_connections(0)
             .acquire_timeout(CONNECT_TIMEOUT)
             .connect_lazy_with(opts.clone());
+        let notify_pool = PgPoolOptions::new()
+            .max_connections(2)
+            .min_connections(0)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .connect_lazy_with(opts.clone().options([("synchronous_commit", "off")]));
         Ok(Fleet {
             pool,
+            notify_pool,
             opts,
             shown,
             daemon,
@@ -200,6 +209,7 @@ impl Fleet {
     /// Close the pool (the daemon is stopping).
     pub async fn close(&self) {
         self.pool.close().await;
+        self.notify_pool.close().await;
     }
 }
 
@@ -217,21 +227,39 @@ pub struct Notifier {
     pool: PgPool,
     channel: Arc<str>,
     from: Arc<str>,
+    /// 0: none in flight; 1: one in flight; 2: one in flight and another asked for since.
+    state: Arc<std::sync::atomic::AtomicU8>,
 }
 
 impl Notifier {
     /// Send it from a task of its own, after the commit: never in the batch's transaction
-    /// (a NOTIFY holds a database-wide lock through its commit).
+    /// (a NOTIFY holds a database-wide lock through its commit). Commits that follow each
+    /// other faster than notifications go out share them: while one is in flight, the next
+    /// ones make a single one more, sent once it is done (so the last commit is always told).
     pub fn send(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let before = self
+            .state
+            .fetch_update(SeqCst, SeqCst, |s| Some(if s == 0 { 1 } else { 2 }))
+            .unwrap_or(2);
+        if before != 0 {
+            return;
+        }
         let me = self.clone();
         tokio::spawn(async move {
-            if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(&*me.channel)
-                .bind(&*me.from)
-                .execute(&me.pool)
-                .await
-            {
-                tracing::debug!(error = %e, "a fleet notification was not sent");
+            loop {
+                if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(&*me.channel)
+                    .bind(&*me.from)
+                    .execute(&me.pool)
+                    .await
+                {
+                    tracing::debug!(error = %e, "a fleet notification was not sent");
+                }
+                if me.state.compare_exchange(1, 0, SeqCst, SeqCst).is_ok() {
+                    return;
+                }
+                me.state.store(1, SeqCst);
             }
         });
     }
@@ -242,6 +270,7 @@ impl Notifier {
 /// ends with [`PgStore::commit`] or [`PgStore::end`].
 pub struct PgStore {
     pool: PgPool,
+    notify_pool: PgPool,
     key: Arc<str>,
     shown: Arc<str>,
     /// The batch's transaction, between `begin` and `commit`/`end`.
@@ -313,6 +342,7 @@ impl PgStore {
         .await?;
         Ok(PgStore {
             pool: fleet.pool.clone(),
+            notify_pool: fleet.notify_pool.clone(),
             key: key.into(),
             shown: fleet.shown.as_str().into(),
             tx: None,
@@ -331,9 +361,10 @@ impl PgStore {
     /// What tells the other daemons that this one committed a batch of the project.
     pub fn notifier(&self, daemon: &str) -> Notifier {
         Notifier {
-            pool: self.pool.clone(),
+            pool: self.notify_pool.clone(),
             channel: channel(&self.key).into(),
             from: daemon.into(),
+            state: Default::default(),
         }
     }
 
@@ -404,17 +435,25 @@ impl PgStore {
         // A batch that never ended (its future dropped) is rolled back by sqlx on drop.
         self.tx = None;
         let mut tx = self.pool.begin().await?;
-        let (now_us, last_seq, lock_seq, token): (i64, Option<i64>, Option<i64>, i64) =
-            sqlx::query_as("SELECT now_us, last_seq, lock_seq, token FROM maos_begin($1)")
-                .bind(&*self.key)
-                .fetch_one(&mut *tx)
-                .await?;
-        let last_seq = last_seq.unwrap_or(0).max(0) as u64;
-        let lock_seq = lock_seq.unwrap_or(0);
-        let token_start = token.max(1) as u64;
+        // What this daemon has not seen comes with the key's lock, in the same round trip.
+        let known_lock_seq = if self.waits_known { self.lock_seq } else { -1 };
+        let row = sqlx::query(
+            "SELECT now_us, last_seq, lock_seq, token, changed::text AS changed,
+                 events::text AS events, locks::text AS locks, waits::text AS waits
+             FROM maos_begin($1, $2, $3, $4)",
+        )
+        .bind(&*self.key)
+        .bind(i64::try_from(known).unwrap_or(i64::MAX))
+        .bind(known_lock_seq)
+        .bind(&*self.daemon)
+        .fetch_one(&mut *tx)
+        .await?;
+        let last_seq = row.int_opt("last_seq")?.unwrap_or(0).max(0) as u64;
+        let lock_seq = row.int_opt("lock_seq")?.unwrap_or(0);
+        let token_start = row.int("token")?.max(1) as u64;
         self.tokens_end = token_start.saturating_add(TOKEN_BLOCK);
         let mut fresh = Fresh {
-            now: rows::from_us(now_us),
+            now: rows::from_us(row.int("now_us")?),
             token_start,
             last_seq,
             sessions: Vec::new(),
@@ -423,103 +462,63 @@ impl PgStore {
             locks: None,
             waits: None,
         };
-        if last_seq > known {
-            let known = i64::try_from(known).unwrap_or(i64::MAX);
-            let changed: Vec<(String, bool)> = sqlx::query_as(
-                "SELECT id, archived FROM sessions WHERE project = $1 AND changed_seq > $2
-                 UNION
-                 SELECT s.id, s.archived FROM session_agents a
-                 JOIN sessions s ON s.project = a.project AND s.id = a.session_id
-                 WHERE a.project = $1 AND a.changed_seq > $2",
-            )
-            .bind(&*self.key)
-            .bind(known)
-            .fetch_all(&mut *tx)
-            .await?;
-            let live: Vec<String> = changed
-                .iter()
-                .filter(|(_, archived)| !archived)
-                .map(|(id, _)| id.clone())
-                .collect();
-            for (id, archived) in &changed {
-                if *archived {
-                    fresh.gone.push(
-                        maos_core::SessionId::parse(id)
-                            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                    );
-                }
+        let mut live = Vec::new();
+        for c in rows::json_rows(row.text_opt("changed")?.as_deref())? {
+            let id = c.text("id")?;
+            if c.flag("archived")? {
+                fresh.gone.push(
+                    maos_core::SessionId::parse(&id)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                );
+            } else {
+                live.push(id);
             }
-            if !live.is_empty() {
-                fresh.sessions = read_sessions(&mut tx, &self.key, Which::Ids(&live)).await?;
-            }
-            fresh.events = sqlx::query(
-                "SELECT seq, ts, session_id, agent_id, type, data::text AS data
-                 FROM session_events WHERE project = $1 AND seq > $2 ORDER BY seq",
-            )
-            .bind(&*self.key)
-            .bind(known)
-            .fetch_all(&mut *tx)
-            .await?
+        }
+        if !live.is_empty() {
+            fresh.sessions = read_sessions(&mut tx, &self.key, Which::Ids(&live)).await?;
+        }
+        fresh.events = rows::json_rows(row.text_opt("events")?.as_deref())?
             .iter()
             .map(rows::event_from_row)
             .collect::<Result<_, _>>()?;
-            // A session `maos gc` deleted elsewhere left no row to say so: its record of the
-            // deletion takes it out of memory.
-            for e in &fresh.events {
-                if e.kind == "session_deleted"
-                    && let Some(id) = e.data.get("session").and_then(|v| v.as_str())
-                    && let Ok(id) = maos_core::SessionId::parse(id)
-                {
-                    fresh.gone.push(id);
-                }
+        // A session `maos gc` deleted elsewhere left no row to say so: its record of the
+        // deletion takes it out of memory.
+        for e in &fresh.events {
+            if e.kind == "session_deleted"
+                && let Some(id) = e.data.get("session").and_then(|v| v.as_str())
+                && let Ok(id) = maos_core::SessionId::parse(id)
+            {
+                fresh.gone.push(id);
             }
         }
-        if lock_seq != self.lock_seq || !self.waits_known {
-            fresh.locks = Some(read_locks(&mut tx, &self.key).await?);
-            fresh.waits = Some(self.read_waits(&mut tx, now_us).await?);
+        if let Some(locks) = row.text_opt("locks")? {
+            fresh.locks = Some(
+                rows::json_rows(Some(&locks))?
+                    .iter()
+                    .map(rows::lock_from_row)
+                    .collect::<Result<_, _>>()?,
+            );
+            let mut waits = FleetWaits::default();
+            for w in rows::json_rows(row.text_opt("waits")?.as_deref())? {
+                let daemon = w.text("daemon")?;
+                let wait = u64::try_from(w.int("wait")?)
+                    .map_err(|_| StoreError::Corrupt("column wait is negative".into()))?;
+                if daemon == *self.daemon {
+                    waits
+                        .ended
+                        .push((wait, w.text_opt("message")?.unwrap_or_default()));
+                } else {
+                    waits
+                        .foreign
+                        .push(rows::foreign_wait_from_row(&w, wait_key(&daemon, wait))?);
+                }
+            }
+            fresh.waits = Some(waits);
             self.lock_seq = lock_seq;
             self.waits_known = true;
         }
         self.tx = Some(tx);
         Ok(fresh)
-    }
-
-    /// The other daemons' waits still vouched for at `now_us`, and this daemon's that another
-    /// ended.
-    async fn read_waits(
-        &self,
-        c: &mut sqlx::PgConnection,
-        now_us: i64,
-    ) -> Result<FleetWaits, StoreError> {
-        let rows = sqlx::query(
-            "SELECT daemon, wait, agent_id, path, mode, born, since, deadline, lease_until,
-                 message
-             FROM lock_waits WHERE project = $1
-                 AND ((daemon <> $2 AND outcome IS NULL AND lease_until > $3)
-                     OR (daemon = $2 AND outcome IS NOT NULL))
-             ORDER BY ord",
-        )
-        .bind(&*self.key)
-        .bind(&*self.daemon)
-        .bind(now_us)
-        .fetch_all(&mut *c)
-        .await?;
-        let mut waits = FleetWaits::default();
-        for row in &rows {
-            let daemon = row.text("daemon")?;
-            let wait = u64::try_from(row.int("wait")?)
-                .map_err(|_| StoreError::Corrupt("column wait is negative".into()))?;
-            if daemon == *self.daemon {
-                waits
-                    .ended
-                    .push((wait, row.text_opt("message")?.unwrap_or_default()));
-            } else {
-                waits
-                    .foreign
-                    .push(rows::foreign_wait_from_row(row, wait_key(&daemon, wait))?);
-            }
-        }
-        Ok(waits)
     }
 
     /// End a batch that wrote nothing (its transaction, and the key's lock, let go).
@@ -571,7 +570,19 @@ impl PgStore {
         let waits = rows::json(&b.waits)?;
         let unwaits = rows::json(&b.unwaits)?;
         let ended_waits = rows::json(&b.ended_waits)?;
-        let lock_seq: i64 = sqlx::query_scalar(WRITE_BATCH)
+        let sql = write_batch_sql(&[
+            (!sessions.is_empty(), CTE_SESSIONS),
+            (!b.phases_of.is_empty(), CTE_PHASES),
+            (!b.agents.is_empty(), CTE_AGENTS),
+            (!b.events.is_empty(), CTE_EVENTS),
+            (!b.unlocks.is_empty(), CTE_UNLOCKS),
+            (!b.locks.is_empty(), CTE_LOCKS),
+            (!b.unwaits.is_empty(), CTE_UNWAITS),
+            (!b.waits.is_empty(), CTE_WAITS),
+            (!b.ended_waits.is_empty(), CTE_ENDED_WAITS),
+            (!b.checkpoints.is_empty(), CTE_CHECKPOINTS),
+        ]);
+        let lock_seq: i64 = sqlx::query_scalar(&sql)
             .bind(&*self.key)
             .bind(rows.sessions)
             .bind(rows.phases)
@@ -647,9 +658,19 @@ async fn read_locks(
 }
 
 /// The whole batch as one statement: each `WITH` clause changes one table, the final `UPDATE`
-/// moves the project's last event number. One round trip, one transaction.
-const WRITE_BATCH: &str = "\
-WITH
+/// moves the project's last event number. One round trip, one transaction. Only the clauses
+/// with rows to write are in it: each clause costs its table's opening (with its indexes) even
+/// when it has nothing to do, which made an empty clause list cost more than a lock's whole
+/// batch. Every statement binds all the parameters; a clause left out just ignores its own.
+fn write_batch_sql(with: &[(bool, &str)]) -> String {
+    let ctes: Vec<&str> = with.iter().filter(|(on, _)| *on).map(|(_, c)| *c).collect();
+    if ctes.is_empty() {
+        return UPDATE_PROJECT.to_string();
+    }
+    format!("WITH\n{}\n{UPDATE_PROJECT}", ctes.join(",\n"))
+}
+
+const CTE_SESSIONS: &str = "\
 s AS (
   INSERT INTO sessions (project, id, objective, state, strategy, active, created_at, updated_at,
       started_at, ended_at, workflow_completed_at, resume_count, pause, paused_phases, errors,
@@ -667,7 +688,8 @@ s AS (
       ended_at = excluded.ended_at, workflow_completed_at = excluded.workflow_completed_at,
       resume_count = excluded.resume_count, pause = excluded.pause,
       paused_phases = excluded.paused_phases, errors = excluded.errors, data = excluded.data,
-      changed_seq = excluded.changed_seq),
+      changed_seq = excluded.changed_seq)";
+const CTE_PHASES: &str = "\
 p AS (
   INSERT INTO phases (project, session_id, idx, name, state, attempts, started_at, ended_at,
       result, artifacts, handoff)
@@ -679,7 +701,8 @@ p AS (
   ON CONFLICT (project, session_id, idx) DO UPDATE SET name = excluded.name,
       state = excluded.state, attempts = excluded.attempts, started_at = excluded.started_at,
       ended_at = excluded.ended_at, result = excluded.result, artifacts = excluded.artifacts,
-      handoff = excluded.handoff),
+      handoff = excluded.handoff)";
+const CTE_AGENTS: &str = "\
 a AS (
   INSERT INTO session_agents (project, id, session_id, role, instance, task, state, paused,
       parent_id, depends_on, created_at, updated_at, started_at, ended_at, exit_code,
@@ -698,15 +721,18 @@ a AS (
       ended_at = excluded.ended_at, exit_code = excluded.exit_code,
       external_session_id = excluded.external_session_id,
       external_agent_id = excluded.external_agent_id, pid = excluded.pid, data = excluded.data,
-      changed_seq = excluded.changed_seq),
+      changed_seq = excluded.changed_seq)";
+const CTE_EVENTS: &str = "\
 e AS (
   INSERT INTO session_events (project, seq, ts, session_id, agent_id, type, data)
   SELECT $1, r.seq, r.ts, r.session_id, r.agent_id, r.type, r.data::jsonb
   FROM jsonb_to_recordset($5::jsonb) AS r(seq bigint, ts bigint, session_id text,
-      agent_id text, type text, data text)),
+      agent_id text, type text, data text))";
+const CTE_UNLOCKS: &str = "\
 d AS (
   DELETE FROM locks WHERE project = $1
-      AND token IN (SELECT t::bigint FROM jsonb_array_elements_text($6::jsonb) AS t)),
+      AND token IN (SELECT t::bigint FROM jsonb_array_elements_text($6::jsonb) AS t))";
+const CTE_LOCKS: &str = "\
 l AS (
   INSERT INTO locks (token, project, path, holder_id, session_id, mode, acquired_at,
       expires_at, ttl_us)
@@ -714,10 +740,12 @@ l AS (
       r.ttl_us
   FROM jsonb_to_recordset($7::jsonb) AS r(token bigint, path text, holder_id text,
       session_id text, mode text, acquired_at bigint, expires_at bigint, ttl_us bigint)
-  ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us),
+  ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us)";
+const CTE_UNWAITS: &str = "\
 wd AS (
   DELETE FROM lock_waits WHERE project = $1 AND daemon = $16
-      AND wait IN (SELECT w::bigint FROM jsonb_array_elements_text($17::jsonb) AS w)),
+      AND wait IN (SELECT w::bigint FROM jsonb_array_elements_text($17::jsonb) AS w))";
+const CTE_WAITS: &str = "\
 wi AS (
   INSERT INTO lock_waits (project, daemon, wait, agent_id, session_id, path, mode, born, since,
       deadline, lease_until)
@@ -725,15 +753,18 @@ wi AS (
       r.deadline, r.lease_until
   FROM jsonb_to_recordset($18::jsonb) AS r(wait bigint, agent_id text, session_id text,
       path text, mode text, born bigint, since bigint, deadline bigint, lease_until bigint)
-  ON CONFLICT (project, daemon, wait) DO UPDATE SET lease_until = excluded.lease_until),
+  ON CONFLICT (project, daemon, wait) DO UPDATE SET lease_until = excluded.lease_until)";
+const CTE_ENDED_WAITS: &str = "\
 we AS (
   UPDATE lock_waits w SET outcome = 'deadlock', message = r.message
   FROM jsonb_to_recordset($19::jsonb) AS r(daemon text, wait bigint, message text)
-  WHERE w.project = $1 AND w.daemon = r.daemon AND w.wait = r.wait AND w.outcome IS NULL),
+  WHERE w.project = $1 AND w.daemon = r.daemon AND w.wait = r.wait AND w.outcome IS NULL)";
+const CTE_CHECKPOINTS: &str = "\
 c AS (
   INSERT INTO checkpoints (project, session_id, seq, ts, reason, state)
   SELECT $1, c.* FROM unnest($8::text[], $9::bigint[], $10::bigint[], $11::text[],
-      $12::text[]) AS c)
+      $12::text[]) AS c)";
+const UPDATE_PROJECT: &str = "\
 UPDATE projects SET last_seq = CASE WHEN last_seq = $14 THEN greatest(last_seq, $13)
     ELSE maos_stale($1, last_seq, $14) END,
     lock_seq = lock_seq + CASE WHEN $15 THEN 1 ELSE 0 END

@@ -569,6 +569,48 @@ impl Cols for SqliteRow {
     }
 }
 
+/// A row as a JSON object (PostgreSQL's `jsonb_build_object`, several rows in one answer).
+impl Cols for serde_json::Map<String, serde_json::Value> {
+    fn text(&self, col: &str) -> Result<String, StoreError> {
+        self.text_opt(col)?
+            .ok_or_else(|| StoreError::Corrupt(format!("column {col} is NULL")))
+    }
+    fn text_opt(&self, col: &str) -> Result<Option<String>, StoreError> {
+        match self.get(col) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(StoreError::Corrupt(format!(
+                "column {col} is {other}, not text"
+            ))),
+        }
+    }
+    fn int_opt(&self, col: &str) -> Result<Option<i64>, StoreError> {
+        match self.get(col) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(v) => v
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| StoreError::Corrupt(format!("column {col} is {v}, not an integer"))),
+        }
+    }
+    fn flag(&self, col: &str) -> Result<bool, StoreError> {
+        self.get(col)
+            .and_then(serde_json::Value::as_bool)
+            .ok_or_else(|| StoreError::Corrupt(format!("column {col} is not a boolean")))
+    }
+}
+
+/// Rows sent as one JSON array of objects.
+pub(crate) fn json_rows(
+    text: Option<&str>,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, StoreError> {
+    match text {
+        None => Ok(Vec::new()),
+        Some(t) => serde_json::from_str(t)
+            .map_err(|e| StoreError::Corrupt(format!("rows sent as JSON: {e}"))),
+    }
+}
+
 fn parse<T: std::str::FromStr>(row: &impl Cols, col: &str) -> Result<T, StoreError>
 where
     T::Err: std::fmt::Display,
