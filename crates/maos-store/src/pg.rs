@@ -96,7 +96,10 @@ impl Fleet {
             .disable_statement_logging();
         // One connection per project while its batch runs, one for the notifications, a few
         // for history reads.
+        // No ping before each use (a round trip per batch): a connection that broke fails
+        // its batch as `unavailable` and is dropped, and the next batch takes a new one.
         let pool = PgPoolOptions::new()
+            .test_before_acquire(false)
             .max_connections(16)
             .min_connections(0)
             .acquire_timeout(CONNECT_TIMEOUT)

@@ -221,6 +221,10 @@ impl Actor {
                     if n == 0 {
                         break;
                     }
+                    if cmds.iter().all(|c| matches!(c, Cmd::Poke)) && !self.wants_pokes() {
+                        cmds.clear();
+                        continue;
+                    }
                     self.batch(cmds.drain(..)).await;
                     if self.stopping.is_some() {
                         break;
@@ -240,6 +244,23 @@ impl Actor {
         if let Some(done) = self.stopping.take() {
             let _ = done.send(());
         }
+    }
+
+    /// Whether another daemon's commit (a poke) needs a batch now: a parked wait may have been
+    /// freed or ended there, a follower waits for the events, or a process of this machine may
+    /// have to follow a change made there. Otherwise nothing is lost by waiting: the next
+    /// request's batch starts from what PostgreSQL holds anyway, and skipping keeps these
+    /// empty batches from taking the project's turn under load.
+    fn wants_pokes(&self) -> bool {
+        // The charts' follower is always subscribed; it can wait for the next batch.
+        const CHARTS: usize = 1;
+        !self.parked.is_empty()
+            || self.events.receiver_count() > CHARTS
+            || self.state.sessions().iter().any(|s| {
+                s.agents.iter().any(|a| {
+                    a.process.is_some() && !a.state.is_terminal() && a.machine == self.state.machine
+                })
+            })
     }
 
     async fn batch(&mut self, cmds: impl Iterator<Item = Cmd>) {
