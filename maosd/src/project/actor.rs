@@ -201,7 +201,14 @@ struct Actor {
     stopping: Option<oneshot::Sender<()>>,
     /// In a fleet: tells the other daemons after each commit.
     notifier: Option<maos_store::Notifier>,
+    /// Other daemons' commits this actor ran no batch for, since its last batch.
+    pokes_skipped: u32,
 }
+
+/// An actor left idle while other daemons commit still catches up every this many of their
+/// commits, so that what it has to read in its next batch (inside the project's turn) stays
+/// small.
+const MAX_SKIPPED_POKES: u32 = 64;
 
 impl Actor {
     async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
@@ -221,10 +228,15 @@ impl Actor {
                     if n == 0 {
                         break;
                     }
-                    if cmds.iter().all(|c| matches!(c, Cmd::Poke)) && !self.wants_pokes() {
+                    if cmds.iter().all(|c| matches!(c, Cmd::Poke))
+                        && self.pokes_skipped < MAX_SKIPPED_POKES
+                        && !self.wants_pokes()
+                    {
+                        self.pokes_skipped += 1;
                         cmds.clear();
                         continue;
                     }
+                    self.pokes_skipped = 0;
                     self.batch(cmds.drain(..)).await;
                     if self.stopping.is_some() {
                         break;
@@ -727,6 +739,7 @@ pub(super) async fn open(
         me: tx.downgrade(),
         stopping: None,
         notifier,
+        pokes_skipped: 0,
     };
     actor.reconcile(true).await;
     actor.checkpoints = checkpointer::spawn(&actor.store, actor.root.clone()).await?;
