@@ -465,6 +465,89 @@ fn a_frozen_daemons_grant_is_refused_once_it_runs_again() {
     assert_eq!(token(&listed["locks"][0]), t2);
 }
 
+/// A daemon cut off from PostgreSQL (its link cut; PostgreSQL still serves the others) grants
+/// nothing: a lock request fails at once as `unavailable`, in one line naming the server, and
+/// an agent CLI's hook fails open saying why, or with `MAOS_HOOK_FAIL=closed` denies the write
+/// saying why. Meanwhile its agent's lease lapses by PostgreSQL's clock and the other daemon's
+/// agent takes the file with a larger token; once the link is back, the old grant is refused.
+#[test]
+fn a_daemon_cut_off_from_postgres_grants_nothing_and_its_old_grant_is_refused_once_back() {
+    use maos_tests::netcut::NetCut;
+
+    let Some(pg) = postgres_or_skip() else { return };
+    let net = NetCut::start(([127, 0, 0, 1], pg.port()).into()).expect("the link");
+    let (a, b) = two_daemons(&pg, "acme/cut");
+    let through_link = pg
+        .url()
+        .replace(&format!("127.0.0.1:{}", pg.port()), &net.addr().to_string());
+    a.write_config(&format!(
+        "database_url = \"{through_link}\"\nmachine = \"machine-1\"\n"
+    ));
+    let session = a.session("cut", &[]);
+    let a1 = agent_in(&a, &session, "writer");
+    let b1 = agent_in(&b, &session, "next");
+    let t1 = token(&a.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &a1, "--ttl", "2s"]));
+
+    net.cut();
+    let f = a.maos_fail(&["lock", "acquire", "src/b.rs", "--agent", &a1]);
+    assert_eq!(f.code, "unavailable", "{f:?}");
+    assert!(
+        f.message.contains(&net.addr().to_string()),
+        "names the server: {f:?}"
+    );
+    assert!(!f.message.contains('\n'), "{f:?}");
+    let write = serde_json::json!({
+        "session_id": "win-cut", "cwd": a.project, "hook_event_name": "PreToolUse",
+        "tool_name": "Write", "tool_use_id": "toolu_cut",
+        "tool_input": {"file_path": a.project.join("src/c.rs"), "content": "x"}
+    });
+    let hook = |vars: &[(&str, &str)]| -> String {
+        let out = a.hook_at(
+            &a.project,
+            &["hook", "--cli", "claude"],
+            write.to_string().into_bytes(),
+            vars,
+            false,
+        );
+        assert!(out.status.success(), "{}", maos_tests::describe(&out));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let open = hook(&[]);
+    assert!(
+        open.contains("file locks are not enforced") && !open.contains("\"deny\""),
+        "fails open, saying why: {open}"
+    );
+    let closed = hook(&[("MAOS_HOOK_FAIL", "closed")]);
+    assert!(
+        closed.contains("\"deny\"") && closed.contains("MAOS_HOOK_FAIL=closed"),
+        "fails closed, saying why: {closed}"
+    );
+
+    // The other daemon's agent gets the file once the cut-off one's lease lapsed.
+    let t2 = token(&b.maos_json(&[
+        "lock", "acquire", "src/a.rs", "--agent", &b1, "--wait", "20s",
+    ]));
+    assert!(t2 > t1, "token {t2} after {t1}");
+
+    net.restore();
+    maos_tests::wait_until(
+        maos_tests::DEADLINE,
+        "the cut-off daemon answers again",
+        || a.maos(&["--json", "lock", "list"]).status.success(),
+    );
+    let f = a.maos_fail(&["lock", "release", "src/a.rs", "--agent", &a1]);
+    assert_eq!(f.code, "not_lock_holder", "the old grant is refused: {f:?}");
+    let listed = a.maos_json(&["lock", "list"]);
+    assert_eq!(listed["locks"][0]["holder"], b1.as_str(), "{listed}");
+    assert_eq!(token(&listed["locks"][0]), t2);
+    assert_eq!(
+        a.events(&["--type", "lock_acquired", "--path", "src/b.rs"])
+            .len(),
+        0,
+        "nothing was granted while cut off"
+    );
+}
+
 /// A daemon on another machine (another `MAOS_HOME`, another clone) that never recorded
 /// anything for the project reads it from PostgreSQL: `maos ps` there shows the sessions; in a
 /// directory with no key `ps` has nothing to show and says no error.
