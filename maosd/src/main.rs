@@ -152,11 +152,20 @@ fn main() -> ExitCode {
     }
     // One thread: the project actors are single-threaded by design, and a request that hops
     // between threads (connection task → actor → back) pays a cross-CPU wake-up each way,
-    // which costs more than the work itself. SQLite runs on sqlx's own worker threads.
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // which costs more than the work itself. SQLite runs on sqlx's own worker threads. In a
+    // fleet the PostgreSQL round trips run on the runtime itself, inside the project's turn:
+    // two threads there, so that an actor whose answer came is not queued behind every
+    // connection's reply.
+    let rt = match config.database_url {
+        None => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(_) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build(),
+    };
+    let rt = match rt {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("maosd: cannot start the runtime: {e}");

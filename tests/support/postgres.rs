@@ -444,6 +444,13 @@ pub fn test_database_url() -> Option<&'static str> {
 /// the process exits (`atexit`), or, should it be killed, by its parent-death signal and the
 /// next run's sweep of stale directories.
 fn start_shared() -> Result<String, String> {
+    // A server of one's own (to watch its statements while a benchmark runs, say): used as
+    // it is, never started or stopped here.
+    if let Ok(url) = std::env::var("MAOS_TEST_DATABASE_URL")
+        && !url.is_empty()
+    {
+        return Ok(url);
+    }
     static SHARED: Mutex<Option<Postgres>> = Mutex::new(None);
     extern "C" fn stop_shared() {
         if let Ok(mut pg) = SHARED.lock() {

@@ -223,11 +223,19 @@ impl Actor {
                 let left = (at - crate::state::now()).to_std().unwrap_or_default();
                 tokio::time::Instant::now() + left.max(std::time::Duration::from_millis(1))
             });
-            tokio::select! {
-                n = rx.recv_many(&mut cmds, MAX_BATCH) => {
-                    if n == 0 {
-                        break;
-                    }
+            enum Woken {
+                Cmds(usize),
+                Timer,
+                Sweep,
+            }
+            let woken = tokio::select! {
+                n = rx.recv_many(&mut cmds, MAX_BATCH) => Woken::Cmds(n),
+                () = sleep_until(timer) => Woken::Timer,
+                _ = sweep.tick() => Woken::Sweep,
+            };
+            match woken {
+                Woken::Cmds(0) => break,
+                Woken::Cmds(_) => {
                     if cmds.iter().all(|c| matches!(c, Cmd::Poke))
                         && self.pokes_skipped < MAX_SKIPPED_POKES
                         && !self.wants_pokes()
@@ -237,13 +245,13 @@ impl Actor {
                         continue;
                     }
                     self.pokes_skipped = 0;
-                    self.batch(cmds.drain(..)).await;
+                    self.batch(std::mem::take(&mut cmds), &mut rx).await;
                     if self.stopping.is_some() {
                         break;
                     }
                 }
-                () = sleep_until(timer) => self.batch(std::iter::empty()).await,
-                _ = sweep.tick() => self.reconcile(false).await,
+                Woken::Timer => self.batch(Vec::new(), &mut rx).await,
+                Woken::Sweep => self.reconcile(false).await,
             }
         }
         debug!(project = %self.root, "project actor stopping");
@@ -275,17 +283,28 @@ impl Actor {
             })
     }
 
-    async fn batch(&mut self, cmds: impl Iterator<Item = Cmd>) {
+    async fn batch(&mut self, mut cmds: Vec<Cmd>, rx: &mut mpsc::Receiver<Cmd>) {
         // In a fleet the batch starts in PostgreSQL: what other daemons changed comes into
         // memory first. Without it no request may be applied.
         let fresh = match self.begin().await {
             Ok(f) => f,
             Err(e) => {
                 warn!(project = %self.root, error = %e.message, "cannot begin the batch; it fails");
-                self.refuse(cmds, &e);
+                self.refuse(cmds.into_iter(), &e);
                 return;
             }
         };
+        // In a fleet, what came while the batch waited for the project's turn goes in it too:
+        // under several daemons that wait is most of a request's time, and requests that
+        // share a turn share its round trips and its fsync.
+        if fresh.is_some() {
+            while cmds.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(c) => cmds.push(c),
+                    Err(_) => break,
+                }
+            }
+        }
         let mut txn = Txn::new(&mut self.state);
         if let Some(f) = fresh {
             f.apply(&mut txn);
