@@ -314,9 +314,15 @@ fn selected(f: &mut Frame, area: Rect, app: &App) {
             if !waits.is_empty() {
                 locks.push_str(&format!("; waits for {}", waits.join(", ")));
             }
+            // In a fleet: the machine whose daemon it was registered through.
+            let on = a
+                .machine
+                .as_deref()
+                .map(|m| format!(" on {m}"))
+                .unwrap_or_default();
             vec![
                 Line::from(format!(
-                    "{} {}{kind}: {}",
+                    "{} {}{kind}{on}: {}",
                     short(a.id.as_str()),
                     a.role,
                     a.task.lines().next().unwrap_or("")

@@ -1146,6 +1146,39 @@ fn a_session_collected_through_one_daemon_is_gone_from_the_others() {
     assert_eq!(listed(&a), vec![live]);
 }
 
+/// `maos top` on either machine, in a real terminal (tmux): the selected agent's line names
+/// the machine it runs on, for this machine's agents and the other's.
+#[test]
+fn top_names_the_machine_of_the_selected_agent() {
+    use maos_tests::tmux::Tmux;
+    if !Tmux::available() {
+        return;
+    }
+    let Some(pg) = postgres_or_skip() else { return };
+    let (a, b) = two_daemons(&pg, "acme/top");
+    let session = a.session("seen in top", &[]);
+    let a1 = agent_in(&a, &session, "writer");
+    let b1 = agent_in(&b, &session, "reviewer");
+    let top = Tmux::start(&b, 100, 30, &["maos", "top"], &[]);
+    top.wait_for("both agents", |s| {
+        s.contains(&a1[..12]) && s.contains(&b1[..12])
+    });
+    top.keys(&["Home", "Down"]);
+    let screen = top.wait_for("the first agent's line", |s| {
+        s.lines()
+            .any(|l| l.contains(&format!("{} writer on machine-1", &a1[..12])))
+    });
+    assert!(
+        !screen.contains("reviewer on"),
+        "one agent's line at a time:\n{screen}"
+    );
+    top.keys(&["Down"]);
+    top.wait_for("the second agent's line", |s| {
+        s.lines()
+            .any(|l| l.contains(&format!("{} reviewer on machine-2", &b1[..12])))
+    });
+}
+
 /// A database a newer maos migrated (a migration this one does not know): each request is
 /// refused in one line saying to upgrade maos, at once and every time (the failed migration
 /// holds no lock that would make the next one wait), and nothing is written.
