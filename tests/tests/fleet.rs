@@ -574,10 +574,12 @@ fn a_new_clone_on_another_daemon_sees_the_sessions_the_fleet_has() {
 }
 
 /// 1,000 random lock operations from three daemons at once (three agents each, four files,
-/// read and write, no waiting), then the project's one timeline replayed against the
-/// single-machine lock model: never two conflicting holders of a file at once, every token
-/// given once and each file's tokens strictly increasing, and every grant a client was told of
-/// on the timeline.
+/// read and write; one acquire in four waits up to 50 ms, so waits queue across daemons, are
+/// granted by releases on other machines, time out, and close wait-for cycles through several
+/// daemons), then the project's one timeline replayed against the single-machine lock model:
+/// never two conflicting holders of a file at once, every token given once and each file's
+/// tokens strictly increasing, and every grant a client was told of on the timeline. No wait
+/// is left behind, in memory or in PostgreSQL.
 #[test]
 fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
     use maos_core::LockMode;
@@ -640,7 +642,11 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
                                 } else {
                                     LockMode::Read
                                 },
-                                wait: LockWait::NoWait,
+                                wait: if (r >> 32) % 4 == 0 {
+                                    LockWait::Wait { ms: 50 }
+                                } else {
+                                    LockWait::NoWait
+                                },
                                 ttl_ms: None,
                             }
                         };
@@ -648,10 +654,17 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
                             Ok(Reply::Lock(view)) => tokens.push(view.token),
                             Ok(_) => {}
                             // Refusals are answers: held by another, nothing to release.
+                            // A wait may end in a timeout or as a deadlock's victim.
                             Err(e)
-                                if ["(lock_conflict)", "(not_lock_holder)", "(not_found)"]
-                                    .iter()
-                                    .any(|c| e.contains(c)) => {}
+                                if [
+                                    "(lock_conflict)",
+                                    "(not_lock_holder)",
+                                    "(not_found)",
+                                    "(lock_timeout)",
+                                    "(deadlock)",
+                                ]
+                                .iter()
+                                .any(|c| e.contains(c)) => {}
                             Err(e) => panic!("daemon {d}: {e}"),
                         }
                     }
@@ -710,6 +723,16 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
         .filter(|e| e["type"] == "lock_acquired")
         .count();
     assert!(granted > 100, "the run granted something: {granted}");
+    let waited = events
+        .iter()
+        .filter(|e| e["type"] == "lock_acquired" && e["data"]["waited"] == true)
+        .count();
+    let deadlocks = envs[2].events(&["--type", "deadlock_detected"]).len();
+    let timeouts = envs[2].events(&["--type", "lock_timeout"]).len();
+    eprintln!(
+        "{granted} grants, {waited} after a wait; {timeouts} timeouts, {deadlocks} deadlocks"
+    );
+    assert!(waited + timeouts > 0, "no request waited");
     for (d, tokens) in acked.iter().enumerate() {
         for t in tokens {
             assert!(
@@ -727,6 +750,19 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
         .map(token)
         .collect();
     assert_eq!(now, held.keys().copied().collect::<HashSet<_>>());
+    for env in &envs {
+        let listed = env.maos_json(&["lock", "list"]);
+        assert_eq!(listed["waiters"], serde_json::json!([]), "{listed}");
+    }
+    assert_eq!(
+        scalar(
+            &pg,
+            "SELECT count(*) FROM lock_waits WHERE project = $1",
+            "acme/model"
+        ),
+        0,
+        "no wait row is left"
+    );
 }
 
 /// PostgreSQL restarted as after a crash (immediate shutdown: no checkpoint, the WAL replayed)
