@@ -66,6 +66,16 @@ fn stat(_pid: u32) -> Option<Stat> {
     None
 }
 
+/// Whether the process `pid` that started at `start_time` is stopped (SIGSTOP) now. None if
+/// it is gone (or another process has its pid) or the platform does not tell.
+pub fn stopped(pid: u32, start_time: Option<u64>) -> Option<bool> {
+    let s = stat(pid)?;
+    if start_time.is_some_and(|t| t != s.start_time) {
+        return None;
+    }
+    Some(s.state == 'T')
+}
+
 /// A process's start time: `/proc/<pid>/stat` field 22 (clock ticks since boot) on Linux.
 /// None if the process is gone or the platform does not tell.
 pub fn start_time(pid: u32) -> Option<u64> {

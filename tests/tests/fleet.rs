@@ -1077,7 +1077,8 @@ fn the_dashboard_on_either_daemon_shows_each_agents_machine() {
 }
 
 /// A plan started on machine-1 runs there; pause, resume and cancel asked through machine-2's
-/// daemon reach its process all the same (its own daemon catches up with the records), and
+/// daemon reach its process all the same (its own daemon catches up with the records, also
+/// with a pause made while it was down), and
 /// starting one of its agents through machine-2 is refused, naming machine-1, changing
 /// nothing.
 #[cfg(target_os = "linux")]
@@ -1127,6 +1128,24 @@ fn a_managed_agent_is_paused_resumed_and_cancelled_through_another_machines_daem
     wait_until(SLOW, "the worker's process is stopped", || {
         proc_state(pid) == Some('T')
     });
+    b.maos_json(&["resume", &sid]);
+    wait_until(SLOW, "the worker's process runs again", || {
+        proc_state(pid).is_some_and(|s| s != 'T')
+    });
+    // Paused while machine-1's daemon is down: when it starts again its records already say
+    // so, with no change left to see, and its start-up check stops the process.
+    a.kill9();
+    b.maos_json(&["pause", &sid, "--reason", "while machine-1 was down"]);
+    assert!(
+        proc_state(pid).is_some_and(|s| s != 'T'),
+        "nobody has stopped it yet"
+    );
+    a.maos_json(&["ps"]);
+    wait_until(
+        SLOW,
+        "the worker's process is stopped by the restarted daemon",
+        || proc_state(pid) == Some('T'),
+    );
     b.maos_json(&["resume", &sid]);
     wait_until(SLOW, "the worker's process runs again", || {
         proc_state(pid).is_some_and(|s| s != 'T')

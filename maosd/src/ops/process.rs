@@ -404,7 +404,7 @@ pub fn started(
     if a.attempts != attempt {
         return Ok(());
     }
-    let (state, paused, sid) = (a.state, a.paused, a.session_id.clone());
+    let (state, sid) = (a.state, a.session_id.clone());
     match result {
         Started::Running {
             pid,
@@ -434,14 +434,13 @@ pub fn started(
             });
             // Paused while it was starting (itself, its session or its phase): the pause
             // found no process to stop then, so it is stopped now.
-            let session_paused = tx.state().session(&sid).is_some_and(|s| {
-                s.state == SessionState::Paused
-                    || s.agents
-                        .iter()
-                        .find(|a| &a.id == id)
-                        .is_some_and(|a| in_paused_phase(s, a))
+            let held_now = tx.state().session(&sid).is_some_and(|s| {
+                s.agents
+                    .iter()
+                    .find(|a| &a.id == id)
+                    .is_some_and(|a| held(s, a))
             });
-            if paused || session_paused {
+            if held_now {
                 tx.effect(Effect::Signal {
                     pgid: pid,
                     sig: libc::SIGSTOP,
@@ -564,7 +563,13 @@ pub fn stop_process(tx: &mut Txn<'_>, id: &AgentId) {
 fn grace_of(tx: &Txn<'_>, sid: &SessionId) -> u64 {
     tx.state()
         .session(sid)
-        .and_then(|s| s.policy.as_ref())
+        .map_or(plan::DEFAULT_GRACE_MS, grace)
+}
+
+/// How long a session's agents get between SIGTERM and SIGKILL.
+fn grace(s: &maos_proto::SessionRecord) -> u64 {
+    s.policy
+        .as_ref()
         .map_or(plan::DEFAULT_GRACE_MS, |p| p.grace_ms)
 }
 
@@ -594,11 +599,14 @@ fn termination(pid: u32, start_time: Option<u64>, grace_ms: u64) -> [Effect; 3] 
     ]
 }
 
-/// Whether the agent's process should be stopped: it runs, and it, its session or its phase
-/// is paused.
+/// Whether the agent is held: it, its session or its phase is paused.
+fn held(s: &maos_proto::SessionRecord, a: &AgentRecord) -> bool {
+    a.paused || s.state == SessionState::Paused || in_paused_phase(s, a)
+}
+
+/// Whether the agent's process should be stopped: it runs, and it is held.
 fn held_stopped(s: &maos_proto::SessionRecord, a: &AgentRecord) -> bool {
-    a.state == AgentState::Running
-        && (a.paused || s.state == SessionState::Paused || in_paused_phase(s, a))
+    a.state == AgentState::Running && held(s, a)
 }
 
 /// In a fleet, what this daemon does to its own machine's processes once another daemon
@@ -623,11 +631,7 @@ pub fn catch_up(st: &crate::state::State, changed: &[maos_proto::SessionRecord])
                 continue;
             };
             if !was.state.is_terminal() && a.state.is_terminal() {
-                let grace = s
-                    .policy
-                    .as_ref()
-                    .map_or(plan::DEFAULT_GRACE_MS, |p| p.grace_ms);
-                out.extend(termination(p.pid, p.start_time, grace));
+                out.extend(termination(p.pid, p.start_time, grace(s)));
                 continue;
             }
             let sig = match (held_stopped(old, was), held_stopped(s, a)) {
@@ -636,6 +640,35 @@ pub fn catch_up(st: &crate::state::State, changed: &[maos_proto::SessionRecord])
                 _ => continue,
             };
             out.push(Effect::Signal { pgid: p.pid, sig });
+        }
+    }
+    out
+}
+
+/// This daemon's managed processes as their records say they should be: stopped while their
+/// agent is held, running otherwise. [`catch_up`] signals a change made through another
+/// daemon when it reads it; this is the sweep's check that nothing was missed, whatever the
+/// way (a change made while this daemon was down is already in the records it loads, with no
+/// change left to see). `stopped(pid, start_time)`: whether that process is stopped now
+/// (`None`: gone, or not known on this platform; left alone).
+pub fn hold_as_recorded(
+    st: &crate::state::State,
+    stopped: impl Fn(u32, Option<u64>) -> Option<bool>,
+) -> Vec<Effect> {
+    let mut out = Vec::new();
+    for s in st.sessions().iter().filter(|s| runs_here(st, s)) {
+        for a in &s.agents {
+            let Some(p) = &a.process else {
+                continue;
+            };
+            if a.spec.is_none() || a.state != AgentState::Running || st.is_launching(&a.id) {
+                continue;
+            }
+            let want = held_stopped(s, a);
+            if stopped(p.pid, p.start_time) == Some(!want) {
+                let sig = if want { libc::SIGSTOP } else { libc::SIGCONT };
+                out.push(Effect::Signal { pgid: p.pid, sig });
+            }
         }
     }
     out
@@ -1246,5 +1279,45 @@ mod tests {
                 assert_eq!(signals(&ended)[0], (pid, libc::SIGTERM));
             }
         }
+    }
+
+    /// The sweep's check: a process of this machine found running while its agent is held is
+    /// stopped, one found stopped while it is not is continued; one whose state is not known
+    /// (gone), or another machine's, is left alone.
+    #[test]
+    fn the_sweep_stops_or_continues_what_the_records_say() {
+        let sig = |st: &State, found: Option<bool>| -> Vec<i32> {
+            super::hold_as_recorded(st, |pid, _| {
+                assert_eq!(pid, 4242);
+                found
+            })
+            .iter()
+            .filter_map(|e| match e {
+                crate::run::Effect::Signal { sig, .. } => Some(*sig),
+                _ => None,
+            })
+            .collect()
+        };
+        let mut s = plan_session(Some("laptop"));
+        s.agents[0].process = Some(maos_proto::ProcessInfo {
+            pid: 4242,
+            start_time: None,
+            started_at: s.created_at,
+            supervisor: None,
+        });
+        let on = |s: &SessionRecord, machine: &str| {
+            let mut st = State::new(vec![s.clone()], 0);
+            st.machine = Some(machine.into());
+            st
+        };
+        let st = on(&s, "laptop");
+        assert_eq!(sig(&st, Some(true)), [libc::SIGCONT]);
+        assert!(sig(&st, Some(false)).is_empty());
+        assert!(sig(&st, None).is_empty());
+        s.state = maos_core::SessionState::Paused;
+        let st = on(&s, "laptop");
+        assert_eq!(sig(&st, Some(false)), [libc::SIGSTOP]);
+        assert!(sig(&st, Some(true)).is_empty());
+        assert!(sig(&on(&s, "build-server"), Some(false)).is_empty());
     }
 }

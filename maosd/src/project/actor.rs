@@ -588,6 +588,9 @@ impl Actor {
                 return;
             }
         };
+        // This machine's processes are stopped or running as their records say.
+        let held = crate::ops::process::hold_as_recorded(&self.state, crate::procs::stopped);
+        self.execute(held);
         let mut txn = Txn::new(&mut self.state);
         if let Some(f) = fresh {
             f.apply(&mut txn);
