@@ -190,16 +190,10 @@ impl Txn<'_> {
             "deadlock_detected",
             json!({ "cycle": cycle_json(&v), "victim": v.holder }),
         );
-        match v.foreign.as_deref().and_then(|k| k.rsplit_once('#')) {
-            Some((daemon, wait)) => {
-                if let Ok(wait) = wait.parse() {
-                    self.ended_waits.push(maos_store::EndedWait {
-                        daemon: daemon.to_string(),
-                        wait,
-                        message: err.message,
-                    });
-                }
-            }
+        match &v.foreign {
+            Some(key) => self
+                .ended_waits
+                .extend(maos_store::EndedWait::of(key, err.message)),
             None => self.wakeups.push((v.wait, Err(err))),
         }
     }
@@ -268,13 +262,7 @@ impl Txn<'_> {
         let now = self.now;
         let mut outcomes = self.locks_mut().sync_foreign(waits.foreign, now);
         for (wait, message) in waits.ended {
-            let known = self
-                .state()
-                .locks
-                .waiters()
-                .iter()
-                .any(|w| w.wait == wait && !w.foreign);
-            if !known {
+            if self.state().locks.waiter(wait).is_none_or(|w| w.foreign) {
                 continue;
             }
             outcomes.extend(self.locks_mut().cancel_wait(wait, now));
@@ -289,12 +277,7 @@ impl Txn<'_> {
     pub fn cancel_waits(&mut self, waits: &[WaitId]) {
         let now = self.now;
         for w in waits {
-            let gone = self
-                .state()
-                .locks
-                .waiters()
-                .into_iter()
-                .find(|i| i.wait == *w);
+            let gone = self.state().locks.waiter(*w);
             let outcomes = self.locks_mut().cancel_wait(*w, now);
             if let Some(i) = gone {
                 self.lock_event(

@@ -1248,6 +1248,36 @@ mod tests {
         assert_eq!(st.last_seq(), 41);
     }
 
+    /// A pending agent `r<n>` of session `sid`, made at `t`.
+    fn agent(n: u128, sid: &SessionId, t: Ts) -> AgentRecord {
+        AgentRecord {
+            id: AgentId::from_uuid(uuid::Uuid::from_u128(n)),
+            session_id: sid.clone(),
+            role: format!("r{n}"),
+            instance: 1,
+            task: String::new(),
+            state: maos_core::AgentState::Pending,
+            paused: false,
+            pause: None,
+            parent: None,
+            depends_on: vec![],
+            created_at: t,
+            updated_at: t,
+            started_at: None,
+            ended_at: None,
+            exit_code: None,
+            external_session_id: None,
+            external_agent_id: None,
+            spec: None,
+            process: None,
+            attempts: 0,
+            cli: None,
+            tool_use_id: None,
+            window: None,
+            machine: None,
+        }
+    }
+
     #[test]
     fn a_batch_writes_new_agents_in_their_session_order() {
         let mut st = State::new(vec![session(1), session(2)], 0);
@@ -1257,33 +1287,7 @@ mod tests {
         // Interleaved between two sessions: the batch groups them by session, each in order.
         for n in 0..60u128 {
             let sid = &sids[(n % 2) as usize];
-            let t = tx.now;
-            let a = AgentRecord {
-                id: AgentId::from_uuid(uuid::Uuid::from_u128(1000 + n)),
-                session_id: sid.clone(),
-                role: format!("r{n}"),
-                instance: 1,
-                task: String::new(),
-                state: maos_core::AgentState::Pending,
-                paused: false,
-                pause: None,
-                parent: None,
-                depends_on: vec![],
-                created_at: t,
-                updated_at: t,
-                started_at: None,
-                ended_at: None,
-                exit_code: None,
-                external_session_id: None,
-                external_agent_id: None,
-                spec: None,
-                process: None,
-                attempts: 0,
-                cli: None,
-                tool_use_id: None,
-                window: None,
-                machine: None,
-            };
+            let a = agent(1000 + n, sid, tx.now);
             want.push((n % 2, a.id.clone()));
             tx.insert_agent(a);
         }
@@ -1301,26 +1305,9 @@ mod tests {
         let t = tx.now;
         let mut ids = Vec::new();
         for (n, machine, pid) in [(1u128, "laptop", 4242u32), (2, "build-server", 4343)] {
-            let id = AgentId::from_uuid(uuid::Uuid::from_u128(2000 + n));
-            tx.insert_agent(AgentRecord {
-                id: id.clone(),
-                session_id: sid.clone(),
-                role: format!("r{n}"),
-                instance: 1,
-                task: String::new(),
+            let a = AgentRecord {
                 state: maos_core::AgentState::Running,
-                paused: false,
-                pause: None,
-                parent: None,
-                depends_on: vec![],
-                created_at: t,
-                updated_at: t,
                 started_at: Some(t),
-                ended_at: None,
-                exit_code: None,
-                external_session_id: None,
-                external_agent_id: None,
-                spec: None,
                 process: Some(maos_core::record::ProcessInfo {
                     pid,
                     start_time: None,
@@ -1328,12 +1315,11 @@ mod tests {
                     supervisor: None,
                 }),
                 attempts: 1,
-                cli: None,
-                tool_use_id: None,
-                window: None,
                 machine: Some(machine.into()),
-            });
-            ids.push(id);
+                ..agent(2000 + n, &sid, t)
+            };
+            ids.push(a.id.clone());
+            tx.insert_agent(a);
         }
         crate::ops::process::signal_agents(&mut tx, &ids, true);
         let pgids: Vec<u32> = tx

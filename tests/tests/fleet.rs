@@ -319,27 +319,34 @@ fn bad_database_urls_are_refused_at_start_and_an_unreachable_server_changes_noth
     assert!(!Path::new(&env.db_path()).exists());
 }
 
+/// Give `env`'s repository the project key `key` (`.maos/config.toml`).
+fn name_project(env: &Env, key: &str) {
+    std::fs::create_dir_all(env.project.join(".maos")).expect(".maos");
+    std::fs::write(
+        env.project.join(".maos/config.toml"),
+        format!("project = \"{key}\"\n"),
+    )
+    .expect("write");
+}
+
+/// A daemon of the fleet (its own home and clone) on machine `machine`, in project `key`.
+fn daemon_on(pg: &Postgres, machine: &str, key: &str) -> Env {
+    let env = Env::new();
+    env.write_config(&format!(
+        "database_url = \"{}\"\nmachine = \"{machine}\"\n",
+        pg.url()
+    ));
+    name_project(&env, key);
+    env
+}
+
 /// Two daemons (two homes, two clones, machines `machine-1` and `machine-2`) on one project
 /// key.
 fn two_daemons(pg: &Postgres, key: &str) -> (Env, Env) {
-    let on = |machine: &str| {
-        let env = Env::new();
-        env.write_config(&format!(
-            "database_url = \"{}\"\nmachine = \"{machine}\"\n",
-            pg.url()
-        ));
-        env
-    };
-    let (first, second) = (on("machine-1"), on("machine-2"));
-    for env in [&first, &second] {
-        std::fs::create_dir_all(env.project.join(".maos")).expect(".maos");
-        std::fs::write(
-            env.project.join(".maos/config.toml"),
-            format!("project = \"{key}\"\n"),
-        )
-        .expect("write");
-    }
-    (first, second)
+    (
+        daemon_on(pg, "machine-1", key),
+        daemon_on(pg, "machine-2", key),
+    )
 }
 
 /// An agent registered on `env`'s daemon in `session`.
@@ -557,12 +564,7 @@ fn a_new_clone_on_another_daemon_sees_the_sessions_the_fleet_has() {
     let first = fleet_env(&pg);
     let second = fleet_env(&pg);
     for env in [&first, &second] {
-        std::fs::create_dir_all(env.project.join(".maos")).expect(".maos");
-        std::fs::write(
-            env.project.join(".maos/config.toml"),
-            "project = \"acme/seen\"\n",
-        )
-        .expect("write");
+        name_project(env, "acme/seen");
     }
     let session = first.session("seen elsewhere", &[]);
     first.maos_json(&["daemon", "stop"]);
@@ -588,7 +590,7 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
 
     let Some(pg) = postgres_or_skip() else { return };
     let (a, b) = two_daemons(&pg, "acme/model");
-    let (c, _) = two_daemons(&pg, "acme/model");
+    let c = daemon_on(&pg, "machine-3", "acme/model");
     let envs = [a, b, c];
     let session = envs[0].session("model", &[]);
     let agents: Vec<Vec<String>> = envs
@@ -927,17 +929,7 @@ fn a_deadlock_through_three_daemons_is_found_and_the_youngest_gives_way() {
 
     let Some(pg) = postgres_or_skip() else { return };
     let (a, b) = two_daemons(&pg, "acme/cycle");
-    let c = Env::new();
-    c.write_config(&format!(
-        "database_url = \"{}\"\nmachine = \"machine-3\"\n",
-        pg.url()
-    ));
-    std::fs::create_dir_all(c.project.join(".maos")).expect(".maos");
-    std::fs::write(
-        c.project.join(".maos/config.toml"),
-        "project = \"acme/cycle\"\n",
-    )
-    .expect("write");
+    let c = daemon_on(&pg, "machine-3", "acme/cycle");
     let session = a.session("cycle", &[]);
     let a1 = agent_in(&a, &session, "alpha");
     let b1 = agent_in(&b, &session, "beta");

@@ -94,9 +94,8 @@ impl Fleet {
         let opts = opts
             .application_name(&format!("maosd {daemon}"))
             .disable_statement_logging();
-        // One connection per project while its batch runs, one for the notifications, a few
-        // for history reads.
-        // No ping before each use (a round trip per batch): a connection that broke fails
+        // One connection per project while its batch runs, one for the notifications'
+        // listener, a few for history reads. No ping before each use (a round trip per batch): a connection that broke fails
         // its batch as `unavailable` and is dropped, and the next batch takes a new one.
         let pool = PgPoolOptions::new()
             .test_before_acquire(false)
@@ -323,6 +322,19 @@ pub struct FleetWaits {
 /// The key of a fleet's wait in every daemon's lock table: its daemon and its id there.
 pub fn wait_key(daemon: &str, wait: u64) -> String {
     format!("{daemon}#{wait}")
+}
+
+impl crate::EndedWait {
+    /// The end of the foreign wait [`wait_key`] named `key`, for its daemon to answer with
+    /// `message`. `None` for a key no daemon made.
+    pub fn of(key: &str, message: String) -> Option<crate::EndedWait> {
+        let (daemon, wait) = key.rsplit_once('#')?;
+        Some(crate::EndedWait {
+            daemon: daemon.to_string(),
+            wait: wait.parse().ok()?,
+            message,
+        })
+    }
 }
 
 impl PgStore {
@@ -1054,6 +1066,18 @@ fn one_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::redact;
+
+    #[test]
+    fn a_waits_key_names_its_daemon_and_id_even_with_a_hash_in_the_machine() {
+        let key = super::wait_key("lab#2/3e69ff444d9a5092", 17);
+        let ended = crate::EndedWait::of(&key, "why".into()).expect("a key");
+        assert_eq!(
+            (ended.daemon.as_str(), ended.wait),
+            ("lab#2/3e69ff444d9a5092", 17)
+        );
+        assert!(crate::EndedWait::of("no-id-here", String::new()).is_none());
+        assert!(crate::EndedWait::of("d#x", String::new()).is_none());
+    }
 
     #[test]
     fn a_password_never_shows() {

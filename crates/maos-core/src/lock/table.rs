@@ -238,12 +238,12 @@ impl LockTable {
         for f in waits {
             match self.foreign.get(&f.key).copied() {
                 Some(id) => {
-                    let lapsed = self
+                    let renewed = self
                         .waits
                         .get(&id)
                         .and_then(|w| w.foreign.as_ref())
                         .is_some_and(|o| o.lapse != f.lapse);
-                    if lapsed && let Some(mut w) = self.remove_waiter(id) {
+                    if renewed && let Some(mut w) = self.remove_waiter(id) {
                         if let Some(o) = &mut w.foreign {
                             o.lapse = f.lapse;
                         }
@@ -550,6 +550,11 @@ impl LockTable {
     /// The parked waits, foreign ones too, in queue order.
     pub fn waiters(&self) -> Vec<WaiterInfo> {
         self.waits.iter().map(|(id, w)| info(*id, w)).collect()
+    }
+
+    /// The parked wait with this id.
+    pub fn waiter(&self, id: WaitId) -> Option<WaiterInfo> {
+        self.waits.get(&id).map(|w| info(id, w))
     }
 
     /// The token the next grant will get (persist it with the grant).
