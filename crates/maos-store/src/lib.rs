@@ -22,9 +22,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Connection, Row};
 
-pub use pg::{
-    Fleet, FleetStatus, FleetWaits, Fresh, Notifier, PgReader, PgStore, channel, redact, wait_key,
-};
+pub use pg::{Fleet, FleetStatus, FleetWaits, Fresh, Notifier, PgReader, PgStore, channel, redact};
 pub use rows::{from_us, to_us};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

@@ -320,7 +320,7 @@ pub struct FleetWaits {
 }
 
 /// The key of a fleet's wait in every daemon's lock table: its daemon and its id there.
-pub fn wait_key(daemon: &str, wait: u64) -> String {
+pub(crate) fn wait_key(daemon: &str, wait: u64) -> String {
     format!("{daemon}#{wait}")
 }
 
