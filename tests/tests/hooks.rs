@@ -765,6 +765,97 @@ fn spawn_request(session: &str, env: &Env, id: &str, desc: &str) -> Value {
                           "subagent_type": "general-purpose"}})
 }
 
+/// Background subagents (Claude Code's default): each `Agent` call's PostToolUse comes at
+/// launch, and may come before its subagent's first event. A launch that corrects a wrong
+/// guess also corrects the tool call the guess tied to the agent, or the other launch would
+/// be taken for this agent's and its subagent would be left with no task at all.
+#[test]
+fn a_corrected_guess_leaves_each_background_subagent_its_own_task() {
+    let env = Env::new();
+    let s = "claude-launch";
+    hook(&env, &spawn_request(s, &env, "toolu_1", "first"));
+    hook(&env, &spawn_request(s, &env, "toolu_2", "second"));
+    let start = |id: &str| {
+        json!({"session_id": s, "cwd": env.project, "hook_event_name": "SubagentStart",
+               "agent_id": id, "agent_type": "general-purpose"})
+    };
+    let launched = |tool_use_id: &str, agent: &str| {
+        let mut v = spawn_request(s, &env, tool_use_id, "x");
+        v["hook_event_name"] = json!("PostToolUse");
+        v["tool_response"] = json!({"isAsync": true, "status": "async_launched",
+                                    "agentId": agent, "description": "x"});
+        v
+    };
+    // sub-2 speaks first and is taken for the first request; then both launches come back,
+    // the second one before sub-1 ever spoke.
+    assert!(hook(&env, &start("sub-2")).status.success());
+    assert!(hook(&env, &launched("toolu_2", "sub-2")).status.success());
+    assert!(hook(&env, &launched("toolu_1", "sub-1")).status.success());
+    assert!(hook(&env, &start("sub-1")).status.success());
+    let ps = env.maos_json(&["ps"]);
+    let mut tasks: Vec<String> = ps[0]["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter(|a| a["role"] == "general-purpose")
+        .map(|a| a["task"].as_str().unwrap_or_default().to_string())
+        .collect();
+    tasks.sort();
+    assert_eq!(tasks, ["first: first, please", "second: second, please"]);
+    // And each result names the agent its launch named.
+    let results = env.events(&["--type", "subagent_result"]);
+    let registered = env.events(&["--type", "agent_registered"]);
+    let sub2 = registered[1]["agent_id"].as_str().expect("agent");
+    assert_eq!(results[0]["agent_id"], sub2, "{results:#?}");
+    assert_ne!(results[1]["agent_id"], sub2, "{results:#?}");
+}
+
+/// A launch names its agent, which had taken no request, while another subagent had taken
+/// this one: that other subagent takes the next open request, or is of unknown task again
+/// until its own launch names it (never two agents with one task).
+#[test]
+fn a_launch_takes_its_request_back_from_a_subagent_that_guessed_it() {
+    let env = Env::new();
+    let s = "claude-back";
+    let start = |id: &str| {
+        json!({"session_id": s, "cwd": env.project, "hook_event_name": "SubagentStart",
+               "agent_id": id, "agent_type": "general-purpose"})
+    };
+    let launched = |tool_use_id: &str, agent: &str| {
+        let mut v = spawn_request(s, &env, tool_use_id, "x");
+        v["hook_event_name"] = json!("PostToolUse");
+        v["tool_response"] = json!({"isAsync": true, "status": "async_launched",
+                                    "agentId": agent, "description": "x"});
+        v
+    };
+    let tasks = |env: &Env| -> Vec<String> {
+        let ps = env.maos_json(&["ps"]);
+        let mut v: Vec<String> = ps[0]["agents"]
+            .as_array()
+            .expect("agents")
+            .iter()
+            .filter(|a| a["role"] == "general-purpose")
+            .map(|a| a["task"].as_str().unwrap_or_default().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    hook(&env, &spawn_request(s, &env, "toolu_1", "first"));
+    assert!(hook(&env, &start("sub-2")).status.success());
+    assert!(hook(&env, &start("sub-1")).status.success());
+    assert!(hook(&env, &launched("toolu_1", "sub-1")).status.success());
+    assert_eq!(
+        tasks(&env),
+        ["first: first, please", "general-purpose subagent sub-2"]
+    );
+    hook(&env, &spawn_request(s, &env, "toolu_2", "second"));
+    assert!(hook(&env, &launched("toolu_2", "sub-2")).status.success());
+    assert_eq!(
+        tasks(&env),
+        ["first: first, please", "second: second, please"]
+    );
+}
+
 #[test]
 fn the_agent_id_link_corrects_a_wrong_guess() {
     let env = Env::new();

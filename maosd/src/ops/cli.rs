@@ -200,7 +200,7 @@ fn caller(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId,
     let claimed = claim(tx, &call.session_id, call.agent_type.as_deref());
     let task = claimed
         .map(|i| tx.spawn_intents_mut()[i].task.clone())
-        .unwrap_or_else(|| format!("{role} subagent {sub}"));
+        .unwrap_or_else(|| unknown_task(role, sub));
     let id = register(
         tx,
         sid,
@@ -244,6 +244,11 @@ fn touch(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
         at: tx.now,
     };
     tx.note_activity(agent, activity);
+}
+
+/// The task of a subagent no request is tied to.
+fn unknown_task(role: &str, sub: &str) -> String {
+    format!("{role} subagent {sub}")
 }
 
 /// The oldest unclaimed request of this CLI session for this kind of subagent (or any kind).
@@ -317,7 +322,8 @@ fn subagent_done(
         })?;
         Some(a.id.clone())
     };
-    let found = find_any(tx, sid, cli, Some(&res.agent_id)).or_else(by_call);
+    let certain = find_any(tx, sid, cli, Some(&res.agent_id));
+    let found = certain.clone().or_else(by_call);
     let agent = match found {
         Some(a) => a,
         None => {
@@ -340,30 +346,68 @@ fn subagent_done(
             id
         }
     };
+    // The agent named by `agentId` made this call for sure: its tool call id replaces the one
+    // a guess gave it, or a later result would find it by that guessed id.
     if call.tool_use_id.is_some()
-        && tx
-            .state()
-            .agent(&agent)
-            .is_some_and(|a| a.tool_use_id.is_none())
+        && tx.state().agent(&agent).is_some_and(|a| {
+            a.tool_use_id.is_none() || (certain.is_some() && a.tool_use_id != call.tool_use_id)
+        })
     {
         tx.agent_mut(&agent).tool_use_id = call.tool_use_id.clone();
     }
     if let Some(intent) = &intent
         && intent.claimed_by.as_ref() != Some(&agent)
     {
+        // A wrong guess: the agent gets this request, and the agent that took this request
+        // gets the one the agent had taken (its task and its tool call id).
         let intents = tx.spawn_intents_mut();
         let mine = intents
             .iter()
             .position(|i| i.claimed_by.as_ref() == Some(&agent));
-        let mut retask = vec![(agent.clone(), intent.task.clone())];
+        let mut retask = vec![(
+            agent.clone(),
+            intent.task.clone(),
+            intent.tool_use_id.clone(),
+        )];
         if let Some(m) = mine {
             intents[m].claimed_by = intent.claimed_by.clone();
             if let Some(other) = &intent.claimed_by {
-                retask.push((other.clone(), intents[m].task.clone()));
+                let theirs = &intents[m];
+                retask.push((
+                    other.clone(),
+                    theirs.task.clone(),
+                    theirs.tool_use_id.clone(),
+                ));
+            }
+        } else if let Some(other) = &intent.claimed_by {
+            // The agent had taken no request: the other one takes the next open one, if any.
+            let role = tx.state().agent(other).map(|a| a.role.clone());
+            match claim(tx, cli, role.as_deref()) {
+                Some(i) => {
+                    let theirs = &mut tx.spawn_intents_mut()[i];
+                    theirs.claimed_by = Some(other.clone());
+                    retask.push((
+                        other.clone(),
+                        theirs.task.clone(),
+                        theirs.tool_use_id.clone(),
+                    ));
+                }
+                None => {
+                    // No request left for it: it is a subagent of unknown task again.
+                    let (role, sub) = tx
+                        .state()
+                        .agent(other)
+                        .map(|a| (a.role.clone(), a.external_agent_id.clone()))
+                        .unwrap_or_default();
+                    let task = unknown_task(&role, sub.as_deref().unwrap_or_default());
+                    retask.push((other.clone(), task, None));
+                }
             }
         }
-        for (a, task) in retask {
-            tx.agent_mut(&a).task = task;
+        for (a, task, tool_use_id) in retask {
+            let a = tx.agent_mut(&a);
+            a.task = task;
+            a.tool_use_id = tool_use_id;
         }
     }
     if let Some(tokens) = res.total_tokens {
