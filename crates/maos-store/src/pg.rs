@@ -449,7 +449,7 @@ impl PgStore {
     pub async fn begin(&mut self, known: u64) -> Result<Fresh, StoreError> {
         // A batch that never ended (its future dropped) is rolled back by sqlx on drop.
         self.tx = None;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_with(BEGIN_BATCH).await?;
         // What this daemon has not seen comes with the key's lock, in the same round trip.
         let known_lock_seq = if self.waits_known { self.lock_seq } else { -1 };
         let row = sqlx::query(
@@ -743,10 +743,22 @@ e AS (
   SELECT $1, r.seq, r.ts, r.session_id, r.agent_id, r.type, r.data::jsonb
   FROM jsonb_to_recordset($5::jsonb) AS r(seq bigint, ts bigint, session_id text,
       agent_id text, type text, data text))";
+/// A batch's transaction plans no bitmap scans. Locks and lock waits are inserted and deleted
+/// at the rate of grants, so between two autovacuum runs (a minute apart at the least) their
+/// indexes hold thousands of entries of rows already gone. A bitmap scan fetches each of them
+/// from the heap and never marks them gone; a plain index scan skips them once any scan found
+/// them dead. Measured: the batch's read of its project's locks went through 11,411 index
+/// entries for 10 live rows (1.4 ms of the project's turn), and deleting 10 locks by token went
+/// through them all too; 3 daemons × 20 agents went from 1,123–1,185 to 1,423–1,567 grants/s
+/// with the read alone.
+const BEGIN_BATCH: &str = "BEGIN; SET LOCAL enable_bitmapscan = off";
+
+// Deletions name their rows' keys as an array (`= ANY (ARRAY(…))`), so that they go by the
+// primary key (with `BEGIN_BATCH`'s plans).
 const CTE_UNLOCKS: &str = "\
 d AS (
   DELETE FROM locks WHERE project = $1
-      AND token IN (SELECT t::bigint FROM jsonb_array_elements_text($6::jsonb) AS t))";
+      AND token = ANY (ARRAY(SELECT t::bigint FROM jsonb_array_elements_text($6::jsonb) AS t)))";
 const CTE_LOCKS: &str = "\
 l AS (
   INSERT INTO locks (token, project, path, holder_id, session_id, mode, acquired_at,
@@ -759,7 +771,7 @@ l AS (
 const CTE_UNWAITS: &str = "\
 wd AS (
   DELETE FROM lock_waits WHERE project = $1 AND daemon = $16
-      AND wait IN (SELECT w::bigint FROM jsonb_array_elements_text($17::jsonb) AS w))";
+      AND wait = ANY (ARRAY(SELECT w::bigint FROM jsonb_array_elements_text($17::jsonb) AS w)))";
 const CTE_WAITS: &str = "\
 wi AS (
   INSERT INTO lock_waits (project, daemon, wait, agent_id, session_id, path, mode, born, since,
