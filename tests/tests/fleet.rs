@@ -421,6 +421,88 @@ fn a_lock_taken_through_one_daemon_is_enforced_through_another() {
     );
 }
 
+/// What agents write goes to PostgreSQL as data whatever it looks like: quotes, backslashes,
+/// `$1`, SQL and a file name with a quote, written through one daemon, reach the other one as
+/// written, and the tables are all still there.
+#[test]
+fn text_that_looks_like_sql_reaches_the_other_daemon_as_written() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let (a, b) = two_daemons(&pg, "acme/quotes");
+    let hostile = r"it's $1 \' \\ ''); DROP TABLE locks; -- ünï";
+    let session = a.session(hostile, &[]);
+    let writer = a.agent(Some(&session), "writer", hostile);
+    let path = "src/it's $2.rs";
+    a.maos_json(&["lock", "acquire", path, "--agent", &writer]);
+    let ps = b.maos_json(&["ps"]);
+    assert_eq!(ps[0]["objective"], hostile, "{ps}");
+    let task = ps[0]["agents"]
+        .as_array()
+        .and_then(|l| l.iter().find(|x| x["id"] == writer.as_str()))
+        .map(|x| x["task"].clone());
+    assert_eq!(task, Some(serde_json::json!(hostile)), "{ps}");
+    let listed = b.maos_json(&["lock", "list"]);
+    assert_eq!(listed["locks"][0]["path"], path, "{listed}");
+    let reviewer = agent_in(&b, &session, "reviewer");
+    let f = b.maos_fail(&["lock", "acquire", path, "--agent", &reviewer]);
+    assert_eq!(f.code, "lock_conflict", "{f:?}");
+    b.maos_json(&["lock", "acquire", "src/b.rs", "--agent", &reviewer]);
+    assert_eq!(
+        scalar(
+            &pg,
+            "SELECT count(*) FROM locks WHERE project = $1",
+            "acme/quotes"
+        ),
+        2
+    );
+}
+
+/// A batch PostgreSQL refuses (here a constraint added behind maos's back) changes nothing,
+/// in PostgreSQL or in the daemon's memory, is answered in one line, and leaves the daemon's
+/// connections usable: the batches after it commit.
+#[test]
+fn a_batch_postgres_refuses_changes_nothing_and_the_next_ones_commit() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let env = fleet_env(&pg);
+    name_project(&env, "acme/refused");
+    env.session("first", &[]);
+    block_on(async {
+        let mut c = PgConnection::connect(&pg.url()).await.expect("connect");
+        sqlx::query(
+            "ALTER TABLE sessions ADD CONSTRAINT refuse_me CHECK (objective <> 'refuse me')",
+        )
+        .execute(&mut c)
+        .await
+        .expect("a constraint");
+    });
+    // More times than the pool has connections: each refused batch's transaction ended.
+    for _ in 0..12 {
+        let f = env.maos_fail(&["session", "create", "--objective", "refuse me"]);
+        assert!(f.message.contains("refuse_me"), "{f:?}");
+        assert!(!f.message.contains('\n'), "{f:?}");
+    }
+    let count = |objective: &str| {
+        scalar(
+            &pg,
+            &format!(
+                "SELECT count(*) FROM sessions WHERE project = $1 AND objective = '{objective}'"
+            ),
+            "acme/refused",
+        )
+    };
+    assert_eq!(count("refuse me"), 0);
+    let objectives: Vec<Value> = env
+        .maos_json(&["ps", "--all"])
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| s["objective"].clone())
+        .collect();
+    assert_eq!(objectives, [serde_json::json!("first")]);
+    env.session("second", &[]);
+    assert_eq!(count("second"), 1);
+    assert_eq!(env.events(&["--type", "session_created"]).len(), 2);
+}
+
 /// A daemon killed with `kill -9` while its agent holds a lock: the lease lapses by
 /// PostgreSQL's clock, the other daemon's waiting agent gets the lock with a larger token, and
 /// the lapse is on the timeline.
