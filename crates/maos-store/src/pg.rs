@@ -753,8 +753,8 @@ e AS (
 /// with the read alone.
 const BEGIN_BATCH: &str = "BEGIN; SET LOCAL enable_bitmapscan = off";
 
-// Deletions name their rows' keys as an array (`= ANY (ARRAY(…))`), so that they go by the
-// primary key (with `BEGIN_BATCH`'s plans).
+// Deletions name their rows' keys as an array (`= ANY (ARRAY(…))`), so that they are planned
+// as index scans on the key (a semi-join went through every lock of the project).
 const CTE_UNLOCKS: &str = "\
 d AS (
   DELETE FROM locks WHERE project = $1
