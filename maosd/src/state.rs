@@ -1250,32 +1250,8 @@ mod tests {
 
     /// A pending agent `r<n>` of session `sid`, made at `t`.
     fn agent(n: u128, sid: &SessionId, t: Ts) -> AgentRecord {
-        AgentRecord {
-            id: AgentId::from_uuid(uuid::Uuid::from_u128(n)),
-            session_id: sid.clone(),
-            role: format!("r{n}"),
-            instance: 1,
-            task: String::new(),
-            state: maos_core::AgentState::Pending,
-            paused: false,
-            pause: None,
-            parent: None,
-            depends_on: vec![],
-            created_at: t,
-            updated_at: t,
-            started_at: None,
-            ended_at: None,
-            exit_code: None,
-            external_session_id: None,
-            external_agent_id: None,
-            spec: None,
-            process: None,
-            attempts: 0,
-            cli: None,
-            tool_use_id: None,
-            window: None,
-            machine: None,
-        }
+        let id = AgentId::from_uuid(uuid::Uuid::from_u128(n));
+        AgentRecord::pending(id, sid.clone(), format!("r{n}"), String::new(), t)
     }
 
     #[test]

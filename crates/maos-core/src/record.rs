@@ -249,6 +249,39 @@ pub struct AgentRecord {
     pub machine: Option<String>,
 }
 
+impl AgentRecord {
+    /// A new agent, pending, the first of its role, made at `at`, with nothing else known yet
+    /// (set the rest with struct update syntax).
+    pub fn pending(id: AgentId, session_id: SessionId, role: String, task: String, at: Ts) -> Self {
+        AgentRecord {
+            id,
+            session_id,
+            role,
+            instance: 1,
+            task,
+            state: AgentState::Pending,
+            paused: false,
+            pause: None,
+            parent: None,
+            depends_on: Vec::new(),
+            created_at: at,
+            updated_at: at,
+            started_at: None,
+            ended_at: None,
+            exit_code: None,
+            external_session_id: None,
+            external_agent_id: None,
+            spec: None,
+            process: None,
+            attempts: 0,
+            cli: None,
+            window: None,
+            tool_use_id: None,
+            machine: None,
+        }
+    }
+}
+
 /// An agent's last tool call, as its CLI's hook reported it (kept in the daemon's memory only:
 /// what an agent is doing now is not history; the timeline is).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -197,31 +197,13 @@ fn orchestrator(
         let role = text_of(a, &["role", "type", "name"])
             .ok_or_else(|| bad(format!("entry {} has no role", i + 1)))?;
         let agent_state = agent_state(o.get("status").and_then(Value::as_str).unwrap_or("running"));
+        let task = text_of(a, &["task", "description", "current_task"]).unwrap_or_default();
         agents.push(AgentRecord {
-            id: agent_id(),
-            session_id: id.clone(),
-            role,
-            instance: 1,
-            task: text_of(a, &["task", "description", "current_task"]).unwrap_or_default(),
             state: agent_state,
-            paused: false,
-            pause: None,
-            parent: None,
-            depends_on: Vec::new(),
-            created_at: now,
-            updated_at: now,
-            started_at: None,
             ended_at: agent_state.is_terminal().then_some(now),
-            exit_code: None,
             external_session_id: text_of(a, &["session_id", "claude_session_id"]),
             external_agent_id: text_of(a, &["id", "agent_id"]),
-            spec: None,
-            process: None,
-            attempts: 0,
-            cli: None,
-            tool_use_id: None,
-            window: None,
-            machine: None,
+            ..AgentRecord::pending(agent_id(), id.clone(), role, task, now)
         });
     }
     let mut notes = Vec::new();

@@ -61,30 +61,16 @@ pub fn register(
     let role = role.trim().to_string();
     let instance = s.agents.iter().filter(|a| a.role == role).count() as u32 + 1;
     let rec = AgentRecord {
-        id: id.clone(),
-        session_id: sid.clone(),
-        role,
         instance,
-        task: task.trim().to_string(),
-        state: AgentState::Pending,
-        paused: false,
-        pause: None,
         parent,
         depends_on: deps,
-        created_at: tx.now,
-        updated_at: tx.now,
-        started_at: None,
-        ended_at: None,
-        exit_code: None,
-        external_session_id: None,
-        external_agent_id: None,
-        spec: None,
-        process: None,
-        attempts: 0,
-        cli: None,
-        tool_use_id: None,
-        window: None,
-        machine: None,
+        ..AgentRecord::pending(
+            id.clone(),
+            sid.clone(),
+            role,
+            task.trim().to_string(),
+            tx.now,
+        )
     };
     let data = json!({
         "role": rec.role, "instance": rec.instance, "task": rec.task,
