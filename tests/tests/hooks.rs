@@ -765,6 +765,47 @@ fn spawn_request(session: &str, env: &Env, id: &str, desc: &str) -> Value {
                           "subagent_type": "general-purpose"}})
 }
 
+/// A general-purpose subagent's first event.
+fn subagent_start(session: &str, env: &Env, id: &str) -> Value {
+    json!({"session_id": session, "cwd": env.project, "hook_event_name": "SubagentStart",
+           "agent_id": id, "agent_type": "general-purpose"})
+}
+
+/// The PostToolUse of a background `Agent` call: launched, naming its subagent.
+fn launched(session: &str, env: &Env, tool_use_id: &str, agent: &str) -> Value {
+    let mut v = spawn_request(session, env, tool_use_id, "x");
+    v["hook_event_name"] = json!("PostToolUse");
+    v["tool_response"] = json!({"isAsync": true, "status": "async_launched",
+                                "agentId": agent, "description": "x"});
+    v
+}
+
+/// The general-purpose agents `ps` lists, as (id, task), by id.
+fn subagent_tasks(env: &Env) -> Vec<(String, String)> {
+    let ps = env.maos_json(&["ps"]);
+    let mut v: Vec<(String, String)> = ps[0]["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter(|a| a["role"] == "general-purpose")
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap_or_default().to_string(),
+                a["task"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Only the tasks of [`subagent_tasks`], sorted.
+fn tasks_only(env: &Env) -> Vec<String> {
+    let mut v: Vec<String> = subagent_tasks(env).into_iter().map(|(_, t)| t).collect();
+    v.sort();
+    v
+}
+
 /// Background subagents (Claude Code's default): each `Agent` call's PostToolUse comes at
 /// launch, and may come before its subagent's first event. A launch that corrects a wrong
 /// guess also corrects the tool call the guess tied to the agent, or the other launch would
@@ -775,33 +816,20 @@ fn a_corrected_guess_leaves_each_background_subagent_its_own_task() {
     let s = "claude-launch";
     hook(&env, &spawn_request(s, &env, "toolu_1", "first"));
     hook(&env, &spawn_request(s, &env, "toolu_2", "second"));
-    let start = |id: &str| {
-        json!({"session_id": s, "cwd": env.project, "hook_event_name": "SubagentStart",
-               "agent_id": id, "agent_type": "general-purpose"})
-    };
-    let launched = |tool_use_id: &str, agent: &str| {
-        let mut v = spawn_request(s, &env, tool_use_id, "x");
-        v["hook_event_name"] = json!("PostToolUse");
-        v["tool_response"] = json!({"isAsync": true, "status": "async_launched",
-                                    "agentId": agent, "description": "x"});
-        v
-    };
     // sub-2 speaks first and is taken for the first request; then both launches come back,
     // the second one before sub-1 ever spoke.
-    assert!(hook(&env, &start("sub-2")).status.success());
-    assert!(hook(&env, &launched("toolu_2", "sub-2")).status.success());
-    assert!(hook(&env, &launched("toolu_1", "sub-1")).status.success());
-    assert!(hook(&env, &start("sub-1")).status.success());
-    let ps = env.maos_json(&["ps"]);
-    let mut tasks: Vec<String> = ps[0]["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
-        .filter(|a| a["role"] == "general-purpose")
-        .map(|a| a["task"].as_str().unwrap_or_default().to_string())
-        .collect();
-    tasks.sort();
-    assert_eq!(tasks, ["first: first, please", "second: second, please"]);
+    for call in [
+        subagent_start(s, &env, "sub-2"),
+        launched(s, &env, "toolu_2", "sub-2"),
+        launched(s, &env, "toolu_1", "sub-1"),
+        subagent_start(s, &env, "sub-1"),
+    ] {
+        assert!(hook(&env, &call).status.success());
+    }
+    assert_eq!(
+        tasks_only(&env),
+        ["first: first, please", "second: second, please"]
+    );
     // And each result names the agent its launch named.
     let results = env.events(&["--type", "subagent_result"]);
     let registered = env.events(&["--type", "agent_registered"]);
@@ -817,41 +845,26 @@ fn a_corrected_guess_leaves_each_background_subagent_its_own_task() {
 fn a_launch_takes_its_request_back_from_a_subagent_that_guessed_it() {
     let env = Env::new();
     let s = "claude-back";
-    let start = |id: &str| {
-        json!({"session_id": s, "cwd": env.project, "hook_event_name": "SubagentStart",
-               "agent_id": id, "agent_type": "general-purpose"})
-    };
-    let launched = |tool_use_id: &str, agent: &str| {
-        let mut v = spawn_request(s, &env, tool_use_id, "x");
-        v["hook_event_name"] = json!("PostToolUse");
-        v["tool_response"] = json!({"isAsync": true, "status": "async_launched",
-                                    "agentId": agent, "description": "x"});
-        v
-    };
-    let tasks = |env: &Env| -> Vec<String> {
-        let ps = env.maos_json(&["ps"]);
-        let mut v: Vec<String> = ps[0]["agents"]
-            .as_array()
-            .expect("agents")
-            .iter()
-            .filter(|a| a["role"] == "general-purpose")
-            .map(|a| a["task"].as_str().unwrap_or_default().to_string())
-            .collect();
-        v.sort();
-        v
-    };
     hook(&env, &spawn_request(s, &env, "toolu_1", "first"));
-    assert!(hook(&env, &start("sub-2")).status.success());
-    assert!(hook(&env, &start("sub-1")).status.success());
-    assert!(hook(&env, &launched("toolu_1", "sub-1")).status.success());
+    for call in [
+        subagent_start(s, &env, "sub-2"),
+        subagent_start(s, &env, "sub-1"),
+        launched(s, &env, "toolu_1", "sub-1"),
+    ] {
+        assert!(hook(&env, &call).status.success());
+    }
     assert_eq!(
-        tasks(&env),
+        tasks_only(&env),
         ["first: first, please", "general-purpose subagent sub-2"]
     );
     hook(&env, &spawn_request(s, &env, "toolu_2", "second"));
-    assert!(hook(&env, &launched("toolu_2", "sub-2")).status.success());
+    assert!(
+        hook(&env, &launched(s, &env, "toolu_2", "sub-2"))
+            .status
+            .success()
+    );
     assert_eq!(
-        tasks(&env),
+        tasks_only(&env),
         ["first: first, please", "second: second, please"]
     );
 }
@@ -865,30 +878,9 @@ fn the_agent_id_link_corrects_a_wrong_guess() {
     // Both are the same kind, and the second request's subagent speaks first: the guess
     // (oldest request first) gets them the wrong way round.
     for id in ["sub-2", "sub-1"] {
-        hook(
-            &env,
-            &json!({"session_id": s, "cwd": env.project, "hook_event_name": "SubagentStart",
-                    "agent_id": id, "agent_type": "general-purpose"}),
-        );
+        hook(&env, &subagent_start(s, &env, id));
     }
-    let tasks = |env: &Env| -> Vec<(String, String)> {
-        let ps = env.maos_json(&["ps"]);
-        let mut v: Vec<(String, String)> = ps[0]["agents"]
-            .as_array()
-            .expect("agents")
-            .iter()
-            .filter(|a| a["role"] == "general-purpose")
-            .map(|a| {
-                (
-                    a["id"].as_str().unwrap_or_default().to_string(),
-                    a["task"].as_str().unwrap_or_default().to_string(),
-                )
-            })
-            .collect();
-        v.sort();
-        v
-    };
-    let before = tasks(&env);
+    let before = subagent_tasks(&env);
     assert_eq!(before.len(), 2);
     // sub-2 registered first (after the orchestrator) and took the oldest request.
     let registered = env.events(&["--type", "agent_registered"]);
@@ -910,7 +902,7 @@ fn the_agent_id_link_corrects_a_wrong_guess() {
     assert!(post("toolu_1", "sub-1").status.success());
     let results = env.events(&["--type", "subagent_result"]);
     let sub1 = results[0]["agent_id"].as_str().expect("agent").to_string();
-    let after = tasks(&env);
+    let after = subagent_tasks(&env);
     let task = |id: &str| {
         after
             .iter()

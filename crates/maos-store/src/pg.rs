@@ -95,8 +95,9 @@ impl Fleet {
             .application_name(&format!("maosd {daemon}"))
             .disable_statement_logging();
         // One connection per project while its batch runs, one for the notifications'
-        // listener, a few for history reads. No ping before each use (a round trip per batch): a connection that broke fails
-        // its batch as `unavailable` and is dropped, and the next batch takes a new one.
+        // listener, a few for history reads. No ping before each use (a round trip per
+        // batch): a connection that broke fails its batch as `unavailable` and is dropped,
+        // and the next batch takes a new one.
         let pool = PgPoolOptions::new()
             .test_before_acquire(false)
             .max_connections(16)

@@ -359,50 +359,37 @@ fn subagent_done(
         && intent.claimed_by.as_ref() != Some(&agent)
     {
         // A wrong guess: the agent gets this request, and the agent that took this request
-        // gets the one the agent had taken (its task and its tool call id).
+        // gets the one the agent had taken, else the next open one, else none.
         let intents = tx.spawn_intents_mut();
         let mine = intents
             .iter()
             .position(|i| i.claimed_by.as_ref() == Some(&agent));
+        if let Some(m) = mine {
+            intents[m].claimed_by = None;
+        }
         let mut retask = vec![(
             agent.clone(),
             intent.task.clone(),
             intent.tool_use_id.clone(),
         )];
-        if let Some(m) = mine {
-            intents[m].claimed_by = intent.claimed_by.clone();
-            if let Some(other) = &intent.claimed_by {
-                let theirs = &intents[m];
-                retask.push((
-                    other.clone(),
-                    theirs.task.clone(),
-                    theirs.tool_use_id.clone(),
-                ));
-            }
-        } else if let Some(other) = &intent.claimed_by {
-            // The agent had taken no request: the other one takes the next open one, if any.
-            let role = tx.state().agent(other).map(|a| a.role.clone());
-            match claim(tx, cli, role.as_deref()) {
+        if let Some(other) = &intent.claimed_by {
+            let (role, sub) = tx
+                .state()
+                .agent(other)
+                .map(|a| (a.role.clone(), a.external_agent_id.clone()))
+                .unwrap_or_default();
+            retask.push(match mine.or_else(|| claim(tx, cli, Some(&role))) {
                 Some(i) => {
                     let theirs = &mut tx.spawn_intents_mut()[i];
                     theirs.claimed_by = Some(other.clone());
-                    retask.push((
-                        other.clone(),
-                        theirs.task.clone(),
-                        theirs.tool_use_id.clone(),
-                    ));
+                    let (task, tool_use_id) = (theirs.task.clone(), theirs.tool_use_id.clone());
+                    (other.clone(), task, tool_use_id)
                 }
                 None => {
-                    // No request left for it: it is a subagent of unknown task again.
-                    let (role, sub) = tx
-                        .state()
-                        .agent(other)
-                        .map(|a| (a.role.clone(), a.external_agent_id.clone()))
-                        .unwrap_or_default();
                     let task = unknown_task(&role, sub.as_deref().unwrap_or_default());
-                    retask.push((other.clone(), task, None));
+                    (other.clone(), task, None)
                 }
-            }
+            });
         }
         for (a, task, tool_use_id) in retask {
             let a = tx.agent_mut(&a);

@@ -434,12 +434,10 @@ pub fn started(
             });
             // Paused while it was starting (itself, its session or its phase): the pause
             // found no process to stop then, so it is stopped now.
-            let held_now = tx.state().session(&sid).is_some_and(|s| {
-                s.agents
-                    .iter()
-                    .find(|a| &a.id == id)
-                    .is_some_and(|a| held(s, a))
-            });
+            let held_now = match (tx.state().session(&sid), tx.state().agent(id)) {
+                (Some(s), Some(a)) => held(s, a),
+                _ => false,
+            };
             if held_now {
                 tx.effect(Effect::Signal {
                     pgid: pid,
