@@ -69,10 +69,10 @@ pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     // In fleet mode (MAOS_TEST_DATABASE=postgres) the hook's lock is a commit in PostgreSQL:
     // the fleet issue's target (≤ 2×), not the embedded one's (≤ 1.2×).
     let fleet = maos_tests::postgres::test_database_url().is_some();
-    let (engine, most) = if fleet {
-        ("fleet, PostgreSQL", 2.0)
+    let (engine, heading, most) = if fleet {
+        ("fleet, PostgreSQL", "fleet, PostgreSQL".to_string(), 2.0)
     } else {
-        (sync, 1.2)
+        (sync, format!("synchronous={sync}"), 1.2)
     };
     let name = label("`maos hook` PreToolUse Write", engine);
     let mut rows = vec![
@@ -94,13 +94,8 @@ pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     }
     print_human(
         &format!(
-            "hook: whole-process `maos hook` ({}) vs `empty`, {n} interleaved runs, {}",
-            maos.display(),
-            if fleet {
-                engine.to_string()
-            } else {
-                format!("synchronous={sync}")
-            }
+            "hook: whole-process `maos hook` ({}) vs `empty`, {n} interleaved runs, {heading}",
+            maos.display()
         ),
         &rows,
     );
