@@ -534,6 +534,7 @@ pub fn daemon(d: &DaemonStatus) -> String {
     if d.backend.url.is_none() {
         let _ = writeln!(out, "synchronous  {}", d.synchronous);
     }
+    fleet_members(&mut out, &d.backend);
     let _ = writeln!(out, "started by   {}", d.started_by.as_str());
     if let Some(idle) = d.idle_exit_secs {
         let after = if idle < 60.0 {
@@ -554,6 +555,51 @@ pub fn daemon(d: &DaemonStatus) -> String {
         );
     }
     out
+}
+
+/// How many daemons that stopped `daemon status` lists by name (the most recently seen); the
+/// rest are counted. A fleet of short-lived machines (CI runners) leaves many.
+const STOPPED_SHOWN: usize = 10;
+
+/// The fleet's daemons under `daemon status`: each one's id, and whether it runs by its last
+/// sign of life in PostgreSQL (they come the most recently seen first).
+fn fleet_members(out: &mut String, b: &maos_proto::Backend) {
+    if b.members.is_empty() {
+        return;
+    }
+    let live = b.members.iter().filter(|m| m.live).count();
+    let _ = writeln!(
+        out,
+        "fleet        {}, {live} running",
+        count(b.members.len(), "daemon")
+    );
+    let shown: Vec<_> = b
+        .members
+        .iter()
+        .filter(|m| m.live)
+        .chain(b.members.iter().filter(|m| !m.live).take(STOPPED_SHOWN))
+        .collect();
+    let width = shown.iter().map(|m| m.id.len()).max().unwrap_or(0);
+    for m in &shown {
+        let me = if b.daemon.as_deref() == Some(m.id.as_str()) {
+            "this daemon, "
+        } else {
+            ""
+        };
+        let state = if m.live {
+            format!("running (seen {} ago)", human_secs(m.seen_secs_ago))
+        } else {
+            format!(
+                "not seen for {}: stopped, or cut off from PostgreSQL",
+                human_secs(m.seen_secs_ago)
+            )
+        };
+        let _ = writeln!(out, "  {:<width$}  {me}{state}", m.id);
+    }
+    let more = b.members.len() - shown.len();
+    if more > 0 {
+        let _ = writeln!(out, "  and {more} more not running");
+    }
 }
 
 fn until(ts: &Ts) -> String {
@@ -683,4 +729,60 @@ pub fn problems(p: &[Problem]) -> String {
         let _ = writeln!(out, "{} {}: {}", x.session, x.kind, x.message);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(id: &str, live: bool, ago: f64) -> maos_proto::FleetMember {
+        maos_proto::FleetMember {
+            id: id.into(),
+            machine: id.split('/').next().unwrap_or(id).into(),
+            started_at: Utc::now(),
+            seen_secs_ago: ago,
+            live,
+        }
+    }
+
+    #[test]
+    fn the_fleet_lists_running_daemons_then_the_ten_last_seen_of_those_stopped() {
+        let mut b = maos_proto::Backend {
+            engine: "postgres".into(),
+            daemon: Some("me/1".into()),
+            ..Default::default()
+        };
+        b.members.push(member("me/1", true, 1.0));
+        for i in 0..12 {
+            b.members.push(member(
+                &format!("ci-{i}/2"),
+                false,
+                3600.0 * f64::from(i + 1),
+            ));
+        }
+        b.members.push(member("other/3", true, 20.0));
+        let mut out = String::new();
+        fleet_members(&mut out, &b);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "fleet        14 daemons, 2 running", "{out}");
+        assert_eq!(
+            lines[1], "  me/1     this daemon, running (seen 1s ago)",
+            "{out}"
+        );
+        assert_eq!(lines[2], "  other/3  running (seen 20s ago)", "{out}");
+        assert!(
+            lines[3].starts_with("  ci-0/2   not seen for 1h: stopped"),
+            "{out}"
+        );
+        assert!(
+            lines[12].starts_with("  ci-9/2   not seen for 10h"),
+            "{out}"
+        );
+        assert_eq!(lines[13], "  and 2 more not running", "{out}");
+        assert_eq!(lines.len(), 14, "{out}");
+
+        let mut none = String::new();
+        fleet_members(&mut none, &maos_proto::Backend::default());
+        assert_eq!(none, "", "no fleet, no lines");
+    }
 }

@@ -316,12 +316,10 @@ impl Charts {
 /// `MAOS_TEST_CHART_SAVE_MS` (the end-to-end tests' override). A daemon killed then loses at
 /// most this much of its charts: its successor reads only the events after the saved ones.
 fn save_every() -> std::time::Duration {
-    let ms = std::env::var("MAOS_TEST_CHART_SAVE_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .filter(|&ms| ms > 0)
-        .unwrap_or(600_000);
-    std::time::Duration::from_millis(ms)
+    crate::config::interval(
+        "MAOS_TEST_CHART_SAVE_MS",
+        std::time::Duration::from_secs(600),
+    )
 }
 
 /// Remove all but the newest [`KEPT`] saved folds.

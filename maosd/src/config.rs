@@ -188,3 +188,13 @@ impl Config {
         })
     }
 }
+
+/// An interval the end-to-end tests shorten: `var` in milliseconds when set to a positive
+/// number, else `default`.
+pub fn interval(var: &str, default: std::time::Duration) -> std::time::Duration {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .map_or(default, std::time::Duration::from_millis)
+}

@@ -49,7 +49,7 @@ impl Daemon {
         }
     }
 
-    /// The engine, and for a fleet's PostgreSQL whether it answers now.
+    /// The engine, and for a fleet's PostgreSQL whether it answers now and its daemons.
     async fn backend(&self) -> maos_proto::Backend {
         let Some(fleet) = self.projects.fleet() else {
             return maos_proto::Backend::default();
@@ -59,12 +59,30 @@ impl Daemon {
             Ok(v) => (Some(v), None),
             Err(e) => (None, Some(e)),
         };
+        // A daemon silent for three of its intervals is not running (or cannot reach
+        // PostgreSQL).
+        let quiet = 3.0 * crate::fleet::heartbeat_every().as_secs_f64();
+        let members = status
+            .members
+            .into_iter()
+            .map(|m| {
+                let ago = m.seen_us_ago.max(0) as f64 / 1e6;
+                maos_proto::FleetMember {
+                    live: ago <= quiet,
+                    seen_secs_ago: ago,
+                    id: m.id,
+                    machine: m.machine,
+                    started_at: m.started_at,
+                }
+            })
+            .collect();
         maos_proto::Backend {
             engine: "postgres".into(),
             url: Some(fleet.url().to_string()),
             daemon: Some(fleet.daemon().to_string()),
             server,
             error,
+            members,
         }
     }
 }

@@ -84,6 +84,31 @@ pub async fn listen(
     }
 }
 
+/// How often a daemon of a fleet writes that it is alive: 30 s, or `MAOS_TEST_HEARTBEAT_MS`
+/// (the end-to-end tests' override). `maos daemon status` counts a daemon silent for three of
+/// these as not running.
+pub fn heartbeat_every() -> Duration {
+    crate::config::interval("MAOS_TEST_HEARTBEAT_MS", Duration::from_secs(30))
+}
+
+/// Write that this daemon is alive (its row of `daemons`) now and every [`heartbeat_every`]
+/// until it stops, so that every member of the fleet can tell which daemons run. A write that
+/// fails (PostgreSQL unreachable) is tried again at the next interval: meanwhile the others
+/// see this daemon's silence, which is what it is.
+pub async fn heartbeat(fleet: Arc<maos_store::Fleet>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(heartbeat_every());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        if let Err(e) = fleet.heartbeat().await {
+            debug!(error = %e, "cannot tell the fleet that this daemon is alive; trying again later");
+        }
+    }
+}
+
 /// This machine's host name, or `unknown-host` when the system will not say.
 pub fn machine() -> String {
     let mut buf = [0u8; 256];

@@ -196,6 +196,10 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
             rx,
             daemon.shutdown.clone(),
         ));
+        tokio::spawn(crate::fleet::heartbeat(
+            fleet.clone(),
+            daemon.shutdown.clone(),
+        ));
     }
     info!(
         pid = std::process::id(),

@@ -354,6 +354,72 @@ fn agent_in(env: &Env, session: &str, role: &str) -> String {
     env.agent(Some(session), role, "work")
 }
 
+/// `maos daemon status` lists the fleet's daemons as PostgreSQL records them: each running
+/// daemon writes that it is alive every interval (100 ms here, 30 s by default), so one killed
+/// with `kill -9` shows as not running once it has been silent for three of them, while the
+/// others go on showing as running.
+#[test]
+fn daemon_status_lists_the_fleets_daemons_and_shows_one_killed_as_stopped() {
+    let Some(pg) = postgres_or_skip() else {
+        return;
+    };
+    let (a, b) = two_daemons(&pg, "acme/members");
+    for env in [&a, &b] {
+        // The daemon this starts writes that it is alive every 100 ms.
+        let out = env
+            .maos_cmd_in(&env.project, &["ps"])
+            .env("MAOS_TEST_HEARTBEAT_MS", "100")
+            .output()
+            .expect("maos ps");
+        assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    }
+    let backend = |env: &Env| env.maos_json(&["daemon", "status"])["backend"].clone();
+    let (id_a, id_b) = (backend(&a)["daemon"].clone(), backend(&b)["daemon"].clone());
+    let member = |v: &Value, id: &Value| -> Value {
+        v["members"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["id"] == *id))
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} is not among the members: {v}"))
+    };
+    let seen = backend(&a);
+    assert_eq!(seen["members"].as_array().map(Vec::len), Some(2), "{seen}");
+    assert_eq!(member(&seen, &id_a)["machine"], "machine-1");
+    assert_eq!(member(&seen, &id_b)["machine"], "machine-2");
+    maos_tests::wait_until(maos_tests::DEADLINE, "both daemons show as running", || {
+        let v = backend(&a);
+        member(&v, &id_a)["live"] == true && member(&v, &id_b)["live"] == true
+    });
+
+    b.kill9();
+    // Silence, not a lost row: A goes on writing, B's row stays and ages.
+    maos_tests::wait_until(
+        maos_tests::DEADLINE,
+        "the killed daemon shows as stopped and the other as running",
+        || {
+            let v = backend(&a);
+            member(&v, &id_a)["live"] == true && member(&v, &id_b)["live"] == false
+        },
+    );
+    let text = String::from_utf8_lossy(&a.maos(&["daemon", "status"]).stdout).into_owned();
+    let line = |id: &Value| -> String {
+        let id = id.as_str().expect("id");
+        text.lines()
+            .find(|l| l.trim_start().starts_with(id))
+            .unwrap_or_else(|| panic!("no line for {id} in:\n{text}"))
+            .to_string()
+    };
+    assert!(text.contains("fleet        2 daemons, "), "{text}");
+    assert!(
+        line(&id_a).contains("this daemon, running (seen "),
+        "{text}"
+    );
+    assert!(
+        line(&id_b).contains("not seen for ") && line(&id_b).contains("stopped, or cut off"),
+        "{text}"
+    );
+}
+
 /// Two daemons serve one project at once: a lock taken through one is enforced through the
 /// other (refused naming its holder, listed there with its token), and once released there
 /// the other's grant has a larger token.

@@ -22,7 +22,9 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Connection, Row};
 
-pub use pg::{Fleet, FleetStatus, FleetWaits, Fresh, Notifier, PgReader, PgStore, channel, redact};
+pub use pg::{
+    Fleet, FleetStatus, FleetWaits, Fresh, Member, Notifier, PgReader, PgStore, channel, redact,
+};
 pub use rows::{from_us, to_us};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

@@ -80,6 +80,19 @@ impl std::fmt::Debug for Fleet {
 pub struct FleetStatus {
     /// Reachable: PostgreSQL's version (`server_version`). Else why not.
     pub result: Result<String, String>,
+    /// The fleet's daemons, the most recently seen first (none when PostgreSQL did not
+    /// answer, or no daemon joined yet).
+    pub members: Vec<Member>,
+}
+
+/// A daemon of the fleet, as its row says.
+#[derive(Clone, Debug)]
+pub struct Member {
+    pub id: String,
+    pub machine: String,
+    pub started_at: maos_core::Ts,
+    /// How long ago it last wrote that it is alive, by PostgreSQL's clock (µs).
+    pub seen_us_ago: i64,
 }
 
 impl Fleet {
@@ -191,13 +204,50 @@ impl Fleet {
             .map_err(|e| unreachable(&self.shown, e.into()))
     }
 
-    /// Whether PostgreSQL answers, and its version.
+    /// Whether PostgreSQL answers, its version, and the fleet's daemons.
     pub async fn status(&self) -> FleetStatus {
         let result = sqlx::query_scalar::<_, String>("SHOW server_version")
             .fetch_one(&self.pool)
             .await
             .map_err(|e| one_line(&StoreError::from(e).to_string()));
-        FleetStatus { result }
+        // A database no daemon migrated yet has no table of them: none to show.
+        let members = match &result {
+            Ok(_) => self.members().await.unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        FleetStatus { result, members }
+    }
+
+    /// The fleet's daemons, the most recently seen first (at most 100).
+    async fn members(&self) -> Result<Vec<Member>, StoreError> {
+        sqlx::query(
+            "SELECT id, machine, started_at, maos_now_us() - last_seen AS ago FROM daemons
+             ORDER BY last_seen DESC, id LIMIT 100",
+        )
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(Member {
+                id: r.text("id")?,
+                machine: r.text("machine")?,
+                started_at: rows::from_us(r.int("started_at")?),
+                seen_us_ago: r.int("ago")?,
+            })
+        })
+        .collect()
+    }
+
+    /// Write that this daemon is alive (`daemons.last_seen`, by PostgreSQL's clock), joining
+    /// the fleet first if it has not yet.
+    pub async fn heartbeat(&self) -> Result<(), StoreError> {
+        self.join().await.map_err(|e| unreachable(&self.shown, e))?;
+        sqlx::query("UPDATE daemons SET last_seen = maos_now_us() WHERE id = $1")
+            .bind(&self.daemon)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| unreachable(&self.shown, e.into()))?;
+        Ok(())
     }
 
     /// A connection of its own that receives the fleet's notifications (`LISTEN`); sqlx's

@@ -786,10 +786,5 @@ fn fleet_key(root: &str) -> Result<maos_core::project_key::ProjectKey, ErrorBody
 /// How often the actor looks for managed agents whose exit was lost (`cmd::managed::sweep`):
 /// 10 s, or `MAOS_TEST_SWEEP_MS` (the end-to-end tests' override).
 fn sweep_every() -> std::time::Duration {
-    let ms = std::env::var("MAOS_TEST_SWEEP_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .filter(|&ms| ms > 0)
-        .unwrap_or(10_000);
-    std::time::Duration::from_millis(ms)
+    crate::config::interval("MAOS_TEST_SWEEP_MS", std::time::Duration::from_secs(10))
 }

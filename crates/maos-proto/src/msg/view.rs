@@ -195,6 +195,9 @@ pub struct Backend {
     /// Why PostgreSQL did not answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// In a fleet: its daemons as PostgreSQL records them, the most recently seen first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<FleetMember>,
 }
 
 impl Default for Backend {
@@ -205,8 +208,25 @@ impl Default for Backend {
             daemon: None,
             server: None,
             error: None,
+            members: Vec::new(),
         }
     }
+}
+
+/// A daemon of a fleet, as its row in PostgreSQL says: each running daemon writes that it is
+/// alive every half minute.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FleetMember {
+    /// `<machine>/<hash of its MAOS_HOME>`.
+    pub id: String,
+    pub machine: String,
+    /// When it last started.
+    pub started_at: Ts,
+    /// How long ago it last said it was alive, by PostgreSQL's clock.
+    pub seen_secs_ago: f64,
+    /// Whether it said so recently enough to count as running (within three of its
+    /// intervals); `false`: stopped, or cut off from PostgreSQL.
+    pub live: bool,
 }
 
 impl Backend {
