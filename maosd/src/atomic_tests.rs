@@ -24,7 +24,7 @@ fn handle(tx: &mut Txn<'_>, r: Request) -> Result<Outcome, ErrorBody> {
     }
 }
 
-fn req(v: Value) -> Request {
+pub(crate) fn req(v: Value) -> Request {
     match serde_json::from_value(v.clone()) {
         Ok(r) => r,
         Err(e) => panic!("test request {v}: {e}"),
@@ -33,7 +33,7 @@ fn req(v: Value) -> Request {
 
 /// Apply requests that must succeed in one transaction, and commit it (when a store is
 /// given). Returns their outcomes and the events they recorded.
-fn apply_all(
+pub(crate) fn apply_all(
     st: &mut State,
     store: Option<(&tokio::runtime::Runtime, &mut Store)>,
     reqs: Vec<Request>,
@@ -56,7 +56,7 @@ fn apply_all(
     (out, events)
 }
 
-fn id_of(o: &Outcome) -> String {
+pub(crate) fn id_of(o: &Outcome) -> String {
     match o {
         Outcome::Reply(r) => match &**r {
             maos_proto::Reply::Session(s) => s.id.to_string(),
@@ -594,7 +594,7 @@ fn assert_same(got: &Value, want: &Value, what: &str) {
     panic!("{what}:\n{}", diff.join("\n"));
 }
 
-fn rt() -> tokio::runtime::Runtime {
+pub(crate) fn rt() -> tokio::runtime::Runtime {
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -604,7 +604,7 @@ fn rt() -> tokio::runtime::Runtime {
     }
 }
 
-async fn open(path: &Path) -> Store {
+pub(crate) async fn open(path: &Path) -> Store {
     Store::open(path.to_path_buf(), Default::default())
         .await
         .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))

@@ -386,3 +386,93 @@ async fn fold_one(charts: &Charts, reader: &Reader, e: &EventRecord) {
     // Folded already (by a catch-up that read it) is ignored by the fold itself.
     b.fold(e);
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::state::State;
+    use crate::state::atomic_tests::{apply_all, id_of, open, req, rt};
+
+    /// The follower gets the events of 20 commits through a channel of 4: it falls behind,
+    /// catches its fold up from the database, and folds on. Its fold then holds every chart
+    /// event once, as a fold made from the database does. Without the catch-up, the events it
+    /// received after the ones it missed would move the fold past them for good (a request's
+    /// own catch-up reads only what comes after the fold's last event).
+    #[test]
+    fn a_follower_that_fell_behind_catches_its_fold_up_and_folds_nothing_twice() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let rt = rt();
+        let mut store = rt.block_on(open(&dir.path().join("maos.db")));
+        let mut st = State::new(Vec::new(), 0);
+        let (o, _) = apply_all(
+            &mut st,
+            Some((&rt, &mut store)),
+            vec![req(
+                json!({ "request": "session_create", "objective": "chart" }),
+            )],
+        );
+        let session = id_of(&o[0]);
+        let (o, _) = apply_all(
+            &mut st,
+            Some((&rt, &mut store)),
+            vec![req(
+                json!({ "request": "agent_register", "session": session,
+                              "role": "writer", "task": "write" }),
+            )],
+        );
+        let agent = id_of(&o[0]);
+        let reader = store.reader();
+        let charts = Arc::new(Charts::new(dir.path()));
+        // A page asked for the chart: the session has a fold before the burst.
+        rt.block_on(charts.chart(&reader, &session, None, Window::all(1000)))
+            .unwrap_or_else(|e| panic!("chart: {}", e.message));
+        let (tx, rx) = broadcast::channel(4);
+        let mut sent = 0;
+        for i in 0..20 {
+            let path = format!("src/{i}.rs");
+            let (_, events) = apply_all(
+                &mut st,
+                Some((&rt, &mut store)),
+                vec![
+                    req(
+                        json!({ "request": "lock_acquire", "agent": agent, "path": path,
+                                "mode": "write" }),
+                    ),
+                    req(json!({ "request": "lock_release", "agent": agent, "path": path })),
+                ],
+            );
+            for e in events {
+                sent += 1;
+                let _ = tx.send(Arc::new(e));
+            }
+        }
+        assert!(
+            sent >= 40,
+            "each commit recorded its acquire and release ({sent})"
+        );
+        drop(tx);
+        // Returns once the channel is closed and drained.
+        rt.block_on(follow(charts.clone(), reader.clone(), rx));
+
+        let mut fresh = GanttBuilder::default();
+        rt.block_on(Charts::new(&dir.path().join("other")).catch_up(&reader, &session, &mut fresh))
+            .unwrap_or_else(|e| panic!("fold from the database: {e}"));
+        let (fold, made) = charts.fold_of(&session);
+        assert!(!made, "the follower kept the session's fold");
+        let followed = rt.block_on(fold.lock()).clone();
+        assert_eq!(
+            followed.last_seq(),
+            st.last_seq(),
+            "the fold reached the last event"
+        );
+        assert_eq!(
+            followed.folded(),
+            fresh.folded(),
+            "every chart event folded once, as from the database"
+        );
+        let (now, window) = (chrono::Utc::now(), Window::all(1000));
+        assert_eq!(followed.snapshot(now, window), fresh.snapshot(now, window));
+    }
+}

@@ -1200,7 +1200,7 @@ impl<'a> Txn<'a> {
 
 #[cfg(test)]
 #[path = "atomic_tests.rs"]
-mod atomic_tests;
+pub(crate) mod atomic_tests;
 
 #[cfg(test)]
 mod tests {
