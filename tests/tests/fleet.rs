@@ -501,11 +501,8 @@ fn text_that_looks_like_sql_reaches_the_other_daemon_as_written() {
     a.maos_json(&["lock", "acquire", path, "--agent", &writer]);
     let ps = b.maos_json(&["ps"]);
     assert_eq!(ps[0]["objective"], hostile, "{ps}");
-    let task = ps[0]["agents"]
-        .as_array()
-        .and_then(|l| l.iter().find(|x| x["id"] == writer.as_str()))
-        .map(|x| x["task"].clone());
-    assert_eq!(task, Some(serde_json::json!(hostile)), "{ps}");
+    let task = maos_tests::conformance::ps_agent(&b, &writer)["task"].clone();
+    assert_eq!(task, serde_json::json!(hostile), "{ps}");
     let listed = b.maos_json(&["lock", "list"]);
     assert_eq!(listed["locks"][0]["path"], path, "{listed}");
     let reviewer = agent_in(&b, &session, "reviewer");

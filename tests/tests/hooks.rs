@@ -782,10 +782,7 @@ fn launched(session: &str, env: &Env, tool_use_id: &str, agent: &str) -> Value {
 
 /// The general-purpose agents `ps` lists, as (id, task), by id.
 fn subagent_tasks(env: &Env) -> Vec<(String, String)> {
-    let ps = env.maos_json(&["ps"]);
-    let mut v: Vec<(String, String)> = ps[0]["agents"]
-        .as_array()
-        .expect("agents")
+    let mut v: Vec<(String, String)> = maos_tests::conformance::ps_agents(env)
         .iter()
         .filter(|a| a["role"] == "general-purpose")
         .map(|a| {

@@ -376,9 +376,9 @@ fn subagent_done(
             let (role, sub) = tx
                 .state()
                 .agent(other)
-                .map(|a| (a.role.clone(), a.external_agent_id.clone()))
+                .map(|a| (Some(a.role.clone()), a.external_agent_id.clone()))
                 .unwrap_or_default();
-            retask.push(match mine.or_else(|| claim(tx, cli, Some(&role))) {
+            retask.push(match mine.or_else(|| claim(tx, cli, role.as_deref())) {
                 Some(i) => {
                     let theirs = &mut tx.spawn_intents_mut()[i];
                     theirs.claimed_by = Some(other.clone());
@@ -386,7 +386,8 @@ fn subagent_done(
                     (other.clone(), task, tool_use_id)
                 }
                 None => {
-                    let task = unknown_task(&role, sub.as_deref().unwrap_or_default());
+                    let role = role.as_deref().unwrap_or_default();
+                    let task = unknown_task(role, sub.as_deref().unwrap_or_default());
                     (other.clone(), task, None)
                 }
             });
