@@ -1,6 +1,6 @@
 //! `maos hook`: the agent CLI calls this on every hook event with one JSON object on stdin.
 //! It forwards what maos needs (ids, event, tool, the path written; never file contents) and
-//! answers in the CLI's own terms (HOOKS.md): nothing to allow, a `permissionDecision: deny`
+//! answers in the CLI's own terms (docs/hooks.md): nothing to allow, a `permissionDecision: deny`
 //! object to refuse (Gemini CLI: `{"decision":"deny","reason":...}`), `additionalContext` to
 //! inform. It never blocks the agent by accident: exit 1 is a non-blocking "hook error", and
 //! an unreachable daemon fails open (tool runs, the user is told) unless `MAOS_HOOK_FAIL=closed`.

@@ -51,7 +51,7 @@ struct Answer {
 }
 
 /// Claude Code as its hooks see it: one session id, a main thread and subagents, and one
-/// `maos hook` process per event with the JSON object Claude Code sends (HOOKS.md).
+/// `maos hook` process per event with the JSON object Claude Code sends (docs/hooks.md).
 struct Claude<'a> {
     demo: &'a Demo,
     session_id: &'static str,

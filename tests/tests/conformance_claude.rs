@@ -32,7 +32,7 @@
 //!
 //! So no deny form reaches the model without the "hook error" prefix; maos keeps
 //! `permissionDecision: "deny"` (the cleanest text, no command line, and the form Codex and
-//! HOOKS.md share), and [`a_write_to_a_file_another_agent_holds_is_denied_to_the_model`]
+//! docs/hooks.md share), and [`a_write_to_a_file_another_agent_holds_is_denied_to_the_model`]
 //! asserts the exact text: the prefix, then maos's reason as recorded on its `tool_denied`
 //! event.
 //!

@@ -1,5 +1,5 @@
 //! Agent CLI hooks (Claude Code's shape, which the client maps Codex's and Gemini CLI's onto;
-//! see HOOKS.md): who is calling, and what each event means for sessions, agents and locks.
+//! see docs/hooks.md): who is calling, and what each event means for sessions, agents and locks.
 //! Each CLI window (one CLI session id) is its own agent, labelled by its CLI and its first
 //! prompt; its subagents are its children. A write is allowed only inside the project,
 //! outside a pause, and with the file's write lock, which the calling agent then holds until
