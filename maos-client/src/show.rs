@@ -56,7 +56,7 @@ pub fn show(json: bool, reply: Reply) -> Res {
             Reply::Log { agent, path, state } => {
                 print_json(&serde_json::json!({ "agent": agent, "path": path, "state": state }))
             }
-            // A list of one kind of record is an array (README: JSON output).
+            // A list of one kind of record is an array (docs/commands.md: JSON output and exit codes).
             Reply::Recovery(r) => print_json(&r.sessions),
             Reply::Validation(p) => print_json(&p),
             Reply::Brief(b) => print_json(&b),
@@ -111,10 +111,10 @@ pub fn show(json: bool, reply: Reply) -> Res {
         Reply::Export(e) => print_json(&e)?,
         Reply::Gc(g) => print(&output::gc(&g)),
         Reply::Restored(r) => outln!(
-            "restored {} ({} sessions, {} events); the replaced database is {}",
+            "restored {} ({}, {}); the replaced database is {}",
             r.from,
-            r.sessions,
-            r.events,
+            maos_core::words::count(r.sessions as usize, "session"),
+            maos_core::words::count(r.events as usize, "event"),
             r.previous
         ),
         Reply::Backup(b) => outln!(
@@ -166,10 +166,10 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
         }
         (Cmd::Import { file }, Reply::Session(s)) => {
             outln!(
-                "imported session {} ({}, {} agents) from {}",
+                "imported session {} ({}, {}) from {}",
                 short(s.id.as_str()),
                 s.state,
-                s.agents.len(),
+                maos_core::words::count(s.agents.len(), "agent"),
                 file.display()
             );
             Ok(())
