@@ -39,9 +39,25 @@ fn parse_id(kind: &'static str, prefix: &'static str, s: &str) -> Result<String,
 macro_rules! id_type {
     ($(#[$meta:meta])* $name:ident, $kind:literal, $prefix:literal) => {
         $(#[$meta])*
+        ///
+        /// Read from JSON (the wire, an import file, a database row) through [`Self::parse`]:
+        /// a value of this type is always a well-formed id, safe in a path (see [`id_path`]).
         #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(transparent)]
+        #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
+
+        impl TryFrom<String> for $name {
+            type Error = IdError;
+            fn try_from(s: String) -> Result<Self, IdError> {
+                Self::parse(&s)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
 
         impl $name {
             /// The id prefix, including the underscore.
@@ -102,6 +118,46 @@ id_type!(
     "agt_"
 );
 
+/// A path under maos's home built from input that is not a session or agent id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a session or agent id: no path under maos's home is made from it")]
+pub struct UnsafePath {
+    /// The text as given.
+    pub value: String,
+}
+
+/// `base/<id><suffix>`: the one way a path under `$MAOS_HOME` is made from a session or agent
+/// id (a session's `checkpoint.json` directory, an agent's files, a chart or an export). The id
+/// must be whole and exact (`sess_` or `agt_` and 32 lowercase hex digits, as the types hold
+/// them), so the result is one component below `base`, never `..`, absolute or elsewhere.
+/// `suffix` is the caller's own text (`""`, `".json"`) and may not hold a separator.
+pub fn id_path(
+    base: &std::path::Path,
+    id: &str,
+    suffix: &str,
+) -> Result<std::path::PathBuf, UnsafePath> {
+    let unsafe_path = || UnsafePath {
+        value: format!("{id}{suffix}"),
+    };
+    let exact = SessionId::parse(id)
+        .map(|s| s.0)
+        .or_else(|_| AgentId::parse(id).map(|a| a.0))
+        .is_ok_and(|canonical| canonical == id);
+    if !exact || suffix.contains('/') || suffix.contains('\0') {
+        return Err(unsafe_path());
+    }
+    let path = base.join(format!("{id}{suffix}"));
+    // One normal component more than `base`: what the checks above already prove.
+    let mut rest = path
+        .strip_prefix(base)
+        .map_err(|_| unsafe_path())?
+        .components();
+    match (rest.next(), rest.next()) {
+        (Some(std::path::Component::Normal(_)), None) => Ok(path),
+        _ => Err(unsafe_path()),
+    }
+}
+
 /// Hex digits an id is shown with.
 const SHOWN_HEX: usize = 8;
 
@@ -111,6 +167,43 @@ const SHOWN_HEX: usize = 8;
 pub fn short(id: &str) -> &str {
     let cut = id.find('_').map_or(0, |i| i + 1) + SHOWN_HEX;
     id.get(..cut).unwrap_or(id)
+}
+
+/// `text` with every whole session or agent id in it (`sess_` or `agt_` and 32 hex digits, not
+/// part of a longer word) cut to its [`short`] form: the ids human text shows (errors, the
+/// briefing, a hook's deny reason). `--json` fields keep whole ids.
+pub fn shorten_all(text: &str) -> std::borrow::Cow<'_, str> {
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    let (mut copied, mut i) = (0, 0);
+    while i < bytes.len() {
+        let prefix = [SessionId::PREFIX, AgentId::PREFIX]
+            .into_iter()
+            .find(|p| bytes[i..].starts_with(p.as_bytes()));
+        let Some(prefix) = prefix.filter(|_| i == 0 || !word(bytes[i - 1])) else {
+            i += 1;
+            continue;
+        };
+        let hex = i + prefix.len();
+        let end = hex + HEX_LEN;
+        let whole = bytes
+            .get(hex..end)
+            .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+            && bytes.get(end).is_none_or(|b| !word(*b));
+        if whole {
+            out.push_str(&text[copied..hex + SHOWN_HEX]);
+            copied = end;
+            i = end;
+        } else {
+            i = hex;
+        }
+    }
+    if copied == 0 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
 }
 
 /// Whether `s` is a whole session or agent id (`sess_` or `agt_` and 32 hex digits).
@@ -220,6 +313,38 @@ mod tests {
     }
 
     #[test]
+    fn shorten_all_cuts_whole_ids_and_nothing_else() {
+        let a = format!("agt_{}", "1a2b3c4d".repeat(4));
+        let s = format!("sess_{}", "0f".repeat(16));
+        let cases = [
+            (
+                format!("resume it with `maos resume --agent {a}`."),
+                "resume it with `maos resume --agent agt_1a2b3c4d`.".to_string(),
+            ),
+            (
+                format!("{s}: {a}, {a}"),
+                "sess_0f0f0f0f: agt_1a2b3c4d, agt_1a2b3c4d".to_string(),
+            ),
+            // Not whole ids: too short, too long, part of a word, upper-case prefix.
+            (
+                "agt_1a2b3c4d is short".into(),
+                "agt_1a2b3c4d is short".into(),
+            ),
+            (format!("{a}0"), format!("{a}0")),
+            (format!("x{a}"), format!("x{a}")),
+            (format!("AGT_{}", &a[4..]), format!("AGT_{}", &a[4..])),
+            ("no ids here, ünïcode".into(), "no ids here, ünïcode".into()),
+        ];
+        for (text, want) in cases {
+            assert_eq!(shorten_all(&text), want, "{text}");
+        }
+        assert!(matches!(
+            shorten_all("nothing"),
+            std::borrow::Cow::Borrowed("nothing")
+        ));
+    }
+
+    #[test]
     fn parse_round_trips_and_normalises() {
         let s = SessionId::from_uuid(uuid(0xabcdef));
         assert_eq!(SessionId::parse(s.as_str()).unwrap(), s);
@@ -256,6 +381,69 @@ mod tests {
             err.to_string(),
             "invalid agent id \"sess_x\": expected agt_<32 hex digits>"
         );
+    }
+
+    #[test]
+    fn deserialize_runs_the_parse_rule() {
+        for bad in [
+            "\"../../x\"",
+            "\"/tmp/abs\"",
+            "\"sess_x\"",
+            "\"\"",
+            "\"sess_../../../../../../../../../../../../../../x\"",
+        ] {
+            let err = serde_json::from_str::<SessionId>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("invalid session id"), "{bad}: {err}");
+        }
+        let err = serde_json::from_str::<AgentId>("\"agt_/etc\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("invalid agent id"), "{err}");
+        // Inside a record too: the field's rule runs wherever the type is read.
+        let v: Result<Vec<AgentId>, _> =
+            serde_json::from_str(&format!("[\"agt_{}\", \"..\"]", "0".repeat(32)));
+        assert!(v.is_err());
+    }
+
+    #[test]
+    fn id_path_takes_only_ids_and_stays_under_its_base() {
+        let base = std::path::Path::new("/home/u/.maos/projects/p/sessions");
+        let s = SessionId::from_uuid(uuid(7));
+        assert_eq!(
+            id_path(base, s.as_str(), "").unwrap(),
+            base.join(s.as_str())
+        );
+        assert_eq!(
+            id_path(base, s.as_str(), ".json").unwrap(),
+            base.join(format!("{s}.json"))
+        );
+        let a = AgentId::from_uuid(uuid(8));
+        assert_eq!(
+            id_path(base, a.as_str(), "").unwrap(),
+            base.join(a.as_str())
+        );
+        for bad in [
+            "../../x",
+            "/tmp/abs",
+            "..",
+            ".",
+            "",
+            "sess_x",
+            "sess_/../../x",
+            &format!("sess_{}/..", "0".repeat(32)),
+            &format!(" sess_{}", "0".repeat(32)),
+            &format!("SESS_{}", "0".repeat(32)),
+        ] {
+            let err = id_path(base, bad, ".json").unwrap_err();
+            assert!(
+                err.to_string().contains("not a session or agent id"),
+                "{bad}: {err}"
+            );
+        }
+        // A suffix of our own is never a way out either.
+        assert!(id_path(base, s.as_str(), "/../../x").is_err());
     }
 
     #[test]
