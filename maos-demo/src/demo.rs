@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -27,6 +28,122 @@ pub enum Pacing {
     Step,
     /// Wait this long before each step.
     Pace(std::time::Duration),
+}
+
+/// How much the demo shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The story (the default): each act introduced by one line, its steps and outcomes in a
+    /// few plain lines, and only the commands that make the point.
+    Story {
+        /// Short pauses between the steps and the acts (stdout is a terminal, no `--no-pause`).
+        paced: bool,
+    },
+    /// Everything (`--full`): every command with its output, every hook call.
+    Full,
+}
+
+static MODE: std::sync::OnceLock<Mode> = std::sync::OnceLock::new();
+
+pub fn set_mode(m: Mode) {
+    let _ = MODE.set(m);
+}
+
+/// Whether the demo shows everything (`--full`), not the story.
+pub fn full() -> bool {
+    MODE.get() == Some(&Mode::Full)
+}
+
+/// The story's pauses on a terminal: before a step, before an outcome, between two acts.
+pub const BEAT: Duration = Duration::from_millis(700);
+pub const OUTCOME: Duration = Duration::from_millis(1500);
+pub const BETWEEN_ACTS: Duration = Duration::from_secs(3);
+
+/// Pause the story for `d` when it is paced (on a terminal), so a person can read what came
+/// before; otherwise (a pipe, `--no-pause`, `--full`) go straight on.
+pub fn pause(d: Duration) {
+    if let Some(Mode::Story { paced: true }) = MODE.get() {
+        std::thread::sleep(d);
+    }
+}
+
+/// An act has been introduced: later ones pause first.
+static ACTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The story's line introducing act `n`: what is about to happen and why it matters.
+pub fn act(n: usize, of: usize, what: &str) {
+    if full() {
+        return;
+    }
+    if ACTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 0 {
+        pause(BETWEEN_ACTS);
+        outln!();
+    }
+    outln!("{}", paint("1;36", &format!("Act {n} of {of} · {what}")));
+}
+
+/// A step of the story, after a short pause (nothing with `--full`, whose narration is
+/// [`say`]).
+pub fn tell(text: &str) {
+    if full() {
+        return;
+    }
+    pause(BEAT);
+    outln!("  {text}");
+}
+
+/// What came of an act, stated plainly: `word` (DENIED, ALLOWED, RECOVERED, ...) in colour,
+/// then the facts, wrapped to fit a terminal.
+pub fn outcome(good: bool, word: &str, text: &str) {
+    if full() {
+        return;
+    }
+    pause(OUTCOME);
+    let colour = if good { "1;32" } else { "1;31" };
+    let mark = format!("▶ {word}:");
+    let lines = wrapped(&format!("{mark} {text}"), WIDTH - 4, "    ");
+    let lines = lines.trim_start().strip_prefix(&mark).unwrap_or(&lines);
+    outln!("  {}{lines}", paint(colour, &mark));
+}
+
+/// The width the story's own lines keep within (the commands' output is theirs).
+pub const WIDTH: usize = 100;
+
+/// `who` and what it did, in the story's two columns.
+pub fn who(who: &str, what: &str) -> String {
+    format!("{} {what}", paint("2", &format!("{who:<17}")))
+}
+
+/// A duration as a person reads it: milliseconds under a second, else seconds.
+pub fn took(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+/// `text` cut into lines of at most `width` characters (at spaces), each after `indent`.
+pub fn wrapped(text: &str, width: usize, indent: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+        .iter()
+        .map(|l| format!("{indent}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 static PACING: std::sync::OnceLock<Pacing> = std::sync::OnceLock::new();
@@ -97,8 +214,38 @@ impl Demo {
         })
     }
 
-    /// Run `maos ARGS` in the demo project, echoing the command and its output.
+    /// Run `maos ARGS` in the demo project, echoing the command and its output with
+    /// `--full` (the story shows it only when it says so).
     pub fn run(&self, args: &[&str]) -> Result<String, String> {
+        self.run_as(args, Echo::full_only())
+    }
+
+    /// [`Demo::run`], shown in the story too.
+    pub fn show(&self, args: &[&str]) -> Result<String, String> {
+        self.run_as(args, Echo::All)
+    }
+
+    /// [`Demo::run`], of which the story shows the command line only.
+    pub fn show_command(&self, args: &[&str]) -> Result<String, String> {
+        if full() {
+            return self.run(args);
+        }
+        self.run_as(args, Echo::Command)
+    }
+
+    fn run_as(&self, args: &[&str], echo: Echo) -> Result<String, String> {
+        if echo == Echo::Nothing {
+            let out = self.command(args)?;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !out.status.success() {
+                return Err(format!(
+                    "`maos {}` failed: {}",
+                    args.join(" "),
+                    stderr.trim()
+                ));
+            }
+            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        }
         let shown: Vec<String> = args
             .iter()
             .map(|a| {
@@ -109,16 +256,24 @@ impl Demo {
                 }
             })
             .collect();
+        if !full() {
+            pause(BEAT);
+        }
         outln!("{}", paint("1", &format!("$ maos {}", shown.join(" "))));
         step();
         let out = self.command(args)?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        out!("{stdout}");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        if !stderr.trim().is_empty() {
-            out!("{stderr}");
+        if echo == Echo::All {
+            out!("{stdout}");
+            if !stderr.trim().is_empty() {
+                out!("{stderr}");
+            }
+            // The story keeps its lines together; the full tour spaces its commands.
+            if full() {
+                outln!();
+            }
         }
-        outln!();
         if !out.status.success() {
             return Err(format!(
                 "`maos {}` failed: {}",
@@ -131,7 +286,16 @@ impl Demo {
 
     /// Like `run`, for a step that is expected to be refused.
     pub fn refused(&self, args: &[&str]) -> Result<(), String> {
-        match self.run(args) {
+        self.refused_as(args, Echo::full_only())
+    }
+
+    /// [`Demo::refused`], shown in the story too.
+    pub fn show_refused(&self, args: &[&str]) -> Result<(), String> {
+        self.refused_as(args, Echo::All)
+    }
+
+    fn refused_as(&self, args: &[&str], echo: Echo) -> Result<(), String> {
+        match self.run_as(args, echo) {
             Err(_) => Ok(()),
             Ok(_) => Err(format!(
                 "`maos {}` should have been refused",
@@ -146,10 +310,12 @@ impl Demo {
             .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))
     }
 
-    /// Start `maos ARGS` in the background (echoed with a trailing `&`).
+    /// Start `maos ARGS` in the background (echoed with a trailing `&` with `--full`).
     pub fn spawn(&self, args: &[&str]) -> Result<std::process::Child, String> {
-        outln!("{}", paint("1", &format!("$ maos {} &", args.join(" "))));
-        step();
+        if full() {
+            outln!("{}", paint("1", &format!("$ maos {} &", args.join(" "))));
+            step();
+        }
         self.base(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -228,8 +394,28 @@ pub fn paint(code: &str, text: &str) -> String {
     }
 }
 
+/// The full tour's narration (`--full`); the story has [`act`], [`tell`] and [`outcome`].
 pub fn say(text: &str) {
-    outln!("{}", paint("36", &format!("# {text}")));
+    if full() {
+        outln!("{}", paint("36", &format!("# {text}")));
+    }
+}
+
+/// What a `maos` command shows of itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Echo {
+    /// The command line and its output.
+    All,
+    /// The command line only.
+    Command,
+    Nothing,
+}
+
+impl Echo {
+    /// Everything with `--full`, nothing in the story.
+    fn full_only() -> Echo {
+        if full() { Echo::All } else { Echo::Nothing }
+    }
 }
 
 impl Demo {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::demo::{Demo, paint, say};
+use crate::demo::{Demo, full, outcome, paint, say, tell, took, who, wrapped};
 
 /// One Claude Code thread: the main thread (the window's agent) or a subagent.
 #[derive(Clone, Copy)]
@@ -173,6 +173,10 @@ impl Claude<'_> {
     fn send(&self, who: Thread, event: &str, what: &str, fields: Value) -> Result<Answer, String> {
         crate::demo::step();
         let (answer, took) = self.call(&self.input(who, event, fields))?;
+        // The story tells what the calls amount to instead (`tell`).
+        if !full() {
+            return Ok(answer);
+        }
         let mut line = vec![
             paint("2", &format!("{:<33}", who.label())),
             paint("1", event),
@@ -282,11 +286,13 @@ impl Claude<'_> {
     }
 
     /// A file write maos allows: PreToolUse, the file written on disk as Claude Code would
-    /// write it, then PostToolUse with the tool's result.
-    fn write(&mut self, who: Thread, tool: &str, input: Value) -> Result<(), String> {
+    /// write it, then PostToolUse with the tool's result. When maos allowed it.
+    fn write(&mut self, who: Thread, tool: &str, input: Value) -> Result<Instant, String> {
         let id = self.allowed(who, tool, &input)?;
+        let allowed = Instant::now();
         let response = apply(tool, &input)?;
-        self.post(who, tool, &input, &id, response)
+        self.post(who, tool, &input, &id, response)?;
+        Ok(allowed)
     }
 
     fn event(&self, who: Thread, event: &str, what: &str, fields: Value) -> Result<(), String> {
@@ -433,6 +439,7 @@ pub fn replay(keep: bool, verbose: bool) -> Result<(), String> {
         verbose,
         calls: 0,
     };
+    tell("Each step is a real `maos hook` call, fed the JSON Claude Code sends on that event.");
     say(&format!(
         "a throw-away project in {} with its own daemon; your real maos state is not touched",
         d.project.display()
@@ -446,7 +453,9 @@ pub fn replay(keep: bool, verbose: bool) -> Result<(), String> {
     if !verbose {
         say("(`maos demo hooks --verbose` shows the JSON going in and out)");
     }
-    outln!();
+    if full() {
+        outln!();
+    }
 
     say("the user starts claude (its first hook call starts the daemon) and asks for a feature;");
     say("maos makes the window its own agent, labelled claude, its task the first prompt");
@@ -463,6 +472,10 @@ pub fn replay(keep: bool, verbose: bool) -> Result<(), String> {
         &format!("\"{first}\""),
         json!({ "permission_mode": "default", "prompt": PROMPT }),
     )?;
+    tell(&who(
+        "claude[main]",
+        &format!("SessionStart, then the user's prompt \"{first}\""),
+    ));
 
     say("it hands the work to two subagents with the Agent tool; they run in parallel");
     let backend_task = json!({
@@ -479,15 +492,28 @@ pub fn replay(keep: bool, verbose: bool) -> Result<(), String> {
     });
     let qa_call = claude.allowed(MAIN, "Agent", &qa_task)?;
     claude.subagent_start(QA)?;
+    tell(&who(
+        "claude[main]",
+        "Agent tool, twice: subagents backend-engineer and qa-engineer, in parallel",
+    ));
 
-    outln!();
+    if full() {
+        outln!();
+    }
     say("backend writes the limiter: maos gives it the file's write lock, and the file is written");
     let limiter = claude.path("src/auth/limit.rs");
-    claude.write(
+    let granted = claude.write(
         BACKEND,
         "Write",
         json!({ "file_path": limiter, "content": LIMITER }),
     )?;
+    tell(&who(
+        "backend-engineer",
+        &format!(
+            "Write src/auth/limit.rs     → {}: it holds the file's write lock",
+            paint("32", "allowed")
+        ),
+    ));
     say("qa wants to change the same file while backend is still writing it: maos denies the edit");
     say("the reason goes to qa's model, so it knows who holds the file and what to do instead");
     let qa_edit = json!({
@@ -496,22 +522,68 @@ pub fn replay(keep: bool, verbose: bool) -> Result<(), String> {
         "new_string": "#[derive(Debug)]\npub struct Limiter {",
         "replace_all": false,
     });
-    claude.denied(QA, "Edit", &qa_edit)?;
+    let reason = claude.denied(QA, "Edit", &qa_edit)?;
+    let held = granted.elapsed();
+    tell(&who(
+        "qa-engineer",
+        &format!("Edit src/auth/limit.rs      → {}", paint("1;31", "denied")),
+    ));
+    outcome(
+        false,
+        "DENIED",
+        &format!(
+            "qa-engineer's edit of src/auth/limit.rs: held by backend-engineer (another subagent of the window), writing it for {} so far",
+            took(held)
+        ),
+    );
+    if !full() {
+        outln!("    qa-engineer's model is told why, and what to do instead:");
+        outln!(
+            "{}",
+            paint("2", &wrapped(&reason, crate::demo::WIDTH - 6, "    │ "))
+        );
+    }
     say("qa gets on with its own file");
     claude.write(
         QA,
         "Write",
         json!({ "file_path": claude.path("tests/limit_test.rs"), "content": LIMITER_TESTS }),
     )?;
-    outln!();
+    tell(&who(
+        "qa-engineer",
+        &format!(
+            "Write tests/limit_test.rs   → {}: its own file, meanwhile",
+            paint("32", "allowed")
+        ),
+    ));
+    if full() {
+        outln!();
+    }
 
     say("`maos ps`: the window's agent with both subagents under it, and the file each one holds");
-    d.run(&["ps"])?;
+    tell("`maos ps`: the window's agent, its two subagents under it, and the file each one holds:");
+    d.show(&["ps"])?;
 
     say("backend is done: its SubagentStop completes it and releases its lock");
     claude.subagent_stop(BACKEND)?;
+    tell(&who(
+        "backend-engineer",
+        "SubagentStop                → done: its lock on src/auth/limit.rs is released",
+    ));
     say("qa retries the same edit, and now it is allowed");
     claude.write(QA, "Edit", qa_edit)?;
+    tell(&who(
+        "qa-engineer",
+        &format!(
+            "Edit src/auth/limit.rs      → {} (the same edit, retried)",
+            paint("32", "allowed")
+        ),
+    ));
+    outcome(
+        true,
+        "ALLOWED",
+        "qa-engineer's retried edit of src/auth/limit.rs, now that backend-engineer is done: both changes are in the file, neither overwritten",
+    );
     say("the main thread gets backend's result: agentId ties its Agent call to the subagent");
     claude.post(
         MAIN,
@@ -544,7 +616,9 @@ pub fn replay(keep: bool, verbose: bool) -> Result<(), String> {
     )?;
     say("the main thread answers the user and ends its turn");
     claude.event(MAIN, "Stop", "", json!({ "stop_hook_active": false }))?;
-    outln!();
+    if full() {
+        outln!();
+    }
 
     say("both subagents completed and their locks are released; the window is still running");
     d.run(&["ps", "--all"])?;
@@ -563,7 +637,13 @@ pub fn replay(keep: bool, verbose: bool) -> Result<(), String> {
         "prompt_input_exit",
         json!({ "reason": "prompt_input_exit" }),
     )?;
-    outln!();
+    tell(&who(
+        "claude[main]",
+        "SessionEnd (the user quits) → the window's agent ended; its session completed",
+    ));
+    if full() {
+        outln!();
+    }
     let ps = d.run(&["ps", "--all"])?;
     if !(ps.contains("ended") && ps.contains("completed*")) {
         return Err("after SessionEnd the window should be ended and its session completed".into());

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::demo::{Demo, paint, say};
+use crate::demo::{Demo, full, outcome, paint, say, tell, who};
 
 /// The plan of part 2. Backend and tests wait for the file `go`, which the demo creates once it
 /// has killed the daemon: they are mid-run at the kill and end while the daemon is down, on
@@ -107,6 +107,9 @@ fn shell(line: &str, why: &str) {
     } else {
         paint("2", &format!("    ({why})"))
     };
+    if !full() {
+        crate::demo::pause(crate::demo::BEAT);
+    }
     outln!("{}{why}", paint("1", &format!("$ {line}")));
     crate::demo::step();
 }
@@ -227,12 +230,17 @@ pub fn run(keep: bool) -> Result<(), String> {
     say("a plan: the agents of a session, what each runs, and what it waits for");
     std::fs::write(d.project.join("plan.toml"), PLAN)
         .map_err(|e| format!("cannot write plan.toml: {e}"))?;
-    shell("cat plan.toml", "");
-    outln!("{PLAN}");
+    if full() {
+        shell("cat plan.toml", "");
+        outln!("{PLAN}");
+    }
+    tell(
+        "plan.toml: an architect, then backend and tests in parallel, then a reviewer (shell scripts)",
+    );
 
     say("`maos run` creates the session from the plan and starts it: maos runs the agents now,");
     say("each one under its own supervisor process (`maosd supervise`), its output in a log");
-    let out = d.run(&["run", "plan.toml"])?;
+    let out = d.show_command(&["run", "plan.toml"])?;
     let sid = out
         .split_whitespace()
         .find(|w| w.starts_with("sess_"))
@@ -286,6 +294,10 @@ pub fn run(keep: bool) -> Result<(), String> {
         .and_then(|p| p["hash"].as_str())
         .ok_or_else(|| format!("the daemon's status does not list {project}: {status}"))?
         .to_string();
+    tell(&who(
+        "architect",
+        "completed; backend and tests started in parallel, each under its own supervisor",
+    ));
     say("now the daemon dies mid-run, as in a crash: no chance to save anything or say goodbye");
     for ((name, _, pid), (_, supervisor)) in running.iter().zip(&cleanup.pids) {
         let under = supervisor.map_or_else(String::new, |s| format!(", under supervisor {s}"));
@@ -295,6 +307,7 @@ pub fn run(keep: bool) -> Result<(), String> {
         &format!("kill -9 {daemon}"),
         "the daemon; the agents keep running under their supervisors",
     );
+    let killed = Instant::now();
     // SAFETY: plain kill(2) of the demo's own daemon.
     if unsafe { libc::kill(daemon as libc::pid_t, libc::SIGKILL) } != 0 {
         return Err(format!(
@@ -305,10 +318,14 @@ pub fn run(keep: bool) -> Result<(), String> {
     poll("the killed daemon to be gone", || {
         Ok(gone(daemon).then_some(()))
     })?;
-    outln!();
+    if full() {
+        outln!();
+    }
 
     say("backend and tests get on with their work and end while no daemon is running");
-    shell("touch go", "the signal the two agents wait for");
+    if full() {
+        shell("touch go", "the signal the two agents wait for");
+    }
     std::fs::write(&cleanup.go, "").map_err(|e| format!("cannot create go: {e}"))?;
     let agents_dir = d.home.join("projects").join(&hash).join("agents");
     for (name, id, pid) in &running {
@@ -327,16 +344,23 @@ pub fn run(keep: bool) -> Result<(), String> {
         |_| exit_file.display().to_string(),
         |p| format!("$MAOS_HOME/{}", p.display()),
     );
-    shell(&format!("cat {shown}"), &format!("{first}'s"));
     let text = std::fs::read_to_string(&exit_file)
         .map_err(|e| format!("cannot read {}: {e}", exit_file.display()))?;
-    outln!("{}\n", text.trim());
+    if full() {
+        shell(&format!("cat {shown}"), &format!("{first}'s"));
+        outln!("{}\n", text.trim());
+    }
+    tell(&who(
+        "backend, tests",
+        "end while no daemon runs; each supervisor records its agent's exit (exit.json)",
+    ));
 
     say("any maos command starts the daemon again; when it starts it recovers every session that");
     say(
         "was running: a live agent is adopted again, an ended one gets the exit its supervisor recorded",
     );
-    d.run(&["daemon", "start"])?;
+    d.show_command(&["daemon", "start"])?;
+    let down = killed.elapsed();
     let done = poll("the session to end", || {
         let s = session()?;
         let state = s["state"].as_str().unwrap_or("");
@@ -381,16 +405,35 @@ pub fn run(keep: bool) -> Result<(), String> {
     say(
         "what the daemon found when it started (its session_recovered event; `maos recover` prints the same):",
     );
-    out!(
-        "{}",
-        maos_client::output::recovery(&maos_proto::RecoveryReport {
-            sessions: vec![report],
-        })
+    let shown: Vec<String> = applied
+        .iter()
+        .map(|id| maos_core::ids::short(id).to_string())
+        .collect();
+    outcome(
+        true,
+        "RECOVERED",
+        &format!(
+            "the restarted daemon (down {}) found that backend and tests had ended meanwhile and applied the exits their supervisors recorded ({}); no agent failed, nothing was lost",
+            crate::demo::took(down),
+            shown.join(", ")
+        ),
     );
-    outln!();
+    if full() {
+        out!(
+            "{}",
+            maos_client::output::recovery(&maos_proto::RecoveryReport {
+                sessions: vec![report],
+            })
+        );
+        outln!();
+    }
 
     say("with backend and tests completed the reviewer ran, and the session completed");
-    d.run(&["ps", "--all"])?;
+    tell(&who(
+        "reviewer",
+        "ran once backend and tests had completed; `maos ps --all`:",
+    ));
+    d.show(&["ps", "--all"])?;
     say("`maos brief`: the briefing a person, or an agent taking over, reads first");
     d.run(&["brief"])?;
     say(
@@ -432,5 +475,10 @@ pub fn run(keep: bool) -> Result<(), String> {
     cleanup.armed = false;
     say("docs/limiter.md, src/auth/limit.rs, tests/limit_test.rs and docs/review.md are on disk;");
     say("every agent and supervisor has exited");
+    outcome(
+        true,
+        "COMPLETED",
+        "the session, its 4/4 agents each with exit code 0; docs/limiter.md, src/auth/limit.rs, tests/limit_test.rs and docs/review.md are on disk",
+    );
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::demo::{Demo, say};
+use crate::demo::{Demo, outcome, say, tell};
 
 /// The CLI tour: sessions, phases, agents, locks, a deadlock, pause and resume, by hand.
 pub fn run(keep: bool) -> Result<(), String> {
@@ -70,6 +70,9 @@ pub fn run(keep: bool) -> Result<(), String> {
         &backend,
     ])?)?;
 
+    tell(
+        "a session with phases design, implement, verify; agents architect, backend, qa and a reviewer",
+    );
     say("ids can be shortened to any unique prefix");
     d.run(&["session", "start"])?;
     d.run(&["phase", "start"])?;
@@ -90,13 +93,18 @@ pub fn run(keep: bool) -> Result<(), String> {
     d.run(&["phase", "start", "implement"])?;
     d.run(&["agent", "start", &backend])?;
     d.run(&["agent", "start", &qa])?;
+    tell("design is done; backend and qa work on implement, and both want src/auth/limit.rs:");
 
     say(
         "locks: backend takes the limiter; qa's write to the same file is refused, naming the holder",
     );
-    d.run(&["lock", "acquire", "src/auth/limit.rs", "--agent", &backend])?;
-    d.refused(&["lock", "acquire", "src/auth/limit.rs", "--agent", &qa])?;
+    d.show(&["lock", "acquire", "src/auth/limit.rs", "--agent", &backend])?;
+    d.show_refused(&["lock", "acquire", "src/auth/limit.rs", "--agent", &qa])?;
     d.run(&["lock", "acquire", "tests/limit.rs", "--agent", &qa])?;
+    tell(
+        "qa locks tests/limit.rs instead; backend then asks for it too, and waits in the background;",
+    );
+    tell("now qa asks for backend's file, ready to wait as long as it takes:");
     say("a deadlock: backend waits for qa's file while qa asks for backend's");
     let waiting = d.spawn(&[
         "lock",
@@ -109,7 +117,7 @@ pub fn run(keep: bool) -> Result<(), String> {
     d.until_waiting()?;
     d.run(&["lock", "list"])?;
     say("qa, the younger agent, loses: its request ends with `deadlock` naming the cycle");
-    d.refused(&[
+    d.show_refused(&[
         "lock",
         "acquire",
         "src/auth/limit.rs",
@@ -122,22 +130,35 @@ pub fn run(keep: bool) -> Result<(), String> {
     let out = waiting
         .wait_with_output()
         .map_err(|e| format!("background request: {e}"))?;
-    out!("{}", String::from_utf8_lossy(&out.stdout));
-    outln!();
+    if crate::demo::full() {
+        out!("{}", String::from_utf8_lossy(&out.stdout));
+        outln!();
+    }
     if !out.status.success() {
         return Err(format!(
             "backend's wait failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
+    outcome(
+        false,
+        "DEADLOCK",
+        "found the moment it formed, not after a timeout: qa, the younger agent, was refused; once it let go of its locks, backend's wait for tests/limit.rs was granted",
+    );
     d.run(&["ps"])?;
 
     say("pause the whole session (who, why and what was running are recorded)");
-    d.run(&["pause", "--reason", "lunch break"])?;
+    d.show_command(&["pause", "--reason", "lunch break"])?;
     say("nothing starts while the session is paused");
-    d.refused(&["agent", "start", &reviewer])?;
+    d.show_refused(&["agent", "start", &reviewer])?;
+    outcome(
+        false,
+        "PAUSED",
+        "nothing starts while the session is paused; who paused it, why and what was running are recorded",
+    );
     d.run(&["ps"])?;
-    d.run(&["resume"])?;
+    d.show_command(&["resume"])?;
+    tell("the work goes on: verify fails its checkpoint once (recorded), is retried and passes");
 
     d.run(&["agent", "start", &reviewer])?;
     d.run(&["agent", "complete", &reviewer])?;
@@ -160,10 +181,18 @@ pub fn run(keep: bool) -> Result<(), String> {
     d.run(&["phase", "complete"])?;
     say("an illegal transition is refused with its reason, and changes nothing");
     d.refused(&["session", "start"])?;
-    d.run(&["ps", "--all"])?;
+    d.show(&["ps", "--all"])?;
     say("the timeline: every change, in order, with its data");
     d.run(&["events"])?;
+    let changes = d.events(&[])?.len();
     d.run(&["daemon", "status"])?;
+    outcome(
+        true,
+        "COMPLETED",
+        &format!(
+            "the session, its 3/3 phases and 4/4 agents; `maos events` lists its {changes} changes, in order"
+        ),
+    );
     say(&format!(
         "done; data lived in {}",
         Path::new(&d.home).display()

@@ -1,15 +1,18 @@
-//! `maos demo`, run as a user runs it: the Claude Code session replayed through real
-//! `maos hook` processes (`maos demo hooks`), the managed session whose daemon is killed
-//! half-way (`maos demo managed`), and the whole demo. The demo makes its own throw-away
-//! projects and daemons under `TMPDIR`, which here is inside the test's temporary directory;
-//! the checks look for facts (the denial names the file and its holder, the spawn tree, the
-//! event types, the session's state), not for the narration's wording. Nothing the demo starts
-//! may outlive it.
+//! `maos demo`, run as a user runs it: by default a short story in three acts (paced on a
+//! terminal, at once in a pipe), and with `--full` everything: the Claude Code session
+//! replayed through real `maos hook` processes (`maos demo hooks`), the managed session whose
+//! daemon is killed half-way (`maos demo managed`), and the whole demo. The demo makes its own
+//! throw-away projects and daemons under `TMPDIR`, which here is inside the test's temporary
+//! directory; the checks look for facts (the denial names the file and its holder, the spawn
+//! tree, the event types, the session's state), not for the narration's wording. Nothing the
+//! demo starts may outlive it.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use maos_tests::{DEADLINE, Env, describe, maos_bin, run_with_timeout};
+use maos_tests::{
+    DEADLINE, Env, describe, maos_bin, run_with_timeout, run_with_timeout_keeping_stdout,
+};
 
 /// The whole demo runs dozens of processes; a hang is a bug, a slow machine is not.
 const DEMO_TIMEOUT: Duration = Duration::from_secs(180);
@@ -200,7 +203,7 @@ fn check_replay(out: &str) {
 #[test]
 fn the_hook_replay_denies_the_conflicting_write_and_shows_the_spawn_tree() {
     let env = Env::new();
-    let (out, tmp) = demo(&env, &["hooks", "--keep"]);
+    let (out, tmp) = demo(&env, &["hooks", "--full", "--keep"]);
     check_replay(&out);
     assert!(
         !out.contains("$ maos session create"),
@@ -225,7 +228,7 @@ fn the_hook_replay_denies_the_conflicting_write_and_shows_the_spawn_tree() {
 #[test]
 fn the_full_demo_replays_hooks_first_then_tours_the_cli_and_cleans_up() {
     let env = Env::new();
-    let (out, tmp) = demo(&env, &[]);
+    let (out, tmp) = demo(&env, &["--full"]);
     check_replay(&out);
     check_managed(&out);
     let replay = out.find("PreToolUse").expect("the hook replay ran");
@@ -329,7 +332,7 @@ fn check_managed(out: &str) {
 #[test]
 fn the_managed_demo_kills_the_daemon_mid_run_and_the_restarted_daemon_completes_the_session() {
     let env = Env::new();
-    let (out, tmp) = demo(&env, &["managed", "--keep"]);
+    let (out, tmp) = demo(&env, &["managed", "--full", "--keep"]);
     check_managed(&out);
     assert!(
         !out.contains("PreToolUse") && !out.contains("$ maos session create"),
@@ -402,8 +405,8 @@ fn cut_short(keep: bool) {
     // The reader (`head`) exits: the pipe's read end closes.
     drop(stdout);
     maos_tests::wait_until(
-        DEMO_TIMEOUT,
-        "the demo ends once its reader went away",
+        DEADLINE,
+        "the demo ends soon after its reader went away",
         || child.0.try_wait().expect("wait for the demo").is_some(),
     );
     let status = child.0.wait().expect("the demo's status");
@@ -414,6 +417,17 @@ fn cut_short(keep: bool) {
         status.success(),
         "a closed stdout ends the demo as it ends any maos command, with 0: {status:?}\n{stderr}"
     );
+    // Quietly: no panic, no broken pipe, no error; only --keep's note of where its directory is.
+    let lower = stderr.to_lowercase();
+    assert!(
+        !["panic", "broken pipe", "error", "failed"]
+            .iter()
+            .any(|w| lower.contains(w)),
+        "a reader going away is no error: {stderr:?}"
+    );
+    if !keep {
+        assert!(stderr.is_empty(), "nothing on stderr: {stderr:?}");
+    }
     // Nothing it started outlives it (the daemon is stopped before the demo exits).
     let left = demo_processes(&tmp);
     assert!(
@@ -574,5 +588,227 @@ fn the_demo_can_be_stepped_paced_and_explored_and_shows_short_ids() {
     ] {
         let out = env.maos(&[&["demo"][..], bad].concat());
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", describe(&out));
+    }
+}
+
+/// The most lines the default demo prints: about a screen per act.
+const STORY_LINES: usize = 120;
+
+/// Less than what the default story spends pausing on a terminal: a default run in a pipe
+/// that ends sooner did not pause.
+const STORY_PAUSES: Duration = Duration::from_secs(30);
+
+/// The default demo (issue 29): a story a person can follow, not a 632-line dump. Three acts,
+/// each named by a line that says what happens; the outcome of each stated plainly (the
+/// denied write naming the file and its holder, the retried write allowed, the killed
+/// daemon's recovery, the completed sessions); short; and in a pipe, no pauses.
+#[test]
+fn the_default_demo_is_a_short_story_in_three_acts_with_its_outcomes_stated_plainly() {
+    let env = Env::new();
+    let started = Instant::now();
+    let (out, tmp) = demo(&env, &[]);
+    let took = started.elapsed();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines.len() <= STORY_LINES,
+        "the default demo should be short (at most {STORY_LINES} lines), not {} lines:\n{out}",
+        lines.len()
+    );
+    assert!(
+        took < STORY_PAUSES,
+        "with stdout not a terminal the story does not pause, yet it took {took:?}"
+    );
+
+    // Each act is introduced by one line saying what happens and why it matters.
+    let acts: Vec<usize> = (1..=3)
+        .map(|n| {
+            let name = format!("Act {n} of 3");
+            lines
+                .iter()
+                .position(|l| l.starts_with(&name))
+                .unwrap_or_else(|| panic!("no line starting {name:?}:\n{out}"))
+        })
+        .collect();
+    assert!(
+        acts[0] < acts[1] && acts[1] < acts[2],
+        "the acts in order:\n{out}"
+    );
+    for &at in &acts {
+        assert!(
+            lines[at].split_whitespace().count() >= 10,
+            "an act's line says what happens and why: {:?}",
+            lines[at]
+        );
+    }
+    let act = |n: usize| {
+        let end = acts.get(n).copied().unwrap_or(lines.len());
+        &lines[acts[n - 1]..end]
+    };
+    let find = |n: usize, what: &str, test: &dyn Fn(&str) -> bool| {
+        act(n)
+            .iter()
+            .position(|l| test(l))
+            .unwrap_or_else(|| panic!("act {n} should say {what}:\n{}", act(n).join("\n")))
+    };
+
+    // Act 1: the denial, plainly (who, which file, held by whom), then its way out.
+    let denied = find(1, "that qa's write was denied, naming the holder", &|l| {
+        l.contains("DENIED")
+            && l.contains("qa-engineer")
+            && l.contains("src/auth/limit.rs")
+            && l.contains("held by backend-engineer")
+    });
+    let allowed = find(1, "that qa's retried write was allowed", &|l| {
+        l.contains("ALLOWED") && l.contains("src/auth/limit.rs")
+    });
+    assert!(
+        denied < allowed,
+        "denied, then allowed:\n{}",
+        act(1).join("\n")
+    );
+
+    // Act 2: the daemon killed mid-run, its recovery, the session completed.
+    let killed = find(2, "the kill -9 of the daemon", &|l| {
+        l.strip_prefix("$ kill -9 ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|pid| pid.parse::<u32>().is_ok())
+    });
+    let recovered = find(2, "what the restarted daemon recovered", &|l| {
+        l.contains("RECOVERED") && l.contains("backend") && l.contains("tests")
+    });
+    let completed = find(2, "that the session completed", &|l| {
+        l.contains("COMPLETED") && l.contains("4/4")
+    });
+    assert!(
+        killed < recovered && recovered < completed,
+        "killed, recovered, completed:\n{}",
+        act(2).join("\n")
+    );
+
+    // Act 3: the CLI by hand: the deadlock broken, the pause holding, the session completed.
+    find(3, "the deadlock and its victim", &|l| {
+        l.contains("DEADLOCK") && l.contains("qa")
+    });
+    find(3, "that nothing starts while paused", &|l| {
+        l.contains("PAUSED")
+    });
+    find(3, "that the session completed", &|l| {
+        l.contains("COMPLETED")
+    });
+
+    assert_eq!(
+        full_ids(&out),
+        Vec::<String>::new(),
+        "short ids only:\n{out}"
+    );
+    assert!(
+        demo_dirs(&tmp).is_empty(),
+        "without --keep the demo removes its directories: {:?}",
+        demo_dirs(&tmp)
+    );
+}
+
+/// What `maos demo ARGS` printed on a terminal (a pseudo-terminal this test reads the other
+/// side of, colours and carriage returns removed), and how long it took.
+fn demo_on_a_terminal(env: &Env, args: &[&str]) -> (String, Duration) {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    // SAFETY: posix_openpt/grantpt/unlockpt/ptsname on a descriptor this function owns; the
+    // name is copied at once (only this test calls ptsname).
+    let (master, slave_path) = unsafe {
+        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(fd >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+        let master = std::fs::File::from_raw_fd(fd);
+        assert_eq!(libc::grantpt(fd), 0, "grantpt");
+        assert_eq!(libc::unlockpt(fd), 0, "unlockpt");
+        let name = libc::ptsname(fd);
+        assert!(!name.is_null(), "ptsname");
+        let path = std::ffi::CStr::from_ptr(name)
+            .to_string_lossy()
+            .into_owned();
+        (master, path)
+    };
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(&slave_path)
+        .expect("open the terminal's other side");
+    // The terminal's output is read as it comes (a full terminal would block the demo).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut master = master;
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        // EIO once every process holding the other side is gone.
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+        let _ = tx.send(all);
+    });
+
+    let tmp = env.root().join("tmp");
+    std::fs::create_dir_all(&tmp).expect("TMPDIR");
+    let _leftovers = Leftovers(tmp.clone());
+    let mut cmd = env.command(&maos_bin());
+    cmd.arg("demo")
+        .args(args)
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::from(slave));
+    let started = Instant::now();
+    // The command, and with it this side's copy of the terminal, is dropped once it ended.
+    let out = run_with_timeout_keeping_stdout(cmd, DEMO_TIMEOUT);
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "maos demo {args:?} on a terminal: {}",
+        describe(&out)
+    );
+    let shown = rx
+        .recv_timeout(DEADLINE)
+        .expect("the terminal's output, once the demo ended");
+    let mut text = String::new();
+    let mut chars = String::from_utf8_lossy(&shown).into_owned();
+    chars.retain(|c| c != '\r');
+    let mut rest = chars.as_str();
+    // Colours: ESC [ ... m.
+    while let Some(at) = rest.find('\x1b') {
+        text.push_str(&rest[..at]);
+        rest = &rest[at..];
+        rest = rest.find('m').map_or("", |m| &rest[m + 1..]);
+    }
+    text.push_str(rest);
+    (text, took)
+}
+
+/// Less than what act 1 of the story spends pausing on a terminal.
+const ACT_PAUSES: Duration = Duration::from_secs(5);
+
+/// On a terminal the story is paced, so a person can read each step before the next; with
+/// `--no-pause` (or `--fast`) it runs at once there too.
+#[test]
+fn on_a_terminal_the_story_is_paced_unless_told_not_to() {
+    let env = Env::new();
+    let (paced, took) = demo_on_a_terminal(&env, &["hooks"]);
+    assert!(
+        paced.contains("Act 1 of 3") && paced.contains("DENIED"),
+        "the story's first act on a terminal:\n{paced}"
+    );
+    assert!(
+        took >= ACT_PAUSES,
+        "on a terminal the story pauses between its steps, yet act 1 took only {took:?}:\n{paced}"
+    );
+    for flag in ["--no-pause", "--fast"] {
+        let (fast, took) = demo_on_a_terminal(&env, &["hooks", flag]);
+        assert!(fast.contains("DENIED"), "{flag}:\n{fast}");
+        assert!(
+            took < ACT_PAUSES,
+            "{flag}: no pauses on a terminal, yet act 1 took {took:?}"
+        );
     }
 }
