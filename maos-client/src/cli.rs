@@ -149,7 +149,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     (
         "Keep and repair",
         &[
-            "export", "import", "backup", "restore", "gc", "recover", "validate",
+            "export", "import", "backup", "restore", "repair", "gc", "recover", "validate",
         ],
     ),
     (
@@ -282,6 +282,14 @@ pub enum Cmd {
         /// Even though sessions are live (they are replaced by the backup's).
         #[arg(long)]
         force: bool,
+    },
+    /// List the rows of this project's database that maos cannot read (they keep the project
+    /// from loading); with --quarantine, move their sessions aside to a file so that it loads.
+    Repair {
+        /// Move every row of each such session to `quarantine/` in the project's state
+        /// directory and delete it from the database (the rest stays as it is).
+        #[arg(long)]
+        quarantine: bool,
     },
     /// Write a session with its timeline and checkpoints as JSON (archived sessions too).
     Export {

@@ -227,6 +227,9 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::Backup { output } => {
             transfer::backup_request(output.as_deref(), &cli.project_root()?)?
         }
+        Cmd::Repair { quarantine } => Request::Repair {
+            quarantine: *quarantine,
+        },
         Cmd::Restore { file, force } => Request::Restore {
             path: std::fs::canonicalize(file)
                 .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?

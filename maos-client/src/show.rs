@@ -53,6 +53,7 @@ pub fn show(json: bool, reply: Reply) -> Res {
             Reply::Backup(b) => print_json(&b),
             Reply::Gc(g) => print_json(&g),
             Reply::Restored(r) => print_json(&r),
+            Reply::Repaired(r) => print_json(&r),
             Reply::Log { agent, path, state } => {
                 print_json(&serde_json::json!({ "agent": agent, "path": path, "state": state }))
             }
@@ -117,6 +118,7 @@ pub fn show(json: bool, reply: Reply) -> Res {
             maos_core::words::count(r.events as usize, "event"),
             r.previous
         ),
+        Reply::Repaired(r) => print(&repaired(&r)),
         Reply::Backup(b) => outln!(
             "backed up to {} ({:.1} MiB, integrity {})",
             b.path,
@@ -239,4 +241,32 @@ pub fn emit_events(json: bool, events: &[maos_proto::EventRecord]) {
             std::process::exit(0);
         }
     }
+}
+
+/// `maos repair`: the rows maos cannot read, and what was moved aside.
+fn repaired(r: &maos_proto::RepairReport) -> String {
+    if r.bad.is_empty() {
+        return "every row of the project's database reads back: nothing to repair".into();
+    }
+    let mut out = String::new();
+    for b in &r.bad {
+        out.push_str(&format!(
+            "cannot read table {}, row {:?}: {}\n",
+            b.table,
+            b.row,
+            b.why.escape_debug()
+        ));
+    }
+    match &r.file {
+        Some(file) => out.push_str(&format!(
+            "moved {} row(s) of {} session(s) aside to {file}; the project loads again",
+            r.moved,
+            r.sessions.len(),
+        )),
+        None => out.push_str(&format!(
+            "`maos repair --quarantine` moves the rows of {} session(s) aside (to a file) so that the project loads",
+            r.sessions.len(),
+        )),
+    }
+    out
 }

@@ -246,6 +246,11 @@ async fn request(
                 events: check.events,
             }))
         }
+        ProjectRoute::Repair { quarantine } => {
+            let report = daemon.projects.repair(&root, quarantine).await;
+            *cache = None;
+            report.map(Reply::Repaired)
+        }
         ProjectRoute::Gc {
             older_than,
             dry_run,
@@ -318,6 +323,9 @@ async fn request(
                 // Nothing recorded there: a list is empty; anything else is not found.
                 Err(e) if e.code == ErrorCode::NotFound && !create => {
                     request.empty_answer().ok_or(e)
+                }
+                Err(e) if e.code == ErrorCode::ProjectUnloadable => {
+                    request.unloadable_answer(&e.message).ok_or(e)
                 }
                 Err(e) => Err(e),
             }

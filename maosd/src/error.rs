@@ -13,6 +13,13 @@ pub fn storage_error(e: &StoreError) -> ErrorBody {
         StoreError::Full(_) => ErrorBody::new(ErrorCode::StorageFull, e.to_string()),
         StoreError::Unreachable(_) => ErrorBody::new(ErrorCode::Unavailable, e.to_string()),
         StoreError::Busy(_) => ErrorBody::new(ErrorCode::Unavailable, e.to_string()),
+        StoreError::BadRow { .. } => ErrorBody::new(
+            ErrorCode::ProjectUnloadable,
+            format!(
+                "this project's state cannot be loaded: {e}; `maos doctor` lists such rows and \
+                 `maos repair --quarantine` moves their sessions aside"
+            ),
+        ),
         _ => ErrorBody::new(ErrorCode::Storage, e.to_string()),
     }
 }

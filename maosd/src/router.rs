@@ -33,6 +33,9 @@ pub enum DaemonRequest {
 pub enum ProjectRoute {
     /// `maos restore`: the registry closes the project, replaces its database, opens it again.
     Restore { path: String, force: bool },
+    /// `maos repair` (and `maos doctor`): the registry closes the project if it is open, the
+    /// rows maos cannot read are found (and with `quarantine` moved aside), it opens again.
+    Repair { quarantine: bool },
     /// `maos gc`: exports read from the read pool, then one purge per session by the actor.
     Gc { older_than: Duration, dry_run: bool },
     /// Answered from the read pool; the actor never sees it.
@@ -253,6 +256,7 @@ impl Route {
             Request::DaemonStatus => Route::Daemon(DaemonRequest::Status),
             Request::DaemonStop => Route::Daemon(DaemonRequest::Stop),
             Request::Restore { path, force } => project(ProjectRoute::Restore { path, force }),
+            Request::Repair { quarantine } => project(ProjectRoute::Repair { quarantine }),
             Request::Gc {
                 older_than_secs,
                 dry_run,
@@ -455,6 +459,22 @@ impl ProjectRequest {
             self,
             Self::SessionCreate { .. } | Self::SessionFromPlan { .. } | Self::Hook(_)
         )
+    }
+
+    /// What a hook call that writes files is answered while the project's state cannot be
+    /// loaded (`why`): refused, since maos cannot tell who holds those files (fail closed).
+    /// None for every other request: it gets the error itself.
+    pub fn unloadable_answer(&self, why: &str) -> Option<Reply> {
+        let Self::Hook(call) = self else { return None };
+        (call.event == "PreToolUse" && call.writes_files()).then(|| {
+            Reply::Hook(maos_proto::HookAnswer {
+                decision: maos_proto::HookDecision::Deny,
+                reason: Some(format!(
+                    "maos refuses this write: {why}. Until then no file lock can be checked"
+                )),
+                context: None,
+            })
+        })
     }
 
     /// What a list answers for a project with nothing recorded (no sessions, events, locks

@@ -41,6 +41,9 @@ pub enum ErrorCode {
     Internal,
     /// The connection comes from another user than the daemon's.
     PermissionDenied,
+    /// The project's database holds a row maos cannot read, so the project cannot load: every
+    /// request says which and what to run; a hook refuses writes (`maos repair --quarantine`).
+    ProjectUnloadable,
     /// A code this client does not know (sent by a newer daemon).
     #[serde(other)]
     Unknown,
@@ -67,6 +70,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
             ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::ProjectUnloadable => "project_unloadable",
             ErrorCode::Unknown => "unknown",
         }
     }

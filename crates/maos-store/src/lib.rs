@@ -8,6 +8,7 @@
 //! `json_each`, so its SQL text never changes and stays prepared.
 
 mod pg;
+mod quarantine;
 mod rows;
 
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ use sqlx::{ConnectOptions, Connection, Row};
 pub use pg::{
     Fleet, FleetStatus, FleetWaits, Fresh, Member, Notifier, PgReader, PgStore, channel, redact,
 };
+pub use quarantine::{BadRow, Quarantined, quarantine};
 pub use rows::{from_us, to_us};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
@@ -100,6 +102,14 @@ pub enum StoreError {
     Sql(sqlx::Error),
     #[error("database holds a row maos cannot read: {0}")]
     Corrupt(String),
+    /// A row that does not decode, named: its table and its key (`maos doctor` shows it,
+    /// `maos repair --quarantine` moves it aside).
+    #[error("table {table}, row {row:?}: {why}")]
+    BadRow {
+        table: &'static str,
+        row: String,
+        why: String,
+    },
     /// A file given as a backup that is not one: `FILE: why`.
     #[error("{0}")]
     NotABackup(String),

@@ -638,7 +638,37 @@ fn count(row: &impl Cols, col: &str) -> Result<u32, StoreError> {
     u32::try_from(n).map_err(|_| StoreError::Corrupt(format!("column {col}: {n} is out of range")))
 }
 
-fn id_of<T>(
+/// A decoder's failure as [`StoreError::BadRow`]: the table and the row (its `key` column,
+/// text or integer) named, so that a person can find it and `maos repair` can move it aside.
+pub(crate) fn in_row<T>(
+    table: &'static str,
+    key: &str,
+    row: &impl Cols,
+    decode: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    decode().map_err(|e| match e {
+        StoreError::Corrupt(why) => StoreError::BadRow {
+            table,
+            row: row_key(row, key),
+            why,
+        },
+        other => other,
+    })
+}
+
+/// A row's key as text for a message: at most 100 characters of it.
+pub(crate) fn row_key(row: &impl Cols, key: &str) -> String {
+    let text = match row.text_opt(key) {
+        Ok(Some(t)) => t,
+        _ => match row.int_opt(key) {
+            Ok(Some(n)) => n.to_string(),
+            _ => "?".into(),
+        },
+    };
+    text.chars().take(100).collect()
+}
+
+pub(crate) fn id_of<T>(
     row: &impl Cols,
     col: &str,
     f: fn(&str) -> Result<T, maos_core::IdError>,
@@ -646,7 +676,7 @@ fn id_of<T>(
     f(&row.text(col)?).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-fn id_opt<T>(
+pub(crate) fn id_opt<T>(
     row: &impl Cols,
     col: &str,
     f: fn(&str) -> Result<T, maos_core::IdError>,
@@ -709,24 +739,31 @@ pub(crate) fn assemble<R: Cols>(
     let mut out = Vec::with_capacity(sessions.len());
     let mut index = HashMap::new();
     for row in sessions {
-        let rec = session_from_row(row)?;
+        let rec = in_row("sessions", "id", row, || session_from_row(row))?;
         index.insert(rec.id.clone(), out.len());
         out.push(rec);
     }
     for row in phases {
-        let sid = id_of(row, "session_id", SessionId::parse)?;
+        let sid = in_row("phases", "session_id", row, || {
+            id_of(row, "session_id", SessionId::parse)
+        })?;
         let Some(&i) = index.get(&sid) else { continue };
-        out[i].workflow.phases.push(phase_from_row(row)?);
+        let phase = in_row("phases", "session_id", row, || phase_from_row(row))?;
+        out[i].workflow.phases.push(phase);
     }
     for row in agents {
-        let sid = id_of(row, "session_id", SessionId::parse)?;
-        let Some(&i) = index.get(&sid) else { continue };
-        out[i].agents.push(agent_from_row(row, sid)?);
+        let agent = in_row("session_agents", "id", row, || {
+            let sid = id_of(row, "session_id", SessionId::parse)?;
+            Ok(index.get(&sid).map(|&i| (i, sid)))
+        })?;
+        let Some((i, sid)) = agent else { continue };
+        let agent = in_row("session_agents", "id", row, || agent_from_row(row, sid))?;
+        out[i].agents.push(agent);
     }
     Ok(out)
 }
 
-fn session_from_row(row: &impl Cols) -> Result<SessionRecord, StoreError> {
+pub(crate) fn session_from_row(row: &impl Cols) -> Result<SessionRecord, StoreError> {
     let data: SessionData = parse_json(row, "data")?;
     Ok(SessionRecord {
         id: id_of(row, "id", SessionId::parse)?,
@@ -759,7 +796,7 @@ fn session_from_row(row: &impl Cols) -> Result<SessionRecord, StoreError> {
     })
 }
 
-fn phase_from_row(row: &impl Cols) -> Result<Phase, StoreError> {
+pub(crate) fn phase_from_row(row: &impl Cols) -> Result<Phase, StoreError> {
     Ok(Phase {
         name: row.text("name")?,
         state: parse(row, "state")?,
@@ -776,7 +813,10 @@ fn phase_from_row(row: &impl Cols) -> Result<Phase, StoreError> {
     })
 }
 
-fn agent_from_row(row: &impl Cols, session_id: SessionId) -> Result<AgentRecord, StoreError> {
+pub(crate) fn agent_from_row(
+    row: &impl Cols,
+    session_id: SessionId,
+) -> Result<AgentRecord, StoreError> {
     let data: AgentData = parse_json(row, "data")?;
     Ok(AgentRecord {
         id: id_of(row, "id", AgentId::parse)?,
@@ -813,18 +853,20 @@ fn agent_from_row(row: &impl Cols, session_id: SessionId) -> Result<AgentRecord,
 
 /// A held lock and its lease length (µs) from its row, on either engine.
 pub(crate) fn lock_from_row(row: &impl Cols) -> Result<(HeldLock, i64), StoreError> {
-    let token = u64::try_from(row.int("token")?)
-        .map_err(|_| StoreError::Corrupt("column token is negative".into()))?;
-    let lock = HeldLock {
-        path: maos_core::LockPath::new(&row.text("path")?)
-            .map_err(|e| StoreError::Corrupt(format!("lock path: {e}")))?,
-        mode: parse(row, "mode")?,
-        holder: id_of(row, "holder_id", AgentId::parse)?,
-        token,
-        acquired_at: ts(row, "acquired_at")?,
-        expires_at: ts(row, "expires_at")?,
-    };
-    Ok((lock, row.int("ttl_us")?))
+    in_row("locks", "token", row, || {
+        let token = u64::try_from(row.int("token")?)
+            .map_err(|_| StoreError::Corrupt("column token is negative".into()))?;
+        let lock = HeldLock {
+            path: maos_core::LockPath::new(&row.text("path")?)
+                .map_err(|e| StoreError::Corrupt(format!("lock path: {e}")))?,
+            mode: parse(row, "mode")?,
+            holder: id_of(row, "holder_id", AgentId::parse)?,
+            token,
+            acquired_at: ts(row, "acquired_at")?,
+            expires_at: ts(row, "expires_at")?,
+        };
+        Ok((lock, row.int("ttl_us")?))
+    })
 }
 
 /// Another daemon's lock wait from its `lock_waits` row, under its fleet-wide `key`.
@@ -832,61 +874,71 @@ pub(crate) fn foreign_wait_from_row(
     row: &impl Cols,
     key: String,
 ) -> Result<maos_core::ForeignWait, StoreError> {
-    Ok(maos_core::ForeignWait {
-        key,
-        holder: id_of(row, "agent_id", AgentId::parse)?,
-        born: ts(row, "born")?,
-        path: maos_core::LockPath::new(&row.text("path")?)
-            .map_err(|e| StoreError::Corrupt(format!("wait path: {e}")))?,
-        mode: parse(row, "mode")?,
-        since: ts(row, "since")?,
-        deadline: row.int_opt("deadline")?.map(from_us),
-        lapse: ts(row, "lease_until")?,
+    in_row("lock_waits", "agent_id", row, || {
+        Ok(maos_core::ForeignWait {
+            key,
+            holder: id_of(row, "agent_id", AgentId::parse)?,
+            born: ts(row, "born")?,
+            path: maos_core::LockPath::new(&row.text("path")?)
+                .map_err(|e| StoreError::Corrupt(format!("wait path: {e}")))?,
+            mode: parse(row, "mode")?,
+            since: ts(row, "since")?,
+            deadline: row.int_opt("deadline")?.map(from_us),
+            lapse: ts(row, "lease_until")?,
+        })
     })
 }
 
 /// A checkpoint from its row (`session_id, seq, ts, reason, state`), on either engine.
 pub(crate) fn checkpoint_from_row(row: &impl Cols) -> Result<crate::CheckpointRow, StoreError> {
-    Ok(crate::CheckpointRow {
-        session_id: id_of(row, "session_id", SessionId::parse)?,
-        seq: row.int("seq")?.max(0) as u64,
-        ts: ts(row, "ts")?,
-        reason: row.text("reason")?,
-        state: row.text("state")?,
+    in_row("checkpoints", "session_id", row, || {
+        Ok(crate::CheckpointRow {
+            session_id: id_of(row, "session_id", SessionId::parse)?,
+            seq: row.int("seq")?.max(0) as u64,
+            ts: ts(row, "ts")?,
+            reason: row.text("reason")?,
+            state: row.text("state")?,
+        })
     })
 }
 
 /// The latest checkpoint time of a session from its row (`session_id, ts`).
 pub(crate) fn checkpointed_from_row(row: &impl Cols) -> Result<(SessionId, Ts), StoreError> {
-    Ok((id_of(row, "session_id", SessionId::parse)?, ts(row, "ts")?))
+    in_row("checkpoints", "session_id", row, || {
+        Ok((id_of(row, "session_id", SessionId::parse)?, ts(row, "ts")?))
+    })
 }
 
 /// A finished session's line of `maos history` from its row, on either engine.
 pub(crate) fn history_from_row(
     row: &impl Cols,
 ) -> Result<maos_core::record::HistoryEntry, StoreError> {
-    Ok(maos_core::record::HistoryEntry {
-        id: id_of(row, "id", SessionId::parse)?,
-        objective: row.text("objective")?,
-        state: parse(row, "state")?,
-        strategy: parse(row, "strategy")?,
-        created_at: ts(row, "created_at")?,
-        started_at: ts_opt(row, "started_at")?,
-        ended_at: ts_opt(row, "ended_at")?,
-        agents: u32::try_from(row.int("agents")?).unwrap_or(u32::MAX),
-        archived: row.flag("archived")?,
+    in_row("sessions", "id", row, || {
+        Ok(maos_core::record::HistoryEntry {
+            id: id_of(row, "id", SessionId::parse)?,
+            objective: row.text("objective")?,
+            state: parse(row, "state")?,
+            strategy: parse(row, "strategy")?,
+            created_at: ts(row, "created_at")?,
+            started_at: ts_opt(row, "started_at")?,
+            ended_at: ts_opt(row, "ended_at")?,
+            agents: u32::try_from(row.int("agents")?).unwrap_or(u32::MAX),
+            archived: row.flag("archived")?,
+        })
     })
 }
 
 /// An event from its row (`seq, ts, session_id, agent_id, type, data`), on either engine.
 pub(crate) fn event_from_row(row: &impl Cols) -> Result<EventRecord, StoreError> {
-    Ok(EventRecord {
-        seq: row.int("seq")?.max(0) as u64,
-        ts: ts(row, "ts")?,
-        session_id: id_opt(row, "session_id", SessionId::parse)?,
-        agent_id: id_opt(row, "agent_id", AgentId::parse)?,
-        kind: row.text("type")?,
-        data: parse_json(row, "data")?,
+    in_row("session_events", "seq", row, || {
+        Ok(EventRecord {
+            seq: row.int("seq")?.max(0) as u64,
+            ts: ts(row, "ts")?,
+            session_id: id_opt(row, "session_id", SessionId::parse)?,
+            agent_id: id_opt(row, "agent_id", AgentId::parse)?,
+            kind: row.text("type")?,
+            data: parse_json(row, "data")?,
+        })
     })
 }
 

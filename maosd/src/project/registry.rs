@@ -188,6 +188,77 @@ impl Projects {
         Ok(previous)
     }
 
+    /// `maos repair`: the rows of the project's database that maos cannot read; with
+    /// `quarantine`, the project closes (if open), every row of their sessions moves to a file
+    /// in `quarantine/` of its directory, and it opens again (which proves it loads). SQLite
+    /// only: in a fleet the rows are named, and moved with PostgreSQL's tools.
+    pub async fn repair(
+        &self,
+        root: &str,
+        quarantine: bool,
+    ) -> Result<maos_proto::RepairReport, ErrorBody> {
+        if self.opts.fleet.is_some() {
+            return Err(ErrorBody::new(
+                ErrorCode::BadRequest,
+                "this daemon keeps its state in a fleet's PostgreSQL: the error of any command \
+                 names the row maos cannot read; delete it there (psql) and retry",
+            ));
+        }
+        let dir = self
+            .dir
+            .join(maos_proto::paths::workspace_hash(Path::new(root)));
+        let db = dir.join("maos.db");
+        if !db.is_file() {
+            return Err(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!("no maos project at {root}: nothing has been recorded there yet"),
+            ));
+        }
+        let mut open = self.open.lock().await;
+        if quarantine && let Some(h) = open.remove(root) {
+            h.stop().await;
+        }
+        let aside = dir.join("quarantine");
+        let found = maos_store::quarantine(
+            &db,
+            quarantine.then_some(aside.as_path()),
+            chrono::Utc::now(),
+        )
+        .await
+        .map_err(|e| match e {
+            // A row that does not decode is what this reports, not an error of its own.
+            maos_store::StoreError::BadRow { .. } => crate::error::internal(e),
+            e => crate::error::storage_error(&e),
+        })?;
+        drop(open);
+        let Some(q) = found else {
+            return Ok(maos_proto::RepairReport {
+                bad: Vec::new(),
+                sessions: Vec::new(),
+                moved: 0,
+                file: None,
+            });
+        };
+        if quarantine {
+            warn!(project = root, file = %q.file.display(), rows = q.rows, "rows maos cannot read moved aside");
+            self.get(root).await?;
+        }
+        Ok(maos_proto::RepairReport {
+            bad: q
+                .bad
+                .into_iter()
+                .map(|b| maos_proto::BadRowView {
+                    table: b.table,
+                    row: b.row,
+                    why: b.why,
+                })
+                .collect(),
+            sessions: q.sessions,
+            moved: q.rows,
+            file: quarantine.then(|| q.file.display().to_string()),
+        })
+    }
+
     /// Every open project's root and handle.
     pub async fn handles(&self) -> Vec<(String, ProjectHandle)> {
         let open = self.open.lock().await;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     DaemonStatus, DbCheckView, GcReport, LockCheck, LockList, Problem, PsSession, RecoveryReport,
-    RestoreReport, StatusView,
+    RepairReport, RestoreReport, StatusView,
 };
 use maos_core::brief::Briefing;
 use maos_core::record::{AgentRecord, EventRecord, HistoryEntry, LockView, SessionRecord};
@@ -34,6 +34,8 @@ pub enum Reply {
     Gc(GcReport),
     /// `maos restore`.
     Restored(RestoreReport),
+    /// `maos repair` (and `maos doctor`'s check of the database's rows).
+    Repaired(RepairReport),
     /// `maos logs`: the agent's output file, and whether it still runs.
     Log {
         agent: AgentId,

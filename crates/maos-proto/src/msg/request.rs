@@ -195,6 +195,13 @@ pub enum Request {
         #[serde(default)]
         force: bool,
     },
+    /// The rows of the project's database that maos cannot read (`maos doctor`), and with
+    /// `quarantine`, those rows moved aside with every row of their sessions so that the
+    /// project loads again (`maos repair --quarantine`).
+    Repair {
+        #[serde(default)]
+        quarantine: bool,
+    },
     /// One session with its timeline and checkpoints, archived or not (`maos export`).
     Export {
         session: String,
@@ -305,6 +312,7 @@ impl Request {
                 | Request::Export { .. }
                 | Request::Backup { .. }
                 | Request::Gc { dry_run: true, .. }
+                | Request::Repair { quarantine: false }
                 | Request::AgentLog { .. }
                 | Request::Validate { .. }
                 | Request::Brief { .. }

@@ -291,6 +291,31 @@ pub struct RestoreReport {
     pub events: u64,
 }
 
+/// A row of a project's database that maos cannot read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BadRowView {
+    /// Its table (`sessions`, `session_agents`, ...).
+    pub table: String,
+    /// Its key in that table (an id, a sequence number), as stored.
+    pub row: String,
+    /// Why it cannot be read.
+    pub why: String,
+}
+
+/// What `maos repair` found, and with `--quarantine` moved aside.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepairReport {
+    /// Every row that cannot be read.
+    pub bad: Vec<BadRowView>,
+    /// The sessions (as their rows name them) whose rows are, or would be, moved.
+    pub sessions: Vec<String>,
+    /// Rows moved (0 without `--quarantine`).
+    pub moved: u64,
+    /// The file that holds the moved rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
 /// What `maos gc` deleted (or, with `dry_run`, would delete).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GcReport {
