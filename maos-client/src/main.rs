@@ -164,7 +164,8 @@ fn main() -> ExitCode {
                 // Failing already: a closed stdout must not turn this into a success.
                 let _ = writeln!(std::io::stdout().lock(), "{v}");
             }
-            eprintln!("maos: {}", f.body.message);
+            // A person reads this line: short ids (the JSON error above keeps whole ones).
+            eprintln!("maos: {}", maos_core::ids::shorten_all(&f.body.message));
             ExitCode::from(f.exit)
         }
     }

@@ -2,7 +2,7 @@
 
 use crate::paint::Paint;
 use chrono::Utc;
-use maos_core::{AgentState, Progress, Ts, ids::short};
+use maos_core::{AgentState, Progress, SessionState, Ts, ids::short};
 use maos_proto::{
     AgentRecord, DaemonStatus, EventRecord, LockCheck, LockList, Problem, PsAgent, PsSession,
     RecoveryReport, SessionRecord, StatusView,
@@ -105,14 +105,12 @@ pub fn doing_now(a: &PsAgent, now: Ts) -> String {
     if let Some(w) = a.waits.first() {
         return format!("waits for {} {} ({})", w.mode, w.path, ago(&w.since));
     }
-    let last = a.activity.as_ref().map(|act| {
-        let on = act
-            .path
-            .as_deref()
-            .map(|p| format!(" {p}"))
-            .unwrap_or_default();
-        format!("{}{on}, {} ago", act.tool, ago(&act.at))
-    });
+    // A refused call says so ("denied Write src/x.rs (held by agt_1a2b3c4d)"): a refused
+    // writer must not read like the file's writer.
+    let last = a
+        .activity
+        .as_ref()
+        .map(|act| format!("{}, {} ago", act.words(), ago(&act.at)));
     match (&a.todo, last) {
         _ if a.state.is_terminal() => one_line(&a.task),
         (Some(todo), Some(last)) => format!("{} ({last})", one_line(todo)),
@@ -126,9 +124,15 @@ fn one_line(s: &str) -> String {
     s.lines().next().unwrap_or("").trim().to_string()
 }
 
-/// An agent's state as one word: `paused` over the state it was paused in.
-pub fn agent_state_word(a: &PsAgent) -> String {
-    if a.paused && !a.state.is_terminal() {
+/// Whether an agent is held: paused itself, or in a paused session, and not finished.
+pub fn is_held(a: &PsAgent, session: SessionState) -> bool {
+    !a.state.is_terminal() && (a.paused || session == SessionState::Paused)
+}
+
+/// An agent of a session in `session` state, as one word: `paused` over the state it was
+/// paused in (itself, or with its session).
+pub fn agent_state_word(a: &PsAgent, session: SessionState) -> String {
+    if is_held(a, session) {
         "paused".into()
     } else {
         a.state.to_string()
@@ -222,7 +226,11 @@ pub fn ps(sessions: &[PsSession], paint: Paint) -> String {
                 short(a.id.as_str()),
                 clip(&who(a), 16),
                 cli_word(a),
-                paint.agent_state(a.state, a.paused, &format!("{:<9}", agent_state_word(a))),
+                paint.agent_state(
+                    a.state,
+                    is_held(a, s.state),
+                    &format!("{:<9}", agent_state_word(a, s.state))
+                ),
                 span(a.started_at, a.ended_at),
                 a.plan.as_ref().map(plan_suffix).unwrap_or_default()
             );

@@ -7,6 +7,7 @@ use axum::Json;
 use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use maos_client::output::{doing_now, is_held};
 use maos_core::lock::LockPath;
 use maos_core::waitfor::{Claim, wait_for};
 use maos_proto::{EventFilter, FilterNames, LockList, Reply, Request};
@@ -93,11 +94,29 @@ pub async fn session(Query(q): Query<SessionQuery>) -> Result<Response, ApiError
     Ok(Json(json!({
         "session": status.session,
         "progress": status.progress,
-        "agents": ps.map(|p| p.agents).unwrap_or_default(),
+        "agents": ps.map(|p| agents_of(&p)).unwrap_or_default(),
         "locks": locks,
         "waitfor": graph,
     }))
     .into_response())
+}
+
+/// A session's agents as `ps --json` gives them, each with what `maos ps` says of it: `now`
+/// (its NOW: a refused call as a refusal, the lock it waits for, ...) and `held` (paused,
+/// itself or with its session).
+fn agents_of(s: &maos_proto::PsSession) -> Vec<serde_json::Value> {
+    let now = chrono::Utc::now();
+    s.agents
+        .iter()
+        .map(|a| {
+            let mut v = serde_json::to_value(a).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("now".into(), doing_now(a, now).into());
+                o.insert("held".into(), is_held(a, s.state).into());
+            }
+            v
+        })
+        .collect()
 }
 
 fn lock_path(p: &str) -> Option<LockPath> {

@@ -83,13 +83,13 @@ pub fn matches(filter: &str, text: &str) -> bool {
 }
 
 /// The words an agent is found by: id, role, CLI, state, task, and what it does now.
-fn agent_words(a: &PsAgent) -> String {
+fn agent_words(a: &PsAgent, s: &PsSession) -> String {
     format!(
         "{} {} {} {} {} {}",
         a.id,
         a.role,
         a.cli.map_or("", |c| c.as_str()),
-        maos_client::output::agent_state_word(a),
+        maos_client::output::agent_state_word(a, s.state),
         a.task,
         a.todo.as_deref().unwrap_or("")
     )
@@ -121,7 +121,7 @@ pub fn rows(projects: &[Project], filter: &str) -> Vec<Row> {
             let mut keep = vec![session_hit; s.agents.len()];
             if !session_hit {
                 for (i, a) in s.agents.iter().enumerate() {
-                    if matches(filter, &agent_words(a)) {
+                    if matches(filter, &agent_words(a, s)) {
                         let mut at = Some(i);
                         while let Some(j) = at {
                             keep[j] = true;

@@ -4,7 +4,7 @@
 //! for 80×24 and up. Times are UTC, and say so.
 
 use chrono::Utc;
-use maos_client::output::{age, agent_state_word, clip, doing_now, event_data, span};
+use maos_client::output::{age, agent_state_word, clip, doing_now, event_data, is_held, span};
 use maos_core::ids::short;
 use maos_core::{AgentState, SessionState};
 use maos_proto::{EventRecord, PsAgent, PsSession};
@@ -101,9 +101,9 @@ fn who(a: &PsAgent) -> String {
     }
 }
 
-fn agent_style(a: &PsAgent) -> Style {
+fn agent_style(a: &PsAgent, session: SessionState) -> Style {
     match a.state {
-        _ if a.paused && !a.state.is_terminal() => Style::new().fg(Color::Yellow),
+        _ if is_held(a, session) => Style::new().fg(Color::Yellow),
         _ if !a.waits.is_empty() => Style::new().fg(Color::Yellow),
         AgentState::Running => Style::new().fg(Color::Green),
         AgentState::Failed => Style::new().fg(Color::Red),
@@ -203,7 +203,8 @@ fn sessions(f: &mut Frame, area: Rect, app: &mut App) {
                 agent,
                 depth,
             } => {
-                let a = &app.projects[project].sessions[session].agents[agent];
+                let s = &app.projects[project].sessions[session];
+                let a = &s.agents[agent];
                 let tree = format!("{}└ {}", "  ".repeat(depth), short(a.id.as_str()));
                 let who = clip(&who(a), 14);
                 let mut now_style = Style::new();
@@ -214,7 +215,10 @@ fn sessions(f: &mut Frame, area: Rect, app: &mut App) {
                 }
                 TRow::new(vec![
                     Cell::from(tree),
-                    Cell::from(Span::styled(agent_state_word(a), agent_style(a))),
+                    Cell::from(Span::styled(
+                        agent_state_word(a, s.state),
+                        agent_style(a, s.state),
+                    )),
                     Cell::from(who),
                     Cell::from(span(a.started_at, a.ended_at)),
                     Cell::from(Span::styled(doing_now(a, now), now_style)),

@@ -144,7 +144,8 @@ fn the_briefing_has_every_part() {
             b["progress"]["agents_done"].as_u64(),
             b["progress"]["agents_total"].as_u64()
         ),
-        (Some(2), Some(4))
+        (Some(1), Some(4)),
+        "the writer is done; the failed flaky is final, not done (issue 29)"
     );
     let status = env.maos_json(&["status"]);
     assert_eq!(b["progress"]["phase"], status["progress"]["phase"]);
@@ -233,8 +234,9 @@ fn the_briefing_has_every_part() {
     assert!(text.starts_with("maos: "), "{text}");
     assert!(text.len() <= CONTEXT_LIMIT);
 
-    // The human form is the same text.
+    // The human form is the same text, with short ids (issue 29; the fields keep whole ones).
     let human = brief_text(env);
+    let next = &*maos_core::ids::shorten_all(next);
     for part in [
         "maos: ",
         "Ship the expression parser",

@@ -888,6 +888,17 @@ fn a_real_browser_draws_the_tree_the_gantt_the_denial_the_deadlock_and_acts() {
         "return document.querySelectorAll('g.row[data-agent=\"{parser}\"] path.mark[data-kind=\"denied\"]').length"
     ));
     assert_eq!(mark, 1, "the parser's denial");
+    // The tree's NOW says the parser was refused, naming the holder (issue 29).
+    let now = browser.eval(&format!(
+        "return document.querySelector('li[data-agent=\"{parser}\"] > span.now').textContent"
+    ));
+    assert!(
+        now.as_str().is_some_and(|t| t.contains(&format!(
+            "denied Write src/lexer.rs (held by {})",
+            &lexer[..12]
+        ))),
+        "the parser's NOW: {now}"
+    );
     assert_eq!(
         browser.eval(
             "return [...document.querySelectorAll('table.locks tr[data-path]')].map(r => r.dataset.path)"
@@ -1227,5 +1238,86 @@ fn a_stopped_daemon_saves_each_chart_and_the_next_starts_from_it_while_it_still_
     assert_eq!(
         after_crash.last().map(String::as_str),
         Some("src/fourth.rs")
+    );
+}
+
+/// What the session page's header and tree are drawn from (`/api/session`): a failed session's
+/// agents done as `maos ps` counts them (issue 29: "agents 3/3 done" where ps said 1/3), and
+/// each agent's NOW as `ps` words it, a refused write said as a refusal naming the holder.
+#[test]
+fn the_session_api_counts_done_as_ps_does_and_says_a_refusal() {
+    let env = Env::new();
+    let sid = env.session("Fails", &[]);
+    env.maos_json(&["session", "start", &sid]);
+    let ids: Vec<String> = ["ok", "bad", "gone"]
+        .iter()
+        .map(|r| env.agent(Some(&sid), r, "work"))
+        .collect();
+    for id in &ids {
+        env.maos_json(&["agent", "start", id]);
+    }
+    env.maos_json(&["agent", "complete", &ids[0]]);
+    env.maos_json(&["agent", "fail", &ids[1]]);
+    env.maos_json(&["agent", "cancel", &ids[2]]);
+    env.maos_json(&["session", "fail", &sid]);
+    let ps = env.maos(&["ps", "--all"]);
+    let ps = String::from_utf8_lossy(&ps.stdout).into_owned();
+    let row = ps
+        .lines()
+        .find(|l| l.contains(&sid[..13]))
+        .unwrap_or_else(|| panic!("no row for the session:\n{ps}"));
+    assert!(row.contains(" 1/3 "), "ps counts one done:\n{ps}");
+
+    // Two windows write one file: the second is refused.
+    let cwd = env.project.to_string_lossy().into_owned();
+    for w in ["w-holds", "w-refused"] {
+        env.hook(
+            "claude",
+            &serde_json::json!({"session_id": w, "cwd": cwd, "hook_event_name": "PreToolUse",
+                "tool_name": "Write", "tool_use_id": format!("toolu_{w}"),
+                "tool_input": {"file_path": format!("{cwd}/src/x.rs"), "content": "x"}}),
+        );
+    }
+    let hooked = env.maos_json(&["ps"])[0]["id"]
+        .as_str()
+        .expect("the windows' session")
+        .to_string();
+
+    let d = start(&env);
+    let host = format!("127.0.0.1:{}", d.port);
+    let with = [("X-Maos-Token", d.token.as_str())];
+    let p = format!("project={}", enc(&Env::project_root(&env.project)));
+    let get = |path: &str| {
+        let (status, body) = http(d.port, "GET", path, &host, &with);
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str::<Value>(&body).unwrap_or_else(|_| panic!("{path}: {body}"))
+    };
+    let v = get(&format!("/api/session?{p}&session={sid}"));
+    assert_eq!(
+        (
+            v["progress"]["agents_done"].as_u64(),
+            v["progress"]["agents_total"].as_u64()
+        ),
+        (Some(1), Some(3)),
+        "the header's agents done: {v}"
+    );
+    let v = get(&format!("/api/session?{p}&session={hooked}"));
+    let agents = v["agents"].as_array().expect("agents");
+    let holder = agents
+        .iter()
+        .find(|a| a["activity"].get("denied").is_none())
+        .and_then(|a| a["id"].as_str())
+        .expect("the holder");
+    let nows: Vec<&str> = agents.iter().filter_map(|a| a["now"].as_str()).collect();
+    assert!(
+        nows.iter().any(|n| n.starts_with(&format!(
+            "denied Write src/x.rs (held by {})",
+            &holder[..12]
+        ))),
+        "the refused window's NOW: {nows:?}"
+    );
+    assert!(
+        nows.iter().any(|n| n.starts_with("Write src/x.rs, ")),
+        "the holder's NOW: {nows:?}"
     );
 }

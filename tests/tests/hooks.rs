@@ -400,7 +400,7 @@ fn a_paused_session_denies_writes_until_resumed() {
     assert_eq!(decision(&out), "deny");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains(&format!("maos resume --agent {id}")),
+        text.contains(&format!("maos resume --agent {}`", &id[..12])),
         "{text}"
     );
     assert!(text.contains(": wait for the API"), "{text}");

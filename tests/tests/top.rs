@@ -171,6 +171,20 @@ fn top_shows_the_project_live_and_steers_it_with_confirmation() {
             .any(|red| denial.contains(&format!("\x1b[{red}"))),
         "in red: {denial:?}"
     );
+    // The refused window's NOW says it was refused, not as if it wrote the lead's file.
+    let ps = env.maos_json(&["ps"]);
+    let window = ps
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["agents"].as_array().cloned().unwrap_or_default())
+        .find(|a| a["cli"] == "claude")
+        .and_then(|a| a["id"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no window agent in {ps}"));
+    top.wait_for("the window's NOW says denied", |s| {
+        s.lines()
+            .any(|l| l.contains(short(&window)) && l.contains("denied Write"))
+    });
 
     // The filter: only what matches (and the tree above it).
     top.keys(&["/", "tester", "Enter"]);

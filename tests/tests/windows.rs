@@ -151,13 +151,14 @@ fn two_windows_of_different_clis_are_two_agents_and_a_denial_names_the_holder() 
     assert!(!mine["task"].as_str().unwrap_or_default().contains("Claude"));
     assert_eq!(mine["activity"]["tool"], "apply_patch", "{mine}");
     assert_eq!(mine["activity"]["path"], "src/parser.rs", "{mine}");
-    // `ps` shows what each window did last.
+    // `ps` shows what each window did last: the refused patch as a refusal (issue 29).
     let text = String::from_utf8_lossy(&env.maos(&["ps"]).stdout).into_owned();
+    let refused = format!("denied apply_patch src/parser.rs (held by {short}), ");
     for part in [
         "Build the parser",
         "Write the parse…",
         "Write src/parser.rs, ",
-        "apply_patch src/parser.rs, ",
+        refused.as_str(),
     ] {
         assert!(text.contains(part), "{part:?} is not in `maos ps`:\n{text}");
     }

@@ -821,7 +821,8 @@ pub fn text(b: &Briefing) -> String {
         body.push_str("…\n");
     }
     body.push_str(&tail);
-    body
+    // People and models read it: short ids, as everywhere else (the fields keep whole ones).
+    crate::ids::shorten_all(&body).into_owned()
 }
 
 /// A titled list of the text: how many items it has, and its newest ones as lines.
@@ -1094,11 +1095,7 @@ fn progress_line(b: &Briefing) -> String {
     if p.stalled {
         line.push_str("; STALLED (the current phase runs over twice the average)");
     }
-    let _ = write!(
-        line,
-        "; agents {}/{} finished.",
-        p.agents_done, p.agents_total
-    );
+    let _ = write!(line, "; agents {}/{} done.", p.agents_done, p.agents_total);
     line
 }
 

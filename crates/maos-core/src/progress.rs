@@ -13,7 +13,8 @@ const STALL_FACTOR: f64 = 2.0;
 /// A progress snapshot, computed from the workflow and agent states at `now`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Progress {
-    /// 0..=100: phases done / phases; without phases, agents done / agents (0 when none); 100 when complete.
+    /// 0..=100: phases done / phases; without phases, agents finished (in a final state) /
+    /// agents (0 when none); 100 when complete.
     pub percent: f64,
     /// "phase k/n" as given by [`Workflow::position`].
     pub phase: (usize, usize),
@@ -27,7 +28,8 @@ pub struct Progress {
     pub eta: Option<Ts>,
     /// The running phase exceeds twice the average duration.
     pub stalled: bool,
-    /// Agents in a terminal state.
+    /// Agents done: completed, or windows that ended ([`AgentState::is_done`]). Failed and
+    /// cancelled agents are final, not done.
     pub agents_done: usize,
     /// All agents.
     pub agents_total: usize,
@@ -55,11 +57,13 @@ pub fn progress(workflow: &Workflow, agents: &[AgentState], now: Ts) -> Progress
     let phases = &workflow.phases;
     let complete = workflow.is_complete();
     let phases_done = phases.iter().filter(|p| p.is_done()).count();
-    let agents_done = agents.iter().filter(|a| a.is_terminal()).count();
+    let agents_done = agents.iter().filter(|a| a.is_done()).count();
+    // How far the work got: a failed or cancelled agent has nothing left to do either.
+    let agents_finished = agents.iter().filter(|a| a.is_terminal()).count();
 
     let percent = match (complete, phases.len()) {
         (true, _) => 100.0,
-        (false, 0) => percent(agents_done, agents.len()),
+        (false, 0) => percent(agents_finished, agents.len()),
         (false, n) => percent(phases_done, n),
     };
 
@@ -199,6 +203,19 @@ mod tests {
             assert_eq!((p.avg_phase_secs, p.eta, p.stalled), (None, None, false));
             assert_eq!(p.agents_total, agents.len());
         }
+        // Done is completed or ended: failed and cancelled agents are final, not done (issue
+        // 29: the dashboard said "agents 3/3 done" where `ps` said 1/3).
+        let p = progress(
+            &w,
+            &[
+                AgentState::Completed,
+                AgentState::Failed,
+                AgentState::Cancelled,
+                AgentState::Ended,
+            ],
+            t(0),
+        );
+        assert_eq!((p.agents_done, p.agents_total), (2, 4));
     }
 
     #[test]

@@ -292,6 +292,40 @@ pub struct Activity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     pub at: Ts,
+    /// Set when maos refused the call: a refused writer is not the file's writer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denied: Option<Denial>,
+}
+
+/// Why maos refused an agent's tool call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Denial {
+    /// As the `tool_denied` event says it: `lock_conflict`, `paused`,
+    /// `path_outside_workspace`, ...
+    pub why: String,
+    /// For a lock conflict: the agent that holds the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<AgentId>,
+}
+
+impl Activity {
+    /// The call in a few words, as `ps`, `top` and the dashboard show it: "Write src/x.rs", or
+    /// for a refused one "denied Write src/x.rs (held by agt_1a2b3c4d)".
+    pub fn words(&self) -> String {
+        let call = match &self.path {
+            Some(p) => format!("{} {p}", self.tool),
+            None => self.tool.clone(),
+        };
+        let Some(d) = &self.denied else {
+            return call;
+        };
+        let why = match (d.why.as_str(), &d.holder) {
+            (_, Some(h)) => format!("held by {}", h.short()),
+            ("path_outside_workspace", None) => "outside the project".to_string(),
+            (why, None) => why.replace('_', " "),
+        };
+        format!("denied {call} ({why})")
+    }
 }
 
 /// A managed agent's running process.
@@ -434,5 +468,57 @@ mod tests {
             assert!(!p.stalled && p.eta.is_none(), "{p:?}");
             assert_eq!(p.current_phase_elapsed_secs, Some(20.0), "{p:?}");
         }
+    }
+
+    /// Issue 29: a refused write read exactly like the holder's. Refusals say so, with who
+    /// holds the file; an allowed call reads as before.
+    #[test]
+    fn a_refused_call_reads_as_a_refusal() {
+        let holder = AgentId::parse(&format!("agt_{}", "1a2b3c4d".repeat(4))).expect("an id");
+        let call = |path: Option<&str>, denied: Option<Denial>| Activity {
+            tool: "Write".into(),
+            path: path.map(str::to_string),
+            at: at(0),
+            denied,
+        };
+        let denial = |why: &str, holder: Option<AgentId>| Denial {
+            why: why.into(),
+            holder,
+        };
+        let cases = [
+            (call(Some("src/x.rs"), None), "Write src/x.rs"),
+            (call(None, None), "Write"),
+            (
+                call(
+                    Some("src/x.rs"),
+                    Some(denial("lock_conflict", Some(holder.clone()))),
+                ),
+                "denied Write src/x.rs (held by agt_1a2b3c4d)",
+            ),
+            (
+                call(Some("src/x.rs"), Some(denial("paused", None))),
+                "denied Write src/x.rs (paused)",
+            ),
+            (
+                call(Some("/tmp/x"), Some(denial("path_outside_workspace", None))),
+                "denied Write /tmp/x (outside the project)",
+            ),
+            (
+                call(Some("a"), Some(denial("agent_not_running", None))),
+                "denied Write a (agent not running)",
+            ),
+        ];
+        for (act, want) in cases {
+            assert_eq!(act.words(), want, "{act:?}");
+        }
+        // The wire: no `denied` when allowed (older readers see what they saw), whole ids in it.
+        let json = serde_json::to_value(call(Some("f"), None)).expect("json");
+        assert!(json.get("denied").is_none(), "{json}");
+        let json = serde_json::to_value(call(
+            Some("f"),
+            Some(denial("lock_conflict", Some(holder.clone()))),
+        ))
+        .expect("json");
+        assert_eq!(json["denied"]["holder"], holder.as_str(), "{json}");
     }
 }

@@ -308,6 +308,12 @@ impl SessionState {
 }
 
 impl AgentState {
+    /// Got to its end: completed, or a CLI window that ended. Failed and cancelled agents are
+    /// final too, but not done (what `ps`, `status` and the dashboard count as done).
+    pub fn is_done(self) -> bool {
+        matches!(self, Self::Completed | Self::Ended)
+    }
+
     /// `maos retry` of a failed or cancelled (managed) agent: a new attempt, pending until the
     /// scheduler starts it.
     pub fn retry(self) -> Result<Self, TransitionError> {

@@ -7,7 +7,7 @@
 //! ([`end_lost_windows`]); a session the hooks made completes when its last window ends.
 
 use maos_core::mcp::{CallerRule, ClaimKey};
-use maos_core::record::{Activity, Cli, ProcessRef, Todo};
+use maos_core::record::{Activity, Cli, Denial, ProcessRef, Todo};
 use maos_core::{
     AgentId, AgentOp, AgentState, HeldLock, LockError, LockMode, LockPath, LockRequest, SessionId,
     SessionOp, SessionState, Strategy, Ts, WaitPolicy, WaiterInfo,
@@ -262,6 +262,7 @@ fn claim(tx: &mut Txn<'_>, cli: &str, kind: Option<&str>) -> Option<usize> {
 }
 
 /// PreToolUse of the subagent tool: remember the request until a subagent claims it.
+        denied: None,
 fn request_subagent(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
     let task = match (call.summary.as_deref(), call.prompt_line.as_deref()) {
         (Some(d), Some(p)) => format!("{d}: {p}"),
@@ -459,11 +460,37 @@ pub fn describe(st: &State, id: &AgentId, now: Ts) -> String {
             "subagent"
         } else {
             "window"
+    deny_held(tx, agent, call, why, reason, None)
+}
+
+/// [`deny`], naming the agent that holds the file (a lock conflict). The agent's last call is
+/// then this refusal (`ps`'s NOW), and the reason names agents by their short ids.
+fn deny_held(
+    tx: &mut Txn<'_>,
+    agent: &AgentId,
+    call: &HookCall,
+    why: &str,
+    reason: String,
+    holder: Option<AgentId>,
+) -> HookAnswer {
+    let reason = maos_core::ids::shorten_all(&reason).into_owned();
         };
         words.push_str(&format!(", a {} {kind}", cli.label()));
     }
     let mut about = Vec::new();
     if !a.task.is_empty() && !is_placeholder_task(&a.task) {
+    if let Some(tool) = &call.tool_name {
+        let denied = Activity {
+            tool: tool.clone(),
+            path: call.paths.first().cloned(),
+            at: tx.now,
+            denied: Some(Denial {
+                why: why.to_string(),
+                holder,
+            }),
+        };
+        tx.note_activity(agent, denied);
+    }
         about.push(format!("task: \"{}\"", one_line(&a.task, 120)));
     }
     let todo = st
@@ -472,12 +499,7 @@ pub fn describe(st: &State, id: &AgentId, now: Ts) -> String {
     if let Some(todo) = todo {
         about.push(format!("now: {}", one_line(&todo.content, 120)));
     } else if let Some(act) = st.activity(&a.id) {
-        let on = act
-            .path
-            .as_deref()
-            .map(|p| format!(" {p}"))
-            .unwrap_or_default();
-        about.push(format!("last: {}{on}, {} ago", act.tool, ago(act.at, now)));
+        about.push(format!("last: {}, {} ago", act.words(), ago(act.at, now)));
     }
     if !about.is_empty() {
         words.push_str(&format!(" ({})", about.join("; ")));
@@ -589,7 +611,8 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
                 "maos: {path} is being written by another agent: {}. Do not edit it now: work on other files, or finish and let that agent complete first, then retry.",
                 blockers(tx.state(), &holders, &queued, tx.now)
             );
-            return deny(tx, agent, call, "lock_conflict", reason);
+            let holder = holders.first().map(|h| h.holder.clone());
+            return deny_held(tx, agent, call, "lock_conflict", reason, holder);
         }
         Err(e) => {
             let e = super::lock::lock_error(tx.state(), &e);
