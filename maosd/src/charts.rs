@@ -191,14 +191,16 @@ impl Charts {
         }
     }
 
-    fn file(&self, session: &str) -> PathBuf {
-        self.dir.join(format!("{session}.json"))
+    /// `charts/<session>.json`; None for a session id that is not one (no path is made
+    /// from it: see [`maos_core::id_path`]).
+    fn file(&self, session: &str) -> Option<PathBuf> {
+        maos_core::id_path(&self.dir, session, ".json").ok()
     }
 
     /// The session's saved fold, if there is one and it is still good. One that is not is
     /// removed.
     async fn saved(&self, reader: &Reader, session: &str) -> Option<GanttBuilder> {
-        let path = self.file(session);
+        let path = self.file(session)?;
         let read = tokio::task::spawn_blocking(move || -> Result<Option<SavedFold>, String> {
             let body = match std::fs::read(&path) {
                 Ok(body) => body,
@@ -231,7 +233,9 @@ impl Charts {
             session,
             why_not, "a saved Gantt chart is not used; reading its events again"
         );
-        let _ = std::fs::remove_file(self.file(session));
+        if let Some(path) = self.file(session) {
+            let _ = std::fs::remove_file(path);
+        }
         None
     }
 
@@ -295,7 +299,9 @@ impl Charts {
                 fold: b.clone(),
             };
             drop(b);
-            let path = self.file(&session);
+            let Some(path) = self.file(&session) else {
+                continue;
+            };
             let written = tokio::task::spawn_blocking(move || {
                 let body = serde_json::to_vec(&doc).map_err(std::io::Error::other)?;
                 crate::project::files::write_whole(&path, &body)

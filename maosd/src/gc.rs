@@ -65,7 +65,8 @@ pub async fn run(
         else {
             continue;
         };
-        let path = dir.join(format!("{id}.json"));
+        let path = maos_core::id_path(&dir, &id, ".json")
+            .map_err(|e| crate::error::internal(format_args!("maos gc: {e}")))?;
         let written = {
             let (dir, path) = (dir.clone(), path.clone());
             tokio::task::spawn_blocking(move || write_export(&dir, &path, &export, sync)).await

@@ -226,8 +226,16 @@ pub fn project_dir(home: &Path, root: &Path) -> PathBuf {
 }
 
 /// An agent's files; `project_dir` is the per-project directory that holds `maos.db`.
+/// Made through [`maos_core::id_path`]: an id that is not one (which an [`maos_core::AgentId`]
+/// never is) gets `agents/invalid-id`, still under the project's directory, never a path of
+/// its own.
 pub fn agent_files(project_dir: &Path, agent_id: &str) -> AgentFiles {
-    AgentFiles::in_dir(&project_dir.join("agents").join(agent_id))
+    let agents = project_dir.join("agents");
+    let dir = maos_core::id_path(&agents, agent_id, "").unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "agent files of an invalid id");
+        agents.join("invalid-id")
+    });
+    AgentFiles::in_dir(&dir)
 }
 
 /// Read and parse an `exit.json`: None if it does not exist, Err naming the file if it cannot
@@ -398,10 +406,14 @@ mod tests {
             home.join("projects")
                 .join(maos_proto::paths::workspace_hash(Path::new("/a")))
         );
-        let f = agent_files(&pd, "ag-1");
-        assert_eq!(f.dir, pd.join("agents/ag-1"));
-        assert_eq!(f.log, pd.join("agents/ag-1/output.log"));
-        assert_eq!(f.exit, pd.join("agents/ag-1/exit.json"));
+        let id = format!("agt_{}", "a".repeat(32));
+        let f = agent_files(&pd, &id);
+        assert_eq!(f.dir, pd.join("agents").join(&id));
+        assert_eq!(f.log, pd.join("agents").join(&id).join("output.log"));
+        assert_eq!(f.exit, pd.join("agents").join(&id).join("exit.json"));
+        for bad in ["../../x", "/tmp/abs", "ag-1"] {
+            assert_eq!(agent_files(&pd, bad).dir, pd.join("agents/invalid-id"), "{bad}");
+        }
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub struct Runner {
 
 impl Runner {
     pub fn agent_dir(&self, agent: &AgentId) -> PathBuf {
-        self.project_dir.join("agents").join(agent.as_str())
+        crate::procs::agent_files(&self.project_dir, agent.as_str()).dir
     }
 
     /// Start the supervisor for `l` and wait for its first line: the agent's pid, or why it

@@ -90,8 +90,72 @@ pub fn ids_of(text: &str) -> Option<(SessionId, Vec<AgentId>)> {
     })
 }
 
-/// What serde cannot see: every agent and event belongs to the session.
+/// The longest text an imported field may hold (bytes): what the commands that make the same
+/// thing by hand accept (`--objective`, `--task`, a note, a plan's text).
+pub const MAX_TEXT: usize = 4096;
+/// The longest phase name (bytes), as `maos phase` takes it.
+pub const MAX_PHASE_NAME: usize = 200;
+/// The longest event type (bytes).
+pub const MAX_EVENT_TYPE: usize = 64;
+
+/// Every text field of the file within the limits the wire applies to the same field.
+fn check_lengths(e: &SessionExport) -> Result<(), ImportError> {
+    let s = &e.session;
+    let mut texts: Vec<(&'static str, &str, usize)> = vec![("objective", &s.objective, MAX_TEXT)];
+    for p in &s.workflow.phases {
+        texts.push(("phase name", &p.name, MAX_PHASE_NAME));
+    }
+    for p in &s.paused_phases {
+        texts.push(("paused phase", p, MAX_PHASE_NAME));
+    }
+    for n in &s.notes {
+        texts.push(("note", &n.text, MAX_TEXT));
+    }
+    for er in &s.errors {
+        texts.push(("error message", &er.message, MAX_TEXT));
+    }
+    let pauses = s
+        .pause
+        .iter()
+        .chain(s.agents.iter().filter_map(|a| a.pause.as_deref()));
+    for p in pauses {
+        texts.push(("pause reason", p.reason.as_deref().unwrap_or(""), MAX_TEXT));
+        texts.push(("paused by", p.by.as_deref().unwrap_or(""), MAX_TEXT));
+    }
+    for a in &s.agents {
+        texts.push(("agent role", &a.role, MAX_TEXT));
+        texts.push(("agent task", &a.task, MAX_TEXT));
+        for t in [
+            &a.external_session_id,
+            &a.external_agent_id,
+            &a.tool_use_id,
+            &a.machine,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            texts.push(("agent field", t, MAX_TEXT));
+        }
+    }
+    for ev in &e.events {
+        texts.push(("event type", &ev.kind, MAX_EVENT_TYPE));
+    }
+    for c in &e.checkpoints {
+        texts.push(("checkpoint reason", &c.reason, MAX_TEXT));
+    }
+    if let Some((what, t, max)) = texts.into_iter().find(|(_, t, max)| t.len() > *max) {
+        return Err(ImportError::Invalid {
+            what,
+            message: format!("{} bytes; the limit is {max}", t.len()),
+        });
+    }
+    Ok(())
+}
+
+/// What serde cannot see: every agent and event belongs to the session, every text is within
+/// the wire's limits. (Every id was read through its parse rule: a path is never one.)
 fn check(e: &SessionExport) -> Result<(), ImportError> {
+    check_lengths(e)?;
     let sid = &e.session.id;
     if let Some(a) = e.session.agents.iter().find(|a| &a.session_id != sid) {
         return Err(ImportError::Invalid {
@@ -395,6 +459,44 @@ mod tests {
                 .to_string();
             assert!(e.contains(want), "{text}: {e}");
             assert!(!e.contains('\n'), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn ours_with_ids_that_are_paths_or_text_past_the_limits_is_refused() {
+        let (sid, aid) = ids();
+        let orch = r#"{"schema_version": "1", "session_id": "x", "goal": "g",
+            "agents": [{"role": "backend", "status": "completed", "task": "API"}]}"#;
+        let good = parse(orch, chrono::Utc::now(), sid, aid).expect("orchestrator file");
+        let good = serde_json::to_value(&good).expect("JSON");
+        let (sid, aid) = ids();
+        parse(&good.to_string(), chrono::Utc::now(), sid, aid).expect("ours reads back");
+        let big = "x".repeat(MAX_TEXT + 1);
+        let cases: [(&str, serde_json::Value, &str); 6] = [
+            ("/session/id", "../../x".into(), "invalid session id"),
+            ("/session/id", "/tmp/abs".into(), "invalid session id"),
+            ("/session/agents/0/id", "../a".into(), "invalid agent id"),
+            (
+                "/session/agents/0/role",
+                big.clone().into(),
+                "invalid agent role",
+            ),
+            (
+                "/session/objective",
+                big.clone().into(),
+                "invalid objective",
+            ),
+            ("/session/agents/0/task", big.into(), "the limit is 4096"),
+        ];
+        for (at, value, want) in cases {
+            let mut v = good.clone();
+            *v.pointer_mut(at).expect(at) = value;
+            let (sid, aid) = ids();
+            let e = parse(&v.to_string(), chrono::Utc::now(), sid, aid)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{at}: {e}");
+            assert!(!e.contains('\n'), "{at}: {e}");
         }
     }
 }

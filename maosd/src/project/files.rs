@@ -110,7 +110,14 @@ pub(super) fn write_checkpoints(project_dir: &Path, rows: Vec<maos_store::Checkp
     let dir = project_dir.join("sessions");
     tokio::task::spawn_blocking(move || {
         for (sid, row) in latest {
-            if let Err(e) = write_checkpoint_file(&dir.join(&sid), &row) {
+            let at = match maos_core::id_path(&dir, &sid, "") {
+                Ok(at) => at,
+                Err(e) => {
+                    warn!(error = %e, "checkpoint.json not written");
+                    continue;
+                }
+            };
+            if let Err(e) = write_checkpoint_file(&at, &row) {
                 warn!(session = %sid, error = %e, "cannot write checkpoint.json");
             }
         }
