@@ -10,12 +10,14 @@ use maos_proto::{ErrorBody, ErrorCode};
 
 use crate::failure::{Failure, Res, usage};
 
-/// maos: keeps multi-agent coding sessions safe, durable and resumable.
+/// maos keeps multi-agent coding sessions safe, durable and resumable.
 #[derive(Parser, Debug)]
 #[command(
     name = "maos",
     version,
-    about = "maos: keeps multi-agent coding sessions safe, durable and resumable",
+    // The man page's NAME line is "maos - ABOUT": the about text does not say "maos" again.
+    about = "keeps multi-agent coding sessions safe, durable and resumable",
+    long_about = "maos keeps multi-agent coding sessions safe, durable and resumable.",
     after_help = "Data lives in $MAOS_HOME (default ~/.local/state/maos); the daemon starts on demand.",
     // `maos --version` is ours (it asks the daemon too): see `version` below.
     disable_version_flag = true
@@ -295,7 +297,7 @@ pub enum Cmd {
     Export {
         /// Session id or unique prefix (default: the active session).
         session: Option<String>,
-        /// Write to this file (replaced whole, mode 0600) instead of stdout.
+        /// Write to this new file (mode 0600; an existing file is refused) instead of stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
     },

@@ -273,11 +273,7 @@ pub fn session_list(sessions: &[SessionRecord]) -> String {
 
 /// `n` and `word`, plural when `n` is not 1: "1 session", "3 sessions".
 pub fn count(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
-    }
+    maos_core::words::count(n, word)
 }
 
 /// `maos gc`: what was deleted, and where each export is.

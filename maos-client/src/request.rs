@@ -29,23 +29,22 @@ fn parse_time(flag: &'static str) -> impl Fn(&str) -> Res<Ts> {
                 "{flag} {s:?}: expected an RFC 3339 time (2026-11-22T10:00:00Z) or an age such as 30s, 10m, 2h, 1d"
             ))
         };
-        let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        let (n, unit) = s.split_at(split);
-        let n: i64 = n.parse().map_err(|_| bad())?;
-        let secs = match unit {
-            "s" => n,
-            "m" => n * 60,
-            "h" => n * 3600,
-            "d" => n * 86400,
-            _ => return Err(bad()),
+        // An age is a duration as every duration flag takes it (a bare number needs a unit).
+        let age = match maos_core::duration::parse(s) {
+            Ok(d) => d,
+            Err(e @ maos_core::duration::DurationError::NoUnit(_)) => {
+                return Err(usage(format!("{flag} {e}")));
+            }
+            Err(_) => return Err(bad()),
         };
-        chrono::Duration::try_seconds(secs)
+        chrono::Duration::from_std(age)
+            .ok()
             .and_then(|d| chrono::Utc::now().checked_sub_signed(d))
             .ok_or_else(bad)
     }
 }
 
-/// "500ms", "30s", "5m", "1h", "1d", or plain seconds.
+/// "500ms", "30s", "5m", "1h", "1d" (a bare number other than 0 is refused: it needs a unit).
 pub fn parse_duration(flag: &str, s: &str) -> Res<std::time::Duration> {
     maos_core::duration::parse(s).map_err(|e| usage(format!("{flag} {e}")))
 }

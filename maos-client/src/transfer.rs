@@ -10,8 +10,20 @@ use crate::client::Client;
 use crate::failure::{Res, usage};
 
 /// Write the session (archived ones too; default: the active one) as maos-session JSON: to
-/// `output`, replaced whole, mode 0600, or to stdout.
+/// `output`, a new file (mode 0600; an existing file is refused, as `backup -o` refuses it),
+/// or to stdout.
 pub fn export(cli: &Cli, session: Option<&str>, output: Option<&Path>) -> Res {
+    let exists = |path: &Path| {
+        usage(format!(
+            "{} exists; name a new file with -o",
+            path.display()
+        ))
+    };
+    if let Some(path) = output
+        && std::fs::symlink_metadata(path).is_ok()
+    {
+        return Err(exists(path));
+    }
     let root = cli.project_root()?;
     let mut client = Client::connect(true)?;
     let session = match session {
@@ -42,7 +54,14 @@ pub fn export(cli: &Cli, session: Option<&str>, output: Option<&Path>) -> Res {
         serde_json::to_writer_pretty(&mut w, &file).map_err(|e| usage(e.to_string()))?;
         w.flush().map_err(fail)?;
     }
-    std::fs::rename(&tmp, path).map_err(fail)?;
+    // Linked in place only if the name is still free (never replacing a file made meanwhile).
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(exists(path)),
+        Err(e) => return Err(fail(e)),
+    }
     let (events, checkpoints) = (file.events.len(), file.checkpoints.len());
     if cli.json {
         let v = serde_json::json!({
@@ -51,8 +70,10 @@ pub fn export(cli: &Cli, session: Option<&str>, output: Option<&Path>) -> Res {
         outln!("{v}");
     } else {
         outln!(
-            "exported session {} ({events} events, {checkpoints} checkpoints) to {}",
+            "exported session {} ({}, {}) to {}",
             maos_core::ids::short(file.session.id.as_str()),
+            maos_core::words::count(events, "event"),
+            maos_core::words::count(checkpoints, "checkpoint"),
             path.display()
         );
     }

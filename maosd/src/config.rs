@@ -34,6 +34,12 @@ pub struct Config {
     /// Rotated logs kept, `maosd.log.1` (newest) to `maosd.log.<log_keep>` (`log_keep`, at most
     /// 100; default 3). 0: a rotation only empties `maosd.log`.
     pub log_keep: u32,
+    /// Whether an agent CLI's write outside every project maos knows is written (allowed,
+    /// unlocked, recorded) or refused: `MAOS_OUTSIDE_PROJECT`, else `outside_project` in
+    /// `config.toml`; default allow. A project's own `.maos/config.toml` may deny it too.
+    pub outside_project: crate::lockpath::OutsidePolicy,
+    /// Where `outside_project` was set, for the reasons that quote it.
+    pub outside_project_from: String,
 }
 
 /// `config.toml`: every key optional.
@@ -49,6 +55,7 @@ struct File {
     log_keep: Option<u32>,
     database_url: Option<String>,
     machine: Option<String>,
+    outside_project: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -172,7 +179,30 @@ impl Config {
                 "machine {m:?}: at most 64 characters, without '/' or control characters"
             )));
         }
+        let (outside_project, outside_project_from) = match std::env::var("MAOS_OUTSIDE_PROJECT")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+        {
+            Some(v) => (
+                v.trim()
+                    .parse()
+                    .map_err(|e| ConfigError::Value(format!("MAOS_OUTSIDE_PROJECT: {e}")))?,
+                "MAOS_OUTSIDE_PROJECT".to_string(),
+            ),
+            None => match file.outside_project.as_deref() {
+                Some(v) => (
+                    v.parse().map_err(|message| ConfigError::File {
+                        path: path.clone(),
+                        message,
+                    })?,
+                    path.display().to_string(),
+                ),
+                None => (Default::default(), "the default".to_string()),
+            },
+        };
         Ok(Config {
+            outside_project,
+            outside_project_from,
             home,
             socket,
             synchronous,

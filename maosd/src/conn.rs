@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use maos_proto::{
-    ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, MAX_FRAME_LEN, Reply, ServerMsg,
+    ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, HookCall, MAX_FRAME_LEN, Reply,
+    ServerMsg,
 };
 use maos_store::EventQuery;
 use tokio::net::UnixStream;
@@ -21,9 +22,10 @@ use tracing::{debug, info, warn};
 use crate::cmd::Outcome;
 use crate::daemon::Daemon;
 use crate::error::{bad_request, internal, storage_error, unusable_backup};
+use crate::lockpath::Landing;
 use crate::project::{ProjectHandle, Subscription};
 use crate::reads;
-use crate::router::{ArchivedRead, DaemonRequest, ProjectRequest, ProjectRoute, Route};
+use crate::router::{ArchivedRead, DaemonRequest, ProjectRequest, ProjectRoute, Route, WritePlace};
 
 type Conn = Framed<UnixStream, LengthDelimitedCodec>;
 
@@ -313,6 +315,10 @@ async fn request(
             // Resolving touches the filesystem (symlinks, worktrees), so it happens here, not
             // in the actor.
             request.resolve_paths(|path, cwd| lock_key(&root, path, cwd))?;
+            request.place_writes(|path, cwd| write_place(&root, path, cwd));
+            if let Some(call) = request.outside_writes() {
+                judge_outside(daemon, &root, call).await;
+            }
             // What a plan asks of this machine (its programs, its directories), likewise.
             if let ProjectRequest::SessionFromPlan { path, text, .. } = &request {
                 crate::plancheck::check(&root, path, text)?;
@@ -395,6 +401,65 @@ fn lock_key(root: &str, path: &str, cwd: &Option<String>) -> Result<String, Erro
         .as_deref()
         .map_or_else(|| root.clone(), std::path::PathBuf::from);
     crate::lockpath::resolve(&root, &cwd, path).map(|p| p.as_str().to_string())
+}
+
+/// Where a file a hook's call writes lands (relative to `cwd`, or to the root).
+fn write_place(root: &str, path: &str, cwd: &Option<String>) -> WritePlace {
+    let real_root = match std::fs::canonicalize(root) {
+        Ok(r) => r,
+        Err(e) => return WritePlace::Refused(format!("project root {root}: {e}")),
+    };
+    let cwd = cwd
+        .as_deref()
+        .map_or_else(|| real_root.clone(), std::path::PathBuf::from);
+    match crate::lockpath::place(&real_root, &cwd, path) {
+        Ok(Landing::Project(key)) => WritePlace::Project(key.as_str().to_string()),
+        Ok(Landing::Outside(real)) => match real.to_str() {
+            Some(p) => WritePlace::Outside(p.to_string()),
+            None => WritePlace::Refused(format!("{}: not UTF-8", real.display())),
+        },
+        Err(e) => WritePlace::Refused(e.message),
+    }
+}
+
+/// A hook's writes outside its project: refused when they are in another project maos knows,
+/// or when `outside_project` denies them (the project's `.maos/config.toml`, else the
+/// daemon's setting); else left in `call.outside`, to be written unlocked and recorded. A
+/// refused call names every file it writes in `paths`, for its denial's event.
+async fn judge_outside(daemon: &Daemon, root: &str, call: &mut HookCall) {
+    use crate::lockpath::{OutsidePolicy, outside_refusal, project_policy};
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.into());
+    let known: Vec<std::path::PathBuf> = daemon
+        .projects
+        .known_roots()
+        .await
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .collect();
+    let own = root.join(".maos").join("config.toml").display().to_string();
+    let policy = match project_policy(&root) {
+        Ok(Some(OutsidePolicy::Deny)) => (OutsidePolicy::Deny, own.as_str()),
+        Ok(_) => (
+            daemon.config.outside_project,
+            daemon.config.outside_project_from.as_str(),
+        ),
+        // Whether the project allows it cannot be told: never silently allowed.
+        Err(e) => {
+            call.path_error.get_or_insert(format!(
+                "{e}; maos cannot tell whether this project allows writes outside it"
+            ));
+            (OutsidePolicy::Deny, own.as_str())
+        }
+    };
+    for p in &call.outside {
+        if let Some(why) = outside_refusal(std::path::Path::new(p), &root, &known, policy) {
+            call.path_error.get_or_insert(why);
+        }
+    }
+    if call.path_error.is_some() {
+        let refused = std::mem::take(&mut call.outside);
+        call.paths.extend(refused);
+    }
 }
 
 fn matches(q: &EventQuery, e: &EventRecord) -> bool {

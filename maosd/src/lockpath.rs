@@ -36,31 +36,76 @@ pub fn lexical(path: &Path) -> PathBuf {
 /// Resolve symlinks in the longest existing prefix of `path`; the missing tail is appended as
 /// it is (a file about to be created cannot be a symlink yet).
 pub fn resolve_links(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut tail = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
-            let mut out = real;
-            for c in tail.iter().rev() {
-                out.push(c);
-            }
-            // The tail may contain `..` that only now can be applied.
-            return lexical(&out);
-        }
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                tail.push(name.to_os_string());
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
+    landing(path).0
 }
 
-/// The key for `input` (absolute, or relative to `cwd`) in the project rooted at `root`
-/// (canonical). A path inside another worktree of the same repository maps to the same key as
-/// in the main worktree.
-pub fn resolve(root: &Path, cwd: &Path, input: &str) -> Result<LockPath, ErrorBody> {
+/// Most symbolic links followed by hand (the kernel's own limit is 40).
+const MAX_LINKS: u32 = 40;
+
+/// Where a write to the absolute `path` lands: symlinks resolved in its longest existing
+/// prefix, a dangling link followed to the file it would create, the missing tail appended
+/// as it is. With it, why that may be wrong when a prefix could not be read (a loop of links,
+/// a directory that cannot be searched): then the path is only maos's best guess.
+pub fn landing(path: &Path) -> (PathBuf, Option<String>) {
+    let mut path = path.to_path_buf();
+    let mut doubt = None;
+    for _ in 0..=MAX_LINKS {
+        let mut existing = path.clone();
+        let mut tail: Vec<std::ffi::OsString> = Vec::new();
+        let next = loop {
+            match std::fs::canonicalize(&existing) {
+                Ok(real) => {
+                    let mut out = real;
+                    for c in tail.iter().rev() {
+                        out.push(c);
+                    }
+                    // The tail may contain `..` that only now can be applied.
+                    return (lexical(&out), doubt);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    // A dangling link: writing through it creates its target.
+                    if let Ok(target) = std::fs::read_link(&existing) {
+                        let mut next = existing.parent().unwrap_or(Path::new("/")).join(target);
+                        for c in tail.iter().rev() {
+                            next.push(c);
+                        }
+                        break next;
+                    }
+                }
+                Err(e) => {
+                    doubt.get_or_insert_with(|| format!("{}: {e}", existing.display()));
+                }
+            }
+            match existing.components().next_back() {
+                Some(Component::Normal(name)) => tail.push(name.to_os_string()),
+                Some(Component::ParentDir) => tail.push("..".into()),
+                Some(Component::CurDir) => {}
+                _ => return (lexical(&path), doubt),
+            }
+            match existing.parent() {
+                Some(parent) => existing = parent.to_path_buf(),
+                None => return (lexical(&path), doubt),
+            }
+        };
+        path = next;
+    }
+    let why = format!("{}: more than {MAX_LINKS} symbolic links", path.display());
+    (lexical(&path), Some(why))
+}
+
+/// Where a path an agent names lands, for the project rooted at `root`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Landing {
+    /// In the project (or one of its worktrees): its lock key.
+    Project(LockPath),
+    /// Outside it: the absolute path, links resolved.
+    Outside(PathBuf),
+}
+
+/// Where `input` (absolute, or relative to `cwd`) lands for the project rooted at `root`
+/// (canonical). A path maos cannot place for sure (a prefix it cannot read) and that is not
+/// in the project is refused: it might be, through a link maos could not follow.
+pub fn place(root: &Path, cwd: &Path, input: &str) -> Result<Landing, ErrorBody> {
     if input.is_empty() || input.contains('\0') {
         return Err(ErrorBody::new(
             ErrorCode::BadRequest,
@@ -74,15 +119,115 @@ pub fn resolve(root: &Path, cwd: &Path, input: &str) -> Result<LockPath, ErrorBo
     };
     // Symlinks first, then `..`: `link/../x` is the parent of wherever `link` points, as the
     // kernel sees it, not the `x` next to `link`.
-    let real = resolve_links(&joined);
+    let (real, doubt) = landing(&joined);
     let rel = match real.strip_prefix(root) {
         Ok(rel) => rel.to_path_buf(),
-        Err(_) => worktree_relative(root, &real).ok_or_else(|| outside(input, root, &real))?,
+        Err(_) => match worktree_relative(root, &real) {
+            Some(rel) => rel,
+            None => {
+                if let Some(why) = doubt {
+                    return Err(ErrorBody::new(
+                        ErrorCode::PathOutsideWorkspace,
+                        format!(
+                            "{input}: maos cannot tell where a write to it lands ({why}), so it cannot tell whether it is in the project {}",
+                            root.display()
+                        ),
+                    ));
+                }
+                return Ok(Landing::Outside(real));
+            }
+        },
     };
     let rel = rel
         .to_str()
         .ok_or_else(|| ErrorBody::new(ErrorCode::BadRequest, format!("{input}: not UTF-8")))?;
-    LockPath::new(rel).map_err(|e| ErrorBody::new(ErrorCode::PathOutsideWorkspace, e.to_string()))
+    LockPath::new(rel)
+        .map(Landing::Project)
+        .map_err(|e| ErrorBody::new(ErrorCode::PathOutsideWorkspace, e.to_string()))
+}
+
+/// The key for `input` (absolute, or relative to `cwd`) in the project rooted at `root`
+/// (canonical). A path inside another worktree of the same repository maps to the same key as
+/// in the main worktree.
+pub fn resolve(root: &Path, cwd: &Path, input: &str) -> Result<LockPath, ErrorBody> {
+    match place(root, cwd, input)? {
+        Landing::Project(key) => Ok(key),
+        Landing::Outside(real) => Err(outside(input, root, &real)),
+    }
+}
+
+/// Whether a hook's write outside the project is written: `Allow`, unlocked and recorded
+/// (maos guards the project, not the rest of the disk), or `Deny` (`outside_project`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutsidePolicy {
+    #[default]
+    Allow,
+    Deny,
+}
+
+impl std::str::FromStr for OutsidePolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "allow" => Ok(Self::Allow),
+            "deny" => Ok(Self::Deny),
+            other => Err(format!(
+                "outside_project = {other:?}: expected \"allow\" or \"deny\""
+            )),
+        }
+    }
+}
+
+/// `outside_project` in the project's own `.maos/config.toml`: `None` when the file or the key
+/// is not there; an error (one line) when the file cannot be read or the value is not one.
+pub fn project_policy(root: &Path) -> Result<Option<OutsidePolicy>, String> {
+    #[derive(serde::Deserialize)]
+    struct File {
+        outside_project: Option<String>,
+    }
+    let path = root.join(".maos").join("config.toml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let file: File = toml::from_str(&text)
+        .map_err(|e| format!("{}: {}", path.display(), e.to_string().replace('\n', " ")))?;
+    file.outside_project
+        .map(|v| v.parse().map_err(|e| format!("{}: {e}", path.display())))
+        .transpose()
+}
+
+/// Why a hook may not write `path` (outside the project at `root`, links resolved), or None
+/// when it may: a file in another project maos knows (`known`, canonical roots) is that
+/// project's to lock, never written unlocked from here; any other is the policy's.
+/// `policy`: the daemon's setting, and where it came from (for the reason).
+pub fn outside_refusal(
+    path: &Path,
+    root: &Path,
+    known: &[PathBuf],
+    policy: (OutsidePolicy, &str),
+) -> Option<String> {
+    if let Some(other) = known
+        .iter()
+        .filter(|k| k.as_path() != root)
+        .filter(|k| path.starts_with(k))
+        .max_by_key(|k| k.as_os_str().len())
+    {
+        return Some(format!(
+            "{} is in another maos project, {}, whose agents lock their files there; edit it from an agent working in that project",
+            path.display(),
+            other.display()
+        ));
+    }
+    (policy.0 == OutsidePolicy::Deny).then(|| {
+        format!(
+            "{} is outside the project {}, and outside_project = \"deny\" ({}) refuses writes there; write inside the project",
+            path.display(),
+            root.display(),
+            policy.1
+        )
+    })
 }
 
 /// If `path` lies in a linked worktree whose main worktree is `root`, its path relative to that
@@ -156,6 +301,65 @@ mod tests {
             resolve(&root, &root, "alias/x.rs").unwrap().as_str(),
             "src/x.rs"
         );
+    }
+
+    #[test]
+    fn a_write_lands_where_the_kernel_puts_it() {
+        let (t, root) = setup();
+        let base = std::fs::canonicalize(t.path()).unwrap();
+        // Outside, by `..` or absolute: placed outside, links resolved.
+        assert_eq!(
+            place(&root, &root, "../scratch.txt").unwrap(),
+            Landing::Outside(base.join("scratch.txt"))
+        );
+        // A dangling link outside whose target is a new file in the project: that file.
+        std::os::unix::fs::symlink(root.join("src/new.rs"), base.join("dangling")).unwrap();
+        assert_eq!(
+            place(&root, &root, base.join("dangling").to_str().unwrap()).unwrap(),
+            Landing::Project(LockPath::new("src/new.rs").unwrap())
+        );
+        // A chain of dangling links, relative targets included.
+        std::os::unix::fs::symlink("dangling", base.join("chain")).unwrap();
+        assert_eq!(
+            place(&root, &root, base.join("chain").to_str().unwrap()).unwrap(),
+            Landing::Project(LockPath::new("src/new.rs").unwrap())
+        );
+        // A loop of links: where it lands cannot be told, so it is refused, not placed.
+        std::os::unix::fs::symlink(base.join("loop"), base.join("loop")).unwrap();
+        let e = place(&root, &root, base.join("loop/x").to_str().unwrap()).unwrap_err();
+        assert!(e.message.contains("cannot tell"), "{}", e.message);
+        std::os::unix::fs::symlink(base.join("b"), base.join("a")).unwrap();
+        std::os::unix::fs::symlink(base.join("a"), base.join("b")).unwrap();
+        let e = place(&root, &root, base.join("a").to_str().unwrap()).unwrap_err();
+        assert!(e.message.contains("cannot tell"), "{}", e.message);
+    }
+
+    #[test]
+    fn outside_writes_are_the_policys_unless_another_project_holds_them() {
+        let root = PathBuf::from("/w/proj");
+        let known = [PathBuf::from("/w/proj"), PathBuf::from("/w/other")];
+        let allow = (OutsidePolicy::Allow, "the default");
+        let deny = (OutsidePolicy::Deny, "config.toml");
+        assert_eq!(
+            outside_refusal(Path::new("/tmp/x"), &root, &known, allow),
+            None
+        );
+        let why = outside_refusal(Path::new("/tmp/x"), &root, &known, deny).unwrap();
+        assert!(
+            why.contains("outside_project = \"deny\" (config.toml)"),
+            "{why}"
+        );
+        for policy in [allow, deny] {
+            let why = outside_refusal(Path::new("/w/other/a.rs"), &root, &known, policy).unwrap();
+            assert!(why.contains("another maos project, /w/other"), "{why}");
+        }
+        // A sibling whose name only starts like a known root is not in it.
+        assert_eq!(
+            outside_refusal(Path::new("/w/other2/a"), &root, &known, allow),
+            None
+        );
+        assert_eq!("deny".parse(), Ok(OutsidePolicy::Deny));
+        assert!("Deny".parse::<OutsidePolicy>().is_err());
     }
 
     #[test]

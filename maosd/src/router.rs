@@ -546,20 +546,51 @@ impl ProjectRequest {
                 }
                 _ => {}
             },
-            // A hook's write outside the project is not an error of the request: it is a
-            // denial, which the hook handler gives.
-            ProjectRequest::Hook(call) if call.writes_files() => {
-                for p in &mut call.paths {
-                    match resolve(p, &call.cwd) {
-                        Ok(key) => *p = key,
-                        Err(e) => {
-                            call.path_error.get_or_insert(e.message);
-                        }
-                    }
-                }
-            }
+            // A hook's writes: see `place_writes`.
             _ => {}
         }
         Ok(())
     }
+
+    /// A hook's writes, each placed by `place(path, cwd)`: a file in the project becomes its
+    /// key, a file outside it goes to `outside` (judged next by the connection, which knows
+    /// the other projects and the settings), and one that may not be written sets
+    /// `path_error`. None of this is an error of the request: a refusal is the hook
+    /// handler's denial.
+    pub fn place_writes(&mut self, place: impl Fn(&str, &Option<String>) -> WritePlace) {
+        let ProjectRequest::Hook(call) = self else {
+            return;
+        };
+        if !call.writes_files() {
+            return;
+        }
+        for p in std::mem::take(&mut call.paths) {
+            match place(&p, &call.cwd) {
+                WritePlace::Project(key) => call.paths.push(key),
+                WritePlace::Outside(path) => call.outside.push(path),
+                WritePlace::Refused(why) => {
+                    call.path_error.get_or_insert(why);
+                    call.paths.push(p);
+                }
+            }
+        }
+    }
+
+    /// The hook call whose writes land outside its project, if this is one.
+    pub fn outside_writes(&mut self) -> Option<&mut HookCall> {
+        match self {
+            ProjectRequest::Hook(call) if !call.outside.is_empty() => Some(call),
+            _ => None,
+        }
+    }
+}
+
+/// Where one file a hook's call writes lands, as the connection found it.
+pub enum WritePlace {
+    /// In the project: its lock key.
+    Project(String),
+    /// Outside it: the absolute path, links resolved.
+    Outside(String),
+    /// It may not be written: why, for the model.
+    Refused(String),
 }

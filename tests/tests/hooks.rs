@@ -218,6 +218,9 @@ impl Writers {
 /// Replay one fixture through real `maos hook` processes, checking each answer. An allowed
 /// write must have taken the write lock of every file it touches for its caller.
 fn replay(env: &Env, name: &str) {
+    // The fixtures expect a write outside the project refused, as every one was before
+    // `outside_project` (default "allow") said so: they are replayed with "deny".
+    env.write_config("outside_project = \"deny\"\n");
     let project = env.project.to_string_lossy().into_owned();
     let mut writers = Writers::default();
     let mut locks_checked = 0;

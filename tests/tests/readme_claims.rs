@@ -16,7 +16,8 @@ fn export_defaults_to_the_active_session() {
     let path = env.root().join("out.json");
     let v = env.maos_json(&["export", "-o", path.to_str().expect("utf-8")]);
     assert_eq!(v["session"], json!(sid), "{v}");
-    let v = env.maos_json(&["export", &sid[..12], "-o", path.to_str().expect("utf-8")]);
+    let again = env.root().join("again.json");
+    let v = env.maos_json(&["export", &sid[..12], "-o", again.to_str().expect("utf-8")]);
     assert_eq!(v["session"], json!(sid), "{v}");
 }
 

@@ -716,7 +716,11 @@ fn next_step(s: &SessionRecord) -> String {
         let then = if waiting.is_empty() {
             String::new()
         } else {
-            format!("; {} wait(s) for it to finish", few(&waiting))
+            format!(
+                "; {} {} for it to finish",
+                few(&waiting),
+                crate::words::agree(waiting.len(), "waits", "wait")
+            )
         };
         return format!("Continue the work in progress: {}{then}.", few(&work));
     }
@@ -1009,7 +1013,8 @@ fn header(b: &Briefing) -> String {
         let _ = write!(dates, ", ended {}", when(t));
     }
     if b.resume_count > 0 {
-        let _ = write!(dates, ", resumed {} time(s)", b.resume_count);
+        let n = usize::try_from(b.resume_count).unwrap_or(usize::MAX);
+        let _ = write!(dates, ", resumed {}", crate::words::count(n, "time"));
     }
     let _ = writeln!(out, "{dates}.");
     let _ = writeln!(out, "{}", progress_line(b));
@@ -1473,7 +1478,7 @@ mod tests {
                 ],
                 json!({})
             ),
-            "Continue the work in progress: api (agt_00000000) on \"the api work\"; web (agt_00000000) wait(s) for it to finish."
+            "Continue the work in progress: api (agt_00000000) on \"the api work\"; web (agt_00000000) waits for it to finish."
         );
         let phases = |first: &str| {
             json!({"workflow": {"phases": [

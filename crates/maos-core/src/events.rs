@@ -62,6 +62,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "subagent_requested",
     "subagent_result",
     "file_modified",
+    "write_outside_project",
     "command_run",
     "tool_denied",
     "todos_updated",

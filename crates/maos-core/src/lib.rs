@@ -22,6 +22,7 @@ pub mod spec;
 pub mod state;
 pub mod validate;
 pub mod waitfor;
+pub mod words;
 pub mod workflow;
 
 pub use graph::*;

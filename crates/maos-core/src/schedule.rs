@@ -214,8 +214,9 @@ pub fn step(s: &Snapshot<'_>) -> Vec<Action> {
             out.push(Action::CompleteSession);
         } else {
             out.push(Action::FailSession(format!(
-                "{} of {managed} agents did not complete ({})",
+                "{} of {} did not complete ({})",
                 unfinished.len(),
+                crate::words::count(managed, "agent"),
                 unfinished.join(", ")
             )));
         }

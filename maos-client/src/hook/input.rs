@@ -494,6 +494,23 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
             .into_iter()
             .collect(),
     };
+    // A write tool's call that names no file cannot be locked, and would still register its
+    // window: refused like any other malformed input.
+    let writer = matches!(
+        tool,
+        "Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch" | "write_file" | "replace"
+    );
+    if writer && paths.is_empty() && matches!(event.as_str(), "PreToolUse" | "PostToolUse") {
+        return Err(match tool {
+            "apply_patch" => {
+                "hook input: an apply_patch call without a patch maos can read (tool_input has no patch envelope)".to_string()
+            }
+            _ if v.get("tool_input").is_none() => {
+                format!("hook input: a {tool} call without tool_input, so no file to lock")
+            }
+            _ => format!("hook input: a {tool} call whose tool_input names no file_path"),
+        });
+    }
     let written_shell = shell
         .as_ref()
         .filter(|(paths, _)| !paths.is_empty())

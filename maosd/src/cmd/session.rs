@@ -43,6 +43,16 @@ pub fn set_paused(
     reason: Option<String>,
     by: Option<String>,
 ) -> Result<Outcome, ErrorBody> {
+    // `maos pause` once every window has ended: the session they worked in is over, and the
+    // next window would start a new one; that one is made now, paused, to hold it.
+    if pause
+        && name.is_none()
+        && matches!(target, Target::Session)
+        && tx.state().active().is_none_or(|a| a.state.is_terminal())
+    {
+        let id = crate::ops::cli::hold_next_window(tx, reason, by)?;
+        return session_reply(tx, &id);
+    }
     let st = tx.state();
     let (sid, target) = match (name, target) {
         // `--agent` without a session: the agent's own session (the active one first, for a

@@ -32,9 +32,29 @@ fn placeholder_objective(cli: Cli, window: &str) -> String {
 }
 
 fn is_placeholder_objective(objective: &str) -> bool {
-    Cli::ALL
-        .iter()
-        .any(|c| objective.starts_with(&format!("{} session", c.label())))
+    objective == HELD
+        || Cli::ALL
+            .iter()
+            .any(|c| objective.starts_with(&format!("{} session", c.label())))
+}
+
+/// The objective of the session `maos pause` makes for the next window (its first prompt
+/// names it, as any window's session).
+const HELD: &str = "held by `maos pause` for the next agent CLI window";
+
+/// `maos pause` when no live session is active (every window has ended): the session the next
+/// window would start, made now, running and then paused with `reason`, so that the window's
+/// writes are held until `maos resume`. It completes with its last window like any other.
+pub fn hold_next_window(
+    tx: &mut Txn<'_>,
+    reason: Option<String>,
+    by: Option<String>,
+) -> Result<SessionId, ErrorBody> {
+    let id = super::session::create(tx, HELD.to_string(), Strategy::Parallel, Vec::new())?;
+    tx.session_mut(&id).by_hooks = true;
+    super::session::apply_session(tx, &id, SessionOp::Start, SessionState::Running, None, None);
+    super::session::apply_session(tx, &id, SessionOp::Pause, SessionState::Paused, reason, by);
+    Ok(id)
 }
 
 /// A window's task until its first prompt names it ("Claude Code main thread": older maos).
@@ -542,7 +562,7 @@ fn blockers(st: &State, holders: &[HeldLock], queued: &[WaiterInfo], now: Ts) ->
 /// the caller (all of them or none).
 fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall) -> HookAnswer {
     if let Some(e) = &call.path_error {
-        let reason = format!("maos: {e}. Write only inside the project.");
+        let reason = format!("maos: {}.", e.trim_end_matches('.'));
         return deny(tx, agent, call, "path_outside_workspace", reason);
     }
     let st = tx.state();
@@ -620,6 +640,15 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
             return deny(tx, agent, call, e.code.as_str(), reason);
         }
     }
+    // Files outside every project maos knows: not maos's to lock (`outside_project = "allow"`),
+    // written, and on the record.
+    if !call.outside.is_empty() {
+        tx.lock_event(
+            agent,
+            "write_outside_project",
+            json!({ "tool": call.tool_name, "paths": call.outside }),
+        );
+    }
     answer(HookDecision::Allow, None, None)
 }
 
@@ -628,6 +657,17 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
 pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
     if call.session_id.trim().is_empty() {
         return Err(super::bad("hook input has no session_id"));
+    }
+    // A write that names no file cannot be locked; refused before anything is registered.
+    if call.writes_files()
+        && call.paths.is_empty()
+        && call.outside.is_empty()
+        && matches!(call.event.as_str(), "PreToolUse" | "PostToolUse")
+    {
+        return Err(super::bad(format!(
+            "hook input: a {} call names no file it writes; nothing was done",
+            call.tool_name.as_deref().unwrap_or("write")
+        )));
     }
     let sid = session(tx, &call)?;
     match call.event.as_str() {

@@ -758,12 +758,12 @@ pub fn retry(
     let short = s.id.short().to_string();
     if s.policy.is_none() {
         return Err(bad(format!(
-            "session {short} was not run from a plan: maos starts none of its agents, so it has              nothing to run again"
+            "session {short} was not run from a plan: maos starts none of its agents, so it has nothing to run again"
         )));
     }
     let next = s.state.retry().map_err(|e| {
         super::invalid(format!(
-            "session {short}: {e}; only a failed session, or a failed agent of a live one, is              retried"
+            "session {short}: {e}; only a failed session, or a failed agent of a live one, is retried"
         ))
     })?;
     let ended = s.state.is_terminal();
@@ -780,7 +780,7 @@ pub fn retry(
                 .ok_or_else(|| ErrorBody::new(ErrorCode::NotFound, format!("no agent {id}")))?;
             if a.spec.is_none() {
                 return Err(bad(format!(
-                    "agent {} ({}) is not a managed agent: maos did not start it, so it cannot                      run it again",
+                    "agent {} ({}) is not a managed agent: maos did not start it, so it cannot run it again",
                     a.id.short(),
                     a.role
                 )));

@@ -280,9 +280,10 @@ pub fn archive(tx: &mut Txn<'_>, id: &SessionId) -> Result<SessionRecord, ErrorB
         return Err(ErrorBody::new(
             ErrorCode::InvalidTransition,
             format!(
-                "session {}'s agents still hold {held} lock(s); release them first (`maos lock \
+                "session {}'s agents still hold {}; release them first (`maos lock \
                  release-all --agent ID`)",
-                s.id
+                s.id,
+                maos_core::words::count(held, "lock")
             ),
         ));
     }
@@ -497,6 +498,13 @@ pub fn set_paused(
                 .filter(|a| a.state == AgentState::Running && !a.paused)
                 .map(|a| a.id.clone())
                 .collect();
+            if pause && s.state.is_terminal() {
+                return Err(invalid(format!(
+                    "session {} is {}: nothing of it runs any more; `maos pause` without a session holds the project's next agent CLI window",
+                    sid.short(),
+                    s.state
+                )));
+            }
             if !pause && s.state == SessionState::Running && !interrupted.is_empty() {
                 for id in &interrupted {
                     super::process::resume_agent(tx, id)?;

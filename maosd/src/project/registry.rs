@@ -128,6 +128,22 @@ impl Projects {
         self.get(root).await
     }
 
+    /// The roots of every project this daemon knows: open, or with a directory of its own
+    /// under `projects/` (read from its `project.json`).
+    pub async fn known_roots(&self) -> Vec<String> {
+        let mut roots: Vec<String> = self.open.lock().await.keys().cloned().collect();
+        if let Ok(dir) = std::fs::read_dir(&self.dir) {
+            for e in dir.filter_map(Result::ok) {
+                if let Some(root) = files::recorded_root(&e.path())
+                    && !roots.contains(&root)
+                {
+                    roots.push(root);
+                }
+            }
+        }
+        roots
+    }
+
     /// Open every project that has run managed agents (it has an `agents/` directory), so
     /// that opening recovers its sessions.
     pub async fn open_managed(&self) {
@@ -172,8 +188,9 @@ impl Projects {
                 return Err(ErrorBody::new(
                     ErrorCode::InvalidTransition,
                     format!(
-                        "the project has {live} live session(s) that the restore would replace; \
-                         finish or cancel them, or pass --force"
+                        "the project has {} that the restore would replace; finish or cancel \
+                         them, or pass --force",
+                        maos_core::words::count(live, "live session")
                     ),
                 ));
             }

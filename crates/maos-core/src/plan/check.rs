@@ -348,8 +348,9 @@ pub(super) fn check_agent(
             return Err(issue(
                 Loc::AgentKey(i, "phase"),
                 format!(
-                    "{who}: phase index {p} is out of range; the plan has {n_phases} phases \
-                     (numbered 0..={} in a plan sent to the daemon, 1..={n_phases} in a file)",
+                    "{who}: phase index {p} is out of range; the plan has {} (numbered \
+                     0..={} in a plan sent to the daemon, 1..={n_phases} in a file)",
+                    crate::words::count(n_phases, "phase"),
                     n_phases - 1
                 ),
             ));

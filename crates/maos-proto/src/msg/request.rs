@@ -369,9 +369,14 @@ pub struct HookCall {
     pub maos_session: Option<String>,
     #[serde(default)]
     pub maos_agent: Option<String>,
-    /// Set by the daemon when `file_path` does not resolve inside the project.
+    /// Set by the daemon when a file the call writes may not be written (outside the project
+    /// where that is denied, in another maos project, or where it lands cannot be told).
     #[serde(default)]
     pub path_error: Option<String>,
+    /// Set by the daemon: the files a write lands on outside every project it knows (absolute,
+    /// links resolved), which `outside_project = "allow"` lets it write unlocked, recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside: Vec<String>,
     /// PostToolUse of `TodoWrite`: the agent's whole task list as it now stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub todos: Option<Vec<Todo>>,
