@@ -412,7 +412,11 @@ mod tests {
         assert_eq!(f.log, pd.join("agents").join(&id).join("output.log"));
         assert_eq!(f.exit, pd.join("agents").join(&id).join("exit.json"));
         for bad in ["../../x", "/tmp/abs", "ag-1"] {
-            assert_eq!(agent_files(&pd, bad).dir, pd.join("agents/invalid-id"), "{bad}");
+            assert_eq!(
+                agent_files(&pd, bad).dir,
+                pd.join("agents/invalid-id"),
+                "{bad}"
+            );
         }
     }
 
