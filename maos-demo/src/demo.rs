@@ -60,10 +60,58 @@ pub const OUTCOME: Duration = Duration::from_millis(1500);
 pub const BETWEEN_ACTS: Duration = Duration::from_secs(3);
 
 /// Pause the story for `d` when it is paced (on a terminal), so a person can read what came
-/// before; otherwise (a pipe, `--no-pause`, `--full`) go straight on.
+/// before; otherwise (a pipe, `--no-pause`, `--full`) go straight on. An interrupt ends the
+/// pause (see [`stop_when_interrupted`]).
 pub fn pause(d: Duration) {
+    check_interrupt();
     if let Some(Mode::Story { paced: true }) = MODE.get() {
-        std::thread::sleep(d);
+        let until = std::time::Instant::now() + d;
+        while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+            check_interrupt();
+        }
+    }
+}
+
+/// Ctrl-C (SIGINT), SIGTERM or SIGHUP arrived.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The payload of the unwind an interrupt starts (see [`stop_when_interrupted`]).
+#[derive(Debug)]
+pub struct Interrupted;
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    // An atomic store is all a signal handler may safely do here.
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// From now on Ctrl-C (or SIGTERM, SIGHUP) does not end the demo on the spot, which would
+/// leave its daemon running and its directory behind: the demo stops at its next step or
+/// pause by unwinding with an [`Interrupted`] payload, so that the guards of what it started
+/// run on the way out.
+pub fn stop_when_interrupted() {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction with an empty mask and a handler that only stores to an
+        // atomic; SA_RESTART keeps the demo's reads and waits going.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_interrupt as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Whether the demo was interrupted.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Unwind with [`Interrupted`] if an interrupt arrived (not while already unwinding).
+fn check_interrupt() {
+    if interrupted() && !std::thread::panicking() {
+        std::panic::resume_unwind(Box::new(Interrupted));
     }
 }
 
@@ -157,6 +205,7 @@ pub fn set_pacing(p: Pacing) {
 /// Before a step: wait for Enter (`--step`) or a while (`--pace`), once its line is shown.
 pub fn step() {
     use std::sync::atomic::Ordering;
+    check_interrupt();
     match PACING.get().copied().unwrap_or(Pacing::None) {
         Pacing::None => {}
         Pacing::Pace(d) => std::thread::sleep(d),
@@ -173,6 +222,7 @@ pub fn step() {
             if !typed || !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 outln!();
             }
+            check_interrupt();
         }
     }
 }

@@ -140,6 +140,9 @@ fn run(part: Option<&str>, keep: bool, verbose: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// The exit code of a program ended by Ctrl-C (128 + SIGINT).
+const INTERRUPTED: u8 = 130;
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let pacing = match (&args.pace, args.step) {
@@ -168,8 +171,14 @@ fn main() -> ExitCode {
     // command, quietly with exit code 0, but only once the guards of what it started have run
     // on the way out: its daemon stopped, its agents ended, its directory removed.
     maos_client::stdout::unwind_when_closed();
+    // Ctrl-C (more likely during a paced story than during a dump) ends it the same way, with
+    // the exit code of an interrupt. The `maos` command it interrupted with it (the terminal
+    // signals the whole process group) fails, which is no error to report.
+    demo::stop_when_interrupted();
     let ran = std::panic::catch_unwind(|| run(args.part.as_deref(), args.keep, args.verbose));
     match ran {
+        Err(payload) if payload.is::<demo::Interrupted>() => ExitCode::from(INTERRUPTED),
+        _ if demo::interrupted() => ExitCode::from(INTERRUPTED),
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(e)) => {
             eprintln!("maos: {e}");

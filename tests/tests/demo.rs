@@ -708,15 +708,13 @@ fn the_default_demo_is_a_short_story_in_three_acts_with_its_outcomes_stated_plai
     );
 }
 
-/// What `maos demo ARGS` printed on a terminal (a pseudo-terminal this test reads the other
-/// side of, colours and carriage returns removed), and how long it took.
-fn demo_on_a_terminal(env: &Env, args: &[&str]) -> (String, Duration) {
-    use std::io::Read;
+/// A pseudo-terminal: the side this test reads, and the side a program writes to.
+fn terminal() -> (std::fs::File, std::fs::File) {
     use std::os::fd::FromRawFd;
     use std::os::unix::fs::OpenOptionsExt;
 
     // SAFETY: posix_openpt/grantpt/unlockpt/ptsname on a descriptor this function owns; the
-    // name is copied at once (only this test calls ptsname).
+    // name is copied at once (only these tests call ptsname, one at a time per terminal).
     let (master, slave_path) = unsafe {
         let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
         assert!(fd >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
@@ -736,22 +734,47 @@ fn demo_on_a_terminal(env: &Env, args: &[&str]) -> (String, Duration) {
         .custom_flags(libc::O_NOCTTY)
         .open(&slave_path)
         .expect("open the terminal's other side");
-    // The terminal's output is read as it comes (a full terminal would block the demo).
+    (master, slave)
+}
+
+/// What a terminal shows, read as it comes (a full terminal would block its writer), chunk
+/// by chunk; the channel ends once every process holding the other side is gone.
+fn screen(master: std::fs::File) -> std::sync::mpsc::Receiver<Vec<u8>> {
+    use std::io::Read;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut master = master;
-        let mut all = Vec::new();
         let mut buf = [0u8; 4096];
         // EIO once every process holding the other side is gone.
         while let Ok(n) = master.read(&mut buf) {
-            if n == 0 {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
                 break;
             }
-            all.extend_from_slice(&buf[..n]);
         }
-        let _ = tx.send(all);
     });
+    rx
+}
 
+/// Terminal output as text: carriage returns and colours (ESC [ ... m) removed.
+fn plain(bytes: &[u8]) -> String {
+    let mut chars = String::from_utf8_lossy(bytes).into_owned();
+    chars.retain(|c| c != '\r');
+    let mut text = String::new();
+    let mut rest = chars.as_str();
+    while let Some(at) = rest.find('\x1b') {
+        text.push_str(&rest[..at]);
+        rest = &rest[at..];
+        rest = rest.find('m').map_or("", |m| &rest[m + 1..]);
+    }
+    text.push_str(rest);
+    text
+}
+
+/// What `maos demo ARGS` printed on a terminal (a pseudo-terminal this test reads the other
+/// side of), and how long it took.
+fn demo_on_a_terminal(env: &Env, args: &[&str]) -> (String, Duration) {
+    let (master, slave) = terminal();
+    let rx = screen(master);
     let tmp = env.root().join("tmp");
     std::fs::create_dir_all(&tmp).expect("TMPDIR");
     let _leftovers = Leftovers(tmp.clone());
@@ -769,21 +792,12 @@ fn demo_on_a_terminal(env: &Env, args: &[&str]) -> (String, Duration) {
         "maos demo {args:?} on a terminal: {}",
         describe(&out)
     );
-    let shown = rx
-        .recv_timeout(DEADLINE)
-        .expect("the terminal's output, once the demo ended");
-    let mut text = String::new();
-    let mut chars = String::from_utf8_lossy(&shown).into_owned();
-    chars.retain(|c| c != '\r');
-    let mut rest = chars.as_str();
-    // Colours: ESC [ ... m.
-    while let Some(at) = rest.find('\x1b') {
-        text.push_str(&rest[..at]);
-        rest = &rest[at..];
-        rest = rest.find('m').map_or("", |m| &rest[m + 1..]);
+    let mut shown = Vec::new();
+    let deadline = Instant::now() + DEADLINE;
+    while let Ok(chunk) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        shown.extend(chunk);
     }
-    text.push_str(rest);
-    (text, took)
+    (plain(&shown), took)
 }
 
 /// Less than what act 1 of the story spends pausing on a terminal.
@@ -811,4 +825,68 @@ fn on_a_terminal_the_story_is_paced_unless_told_not_to() {
             "{flag}: no pauses on a terminal, yet act 1 took {took:?}"
         );
     }
+}
+
+/// Ctrl-C while the story pauses (a person is more likely to press it during a paced story
+/// than during the old dump): the demo still stops its daemon and removes its directory
+/// before it ends, quietly, with the exit code of an interrupt (130).
+#[test]
+fn an_interrupted_story_stops_its_daemon_and_removes_its_directory() {
+    let env = Env::new();
+    let tmp = env.root().join("tmp");
+    std::fs::create_dir_all(&tmp).expect("TMPDIR");
+    let _leftovers = Leftovers(tmp.clone());
+    let (master, slave) = terminal();
+    let rx = screen(master);
+    let mut cmd = env.command(&maos_bin());
+    cmd.arg("demo")
+        .env("TMPDIR", &tmp)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(slave))
+        .stderr(std::process::Stdio::piped());
+    let mut child = maos_tests::ChildGuard(cmd.spawn().expect("spawn maos demo"));
+    drop(cmd);
+    // Wait until act 1 is under way (its daemon runs), in one of the story's pauses.
+    let mut shown = Vec::new();
+    let deadline = Instant::now() + DEMO_TIMEOUT;
+    while !plain(&shown).contains("SessionStart") {
+        let chunk = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("no SessionStart on the terminal: {}", plain(&shown)));
+        shown.extend(chunk);
+    }
+    assert!(
+        !demo_processes(&tmp).is_empty(),
+        "the demo's daemon runs once act 1 is under way"
+    );
+    // Ctrl-C, as the terminal sends it to the demo (`maos demo` became `maos-demo`).
+    // SAFETY: plain kill(2) of the child this test started.
+    unsafe { libc::kill(child.0.id() as libc::pid_t, libc::SIGINT) };
+    maos_tests::wait_until(DEADLINE, "the interrupted demo ends", || {
+        child.0.try_wait().expect("wait for the demo").is_some()
+    });
+    let status = child.0.wait().expect("the demo's status");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read the demo's stderr");
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "an interrupted demo ends with 130, after cleaning up: {status:?}\n{stderr}"
+    );
+    assert!(
+        !stderr.to_lowercase().contains("panic"),
+        "no panic: {stderr}"
+    );
+    let left = demo_processes(&tmp);
+    assert!(
+        left.is_empty(),
+        "processes the demo started are still running: {:?}",
+        left.iter().map(|&p| (p, cmdline(p))).collect::<Vec<_>>()
+    );
+    assert!(
+        demo_dirs(&tmp).is_empty(),
+        "the interrupted demo should remove its directory: {:?}",
+        demo_dirs(&tmp)
+    );
 }
