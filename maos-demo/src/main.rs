@@ -37,8 +37,8 @@ use demo::say;
 #[derive(Parser, Debug)]
 #[command(name = "maos-demo", bin_name = "maos demo", version)]
 struct Args {
-    /// Run one part only: `hooks` (the Claude Code replay), `managed` (a plan run by maos, its
-    /// daemon killed half-way) or `cli` (the CLI tour).
+    /// Run one act only: `hooks` (act 1, the Claude Code replay), `managed` (act 2, a plan run
+    /// by maos, its daemon killed half-way) or `cli` (act 3, the CLI tour).
     #[arg(value_parser = ["hooks", "managed", "cli"])]
     part: Option<String>,
     /// Show everything: every command with its output and every hook call (the story
