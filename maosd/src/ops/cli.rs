@@ -262,6 +262,7 @@ fn touch(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
         tool: tool.clone(),
         path: call.paths.first().cloned(),
         at: tx.now,
+        denied: None,
     };
     tx.note_activity(agent, activity);
 }
@@ -282,7 +283,6 @@ fn claim(tx: &mut Txn<'_>, cli: &str, kind: Option<&str>) -> Option<usize> {
 }
 
 /// PreToolUse of the subagent tool: remember the request until a subagent claims it.
-        denied: None,
 fn request_subagent(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
     let task = match (call.summary.as_deref(), call.prompt_line.as_deref()) {
         (Some(d), Some(p)) => format!("{d}: {p}"),
@@ -460,11 +460,37 @@ fn deny(
     why: &str,
     reason: String,
 ) -> HookAnswer {
+    deny_held(tx, agent, call, why, reason, None)
+}
+
+/// [`deny`], naming the agent that holds the file (a lock conflict). The agent's last call is
+/// then this refusal (`ps`'s NOW), and the reason names agents by their short ids.
+fn deny_held(
+    tx: &mut Txn<'_>,
+    agent: &AgentId,
+    call: &HookCall,
+    why: &str,
+    reason: String,
+    holder: Option<AgentId>,
+) -> HookAnswer {
+    let reason = maos_core::ids::shorten_all(&reason).into_owned();
     tx.lock_event(
         agent,
         "tool_denied",
         json!({ "tool": call.tool_name, "paths": call.paths, "why": why, "reason": reason }),
     );
+    if let Some(tool) = &call.tool_name {
+        let denied = Activity {
+            tool: tool.clone(),
+            path: call.paths.first().cloned(),
+            at: tx.now,
+            denied: Some(Denial {
+                why: why.to_string(),
+                holder,
+            }),
+        };
+        tx.note_activity(agent, denied);
+    }
     answer(HookDecision::Deny, Some(reason), None)
 }
 
@@ -480,37 +506,11 @@ pub fn describe(st: &State, id: &AgentId, now: Ts) -> String {
             "subagent"
         } else {
             "window"
-    deny_held(tx, agent, call, why, reason, None)
-}
-
-/// [`deny`], naming the agent that holds the file (a lock conflict). The agent's last call is
-/// then this refusal (`ps`'s NOW), and the reason names agents by their short ids.
-fn deny_held(
-    tx: &mut Txn<'_>,
-    agent: &AgentId,
-    call: &HookCall,
-    why: &str,
-    reason: String,
-    holder: Option<AgentId>,
-) -> HookAnswer {
-    let reason = maos_core::ids::shorten_all(&reason).into_owned();
         };
         words.push_str(&format!(", a {} {kind}", cli.label()));
     }
     let mut about = Vec::new();
     if !a.task.is_empty() && !is_placeholder_task(&a.task) {
-    if let Some(tool) = &call.tool_name {
-        let denied = Activity {
-            tool: tool.clone(),
-            path: call.paths.first().cloned(),
-            at: tx.now,
-            denied: Some(Denial {
-                why: why.to_string(),
-                holder,
-            }),
-        };
-        tx.note_activity(agent, denied);
-    }
         about.push(format!("task: \"{}\"", one_line(&a.task, 120)));
     }
     let todo = st
