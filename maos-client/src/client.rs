@@ -378,11 +378,7 @@ impl Client {
     }
 
     /// Turn the connection into a stream of events (history after `filter.after_seq`, then live).
-    pub fn subscribe(
-        mut self,
-        project: &str,
-        filter: EventFilter,
-    ) -> Result<impl Iterator<Item = Result<EventRecord, ClientError>>, ClientError> {
+    pub fn subscribe(mut self, project: &str, filter: EventFilter) -> Result<Events, ClientError> {
         let id = self.next_id;
         let msg = ClientMsg::Subscribe {
             id,
@@ -401,19 +397,51 @@ impl Client {
                 )));
             }
         }
-        let mut stream = self.stream;
-        Ok(std::iter::from_fn(move || {
-            loop {
-                return match read_frame(&mut stream) {
-                    Ok(ServerMsg::Event { event, .. }) => Some(Ok(event)),
-                    Ok(ServerMsg::Response { result: Err(e), .. })
-                    | Ok(ServerMsg::Error { error: e }) => Some(Err(ClientError::Remote(e))),
-                    Ok(_) => continue,
-                    Err(FrameError::Closed) => None,
-                    Err(e) => Some(Err(e.into())),
-                };
-            }
-        }))
+        Ok(Events {
+            stream: self.stream,
+            ended: false,
+        })
+    }
+}
+
+/// A subscription's events, until the connection closes or (a filter with
+/// `until_session_ends`) the daemon says the followed session has ended.
+pub struct Events {
+    stream: UnixStream,
+    ended: bool,
+}
+
+impl Events {
+    /// The stream ended because the followed session ended (not because the daemon went away).
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+}
+
+impl Iterator for Events {
+    type Item = Result<EventRecord, ClientError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.ended {
+            return None;
+        }
+        loop {
+            return match read_frame(&mut self.stream) {
+                Ok(ServerMsg::Event { event, .. }) => Some(Ok(event)),
+                Ok(ServerMsg::Response { result: Err(e), .. })
+                | Ok(ServerMsg::Error { error: e }) => Some(Err(ClientError::Remote(e))),
+                Ok(ServerMsg::Response {
+                    result: Ok(Reply::Done),
+                    ..
+                }) => {
+                    self.ended = true;
+                    None
+                }
+                Ok(_) => continue,
+                Err(FrameError::Closed) => None,
+                Err(e) => Some(Err(e.into())),
+            };
+        }
     }
 }
 

@@ -389,6 +389,8 @@ const RECONNECT_FOR: Duration = Duration::from_secs(60);
 pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
     let root = cli.project_root()?;
     let mut filter = event_filter(args)?;
+    // One session is followed until it ends (at once when it has ended already).
+    filter.until_session_ends = filter.session.is_some();
     let patience = match &args.reconnect_for {
         Some(t) => parse_duration("--reconnect-for", t)?,
         None => RECONNECT_FOR,
@@ -413,9 +415,9 @@ pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
     }
     loop {
         let lost = match client.subscribe(&root, filter.clone()) {
-            Ok(events) => {
+            Ok(mut events) => {
                 let mut lost = "it closed the connection".to_string();
-                for event in events {
+                for event in events.by_ref() {
                     match event {
                         Ok(event) => {
                             emit_events(cli.json, std::slice::from_ref(&event));
@@ -427,6 +429,9 @@ pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
                         }
                         Err(e) => return Err(e.into()),
                     }
+                }
+                if events.ended() {
+                    return followed_session_ended(&root, &filter);
                 }
                 lost
             }
@@ -455,6 +460,22 @@ pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
             None => eprintln!("maos: reconnected to maosd (pid {pid})"),
         }
     }
+}
+
+/// `events --follow SESSION` once the session has ended: one line on stderr saying so, exit 0.
+fn followed_session_ended(root: &str, filter: &maos_proto::EventFilter) -> Res {
+    let session = filter.session.clone();
+    let shown = Client::connect(false)
+        .and_then(|mut c| c.request(Some(root), Request::SessionShow { session }));
+    match shown {
+        Ok(Reply::Session(s)) => eprintln!(
+            "maos: session {} has ended ({}): no more events will come",
+            maos_core::ids::short(s.id.as_str()),
+            s.state
+        ),
+        _ => eprintln!("maos: the session has ended: no more events will come"),
+    }
+    Ok(())
 }
 
 /// `events --follow SESSION` of an archived session: it has ended, so nothing will follow.

@@ -241,6 +241,7 @@ pub async fn timeline(Query(q): Query<TimelineQuery>) -> Result<Response, ApiErr
         before_seq: before,
         after_seq: after,
         oldest_first: after.is_some(),
+        until_session_ends: false,
     };
     filter.check_named(&TIMELINE_NAMES).map_err(ApiError::bad)?;
     match ask(

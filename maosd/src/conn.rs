@@ -481,6 +481,38 @@ fn matches(q: &EventQuery, e: &EventRecord) -> bool {
             .is_none_or(|t| maos_core::events::text_matches(&e.kind, &e.data, t))
 }
 
+/// The events that end a session.
+const SESSION_ENDS: [&str; 3] = ["session_completed", "session_failed", "session_cancelled"];
+
+/// Whether `e` ends the session the subscription follows.
+fn ends_session(q: &EventQuery, e: &EventRecord) -> bool {
+    SESSION_ENDS.contains(&e.kind.as_str())
+        && q.session_id
+            .as_deref()
+            .is_some_and(|s| e.session_id.as_ref().is_some_and(|x| x.as_str() == s))
+}
+
+/// Whether the subscription's session ended after event `after`, whatever its filter shows.
+async fn session_ended_after(reader: &maos_store::Reader, q: &EventQuery, after: u64) -> bool {
+    let ends = EventQuery {
+        session_id: q.session_id.clone(),
+        types: SESSION_ENDS.iter().map(|t| t.to_string()).collect(),
+        after_seq: Some(after),
+        limit: Some(1),
+        ..EventQuery::default()
+    };
+    q.session_id.is_some() && reader.events(&ends).await.is_ok_and(|e| !e.is_empty())
+}
+
+/// The end of a subscription that asked to end with its session: `Done`, then the close.
+async fn end_of_stream(conn: &mut Conn, id: u64) {
+    let done = ServerMsg::Response {
+        id,
+        result: Ok(Reply::Done),
+    };
+    let _ = send(conn, &done).await;
+}
+
 async fn subscribe(
     conn: &mut Conn,
     daemon: &Daemon,
@@ -521,6 +553,7 @@ async fn subscribe(
             other => break other,
         }
     };
+    let ends = filter.until_session_ends;
     let sub = match handle {
         Ok(h) => h.subscribe(filter).await,
         Err(e) => Err(e),
@@ -529,7 +562,7 @@ async fn subscribe(
         mut query,
         mut rx,
         reader,
-        ..
+        ended,
     } = match sub {
         Ok(s) => s,
         Err(e) => {
@@ -563,6 +596,7 @@ async fn subscribe(
                     return;
                 }
             };
+            let from = last;
             for event in events {
                 last = last.max(event.seq);
                 if !send(conn, &ServerMsg::Event { id, event }).await {
@@ -570,6 +604,12 @@ async fn subscribe(
                 }
             }
             backlog = false;
+            // Its session ended before (or, for a subscriber that fell behind, while it was
+            // catching up): nothing more will come.
+            if ends && (ended || session_ended_after(&reader, &query, from).await) {
+                end_of_stream(conn, id).await;
+                return;
+            }
         }
         let live = tokio::select! {
             r = rx.recv() => r,
@@ -590,6 +630,10 @@ async fn subscribe(
                     )
                     .await
                 {
+                    return;
+                }
+                if ends && ends_session(&query, &event) {
+                    end_of_stream(conn, id).await;
                     return;
                 }
             }

@@ -367,3 +367,86 @@ fn path_grep_and_until_filter_history_and_the_live_stream_alike() {
         "a refused filter changed the timeline"
     );
 }
+
+/// `maos events --follow SESSION`, with `extra` arguments, run with a deadline: a follower that
+/// does not end fails the test.
+fn follow_to_its_end(env: &Env, sid: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["--json", "events", "--follow", sid];
+    args.extend_from_slice(extra);
+    maos_tests::run_with_timeout(env.maos_cmd_in(&env.project, &args), DEADLINE)
+}
+
+/// Following a session that has ended (completed, failed or cancelled) prints its history and
+/// exits 0 (issue 29: it never ended), with the same line as for an archived one; a filter
+/// that hides the session's end does not keep it waiting.
+#[test]
+fn follow_of_a_finished_session_prints_its_history_and_exits() {
+    let env = Env::new();
+    for (end, state) in [
+        ("complete", "completed"),
+        ("fail", "failed"),
+        ("cancel", "cancelled"),
+    ] {
+        let sid = env.session(&format!("to be {state}"), &[]);
+        env.maos_json(&["session", "start", &sid]);
+        env.agent(Some(&sid), "dev", "works");
+        env.maos_json(&["session", end, &sid]);
+        let history = env.events(&[&sid]);
+        let out = follow_to_its_end(&env, &sid, &[]);
+        assert!(out.status.success(), "{}", maos_tests::describe(&out));
+        assert_eq!(
+            maos_tests::parse_lines(&out.stdout),
+            history,
+            "its history, once"
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("session {} has ended ({state})", &sid[..13]))
+                && err.contains("no more events will come"),
+            "{err}"
+        );
+        let out = follow_to_its_end(&env, &sid, &["--type", "agent_registered"]);
+        assert!(out.status.success(), "{}", maos_tests::describe(&out));
+        assert_eq!(maos_tests::parse_lines(&out.stdout).len(), 1);
+    }
+}
+
+/// A followed session that ends while followed ends the follower: everything up to its end,
+/// then exit 0; also when the filter hides the end itself (issue 29).
+#[test]
+fn follow_ends_when_the_followed_session_ends() {
+    let env = Env::new();
+    for (extra, last) in [
+        (&[][..], "session_completed"),
+        (&["--type", "agent_registered"][..], "agent_registered"),
+    ] {
+        let sid = env.session("ends while followed", &[]);
+        env.maos_json(&["session", "start", &sid]);
+        let mut args = vec![sid.as_str()];
+        args.extend_from_slice(extra);
+        let (mut child, rx) = follow(&env, &args);
+        let agent = env.agent(Some(&sid), "dev", "works");
+        let mut e = next(&rx, "agent_registered");
+        while e["type"] != "agent_registered" {
+            e = next(&rx, "agent_registered");
+        }
+        assert_eq!(e["agent_id"], agent.as_str());
+        assert!(
+            child.0.try_wait().expect("try_wait").is_none(),
+            "still following a running session"
+        );
+        env.maos_json(&["session", "complete", &sid]);
+        maos_tests::wait_until(DEADLINE, "the follower ends with the session", || {
+            child.0.try_wait().ok().flatten().is_some()
+        });
+        let status = child.0.wait().expect("wait");
+        assert!(status.success(), "{status}");
+        // What it printed after that event, to the end of its output.
+        let mut rest = Vec::new();
+        while let Ok(e) = rx.recv_timeout(DEADLINE) {
+            rest.push(e);
+        }
+        let end = rest.last().unwrap_or(&e);
+        assert_eq!(end["type"], last, "{extra:?}: the last line: {rest:?}");
+    }
+}

@@ -41,6 +41,8 @@ pub struct Subscription {
     pub query: EventQuery,
     pub rx: broadcast::Receiver<Arc<EventRecord>>,
     pub reader: Reader,
+    /// It asked to end with its session (`until_session_ends`), which has ended already.
+    pub ended: bool,
 }
 
 enum Cmd {
@@ -413,10 +415,20 @@ impl Actor {
         self.wake(wakeups);
         // Subscriptions are answered after the commit, so their snapshot covers it.
         for (filter, reply) in subs {
-            let sub = cmd::resolve_filter(&self.state, &filter, None).map(|query| Subscription {
-                query,
-                rx: self.events.subscribe(),
-                reader: self.store.reader(),
+            let sub = cmd::resolve_filter(&self.state, &filter, None).map(|query| {
+                let ended = filter.until_session_ends
+                    && query
+                        .session_id
+                        .as_deref()
+                        .and_then(|s| maos_core::SessionId::parse(s).ok())
+                        .and_then(|s| self.state.session(&s).map(|s| s.state.is_terminal()))
+                        .unwrap_or(false);
+                Subscription {
+                    query,
+                    rx: self.events.subscribe(),
+                    reader: self.store.reader(),
+                    ended,
+                }
             });
             let _ = reply.send(sub);
         }

@@ -34,6 +34,11 @@ pub struct EventFilter {
     /// Only events whose type or data contain this text (ASCII letters in any case).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// A subscription to one `session`: end once that session has ended (completed, failed or
+    /// cancelled), after its history or the live event that ends it, with a `Reply::Done`
+    /// answer; then the daemon closes. Whatever the other fields let through.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub until_session_ends: bool,
 }
 
 /// The longest `path` or `text` a filter takes.
