@@ -41,11 +41,21 @@ pub fn run(stop: bool, json: bool) -> Res {
     if stop {
         return stop_it(&home, json);
     }
+    let now = running(&home);
+    // A dashboard that cannot start starts no daemon either.
+    let bin = match now {
+        Some(_) => None,
+        None => Some(
+            crate::sibling::find("maos-dash")
+                .ok_or_else(|| crate::sibling::missing("maos-dash"))?,
+        ),
+    };
     // The page shows what the daemon knows: make sure one runs.
     drop(Client::connect(true)?);
-    let (r, started) = match running(&home) {
-        Some(r) => (r, false),
-        None => (start(&home)?, true),
+    let (r, started) = match (now, bin) {
+        (Some(r), _) => (r, false),
+        (None, Some(bin)) => (start(&home, &bin)?, true),
+        (None, None) => return Err(crate::sibling::missing("maos-dash")),
     };
     let url = r.url();
     if json {
@@ -80,7 +90,7 @@ pub fn run(stop: bool, json: bool) -> Res {
 
 /// Start `maos-dash` detached, its output to `$MAOS_HOME/logs/dashboard.log`, and wait until
 /// it has published where it listens.
-fn start(home: &Path) -> Res<Running> {
+fn start(home: &Path, bin: &Path) -> Res<Running> {
     let logs = home.join("logs");
     paths::private_dir_all(&logs).map_err(|e| failure(format!("{}: {e}", logs.display())))?;
     let log_path = logs.join("dashboard.log");
@@ -89,15 +99,12 @@ fn start(home: &Path) -> Res<Running> {
     let err = log
         .try_clone()
         .map_err(|e| failure(format!("{}: {e}", log_path.display())))?;
-    let bin = client::sibling_binary("maos-dash");
-    let mut cmd = Command::new(&bin);
+    let mut cmd = Command::new(bin);
     cmd.stdin(Stdio::null()).stdout(log).stderr(err);
     client::detach(&mut cmd);
-    let mut child = cmd.spawn().map_err(|e| {
-        failure(format!(
-            "cannot start {}: {e} (build it with `cargo build --release --workspace --bins`)",
-            bin.display()
-        ))
+    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => crate::sibling::missing("maos-dash"),
+        _ => failure(format!("cannot start {}: {e}", bin.display())),
     })?;
     let deadline = Instant::now() + START_WITHIN;
     while Instant::now() < deadline {

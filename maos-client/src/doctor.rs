@@ -55,7 +55,10 @@ fn binary() -> Check {
         None => check(
             "maos on PATH",
             Level::Fail,
-            "not found: hooks run `maos hook` from PATH; put this binary in a PATH directory (see README: Install)",
+            format!(
+                "not found: hooks run `maos hook` from PATH; run `{}` and put its directory on PATH",
+                crate::sibling::install_command()
+            ),
         ),
         Some(p) => {
             let same = std::fs::canonicalize(&p).ok() == me;
@@ -76,6 +79,48 @@ fn binary() -> Check {
     }
 }
 
+/// The binaries `maos` runs (next to it, else on PATH): the daemon, and the commands kept
+/// out of the hook client. A missing daemon fails, a missing `maos-mcp` fails where a CLI is
+/// set up (it starts `maos mcp`); the others warn. Each missing one is named, with the one
+/// command that installs them all.
+fn siblings(mcp_needed: bool) -> Check {
+    const BINS: [(&str, &str); 5] = [
+        ("maosd", "the daemon"),
+        ("maos-mcp", "`maos mcp`"),
+        ("maos-top", "`maos top`"),
+        ("maos-dash", "`maos dashboard`"),
+        ("maos-demo", "`maos demo`"),
+    ];
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    let mut level = Level::Ok;
+    for (bin, what) in BINS {
+        match crate::sibling::find(bin) {
+            Some(p) => found.push(p.display().to_string()),
+            None => {
+                missing.push(format!("{bin} ({what})"));
+                if bin == "maosd" || (bin == "maos-mcp" && mcp_needed) {
+                    level = Level::Fail;
+                } else if level == Level::Ok {
+                    level = Level::Warn;
+                }
+            }
+        }
+    }
+    if missing.is_empty() {
+        return check("binaries", Level::Ok, found.join(", "));
+    }
+    check(
+        "binaries",
+        level,
+        format!(
+            "missing {}: run `{}` to install every maos binary",
+            missing.join(", "),
+            crate::sibling::install_command()
+        ),
+    )
+}
+
 /// The flag of `install-hooks` for `cli`, with its leading space ("" for Claude Code).
 fn install_flag(cli: Cli) -> &'static str {
     match cli {
@@ -85,10 +130,20 @@ fn install_flag(cli: Cli) -> &'static str {
     }
 }
 
+/// What [`hooks`] found of one CLI.
+struct Hooks {
+    checks: Vec<Check>,
+    /// maos's hooks are installed and will run.
+    installed: bool,
+    /// maos's hooks are in one of its files at all (maybe not trusted, maybe partly): the
+    /// project is set up for this CLI.
+    present: bool,
+}
+
 /// Hook settings of one CLI: project, project-local and user files, and whether its hooks
 /// are installed anywhere. A CLI maos is not installed for is only mentioned, unless maos is
-/// installed for no CLI at all (`other`: installed for another one).
-fn hooks(root: &Path, cli: Cli, other: bool) -> (Vec<Check>, bool) {
+/// installed for no CLI at all (`other`: set up for another one, even if that one fails).
+fn hooks(root: &Path, cli: Cli, other: bool) -> Hooks {
     let name = match cli {
         Cli::Claude => "Claude Code hooks",
         Cli::Codex => "Codex hooks",
@@ -106,8 +161,10 @@ fn hooks(root: &Path, cli: Cli, other: bool) -> (Vec<Check>, bool) {
     }
     let mut found = Vec::new();
     let mut out = Vec::new();
+    let mut present = false;
     for (i, f) in files.iter().enumerate() {
         let mut installed = install::installed(f, cli);
+        present |= matches!(installed, Ok(Installed::Yes | Installed::Partly(_)));
         if cli == Cli::Codex && matches!(installed, Ok(Installed::Yes | Installed::Partly(_))) {
             // Codex skips untrusted hooks silently: installed is not enough.
             let user = i > 0;
@@ -169,7 +226,11 @@ fn hooks(root: &Path, cli: Cli, other: bool) -> (Vec<Check>, bool) {
         };
         out.push(check(name, level, format!("not installed: {how}")));
     }
-    (out, installed)
+    Hooks {
+        checks: out,
+        installed,
+        present,
+    }
 }
 
 /// maos's MCP server in the configuration of a CLI whose hooks are installed, and the
@@ -205,8 +266,9 @@ fn mcp_server(root: &Path, cli: Cli) -> Check {
             name,
             Level::Fail,
             format!(
-                "registered in {}, but `maos mcp` runs maos-mcp, which is neither next to maos nor on PATH: install it beside maos (see README: Install)",
-                files.join(", ")
+                "registered in {}, but `maos mcp` cannot run: {}",
+                files.join(", "),
+                crate::sibling::missing_text("maos-mcp")
             ),
         ),
     }
@@ -462,12 +524,20 @@ fn daemon(root: &str, found: bool, service: Option<&svc::Installed>) -> Vec<Chec
 /// Run every check and print the report; true when nothing failed.
 pub fn run(root: &str, found: bool, json: bool) -> bool {
     let mut checks = vec![binary()];
-    let (codex, for_codex) = hooks(Path::new(root), Cli::Codex, false);
-    let (gemini, for_gemini) = hooks(Path::new(root), Cli::Gemini, false);
-    let (claude, for_claude) = hooks(Path::new(root), Cli::Claude, for_codex || for_gemini);
-    checks.extend(claude);
-    checks.extend(codex);
-    checks.extend(gemini);
+    let codex = hooks(Path::new(root), Cli::Codex, false);
+    let gemini = hooks(Path::new(root), Cli::Gemini, false);
+    // Claude Code fails for want of hooks only where no other CLI is set up (a Codex
+    // project whose hooks are not trusted yet fails on Codex, not on Claude Code).
+    let claude = hooks(
+        Path::new(root),
+        Cli::Claude,
+        codex.present || gemini.present,
+    );
+    let (for_claude, for_codex, for_gemini) = (claude.installed, codex.installed, gemini.installed);
+    checks.push(siblings(for_claude || for_codex || for_gemini));
+    checks.extend(claude.checks);
+    checks.extend(codex.checks);
+    checks.extend(gemini.checks);
     for (cli, installed) in [
         (Cli::Claude, for_claude),
         (Cli::Codex, for_codex),

@@ -132,7 +132,7 @@ fn add(root: &Path, file: &Path) -> Result<(), String> {
     rules.insert(key.clone(), Value::from(TRUST_FOLDER));
     let record = record_path()?;
     let mut noted = install::read(&record)?;
-    write_object(file, &rules)?;
+    install::write_private(&[(file, install::json_text(&rules)?)])?;
     noted.insert(key, Value::from(file.to_string_lossy().into_owned()));
     if let Some(dir) = record.parent() {
         paths::private_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -215,7 +215,7 @@ pub fn uninstall(root: &Path, settings: &Path) -> Result<String, String> {
         // Only the rule maos wrote: a rule the user changed since is theirs.
         if rules.get(&key).and_then(Value::as_str) == Some(TRUST_FOLDER) {
             rules.remove(&key);
-            write_object(&file, &rules)?;
+            install::write_back_private(&[(&file, install::json_text(&rules)?)])?;
             done.push(format!(
                 "{} no longer trusted in {}",
                 root.display(),
@@ -223,7 +223,12 @@ pub fn uninstall(root: &Path, settings: &Path) -> Result<String, String> {
             ));
         }
         noted.remove(&key);
-        write_object(&record, &noted)?;
+        if noted.is_empty() {
+            // No `{}` left behind: the note goes with the last rule it noted.
+            std::fs::remove_file(&record).map_err(|e| format!("{}: {e}", record.display()))?;
+        } else {
+            write_object(&record, &noted)?;
+        }
     }
     Ok(done.join("\n"))
 }

@@ -179,19 +179,60 @@ pub fn read(path: &Path) -> Result<Map<String, Value>, String> {
     }
 }
 
-fn json_text(settings: &Map<String, Value>) -> Result<String, String> {
+pub(crate) fn json_text(settings: &Map<String, Value>) -> Result<String, String> {
     Ok(serde_json::to_string_pretty(settings).map_err(|e| e.to_string())? + "\n")
 }
 
-/// Write a settings object in place (see [`write_all`]).
+/// Write a settings object in place for install (see [`write_all`]).
 pub fn write(path: &Path, settings: &Map<String, Value>) -> Result<(), String> {
     write_all(&[(path, json_text(settings)?)])
 }
 
-/// Write each file beside itself, then rename them all into place: a crash never leaves a
-/// half-written file, and a file that cannot be written leaves every file as it was.
+/// Write a settings object in place for uninstall (see [`write_back`]).
+pub fn write_back_one(path: &Path, settings: &Map<String, Value>) -> Result<(), String> {
+    write_back(&[(path, json_text(settings)?)])
+}
+
+/// How a write treats the notes of what install changed ([`crate::undo`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Why {
+    /// Install: note each file's state before its first change.
+    Install,
+    /// Uninstall: a file back to what it meant before install gets its old bytes back.
+    Uninstall,
+}
+
+/// Install's writes: each file beside itself, then all renamed into place (a crash never
+/// leaves a half-written file, and a file that cannot be written leaves every file as it
+/// was). A file whose text would not change is not touched (not even its mtime); a file's
+/// state before install's first change is noted, for uninstall.
 pub fn write_all(files: &[(&Path, String)]) -> Result<(), String> {
+    commit(files, Why::Install, None)
+}
+
+/// Uninstall's writes, as [`write_all`]; a file that is left meaning what it meant before
+/// install gets its old text back to the byte, or is removed (with the directories install
+/// made for it) when install created it.
+pub fn write_back(files: &[(&Path, String)]) -> Result<(), String> {
+    commit(files, Why::Uninstall, None)
+}
+
+/// [`write_all`] for a file only its owner may read when it is new (Gemini CLI's trust).
+pub fn write_private(files: &[(&Path, String)]) -> Result<(), String> {
+    commit(files, Why::Install, Some(0o600))
+}
+
+/// [`write_back`] for such a file.
+pub fn write_back_private(files: &[(&Path, String)]) -> Result<(), String> {
+    commit(files, Why::Uninstall, Some(0o600))
+}
+
+fn commit(files: &[(&Path, String)], why: Why, new_mode: Option<u32>) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut notes = crate::undo::Notes::load();
     let mut staged: Vec<(PathBuf, &Path)> = Vec::new();
+    // Files going back to their state before install: (file, its old text, dirs made).
+    let mut restore: Vec<(&Path, crate::undo::Before)> = Vec::new();
     let stage = |path: &Path, text: &str| -> Result<PathBuf, String> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
@@ -202,23 +243,85 @@ pub fn write_all(files: &[(&Path, String)]) -> Result<(), String> {
         let tmp = path.with_file_name(name);
         std::fs::write(&tmp, text)
             .map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
+        // The file keeps its mode (a new one gets `new_mode`, else the umask's).
+        let mode = match std::fs::metadata(path) {
+            Ok(m) => Some(m.permissions().mode()),
+            Err(_) => new_mode,
+        };
+        if let Some(mode) = mode {
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| format!("{}: {e}; nothing was changed", tmp.display()))?;
+        }
         Ok(tmp)
     };
+    let mut result = Ok(());
     for (path, text) in files {
+        let current = std::fs::read(path).ok();
+        let mut text: &str = text;
+        let back = match notes.before(path) {
+            Some(before)
+                if why == Why::Uninstall
+                    && crate::undo::same_meaning(path, text, before.text.as_deref()) =>
+            {
+                Some(before)
+            }
+            _ => None,
+        };
+        if let Some(before) = &back {
+            restore.push((path, before.clone()));
+            match &before.text {
+                // The old bytes, written like any other text.
+                Some(old) => text = old,
+                None => continue,
+            }
+        }
+        if current.as_deref() == Some(text.as_bytes()) {
+            continue;
+        }
+        if why == Why::Install {
+            notes.note(
+                path,
+                crate::undo::Before {
+                    text: current.map(|c| String::from_utf8_lossy(&c).into_owned()),
+                },
+                &crate::undo::missing_dirs(path.parent()),
+            );
+        }
         match stage(path, text) {
             Ok(tmp) => staged.push((tmp, path)),
             Err(e) => {
-                for (tmp, _) in &staged {
-                    let _ = std::fs::remove_file(tmp);
-                }
-                return Err(e);
+                result = Err(e);
+                break;
             }
         }
     }
+    if let Err(e) = result {
+        for (tmp, _) in &staged {
+            let _ = std::fs::remove_file(tmp);
+        }
+        return Err(e);
+    }
+    // The notes first: a crash after a rename still knows what was there before.
+    notes.save()?;
     for (tmp, path) in &staged {
         std::fs::rename(tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    Ok(())
+    for (path, before) in restore {
+        if before.text.is_none() {
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(format!("{}: {e}", path.display()));
+                }
+                _ => {}
+            }
+        }
+        notes.forget(path);
+    }
+    if why == Why::Uninstall {
+        // Only directories left empty go (one holding anything else fails to go).
+        notes.prune_dirs();
+    }
+    notes.save()
 }
 
 /// Remove maos's groups; drop event lists and the `hooks` object that this leaves empty.
@@ -245,8 +348,19 @@ fn strip(settings: &mut Map<String, Value>) -> bool {
 
 pub fn install(path: &Path, cli: Cli) -> Result<String, String> {
     let settings = with_hooks(path, cli)?;
+    if settings == read(path)? {
+        return Ok(already(path));
+    }
     write(path, &settings)?;
     Ok(format!("maos hooks installed in {}", path.display()))
+}
+
+/// What a second install says: nothing was written.
+fn already(path: &Path) -> String {
+    format!(
+        "maos hooks already installed in {} (nothing changed)",
+        path.display()
+    )
 }
 
 /// The settings of `path` with maos's hooks for `cli` in place of any older ones.
@@ -288,7 +402,7 @@ pub fn uninstall(path: &Path) -> Result<String, String> {
     if !strip(&mut settings) {
         return Ok(format!("no maos hooks in {}", path.display()));
     }
-    write(path, &settings)?;
+    write_back_one(path, &settings)?;
     Ok(format!("maos hooks removed from {}", path.display()))
 }
 
@@ -318,7 +432,10 @@ pub fn install_codex(
         .collect();
     let flag = if project.is_none() { " --user" } else { "" };
     let project = project.filter(|r| !config.project_trusted(r));
-    let mut lines = vec![format!("maos hooks installed in {}", path.display())];
+    let mut lines = vec![match settings == read(path)? {
+        true => already(path),
+        false => format!("maos hooks installed in {}", path.display()),
+    }];
     if !entries.is_empty() || project.is_some() {
         let what = trust_text(entries.len(), path, project);
         let given = match consent {
@@ -395,7 +512,7 @@ pub fn uninstall_codex(path: &Path, project: Option<&Path>) -> Result<String, St
     if let Some(text) = config.text() {
         files.push((config.path.as_path(), text));
     }
-    write_all(&files)?;
+    write_back(&files)?;
     let mut done = format!("maos hooks removed from {}", path.display());
     if untrusted {
         done.push_str(&format!(

@@ -24,6 +24,7 @@ mod shell;
 mod show;
 mod sibling;
 mod transfer;
+mod undo;
 
 use maos_client::client;
 use std::io::Write;

@@ -107,7 +107,7 @@ fn unregister_json(path: &Path) -> Result<bool, String> {
     if servers.is_empty() {
         m.remove("mcpServers");
     }
-    install::write(path, &m)?;
+    install::write_back_one(path, &m)?;
     Ok(true)
 }
 
@@ -146,8 +146,10 @@ fn approve_claude(settings: &Path, approve: bool) -> Result<bool, String> {
     if list.is_empty() {
         m.remove("enabledMcpjsonServers");
     }
-    if changed {
-        install::write(settings, &m)?;
+    match (changed, approve) {
+        (true, true) => install::write(settings, &m)?,
+        (true, false) => install::write_back_one(settings, &m)?,
+        _ => {}
     }
     Ok(changed)
 }
@@ -250,7 +252,7 @@ fn unregister_toml(path: &Path) -> Result<bool, String> {
     if servers.is_empty() {
         doc.remove("mcp_servers");
     }
-    write_toml(path, &doc)?;
+    install::write_back(&[(path, doc.to_string())])?;
     Ok(true)
 }
 

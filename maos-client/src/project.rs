@@ -128,9 +128,56 @@ pub fn for_install(cli: &crate::cli::Cli, user: bool, installing: bool) -> Res<S
         )));
     }
     mark(&dir).map_err(usage)?;
+    // Noted, so that uninstall-hooks takes it away again.
+    let mut notes = crate::undo::Notes::load();
+    notes.note_marker(&dir.join(MARKER));
+    notes.save().map_err(usage)?;
     eprintln!(
         "maos: made {root} a maos project (created {}/)",
         dir.join(MARKER).display()
     );
     Ok(root)
+}
+
+/// After `uninstall-hooks` in the project `root`: the `.maos/` that install-hooks created
+/// goes once no maos hook or MCP server of any CLI is left in the project's files, nothing
+/// is in it, and maos holds no data of the project. The line to print when it went.
+pub fn unmark(root: &Path) -> Result<Option<String>, String> {
+    use maos_proto::Cli;
+    let marker = root.join(MARKER);
+    let mut notes = crate::undo::Notes::load();
+    if !notes.has_marker(&marker) {
+        return Ok(None);
+    }
+    for cli in [Cli::Claude, Cli::Codex, Cli::Gemini] {
+        let hooks = crate::install::settings_path(root, false, cli)?;
+        if crate::install::installed(&hooks, cli)? != crate::install::Installed::No {
+            return Ok(None);
+        }
+        let mcp = crate::mcpreg::config_path(root, false, cli)?;
+        if crate::mcpreg::registered(root, cli)?.contains(&mcp) {
+            return Ok(None);
+        }
+    }
+    let data = paths::home_dir()
+        .map(|h| h.join("projects").join(paths::workspace_hash(root)))
+        .is_ok_and(|d| d.exists());
+    if data {
+        return Ok(None);
+    }
+    if !marker.is_dir() {
+        notes.forget_marker(&marker);
+        notes.save()?;
+        return Ok(None);
+    }
+    // A marker with anything in it (the project's config.toml) is the user's now.
+    if std::fs::remove_dir(&marker).is_err() {
+        return Ok(None);
+    }
+    notes.forget_marker(&marker);
+    notes.save()?;
+    Ok(Some(format!(
+        "removed {} (install-hooks created it)",
+        marker.display()
+    )))
 }
