@@ -83,10 +83,17 @@ pub fn run(cli: &Cli) -> Res {
                     Cmd::InstallHooks(_) => mcpreg::register(root, t.user, t.cli()).map(Some)?,
                     _ => mcpreg::unregister(root, t.user, t.cli())?,
                 };
-                Ok(match mcp {
+                let mut done = match mcp {
                     Some(line) => format!("{done}\n{line}"),
                     None => done,
-                })
+                };
+                if matches!(cli.cmd, Cmd::UninstallHooks(_))
+                    && project.is_some()
+                    && let Some(line) = crate::project::unmark(root)?
+                {
+                    done = format!("{done}\n{line}");
+                }
+                Ok(done)
             })
             .map_err(|m| Failure {
                 body: ErrorBody::new(ErrorCode::BadRequest, m),
