@@ -198,6 +198,15 @@ fn two_windows_of_different_clis_race_on_one_file_and_the_denial_names_the_holde
         (&json!("apply_patch"), &json!("shared.rs")),
         "{codex_agent}"
     );
+    // Refused, and by whom (issue 29: a refused writer read like the holder).
+    assert_eq!(
+        (
+            &codex_agent["activity"]["denied"]["why"],
+            &codex_agent["activity"]["denied"]["holder"]
+        ),
+        (&json!("lock_conflict"), &json!(claude_window)),
+        "{codex_agent}"
+    );
 
     // Claude's turn ends: its lock goes.
     release.open();
