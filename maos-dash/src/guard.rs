@@ -19,6 +19,13 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Whether a `Host` header names this server: exactly `127.0.0.1:PORT` or `localhost:PORT`,
+/// the whole value compared (a prefix match would let `localhost.evil.example:PORT` in, a
+/// name an attacker's DNS can point at 127.0.0.1: DNS rebinding).
+fn host_allowed(host: &str, port: u16) -> bool {
+    host == format!("127.0.0.1:{port}") || host == format!("localhost:{port}")
+}
+
 /// The `token` parameter of a query string, if any.
 fn query_token(query: Option<&str>) -> Option<&str> {
     query?.split('&').find_map(|kv| kv.strip_prefix("token="))
@@ -31,7 +38,7 @@ pub async fn guard(State(dash): State<Arc<Dash>>, req: Request, next: Next) -> R
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
     let port = dash.port;
-    if host != format!("127.0.0.1:{port}") && host != format!("localhost:{port}") {
+    if !host_allowed(host, port) {
         return (
             StatusCode::MISDIRECTED_REQUEST,
             format!(
@@ -90,5 +97,37 @@ mod tests {
         assert_eq!(query_token(Some("a=1&token=xyz")), Some("xyz"));
         assert_eq!(query_token(Some("tokens=xyz")), None);
         assert_eq!(query_token(None), None);
+    }
+
+    #[test]
+    fn the_host_must_be_this_server_exactly_not_a_name_that_starts_like_it() {
+        let port = 8731;
+        assert!(host_allowed("127.0.0.1:8731", port));
+        assert!(host_allowed("localhost:8731", port));
+        for host in [
+            "evil.example",
+            "evil.example:8731",
+            "localhost.evil.example:8731",
+            "localhost.evil.example",
+            "127.0.0.1.evil.example:8731",
+            "127.0.0.1.evil.example",
+            "localhost:8731@evil.example",
+            "localhost:8731.evil.example",
+            "127.0.0.1:8731.evil.example",
+            "localhost:87310",
+            "127.0.0.1:87310",
+            "localhost:873",
+            "localhost",
+            "127.0.0.1",
+            "localhost:8732",
+            "evil.localhost:8731",
+            "xlocalhost:8731",
+            " localhost:8731",
+            "localhost:8731 ",
+            "[::1]:8731",
+            "",
+        ] {
+            assert!(!host_allowed(host, port), "{host:?} must be refused");
+        }
     }
 }

@@ -471,3 +471,101 @@ fn concerns(subject: &Subject, p: usize, e: &EventRecord) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const S: &str = "sess_00000000000000000000000000000001";
+    const OTHER_S: &str = "sess_00000000000000000000000000000002";
+    const A: &str = "agt_00000000000000000000000000000001";
+    const B: &str = "agt_00000000000000000000000000000002";
+
+    /// An app with no daemon connection (a live event needs none) watching two projects.
+    fn app() -> App {
+        App {
+            projects: vec![Project::new("/p".into()), Project::new("/q".into())],
+            all: false,
+            client: None,
+            pid: None,
+            rows: Vec::new(),
+            table: TableState::default(),
+            selected: None,
+            filter: String::new(),
+            typing: None,
+            confirm: None,
+            said: None,
+            events: None,
+            status: None,
+            help: false,
+            quit: false,
+            stale: vec![false; 2],
+        }
+    }
+
+    fn event(seq: u64, session: Option<&str>, agent: Option<&str>) -> EventRecord {
+        serde_json::from_value(json!({
+            "seq": seq, "ts": "2026-11-26T01:00:00Z", "session_id": session,
+            "agent_id": agent, "type": "note_recorded", "data": {"text": format!("e{seq}")},
+        }))
+        .expect("an event")
+    }
+
+    fn live(app: &mut App, project: usize, e: EventRecord) {
+        app.handle(Msg::Event { project, event: e });
+    }
+
+    fn shown(app: &App) -> Vec<u64> {
+        let v = app.events.as_ref().expect("the events view is open");
+        v.events.iter().map(|e| e.seq).collect()
+    }
+
+    /// An agent's events view shows that agent's live events only: not those of another agent
+    /// of its session, of the session with no agent, or of the same ids in another project.
+    #[test]
+    fn an_agents_events_view_takes_only_that_agents_live_events() {
+        let mut app = app();
+        app.events = Some(EventsView {
+            subject: Subject::Agent {
+                project: 0,
+                session: S.into(),
+                id: A.into(),
+            },
+            events: Vec::new(),
+            up: 0,
+        });
+        live(&mut app, 0, event(1, Some(S), Some(A)));
+        live(&mut app, 0, event(2, Some(S), Some(B)));
+        live(&mut app, 0, event(3, Some(S), None));
+        live(&mut app, 1, event(4, Some(S), Some(A)));
+        live(&mut app, 0, event(5, None, Some(A)));
+        live(&mut app, 0, event(6, Some(OTHER_S), Some(B)));
+        live(&mut app, 0, event(7, Some(S), Some(A)));
+        assert_eq!(shown(&app), [1, 5, 7]);
+        // Every event still reaches the project's table.
+        assert!(app.stale[0] && app.stale[1]);
+    }
+
+    /// A session's events view shows the live events of every agent of that session, and only
+    /// that session's.
+    #[test]
+    fn a_sessions_events_view_takes_the_sessions_live_events() {
+        let mut app = app();
+        app.events = Some(EventsView {
+            subject: Subject::Session {
+                project: 0,
+                id: S.into(),
+            },
+            events: Vec::new(),
+            up: 0,
+        });
+        live(&mut app, 0, event(1, Some(S), Some(A)));
+        live(&mut app, 0, event(2, Some(S), Some(B)));
+        live(&mut app, 0, event(3, Some(S), None));
+        live(&mut app, 1, event(4, Some(S), Some(A)));
+        live(&mut app, 0, event(5, Some(OTHER_S), Some(B)));
+        live(&mut app, 0, event(6, None, Some(A)));
+        assert_eq!(shown(&app), [1, 2, 3]);
+    }
+}

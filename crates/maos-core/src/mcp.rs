@@ -337,6 +337,36 @@ mod tests {
         assert_eq!(c.take_claim(&key("note", "other"), t(3)), Some(agent(3)));
     }
 
+    /// Two CLI windows (two processes) make the same call, same tool and arguments: each
+    /// window's call is its own agent's, whichever window's hook recorded first.
+    #[test]
+    fn a_claim_answers_only_the_cli_process_that_made_it() {
+        let in_window = |pid: u32, start_time: Option<u64>| ClaimKey {
+            process: ProcessRef { pid, start_time },
+            tool: "lock_acquire".into(),
+            args: args_digest(&json!({"path": "src/x.rs", "mode": "write"})),
+        };
+        let (one, two) = (in_window(100, Some(7)), in_window(200, Some(9)));
+        // The same pid started again later is another process.
+        let reused = in_window(100, Some(8));
+        let mut c = McpCalls::default();
+        c.record(None, Some(one.clone()), agent(1), t(0));
+        c.record(None, Some(two.clone()), agent(2), t(1));
+        assert_eq!(c.take_claim(&reused, t(2)), None, "a reused pid");
+        assert_eq!(
+            c.take_claim(&two, t(2)),
+            Some(agent(2)),
+            "window two's call"
+        );
+        assert_eq!(c.take_claim(&two, t(2)), None, "window two made one call");
+        assert_eq!(
+            c.take_claim(&one, t(3)),
+            Some(agent(1)),
+            "window one's call"
+        );
+        assert!(c.is_empty());
+    }
+
     #[test]
     fn records_expire_after_the_ttl() {
         let mut c = McpCalls::default();
