@@ -72,9 +72,9 @@ fn phase_pos(s: &SessionRecord) -> String {
 }
 
 /// An agent that got to its end: completed, or a CLI window that ended. Failed and cancelled
-/// agents are final too, but not done.
+/// agents are final too, but not done (core's one definition, which progress counts too).
 pub fn is_done(state: AgentState) -> bool {
-    matches!(state, AgentState::Completed | AgentState::Ended)
+    state.is_done()
 }
 
 fn agents_done(s: &SessionRecord) -> String {
