@@ -246,7 +246,7 @@ pub fn emit_events(json: bool, events: &[maos_proto::EventRecord]) {
 /// `maos repair`: the rows maos cannot read, and what was moved aside.
 fn repaired(r: &maos_proto::RepairReport) -> String {
     if r.bad.is_empty() {
-        return "every row of the project's database reads back: nothing to repair".into();
+        return "every row of the project's database reads back: nothing to repair\n".into();
     }
     let mut out = String::new();
     for b in &r.bad {
@@ -259,12 +259,12 @@ fn repaired(r: &maos_proto::RepairReport) -> String {
     }
     match &r.file {
         Some(file) => out.push_str(&format!(
-            "moved {} row(s) of {} session(s) aside to {file}; the project loads again",
+            "moved {} row(s) of {} session(s) aside to {file}; the project loads again\n",
             r.moved,
             r.sessions.len(),
         )),
         None => out.push_str(&format!(
-            "`maos repair --quarantine` moves the rows of {} session(s) aside (to a file) so that the project loads",
+            "`maos repair --quarantine` moves the rows of {} session(s) aside (to a file) so that the project loads\n",
             r.sessions.len(),
         )),
     }

@@ -25,6 +25,12 @@ pub enum ImportError {
     Version(u64),
     #[error("invalid {what}: {message}")]
     Invalid { what: &'static str, message: String },
+    #[error("the {what} is {len} bytes; the limit is {max}")]
+    TooLong {
+        what: &'static str,
+        len: usize,
+        max: usize,
+    },
 }
 
 fn one_line(s: String) -> String {
@@ -144,9 +150,10 @@ fn check_lengths(e: &SessionExport) -> Result<(), ImportError> {
         texts.push(("checkpoint reason", &c.reason, MAX_TEXT));
     }
     if let Some((what, t, max)) = texts.into_iter().find(|(_, t, max)| t.len() > *max) {
-        return Err(ImportError::Invalid {
+        return Err(ImportError::TooLong {
             what,
-            message: format!("{} bytes; the limit is {max}", t.len()),
+            len: t.len(),
+            max,
         });
     }
     Ok(())
@@ -479,12 +486,12 @@ mod tests {
             (
                 "/session/agents/0/role",
                 big.clone().into(),
-                "invalid agent role",
+                "the agent role is 4097 bytes",
             ),
             (
                 "/session/objective",
                 big.clone().into(),
-                "invalid objective",
+                "the objective is 4097 bytes",
             ),
             ("/session/agents/0/task", big.into(), "the limit is 4096"),
         ];
