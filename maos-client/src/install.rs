@@ -302,7 +302,12 @@ fn commit(files: &[(&Path, String)], why: Why, new_mode: Option<u32>) -> Result<
         return Err(e);
     }
     // The notes first: a crash after a rename still knows what was there before.
-    notes.save()?;
+    if let Err(e) = notes.save() {
+        for (tmp, _) in &staged {
+            let _ = std::fs::remove_file(tmp);
+        }
+        return Err(format!("{e}; nothing was changed"));
+    }
     for (tmp, path) in &staged {
         std::fs::rename(tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
     }

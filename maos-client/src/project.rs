@@ -149,15 +149,20 @@ pub fn unmark(root: &Path) -> Result<Option<String>, String> {
     if !notes.has_marker(&marker) {
         return Ok(None);
     }
-    for cli in [Cli::Claude, Cli::Codex, Cli::Gemini] {
+    // Anything of maos's left, or a file that cannot be read (it might hold some): kept.
+    let left = |cli: Cli| -> Result<bool, String> {
         let hooks = crate::install::settings_path(root, false, cli)?;
-        if crate::install::installed(&hooks, cli)? != crate::install::Installed::No {
-            return Ok(None);
-        }
         let mcp = crate::mcpreg::config_path(root, false, cli)?;
-        if crate::mcpreg::registered(root, cli)?.contains(&mcp) {
-            return Ok(None);
-        }
+        Ok(
+            crate::install::installed(&hooks, cli)? != crate::install::Installed::No
+                || crate::mcpreg::registered(root, cli)?.contains(&mcp),
+        )
+    };
+    if [Cli::Claude, Cli::Codex, Cli::Gemini]
+        .into_iter()
+        .any(|cli| left(cli).unwrap_or(true))
+    {
+        return Ok(None);
     }
     let data = paths::home_dir()
         .map(|h| h.join("projects").join(paths::workspace_hash(root)))
