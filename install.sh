@@ -8,7 +8,8 @@
 #                                     cargo's bin directory ($CARGO_INSTALL_ROOT/bin, else
 #                                     $CARGO_HOME/bin, else ~/.cargo/bin)
 #   ./install.sh --root DIR           into DIR/bin instead (cargo install --root DIR)
-#   ./install.sh --debug              a debug build (cargo install --debug): quicker, slower
+#   ./install.sh --debug              a debug build (cargo install --debug): quicker to build,
+#                                     slower to run
 #   ./install.sh --from-target DIR    copy already built binaries from DIR (target/release,
 #                                     after `cargo build --release --workspace --bins`)
 #
@@ -17,7 +18,7 @@
 set -eu
 
 usage() {
-    sed -n '2,15s/^# \{0,1\}//p' "$0"
+    sed -n '2,16s/^# \{0,1\}//p' "$0"
 }
 
 here=$(cd "$(dirname "$0")" && pwd)
