@@ -30,7 +30,12 @@ fn agent_with(env: &Env, needle: &str) -> String {
 }
 
 fn claude(env: &Env, event: &str, extra: Value) -> Value {
-    let mut v = json!({"session_id": "cli-1", "hook_event_name": event,
+    claude_in("cli-1", env, event, extra)
+}
+
+/// A Claude Code hook's input in the window whose session id is `window`.
+fn claude_in(window: &str, env: &Env, event: &str, extra: Value) -> Value {
+    let mut v = json!({"session_id": window, "hook_event_name": event,
         "cwd": env.project.to_string_lossy()});
     for (k, x) in extra.as_object().unwrap() {
         v[k] = x.clone();
@@ -186,6 +191,144 @@ fn without_an_id_the_oldest_claim_of_the_same_process_tool_and_arguments_wins() 
         .map(|e| e["agent_id"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(by, [a.as_str(), b.as_str(), window.as_str()], "{notes:?}");
+    d.close();
+}
+
+/// Two Claude Code windows (two CLI processes, each running its own `maos mcp`) make the same
+/// call, same tool and arguments, with no tool use id: window one's hook records first, yet
+/// window two's call is window two's agent's, and window one's is window one's. A claim is
+/// matched on the CLI process too, never credited to another window's agent.
+#[test]
+fn the_same_call_in_two_windows_is_each_windows_own_agents() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let mut one = Driver::start(&env, &py, &[]);
+    let mut two = Driver::start(&env, &py, &[]);
+    for (d, window) in [(&mut one, "cli-1"), (&mut two, "cli-2")] {
+        let (code, out) = d.hook(
+            None,
+            claude_in(window, &env, "SessionStart", json!({"source": "startup"})),
+        );
+        assert_eq!(code, 0, "{out}");
+    }
+    let args = json!({"kind": "decision", "text": "one parser for both"});
+    let pre = |window: &str, sub: &str| {
+        claude_in(
+            window,
+            &env,
+            "PreToolUse",
+            json!({"agent_id": sub, "agent_type": "worker",
+                "tool_name": "mcp__maos__note", "tool_input": args.clone()}),
+        )
+    };
+    let (code, out) = one.hook(None, pre("cli-1", "sub-one"));
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = two.hook(None, pre("cli-2", "sub-two"));
+    assert_eq!(code, 0, "{out}");
+    let (a, b) = (agent_with(&env, "sub-one"), agent_with(&env, "sub-two"));
+    // Window two calls first, though window one's record is older.
+    let got = two.ok("note", args.clone());
+    assert_eq!(
+        got["caller"]["agent"],
+        b.as_str(),
+        "window two's call: {got}"
+    );
+    assert_eq!(got["caller"]["rule"], "claim", "{got}");
+    let got = one.ok("note", args.clone());
+    assert_eq!(
+        got["caller"]["agent"],
+        a.as_str(),
+        "window one's call: {got}"
+    );
+    assert_eq!(got["caller"]["rule"], "claim", "{got}");
+    let notes = env.events(&["--type", "note_recorded"]);
+    let by: Vec<&str> = notes
+        .iter()
+        .map(|e| e["agent_id"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(by, [b.as_str(), a.as_str()], "{notes:?}");
+    one.close();
+    two.close();
+}
+
+/// An agent's MCP `lock_release` of a lock another agent holds is refused (only the holder
+/// releases; MCP has no force), and the holder still holds it, with the same token, until it
+/// releases it itself.
+#[test]
+fn an_agent_cannot_release_another_agents_lock_through_mcp() {
+    let Some(py) = python() else { return };
+    let env = Env::new();
+    let mut d = window_driver(&env, &py);
+    let args = json!({"path": "src/held.rs", "mode": "write"});
+    d.hook(
+        None,
+        mcp_pre(&env, "sub-A", Some("toolu_A"), "lock_acquire", args.clone()),
+    );
+    let got = d.call_meta(
+        "lock_acquire",
+        args,
+        json!({"claudecode/toolUseId": "toolu_A"}),
+    );
+    assert_eq!(got["is_error"], false, "{got}");
+    let a = agent_with(&env, "sub-A");
+    let held = env.maos_json(&["lock", "list"]);
+    assert_eq!(held["locks"][0]["holder"], a.as_str(), "{held}");
+    // B's release, named B's by its tool use id: refused, naming the holder.
+    let release = json!({"path": "src/held.rs"});
+    d.hook(
+        None,
+        mcp_pre(
+            &env,
+            "sub-B",
+            Some("toolu_B"),
+            "lock_release",
+            release.clone(),
+        ),
+    );
+    let b = agent_with(&env, "sub-B");
+    let refused = d.call_meta(
+        "lock_release",
+        release.clone(),
+        json!({"claudecode/toolUseId": "toolu_B"}),
+    );
+    assert_eq!(refused["is_error"], true, "B released A's lock: {refused}");
+    let text = refused["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("only the holder can release it") && text.contains(&a) && text.contains(&b),
+        "{refused}"
+    );
+    // A still holds it, as before.
+    let after = env.maos_json(&["lock", "list"]);
+    assert_eq!(after["locks"], held["locks"], "{after}");
+    assert!(
+        env.events(&["--type", "lock_released"]).is_empty(),
+        "nothing was released"
+    );
+    // B's write is still denied; A's own release goes through.
+    let (_, out) = d.hook(None, write_pre(&env, "sub-B", "src/held.rs"));
+    assert!(denied(&out), "B's write should be denied: {out}");
+    assert!(out.contains(&a[..12]), "{out}");
+    d.hook(
+        None,
+        mcp_pre(
+            &env,
+            "sub-A",
+            Some("toolu_A2"),
+            "lock_release",
+            release.clone(),
+        ),
+    );
+    let released = d.call_meta(
+        "lock_release",
+        release,
+        json!({"claudecode/toolUseId": "toolu_A2"}),
+    );
+    assert_eq!(released["is_error"], false, "{released}");
+    assert_eq!(
+        env.maos_json(&["lock", "list"])["locks"],
+        json!([]),
+        "A released its own lock"
+    );
     d.close();
 }
 
