@@ -324,8 +324,16 @@ async fn request(
                 crate::plancheck::check(&root, path, text)?;
             }
             let create = request.creates_project();
+            // A write through a hook is refused while the project's state cannot be loaded,
+            // also when that shows in a fleet's refresh of an open project.
+            let hook_write = request.unloadable_answer("").is_some();
             match cached(daemon, cache, root, create).await {
-                Ok(handle) => actor(handle, request, archived.as_deref()).await,
+                Ok(handle) => match actor(handle, request, archived.as_deref()).await {
+                    Err(e) if e.code == ErrorCode::ProjectUnloadable && hook_write => {
+                        Ok(crate::router::unloadable_denial(&e.message))
+                    }
+                    r => r,
+                },
                 // Nothing recorded there: a list is empty; anything else is not found.
                 Err(e) if e.code == ErrorCode::NotFound && !create => {
                     request.empty_answer().ok_or(e)

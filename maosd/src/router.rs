@@ -67,6 +67,17 @@ pub enum ReadRequest {
     Export { session: String },
 }
 
+/// The refusal of a hook's write while the project's state cannot be loaded (`why`).
+pub fn unloadable_denial(why: &str) -> Reply {
+    Reply::Hook(maos_proto::HookAnswer {
+        decision: maos_proto::HookDecision::Deny,
+        reason: Some(format!(
+            "maos refuses this write: {why}. Until then no file lock can be checked"
+        )),
+        context: None,
+    })
+}
+
 impl ReadRequest {
     /// What the read answers for a project with nothing recorded, without creating it.
     pub fn empty_answer(&self) -> Option<Reply> {
@@ -466,15 +477,7 @@ impl ProjectRequest {
     /// None for every other request: it gets the error itself.
     pub fn unloadable_answer(&self, why: &str) -> Option<Reply> {
         let Self::Hook(call) = self else { return None };
-        (call.event == "PreToolUse" && call.writes_files()).then(|| {
-            Reply::Hook(maos_proto::HookAnswer {
-                decision: maos_proto::HookDecision::Deny,
-                reason: Some(format!(
-                    "maos refuses this write: {why}. Until then no file lock can be checked"
-                )),
-                context: None,
-            })
-        })
+        (call.event == "PreToolUse" && call.writes_files()).then(|| unloadable_denial(why))
     }
 
     /// What a list answers for a project with nothing recorded (no sessions, events, locks

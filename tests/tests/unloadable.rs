@@ -302,3 +302,98 @@ fn a_row_maos_cannot_read_fails_closed_is_named_and_quarantined() {
             .is_some_and(Vec::is_empty)
     );
 }
+
+/// Run `sql` (with `$1` = the project key) in the fleet's PostgreSQL.
+fn pg_exec(pg: &maos_tests::postgres::Postgres, key: &str, sql: &[&str]) {
+    use sqlx::Connection;
+    let (url, key) = (pg.url(), key.to_string());
+    let sql: Vec<String> = sql.iter().map(|s| s.to_string()).collect();
+    maos_tests::block_on(async move {
+        let mut c = sqlx::PgConnection::connect(&url).await.expect("connect");
+        for s in sql {
+            sqlx::query(&s)
+                .bind(&key)
+                .execute(&mut c)
+                .await
+                .unwrap_or_else(|e| panic!("{s}: {e}"));
+        }
+    });
+}
+
+/// In a fleet a row comes from another daemon: one this daemon cannot read (here written into
+/// PostgreSQL as an older maos's import would have) reaches it through its next refresh. It
+/// is named, never a panic; a write through a hook is refused; the project loads again once
+/// the row is put right there.
+#[test]
+fn a_row_of_another_daemon_maos_cannot_read_fails_closed_in_a_fleet() {
+    let Some(pg) = maos_tests::postgres::postgres_or_skip() else {
+        return;
+    };
+    let key = "acme/unloadable";
+    let daemon = || {
+        let env = Env::new();
+        env.write_config(&format!(
+            "database_url = \"{}\"\nmachine = \"m\"\n",
+            pg.url()
+        ));
+        std::fs::create_dir_all(env.project.join(".maos")).expect(".maos");
+        std::fs::write(
+            env.project.join(".maos/config.toml"),
+            format!("project = \"{key}\"\n"),
+        )
+        .expect("write");
+        env
+    };
+    let (a, b) = (daemon(), daemon());
+    let session = a.session("shared", &[]);
+    let agent = a.agent(Some(&session), "coder", "work");
+    // b has the project open, and knows it as it is now.
+    assert_eq!(b.maos_json(&["session", "list"])[0]["id"], session.as_str());
+    let write = json!({
+        "session_id": "s-1", "cwd": b.project, "hook_event_name": "PreToolUse",
+        "tool_name": "Write", "tool_use_id": "toolu_1",
+        "tool_input": {"file_path": b.project.join("a.rs"), "content": "x"},
+    });
+    let (decision, why) = hook_decision(&b, &write);
+    assert_eq!(decision, "", "{why}");
+    // The agent's dependencies now name something that is not an agent id, as a change of
+    // another daemon's batch.
+    pg_exec(
+        &pg,
+        key,
+        &[
+            "UPDATE projects SET last_seq = last_seq + 1 WHERE key = $1",
+            "UPDATE session_agents SET depends_on = '[\"../../x\"]', \
+             changed_seq = (SELECT last_seq FROM projects WHERE key = $1) WHERE project = $1",
+        ],
+    );
+    let f = b.maos_fail(&["ps"]);
+    assert_eq!(f.code, "project_unloadable", "{}", f.message);
+    assert!(
+        f.message.contains("table session_agents")
+            && f.message.contains(&agent)
+            && f.message.contains("invalid agent id"),
+        "{}",
+        f.message
+    );
+    assert!(!f.message.contains('\n'));
+    let (decision, why) = hook_decision(&b, &write);
+    assert_eq!(decision, "deny", "{why}");
+    assert!(why.contains("cannot be loaded"), "{why}");
+    // `maos repair` leaves PostgreSQL to its own tools, and says so in one line.
+    let f = b.maos_fail(&["repair", "--quarantine"]);
+    assert!(f.message.contains("psql"), "{}", f.message);
+    // Put right there, the project serves again.
+    pg_exec(
+        &pg,
+        key,
+        &[
+            "UPDATE projects SET last_seq = last_seq + 1 WHERE key = $1",
+            "UPDATE session_agents SET depends_on = '[]', \
+             changed_seq = (SELECT last_seq FROM projects WHERE key = $1) WHERE project = $1",
+        ],
+    );
+    assert_eq!(b.maos_json(&["ps"])[0]["id"], session.as_str());
+    let (decision, why) = hook_decision(&b, &write);
+    assert_eq!(decision, "", "{why}");
+}

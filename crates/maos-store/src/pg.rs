@@ -532,10 +532,9 @@ impl PgStore {
         for c in rows::json_rows(row.text_opt("changed")?.as_deref())? {
             let id = c.text("id")?;
             if c.flag("archived")? {
-                fresh.gone.push(
-                    maos_core::SessionId::parse(&id)
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                );
+                fresh.gone.push(rows::in_row("sessions", "id", &c, || {
+                    maos_core::SessionId::parse(&id).map_err(|e| StoreError::Corrupt(e.to_string()))
+                })?);
             } else {
                 live.push(id);
             }
