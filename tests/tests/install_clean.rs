@@ -148,10 +148,10 @@ fn round_trip(env: &Env, project: &Path, sets: &[&[&str]]) {
     }
     let installed_project = tree(project);
     let installed_home = tree(&user_home(env));
-    assert_ne!(
-        contents(&installed_project),
-        contents(&before_project),
-        "install changed nothing in {}",
+    assert!(
+        contents(&installed_project) != contents(&before_project)
+            || contents(&installed_home) != contents(&before_home),
+        "{sets:?} changed nothing in {} or the home",
         project.display()
     );
     for args in sets {
@@ -201,6 +201,12 @@ fn in_an_empty_directory_uninstall_leaves_nothing_behind() {
     let env = Env::new();
     let mut cases: Vec<Vec<&[&str]>> = CLIS.iter().map(|c| vec![*c]).collect();
     cases.push(CLIS.to_vec());
+    // The user's hooks: every file is in the home.
+    cases.push(vec![
+        &["install-hooks", "--user"],
+        &["install-hooks", "--codex", "--user", "--yes"],
+        &["install-hooks", "--gemini", "--user", "--yes"],
+    ]);
     for (i, sets) in cases.iter().enumerate() {
         let dir = env.root().join(format!("plain-{i}"));
         std::fs::create_dir_all(&dir).expect("mkdir");
