@@ -250,6 +250,38 @@ fn retry_errors_are_one_clean_line() {
     }
 }
 
+/// A sweep of refusals a newcomer meets: each is one line with no run of spaces, as text on
+/// stderr and as the `--json` error's message.
+#[test]
+fn refusals_are_one_clean_line() {
+    let env = Env::new();
+    let sid = env.session("refusals", &[]);
+    let agent = env.agent(None, "worker", "t");
+    let file = env.root().join("taken.json");
+    std::fs::write(&file, "x").expect("write");
+    let file = file.to_str().expect("utf-8");
+    let refusals: Vec<Vec<&str>> = vec![
+        vec!["retry", &sid],
+        vec!["retry", &agent],
+        vec!["session", "start", "nope"],
+        vec!["pause", "--agent", "nobody"],
+        vec!["lock", "release", "src/a.rs", "--agent", &agent],
+        vec!["lock", "acquire", "../x", "--agent", &agent],
+        vec!["export", "-o", file],
+        vec!["backup", "-o", file],
+        vec!["events", "--type", "nope"],
+        vec!["gc", "--older-than", "soon"],
+        vec!["session", "archive", &sid],
+    ];
+    for args in refusals {
+        let out = env.maos(&args);
+        assert!(!out.status.success(), "{args:?}: {}", describe(&out));
+        assert_clean_line(&format!("{args:?}"), &stderr(&out));
+        let f = env.maos_fail(&args);
+        assert_clean_line(&format!("--json {args:?}"), &f.message);
+    }
+}
+
 // ---- 4. Durations ------------------------------------------------------------------------
 
 #[test]
