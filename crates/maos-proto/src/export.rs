@@ -60,6 +60,7 @@ pub fn parse(
             message: one_line(e.to_string()),
         })?;
         check(&e)?;
+        check_times(&e, now)?;
         return Ok(e);
     }
     if obj.contains_key("schema_version") && obj.contains_key("session_id") {
@@ -157,6 +158,54 @@ fn check_lengths(e: &SessionExport) -> Result<(), ImportError> {
         });
     }
     Ok(())
+}
+
+/// How far past `now` an imported time may be: another machine's clock may run ahead, not
+/// by years.
+const MAX_AHEAD_DAYS: u64 = 366;
+
+/// Every time of the file between 1970 and a year from `now`: one past that is no record of
+/// anything, and durations, ETAs and leases computed from it would be nonsense.
+fn check_times(e: &SessionExport, now: Ts) -> Result<(), ImportError> {
+    let s = &e.session;
+    let mut times: Vec<(&'static str, Ts)> = vec![
+        ("session created_at", s.created_at),
+        ("session updated_at", s.updated_at),
+    ];
+    let opt = |what, t: Option<Ts>| t.map(|t| (what, t));
+    times.extend(opt("session started_at", s.started_at));
+    times.extend(opt("session ended_at", s.ended_at));
+    times.extend(opt("workflow completed_at", s.workflow.completed_at));
+    times.extend(opt("pause at", s.pause.as_ref().map(|p| p.at)));
+    for p in &s.workflow.phases {
+        times.extend(opt("phase started_at", p.started_at));
+        times.extend(opt("phase ended_at", p.ended_at));
+    }
+    times.extend(s.notes.iter().map(|n| ("note at", n.at)));
+    times.extend(s.errors.iter().map(|er| ("error at", er.at)));
+    for a in &s.agents {
+        times.push(("agent created_at", a.created_at));
+        times.push(("agent updated_at", a.updated_at));
+        times.extend(opt("agent started_at", a.started_at));
+        times.extend(opt("agent ended_at", a.ended_at));
+        times.extend(opt("agent pause at", a.pause.as_ref().map(|p| p.at)));
+    }
+    times.extend(e.events.iter().map(|ev| ("event ts", ev.ts)));
+    times.extend(e.checkpoints.iter().map(|c| ("checkpoint ts", c.ts)));
+    let latest = now + std::time::Duration::from_secs(MAX_AHEAD_DAYS * 86_400);
+    match times
+        .into_iter()
+        .find(|(_, t)| t.timestamp() < 0 || *t > latest)
+    {
+        Some((what, t)) => Err(ImportError::Invalid {
+            what,
+            message: format!(
+                "{} is not between 1970 and a year from now",
+                maos_core::utc(t)
+            ),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// What serde cannot see: every agent and event belongs to the session, every text is within
@@ -479,7 +528,7 @@ mod tests {
         let (sid, aid) = ids();
         parse(&good.to_string(), chrono::Utc::now(), sid, aid).expect("ours reads back");
         let big = "x".repeat(MAX_TEXT + 1);
-        let cases: [(&str, serde_json::Value, &str); 6] = [
+        let cases: [(&str, serde_json::Value, &str); 8] = [
             ("/session/id", "../../x".into(), "invalid session id"),
             ("/session/id", "/tmp/abs".into(), "invalid session id"),
             ("/session/agents/0/id", "../a".into(), "invalid agent id"),
@@ -494,6 +543,16 @@ mod tests {
                 "the objective is 4097 bytes",
             ),
             ("/session/agents/0/task", big.into(), "the limit is 4096"),
+            (
+                "/session/created_at",
+                "+200000-01-01T00:00:00Z".into(),
+                "invalid session created_at",
+            ),
+            (
+                "/session/agents/0/updated_at",
+                "1900-01-01T00:00:00Z".into(),
+                "not between 1970 and a year from now",
+            ),
         ];
         for (at, value, want) in cases {
             let mut v = good.clone();
