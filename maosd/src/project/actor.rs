@@ -205,6 +205,11 @@ struct Actor {
     notifier: Option<maos_store::Notifier>,
     /// Other daemons' commits this actor ran no batch for, since its last batch.
     pokes_skipped: u32,
+    /// In a fleet: PostgreSQL's clock as the last batch read it, and when (by this machine's
+    /// monotonic clock). Leases and wait deadlines are in PostgreSQL's time, so the timer
+    /// that serves them counts from this, never from this machine's time of day, which may
+    /// be off (hours fast: a batch every millisecond; hours slow: an expiry served hours late).
+    pg_clock: Option<(maos_core::Ts, tokio::time::Instant)>,
 }
 
 /// An actor left idle while other daemons commit still catches up every this many of their
@@ -222,7 +227,7 @@ impl Actor {
             // Sleep until the next lease expiry or wait deadline, or until requests arrive.
             let timer = self.state.locks.next_deadline().map(|at| {
                 // At least a millisecond: an overdue deadline must not spin the loop.
-                let left = (at - crate::state::now()).to_std().unwrap_or_default();
+                let left = (at - self.clock()).to_std().unwrap_or_default();
                 tokio::time::Instant::now() + left.max(std::time::Duration::from_millis(1))
             });
             enum Woken {
@@ -265,6 +270,18 @@ impl Actor {
         self.store.close().await;
         if let Some(done) = self.stopping.take() {
             let _ = done.send(());
+        }
+    }
+
+    /// The time that leases and wait deadlines are judged by: PostgreSQL's in a fleet
+    /// (as of the last batch, plus the time passed since by the monotonic clock), else this
+    /// machine's.
+    fn clock(&self) -> maos_core::Ts {
+        match self.pg_clock {
+            Some((at, read)) => {
+                at + chrono::Duration::from_std(read.elapsed()).unwrap_or(chrono::Duration::zero())
+            }
+            None => crate::state::now(),
         }
     }
 
@@ -458,6 +475,7 @@ impl Actor {
         self.execute(effects);
         // Before the batch's transaction: a fresh block is not a change to write.
         self.state.locks.raise_next_token(fresh.token_start);
+        self.pg_clock = Some((fresh.now, tokio::time::Instant::now()));
         Ok(Some(Begun {
             now: fresh.now,
             locks: fresh.locks,
@@ -774,6 +792,7 @@ pub(super) async fn open(
         stopping: None,
         notifier,
         pokes_skipped: 0,
+        pg_clock: None,
     };
     actor.reconcile(true).await;
     actor.checkpoints = checkpointer::spawn(&actor.store, actor.root.clone()).await?;
