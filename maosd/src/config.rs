@@ -79,7 +79,7 @@ impl Config {
         let file: File = match std::fs::read_to_string(&path) {
             Ok(text) => toml::from_str(&text).map_err(|e| ConfigError::File {
                 path: path.clone(),
-                message: e.to_string().replace('\n', " "),
+                message: crate::lockpath::toml_error(&text, &e),
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::default(),
             Err(e) => {

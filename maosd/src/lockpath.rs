@@ -192,10 +192,24 @@ pub fn project_policy(root: &Path) -> Result<Option<OutsidePolicy>, String> {
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
     let file: File = toml::from_str(&text)
-        .map_err(|e| format!("{}: {}", path.display(), e.to_string().replace('\n', " ")))?;
+        .map_err(|e| format!("{}: {}", path.display(), toml_error(&text, &e)))?;
     file.outside_project
         .map(|v| v.parse().map_err(|e| format!("{}: {e}", path.display())))
         .transpose()
+}
+
+/// A TOML error in one line: the line (its number and text) and the message (toml's own
+/// rendering draws the line over several).
+pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    let Some(span) = e.span() else {
+        return message;
+    };
+    let n = text.get(..span.start).unwrap_or(text).matches('\n').count();
+    match text.lines().nth(n).map(str::trim).filter(|l| !l.is_empty()) {
+        Some(line) => format!("line {} ({line}): {message}", n + 1),
+        None => format!("line {}: {message}", n + 1),
+    }
 }
 
 /// Why a hook may not write `path` (outside the project at `root`, links resolved), or None

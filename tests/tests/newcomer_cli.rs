@@ -129,6 +129,36 @@ fn outside_project_deny_in_the_projects_config_refuses_them() {
 }
 
 #[test]
+fn outside_project_deny_in_the_environment_refuses_them() {
+    let env = Env::new();
+    // The daemon this command starts takes the setting from its environment.
+    let mut cmd = env.maos_cmd_in(&env.project, &["ps"]);
+    cmd.env("MAOS_OUTSIDE_PROJECT", "deny");
+    let out = maos_tests::run_with_timeout(cmd, maos_tests::COMMAND_TIMEOUT);
+    assert!(out.status.success(), "{}", describe(&out));
+    let (decision, reason) = write(&env, "w1", &env.root().join("scratch.txt"));
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("MAOS_OUTSIDE_PROJECT"), "{reason}");
+}
+
+#[test]
+fn a_project_config_maos_cannot_read_denies_outside_writes() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.project.join(".maos")).expect("mkdir");
+    std::fs::write(
+        env.project.join(".maos/config.toml"),
+        "outside_project = [\n",
+    )
+    .expect("write");
+    let (decision, reason) = write(&env, "w1", &env.root().join("scratch.txt"));
+    assert_eq!(decision, "deny", "not silently allowed");
+    assert!(reason.contains("cannot tell"), "{reason}");
+    assert_clean_line("deny reason", &reason);
+    // Inside the project, writes are locked as ever.
+    assert_ne!(write(&env, "w1", &env.project.join("src/a.rs")).0, "deny");
+}
+
+#[test]
 fn a_bad_outside_project_value_is_refused_in_one_line() {
     let env = Env::new();
     env.write_config("outside_project = \"sometimes\"\n");
