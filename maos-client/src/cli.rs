@@ -1,5 +1,5 @@
 //! The command line. Every command that prints something a script may read takes `--json`
-//! for a stable, documented machine shape (README: JSON output and exit codes).
+//! for a stable, documented machine shape (docs/commands.md: JSON output and exit codes).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -23,12 +23,14 @@ use crate::failure::{Failure, Res, usage};
     disable_version_flag = true
 )]
 pub struct Cli {
-    /// Print machine-readable JSON instead of tables (see README: JSON output and exit codes;
-    /// refused where a command prints no JSON: completions, man without --dir, demo, top).
+    /// Print machine-readable JSON instead of tables (see docs/commands.md: JSON output and
+    /// exit codes; refused where a command prints no JSON: completions, man without --dir,
+    /// demo, top).
     #[arg(long, global = true)]
     pub json: bool,
     /// The project directory (default: the main worktree of the git repository around the
-    /// current directory, else the nearest directory with .maos/; see README: Commands).
+    /// current directory, else the nearest directory with .maos/; see docs/commands.md:
+    /// Commands).
     #[arg(long, global = true, env = "MAOS_PROJECT", value_name = "DIR")]
     pub project: Option<PathBuf>,
     /// Print the versions of maos and of the running daemon (never starts one).
@@ -389,7 +391,8 @@ pub enum Cmd {
     },
     /// Record a fact for the briefing: a decision, work done, an error, or work still to do.
     Note(NoteArgs),
-    /// Create a session from a plan file and start it: maos starts its agents (see README: Managed sessions (plans)).
+    /// Create a session from a plan file and start it: maos starts its agents (see
+    /// docs/commands.md: Managed sessions (plans)).
     Run {
         /// The plan (TOML).
         plan: PathBuf,
@@ -425,13 +428,13 @@ pub enum Cmd {
         session: Option<String>,
     },
     /// Make a directory outside git a maos project: creates DIR/.maos/ (a git repository is
-    /// one already; see README: Commands).
+    /// one already; see docs/commands.md: Commands).
     Init {
         /// The directory (default: the current one).
         #[arg(value_name = "DIR")]
         dir: Option<PathBuf>,
     },
-    /// Answer an agent CLI's hook call: one JSON object on stdin (see README: Hooks).
+    /// Answer an agent CLI's hook call: one JSON object on stdin (see docs/hooks.md: Hooks).
     Hook {
         /// The CLI that calls: claude (the default), codex or gemini.
         #[arg(long, value_name = "CLI", value_parser = ["claude", "codex", "gemini"])]
@@ -456,10 +459,11 @@ pub enum Cmd {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
-    /// Show maos at work in a throw-away project and daemon: a Claude Code session replayed
-    /// through `maos hook`, a managed session that survives a kill -9 of its daemon, then a
-    /// tour of the CLI. Runs `maos-demo` (built with the workspace), passing its arguments:
-    /// `hooks`, `managed` or `cli` for one part only, `--keep`, `--verbose` (`maos demo --help`).
+    /// Show maos at work in three short acts, each in a throw-away project and daemon: a
+    /// Claude Code session replayed through `maos hook`, a managed session that survives a
+    /// kill -9 of its daemon, the CLI by hand. Runs `maos-demo`, passing its arguments: `hooks`,
+    /// `managed` or `cli` for one act, `--full` for every command and hook call, `--no-pause`,
+    /// `--keep` (`maos demo --help`).
     #[command(disable_help_flag = true)]
     Demo {
         /// The arguments of `maos-demo`.

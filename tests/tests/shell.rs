@@ -435,34 +435,51 @@ fn completion_and_man_need_no_project_or_daemon() {
     assert!(!env.home.exists());
 }
 
-/// Every "see README: SECTION" in maos's help (all man pages, one per subcommand) names a
-/// section README really has (issue 15: `run --help` pointed at one that does not exist).
+/// Every "see README: SECTION" or "see docs/FILE.md: SECTION" in maos's help (all man pages,
+/// one per subcommand) names a section that file really has (issue 15: `run --help` pointed at
+/// one that does not exist; issue 29 moved the reference into docs/).
 #[test]
-fn the_help_points_only_at_readme_sections_that_exist() {
+fn the_help_points_only_at_doc_sections_that_exist() {
     let env = maos_tests::Env::new();
     let dir = env.root().join("man");
     let out = env.maos(&["man", "--dir", dir.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", maos_tests::describe(&out));
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .expect("README");
-    let headings: Vec<&str> = readme
-        .lines()
-        .filter_map(|l| l.strip_prefix("## ").or_else(|| l.strip_prefix("### ")))
-        .collect();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let headings = |file: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(format!("{root}/{file}"))
+            .unwrap_or_else(|e| panic!("the help names {file}, which cannot be read: {e}"));
+        text.lines()
+            .filter_map(|l| {
+                ["# ", "## ", "### "]
+                    .iter()
+                    .find_map(|p| l.strip_prefix(p))
+                    .map(str::to_string)
+            })
+            .collect()
+    };
     let mut seen = 0;
     for page in std::fs::read_dir(&dir).expect("pages").flatten() {
         let text = std::fs::read_to_string(page.path()).expect("a page");
-        // roff escapes hyphens; the references are plain words.
-        for (at, found) in text.match_indices("see README: ") {
-            let name = &text[at + found.len()..];
+        // roff escapes hyphens and dots; the references are plain words.
+        let text = text.replace("\\-", "-").replace("\\&", "");
+        for (at, _) in text.match_indices("see ") {
+            let after = &text[at + 4..];
+            let Some((file, name)) = after.split_once(": ") else {
+                continue;
+            };
+            if !(file == "README" || (file.starts_with("docs/") && file.ends_with(".md"))) {
+                continue;
+            }
+            let file = if file == "README" { "README.md" } else { file };
             seen += 1;
             // "Managed sessions (plans))" names a heading whole; "Hooks)" its start.
             let word = name.split([')', '.', '\n']).next().unwrap_or_default();
             assert!(
-                headings
+                headings(file)
                     .iter()
-                    .any(|h| name.starts_with(h) || (!word.is_empty() && h.starts_with(word))),
-                "{}: no README section for {:?}",
+                    .any(|h| name.starts_with(h.as_str())
+                        || (!word.is_empty() && h.starts_with(word))),
+                "{}: no section in {file} for {:?}",
                 page.path().display(),
                 name.lines().next().unwrap_or_default()
             );
