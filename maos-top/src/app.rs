@@ -512,8 +512,25 @@ mod tests {
         .expect("an event")
     }
 
-    fn live(app: &mut App, project: usize, e: EventRecord) {
-        app.handle(Msg::Event { project, event: e });
+    /// An app whose events view is open on `subject`, empty.
+    fn viewing(subject: Subject) -> App {
+        let mut app = app();
+        app.events = Some(EventsView {
+            subject,
+            events: Vec::new(),
+            up: 0,
+        });
+        app
+    }
+
+    /// Hands `app` live events, each `(project, seq, session, agent)`, in order.
+    fn live(app: &mut App, events: &[(usize, u64, Option<&str>, Option<&str>)]) {
+        for &(project, seq, session, agent) in events {
+            app.handle(Msg::Event {
+                project,
+                event: event(seq, session, agent),
+            });
+        }
     }
 
     fn shown(app: &App) -> Vec<u64> {
@@ -525,23 +542,23 @@ mod tests {
     /// of its session, of the session with no agent, or of the same ids in another project.
     #[test]
     fn an_agents_events_view_takes_only_that_agents_live_events() {
-        let mut app = app();
-        app.events = Some(EventsView {
-            subject: Subject::Agent {
-                project: 0,
-                session: S.into(),
-                id: A.into(),
-            },
-            events: Vec::new(),
-            up: 0,
+        let mut app = viewing(Subject::Agent {
+            project: 0,
+            session: S.into(),
+            id: A.into(),
         });
-        live(&mut app, 0, event(1, Some(S), Some(A)));
-        live(&mut app, 0, event(2, Some(S), Some(B)));
-        live(&mut app, 0, event(3, Some(S), None));
-        live(&mut app, 1, event(4, Some(S), Some(A)));
-        live(&mut app, 0, event(5, None, Some(A)));
-        live(&mut app, 0, event(6, Some(OTHER_S), Some(B)));
-        live(&mut app, 0, event(7, Some(S), Some(A)));
+        live(
+            &mut app,
+            &[
+                (0, 1, Some(S), Some(A)),
+                (0, 2, Some(S), Some(B)),
+                (0, 3, Some(S), None),
+                (1, 4, Some(S), Some(A)),
+                (0, 5, None, Some(A)),
+                (0, 6, Some(OTHER_S), Some(B)),
+                (0, 7, Some(S), Some(A)),
+            ],
+        );
         assert_eq!(shown(&app), [1, 5, 7]);
         // Every event still reaches the project's table.
         assert!(app.stale[0] && app.stale[1]);
@@ -551,21 +568,21 @@ mod tests {
     /// that session's.
     #[test]
     fn a_sessions_events_view_takes_the_sessions_live_events() {
-        let mut app = app();
-        app.events = Some(EventsView {
-            subject: Subject::Session {
-                project: 0,
-                id: S.into(),
-            },
-            events: Vec::new(),
-            up: 0,
+        let mut app = viewing(Subject::Session {
+            project: 0,
+            id: S.into(),
         });
-        live(&mut app, 0, event(1, Some(S), Some(A)));
-        live(&mut app, 0, event(2, Some(S), Some(B)));
-        live(&mut app, 0, event(3, Some(S), None));
-        live(&mut app, 1, event(4, Some(S), Some(A)));
-        live(&mut app, 0, event(5, Some(OTHER_S), Some(B)));
-        live(&mut app, 0, event(6, None, Some(A)));
+        live(
+            &mut app,
+            &[
+                (0, 1, Some(S), Some(A)),
+                (0, 2, Some(S), Some(B)),
+                (0, 3, Some(S), None),
+                (1, 4, Some(S), Some(A)),
+                (0, 5, Some(OTHER_S), Some(B)),
+                (0, 6, None, Some(A)),
+            ],
+        );
         assert_eq!(shown(&app), [1, 2, 3]);
     }
 }
