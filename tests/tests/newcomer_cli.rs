@@ -75,6 +75,22 @@ fn assert_clean_line(what: &str, msg: &str) {
     assert!(!msg.contains("   "), "{what}: a run of spaces: {msg:?}");
 }
 
+/// `maos ARGS` is refused in one clean line: as text on stderr and as the `--json` error's
+/// message.
+fn assert_refused_in_one_clean_line(env: &Env, args: &[&str]) {
+    let out = env.maos(args);
+    assert!(!out.status.success(), "{args:?}: {}", describe(&out));
+    assert_clean_line(&format!("{args:?}"), &stderr(&out));
+    let f = env.maos_fail(args);
+    assert_clean_line(&format!("--json {args:?}"), &f.message);
+}
+
+/// Writes the project's own `.maos/config.toml`.
+fn write_project_config(env: &Env, toml: &str) {
+    std::fs::create_dir_all(env.project.join(".maos")).expect("mkdir");
+    std::fs::write(env.project.join(".maos/config.toml"), toml).expect("write");
+}
+
 // ---- 1. Writes outside the project -------------------------------------------------------
 
 #[test]
@@ -117,12 +133,7 @@ fn outside_project_deny_in_the_daemon_config_refuses_them() {
 #[test]
 fn outside_project_deny_in_the_projects_config_refuses_them() {
     let env = Env::new();
-    std::fs::create_dir_all(env.project.join(".maos")).expect("mkdir");
-    std::fs::write(
-        env.project.join(".maos/config.toml"),
-        "outside_project = \"deny\"\n",
-    )
-    .expect("write");
+    write_project_config(&env, "outside_project = \"deny\"\n");
     let (decision, reason) = write(&env, "w1", &env.root().join("scratch.txt"));
     assert_eq!(decision, "deny");
     assert!(reason.contains(".maos/config.toml"), "{reason}");
@@ -144,12 +155,7 @@ fn outside_project_deny_in_the_environment_refuses_them() {
 #[test]
 fn a_project_config_maos_cannot_read_denies_outside_writes() {
     let env = Env::new();
-    std::fs::create_dir_all(env.project.join(".maos")).expect("mkdir");
-    std::fs::write(
-        env.project.join(".maos/config.toml"),
-        "outside_project = [\n",
-    )
-    .expect("write");
+    write_project_config(&env, "outside_project = [\n");
     let (decision, reason) = write(&env, "w1", &env.root().join("scratch.txt"));
     assert_eq!(decision, "deny", "not silently allowed");
     assert!(reason.contains("cannot tell"), "{reason}");
@@ -272,11 +278,7 @@ fn retry_errors_are_one_clean_line() {
         vec!["retry", sid.as_str()],
         vec!["retry", agent.as_str()],
     ] {
-        let out = env.maos(&args);
-        assert!(!out.status.success(), "{args:?}: {}", describe(&out));
-        assert_clean_line(&format!("{args:?}"), &stderr(&out));
-        let f = env.maos_fail(&args);
-        assert_clean_line(&format!("--json {args:?}"), &f.message);
+        assert_refused_in_one_clean_line(&env, &args);
     }
 }
 
@@ -304,11 +306,7 @@ fn refusals_are_one_clean_line() {
         vec!["session", "archive", &sid],
     ];
     for args in refusals {
-        let out = env.maos(&args);
-        assert!(!out.status.success(), "{args:?}: {}", describe(&out));
-        assert_clean_line(&format!("{args:?}"), &stderr(&out));
-        let f = env.maos_fail(&args);
-        assert_clean_line(&format!("--json {args:?}"), &f.message);
+        assert_refused_in_one_clean_line(&env, &args);
     }
 }
 
