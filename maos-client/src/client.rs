@@ -9,12 +9,27 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use maos_proto::{
-    ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, FrameError, PROTOCOL_VERSION, Reply,
-    Request, ServerMsg, StartedBy, paths, read_frame, write_frame,
+    ClientKind, ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, FrameError,
+    PROTOCOL_VERSION, Reply, Request, ServerMsg, StartedBy, paths, read_frame, write_frame,
 };
 
 /// How long a start-up may take before the client gives up.
 const START_DEADLINE: Duration = Duration::from_secs(10);
+
+/// What this process says it is in every hello ([`set_kind`]); `other` until it says.
+static KIND: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(5);
+
+/// Say what kind of client this process is (`maos hook`, a CLI command, `maos top`, ...): the
+/// daemon keeps slots for hooks and commands that long-lived connections cannot take.
+pub fn set_kind(kind: ClientKind) {
+    let i = ClientKind::ALL.iter().position(|k| *k == kind).unwrap_or(5);
+    KIND.store(i as u8, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn kind() -> ClientKind {
+    let i = KIND.load(std::sync::atomic::Ordering::Relaxed) as usize;
+    ClientKind::ALL.get(i).copied().unwrap_or_default()
+}
 
 #[derive(Debug)]
 pub enum ClientError {
@@ -193,6 +208,7 @@ impl Client {
             &ClientMsg::Hello {
                 protocol: PROTOCOL_VERSION,
                 client_version: env!("CARGO_PKG_VERSION").to_string(),
+                client: kind(),
             },
         )?;
         Ok(Client {

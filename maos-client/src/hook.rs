@@ -185,6 +185,8 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
         .unwrap_or(DEFAULT_TIMEOUT_MS);
     // One deadline for the whole call: starting the daemon, then each read and write.
     let timeout = Duration::from_millis(timeout.max(1));
+    // In the hello: the daemon keeps slots for hooks that nothing long-lived can take.
+    crate::client::set_kind(maos_proto::ClientKind::Hook);
     let mut client = match Client::connect_within(true, timeout) {
         Ok(c) => c,
         Err(e) => return unreachable(cli, &event, &e.body().message),

@@ -127,6 +127,8 @@ fn fast_path() -> Option<Cli> {
 }
 
 fn main() -> ExitCode {
+    // Said in every hello (the hook says `hook`, `ps --watch` says `follow`).
+    client::set_kind(maos_proto::ClientKind::Cli);
     // The hook runs on every tool call of every agent: no clap, straight to work.
     if let Some(cli) = hook::fast_args(std::env::args_os().skip(1)) {
         let project = std::env::var_os("MAOS_PROJECT")

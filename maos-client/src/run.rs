@@ -534,6 +534,8 @@ fn follow_archived(
 /// snapshot after another, or one JSON document per line, into a pipe). A daemon that goes
 /// away is waited for, saying so, not started again.
 fn watch_ps(cli: &Cli, all: bool, interval: &str) -> Res {
+    // Its connection stays open between refreshes: not one an idle limit closes.
+    maos_client::client::set_kind(maos_proto::ClientKind::Follow);
     let every = parse_duration("--interval", interval)?;
     use maos_client::paint::Paint;
     use std::io::IsTerminal;

@@ -196,6 +196,7 @@ fn probe(socket: &Path) -> Option<Daemon> {
     let hello = ClientMsg::Hello {
         protocol: PROTOCOL_VERSION,
         client_version: VERSION.to_string(),
+        client: maos_proto::ClientKind::Cli,
     };
     let status = ClientMsg::Request {
         id: 1,

@@ -44,6 +44,8 @@ fn project(named: Option<PathBuf>) -> Option<String> {
 }
 
 fn main() -> ExitCode {
+    // Its idle connections are kept for the next tool call: in the long-lived lane.
+    maos_client::client::set_kind(maos_proto::ClientKind::Mcp);
     let mut args = std::env::args_os().skip(1);
     let mut named = None;
     while let Some(a) = args.next() {

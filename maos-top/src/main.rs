@@ -50,6 +50,8 @@ fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // A view that stays open: its connections are followers', never closed as idle.
+    maos_client::client::set_kind(maos_proto::ClientKind::Follow);
     let root = match &args.project {
         Some(p) if !p.is_dir() => {
             return fail(

@@ -40,6 +40,10 @@ pub struct Config {
     pub outside_project: crate::lockpath::OutsidePolicy,
     /// Where `outside_project` was set, for the reasons that quote it.
     pub outside_project_from: String,
+    /// Connections served at once and their lanes (`max_connections`, default 1024), and how
+    /// long an idle one that is not a subscription or a wait stays open (`connection_idle`,
+    /// default 60s).
+    pub limits: crate::lanes::Limits,
 }
 
 /// `config.toml`: every key optional.
@@ -56,6 +60,8 @@ struct File {
     database_url: Option<String>,
     machine: Option<String>,
     outside_project: Option<String>,
+    max_connections: Option<usize>,
+    connection_idle: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -153,6 +159,28 @@ impl Config {
                 ),
             });
         }
+        use crate::lanes::Limits;
+        let max_connections = file.max_connections.unwrap_or(Limits::DEFAULT_MAX);
+        if max_connections < Limits::MIN_MAX {
+            return Err(ConfigError::File {
+                path,
+                message: format!(
+                    "max_connections = {max_connections}: at least {} (an eighth is kept for hooks and maos commands)",
+                    Limits::MIN_MAX
+                ),
+            });
+        }
+        let connection_idle = match file.connection_idle.as_deref() {
+            Some(v) => duration("connection_idle", v)?,
+            None => Limits::DEFAULT_IDLE,
+        };
+        if connection_idle.is_zero() {
+            return Err(ConfigError::File {
+                path,
+                message: "connection_idle: must be longer than zero".into(),
+            });
+        }
+        let limits = Limits::of(max_connections, connection_idle);
         // The environment wins over the file; an empty value means "not set" in both.
         let database_url = std::env::var("MAOS_DATABASE_URL")
             .ok()
@@ -215,6 +243,7 @@ impl Config {
             idle_exit,
             log_max_bytes,
             log_keep,
+            limits,
         })
     }
 }

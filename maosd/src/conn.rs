@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use maos_proto::{
-    ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, HookCall, MAX_FRAME_LEN, Reply,
-    ServerMsg,
+    ClientKind, ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, HookCall, MAX_FRAME_LEN,
+    Reply, ServerMsg,
 };
 use maos_store::EventQuery;
 use tokio::net::UnixStream;
@@ -22,6 +22,7 @@ use tracing::{debug, info, warn};
 use crate::cmd::Outcome;
 use crate::daemon::Daemon;
 use crate::error::{bad_request, internal, storage_error, unusable_backup};
+use crate::lanes::{Lanes, Slot};
 use crate::lockpath::Landing;
 use crate::project::{ProjectHandle, Subscription};
 use crate::reads;
@@ -123,7 +124,51 @@ pub async fn refuse(stream: UnixStream, message: String) {
     .await;
 }
 
-pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
+/// Tell a connection the daemon cannot take it why, in one error frame, then close it. What
+/// the client sent meanwhile (a hook sends its request with its hello) is read and dropped
+/// first: closing a socket with unread data resets it, and the client would see the reset
+/// instead of the reason. One second at most.
+async fn turn_away(mut conn: Conn, message: String) {
+    debug!(%message, "connection refused");
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        send_error(&mut conn, ErrorCode::Unavailable, message).await;
+        while let Some(Ok(_)) = conn.next().await {}
+    })
+    .await;
+}
+
+/// Whether a request waits for a lock: its connection is long-lived while it waits.
+fn waits(route: &Route) -> bool {
+    use maos_proto::{LockWait, McpAction};
+    let Route::Project(ProjectRoute::Actor { request, .. }) = route else {
+        return false;
+    };
+    let wait = match request {
+        ProjectRequest::LockAcquire { wait, .. } => wait,
+        ProjectRequest::Mcp { call, .. } => match &call.action {
+            McpAction::LockAcquire { wait, .. } => wait,
+            _ => return false,
+        },
+        _ => return false,
+    };
+    !matches!(wait, LockWait::NoWait)
+}
+
+/// The next frame; `None` when a connection that closes when idle had none for `idle`.
+async fn next_within(conn: &mut Conn, daemon: &Daemon, slot: &Slot, idle: Duration) -> Next {
+    if !slot.closes_when_idle() {
+        return next(conn, daemon).await;
+    }
+    match tokio::time::timeout(idle, next(conn, daemon)).await {
+        Ok(n) => n,
+        Err(_) => {
+            debug!(kind = slot.kind().as_str(), "idle connection closed");
+            Next::End
+        }
+    }
+}
+
+pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>, lanes: Arc<Lanes>) {
     let mut conn = Framed::new(stream, codec());
     let hello = tokio::time::timeout(HELLO_TIMEOUT, next(&mut conn, &daemon)).await;
     let ours = crate::protocol();
@@ -133,11 +178,14 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
         pid: std::process::id(),
         started_by: daemon.config.started_by,
     };
-    match hello {
-        Ok(Next::Msg(ClientMsg::Hello { protocol, .. })) if protocol == ours => {}
+    let kind = match hello {
+        Ok(Next::Msg(ClientMsg::Hello {
+            protocol, client, ..
+        })) if protocol == ours => client,
         Ok(Next::Msg(ClientMsg::Hello {
             protocol,
             client_version,
+            ..
         })) => {
             // The welcome first, whatever the versions: it tells the client who runs and who
             // started it, which decides whether that client may replace this daemon.
@@ -168,7 +216,13 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
             .await;
             return;
         }
-    }
+    };
+    // A connection its lane has no room for is told at once, never left waiting.
+    let mut slot = match lanes.admit(kind) {
+        Ok(slot) => slot,
+        Err(message) => return turn_away(conn, message).await,
+    };
+    let idle = lanes.limits().idle;
     if !send(&mut conn, &welcome).await {
         return;
     }
@@ -176,7 +230,7 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
     // registry's lock is taken once per connection, not once per request.
     let mut project_cache: Option<(String, ProjectHandle)> = None;
     loop {
-        match next(&mut conn, &daemon).await {
+        match next_within(&mut conn, &daemon, &slot, idle).await {
             Next::End => return,
             Next::Bad { id, message } => {
                 let reply = ServerMsg::Response {
@@ -193,6 +247,17 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
             Next::Msg(ClientMsg::Request { id, project, body }) => {
                 let route = Route::of(body);
                 let stop = matches!(route, Route::Daemon(DaemonRequest::Stop));
+                // A lock wait holds its connection as long as it waits: in the long-lived lane.
+                let declared = slot.kind();
+                if waits(&route)
+                    && let Err(message) = slot.become_kind(ClientKind::Waiter)
+                {
+                    let result = Err(ErrorBody::new(ErrorCode::Unavailable, message));
+                    if !send(&mut conn, &ServerMsg::Response { id, result }).await {
+                        return;
+                    }
+                    continue;
+                }
                 // A lock request may wait a long time: if the client goes away meanwhile, drop
                 // the request (the actor then cancels the wait).
                 let result = tokio::select! {
@@ -200,6 +265,8 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
                     _ = conn.next() => return,
                     () = daemon.shutdown.cancelled() => return,
                 };
+                // Back from a wait: the kind the hello said.
+                let _ = slot.become_kind(declared);
                 if !send(&mut conn, &ServerMsg::Response { id, result }).await {
                     return;
                 }
@@ -213,6 +280,11 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>) {
                 project,
                 filter,
             }) => {
+                if let Err(message) = slot.become_kind(ClientKind::Follow) {
+                    let result = Err(ErrorBody::new(ErrorCode::Unavailable, message));
+                    let _ = send(&mut conn, &ServerMsg::Response { id, result }).await;
+                    return;
+                }
                 subscribe(&mut conn, &daemon, id, project, filter).await;
                 return;
             }

@@ -18,8 +18,12 @@ use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::project::Projects;
 
-/// Most connections served at once; more wait in the listen backlog.
-const MAX_CONNECTIONS: usize = 1024;
+/// Sockets taken beyond `max_connections` while their hello is read: a connection the lanes
+/// refuse is told so, not left in the listen backlog (see `lanes.rs`).
+const HANDSHAKE: usize = 64;
+/// Descriptors the daemon keeps for itself besides its connections: databases, their WAL
+/// files, logs, agents' pipes.
+const OWN_FDS: u64 = 256;
 /// How long shutdown waits for in-flight requests.
 const DRAIN: Duration = Duration::from_secs(10);
 
@@ -221,7 +225,10 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
         tokio::spawn(async move { d.projects.open_managed().await });
     }
     let tracker = TaskTracker::new();
-    let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let limits = daemon.config.limits;
+    raise_fd_limit((limits.max + HANDSHAKE) as u64 + OWN_FDS);
+    let lanes = crate::lanes::Lanes::new(limits);
+    let limit = Arc::new(Semaphore::new(limits.max + HANDSHAKE));
     let me = maos_proto::paths::uid();
     let idle = Idle::new();
     loop {
@@ -274,8 +281,9 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
         }
         let d = daemon.clone();
         let done = idle.clone();
+        let lanes = lanes.clone();
         tracker.spawn(async move {
-            crate::conn::serve(stream, d).await;
+            crate::conn::serve(stream, d, lanes).await;
             done.touch();
             drop(permit);
         });
@@ -297,6 +305,44 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
     drop(pidfile);
     info!("maosd stopped");
     Ok(())
+}
+
+/// Raise the soft limit on open descriptors towards `wanted` (at most the hard limit): the
+/// usual soft limit, 1,024, is less than the connections the daemon takes. When it cannot,
+/// say how many connections it can serve.
+fn raise_fd_limit(wanted: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return;
+    }
+    let cur = lim.rlim_cur as u64;
+    if cur >= wanted {
+        return;
+    }
+    let want = wanted.min(lim.rlim_max as u64);
+    let raised = libc::rlimit {
+        rlim_cur: want as libc::rlim_t,
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: setrlimit reads the struct it is given.
+    let got = if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        want
+    } else {
+        cur
+    };
+    if got < wanted {
+        warn!(
+            open_files = got,
+            wanted,
+            "the limit on open files is below max_connections plus the daemon's own files: \
+             connections past it are refused by the system; lower max_connections or raise \
+             `ulimit -n`"
+        );
+    }
 }
 
 /// When the daemon last had something to do: a connection ended. Idle means no connection

@@ -430,6 +430,8 @@ fn report_once(opts: &Opts, exit: &AgentExit) -> Attempt {
     let hello = ClientMsg::Hello {
         protocol: crate::protocol(),
         client_version: env!("CARGO_PKG_VERSION").to_string(),
+        // A short request that must get through a full daemon: the lane kept for the CLI.
+        client: maos_proto::ClientKind::Cli,
     };
     let request = ClientMsg::Request {
         id: 1,

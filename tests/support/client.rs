@@ -59,6 +59,7 @@ impl Client {
         c.send(&ClientMsg::Hello {
             protocol: PROTOCOL_VERSION,
             client_version: env!("CARGO_PKG_VERSION").to_string(),
+            client: maos_proto::ClientKind::Cli,
         })?;
         match read_frame(&mut c.r).map_err(|e| format!("handshake: {e}"))? {
             ServerMsg::Welcome { .. } => Ok(c),

@@ -25,6 +25,7 @@ pub mod client;
 pub mod codex;
 pub mod conformance;
 pub mod daemon;
+pub mod doctor;
 pub mod mcp;
 pub mod netcut;
 pub mod postgres;
@@ -981,6 +982,7 @@ impl Raw {
         self.send(&ClientMsg::Hello {
             protocol,
             client_version: "e2e".into(),
+            client: maos_proto::ClientKind::Other,
         });
         self.recv()
     }

@@ -9,6 +9,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use maos_tests::doctor::{doctor, levels};
 use maos_tests::{Env, Value, describe};
 
 /// One entry of a tree: kind, permission bits, contents (files), mtime in nanoseconds.
@@ -271,26 +272,6 @@ fn the_users_own_files_come_back_byte_for_byte() {
         0o600,
     );
     round_trip(&env, p, &CLIS);
-}
-
-/// `maos --json doctor` in `dir` with `PATH`: exit code and report.
-fn doctor(env: &Env, dir: &Path, path: &str) -> (Option<i32>, Value) {
-    let mut cmd = env.maos_cmd_in(dir, &["--json", "doctor"]);
-    cmd.env("PATH", path);
-    let out = cmd.output().expect("maos doctor");
-    let v =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", describe(&out)));
-    (out.status.code(), v)
-}
-
-fn levels<'a>(report: &'a Value, check: &str) -> Vec<&'a str> {
-    report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|c| c["check"] == check)
-        .map(|c| c["level"].as_str().unwrap_or_default())
-        .collect()
 }
 
 /// A Codex-only project whose hooks are not trusted yet: doctor fails on Codex (and names

@@ -2,6 +2,7 @@
 //! hook, is idempotent, and `uninstall-hooks` restores the file; a broken file is refused.
 
 use maos_tests::Env;
+use maos_tests::doctor::levels;
 use serde_json::{Value, json};
 
 fn read(path: &std::path::Path) -> Value {
@@ -106,24 +107,10 @@ fn codex_and_fresh_projects_get_their_own_file() {
     assert!(!env.project.join(".codex").exists());
 }
 
-/// `maos --json doctor` with `path_dirs` as PATH: (exit code, report).
+/// `maos --json doctor` in the project with `path_dirs` as PATH: (exit code, report).
 fn doctor(env: &Env, path_dirs: &[&std::path::Path]) -> (Option<i32>, Value) {
-    let mut cmd = env.maos_cmd_in(&env.project, &["--json", "doctor"]);
-    cmd.env("PATH", std::env::join_paths(path_dirs).expect("PATH"));
-    let out = cmd.output().expect("maos doctor");
-    let v = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
-    (out.status.code(), v)
-}
-
-fn level<'a>(report: &'a Value, check: &str) -> Vec<&'a str> {
-    report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|c| c["check"] == check)
-        .map(|c| c["level"].as_str().unwrap_or_default())
-        .collect()
+    let path = std::env::join_paths(path_dirs).expect("PATH");
+    maos_tests::doctor::doctor(env, &env.project, path)
 }
 
 #[test]
@@ -140,20 +127,20 @@ fn doctor_reports_each_part_of_the_set_up() {
     let (code, r) = doctor(&env, &[&empty]);
     assert_eq!(code, Some(1), "{r}");
     assert_eq!(r["ok"], false);
-    assert_eq!(level(&r, "maos on PATH"), ["fail"]);
-    assert_eq!(level(&r, "Claude Code hooks"), ["fail"]);
-    assert_eq!(level(&r, "Codex hooks"), ["info"]);
-    assert_eq!(level(&r, "daemon"), ["ok"]);
-    assert_eq!(level(&r, "versions"), ["ok"]);
-    assert_eq!(level(&r, "database"), ["info"]);
+    assert_eq!(levels(&r, "maos on PATH"), ["fail"]);
+    assert_eq!(levels(&r, "Claude Code hooks"), ["fail"]);
+    assert_eq!(levels(&r, "Codex hooks"), ["info"]);
+    assert_eq!(levels(&r, "daemon"), ["ok"]);
+    assert_eq!(levels(&r, "versions"), ["ok"]);
+    assert_eq!(levels(&r, "database"), ["info"]);
     assert!(!env.db_path().exists());
     // Installed (and trusted) for Codex only: Claude Code's hooks are only mentioned, and
     // doctor passes.
     env.maos_json(&["install-hooks", "--codex", "--yes"]);
     let (code, r) = doctor(&env, &[&bin_dir]);
     assert_eq!(code, Some(0), "{r}");
-    assert_eq!(level(&r, "Codex hooks"), ["ok"]);
-    assert_eq!(level(&r, "Claude Code hooks"), ["info"]);
+    assert_eq!(levels(&r, "Codex hooks"), ["ok"]);
+    assert_eq!(levels(&r, "Claude Code hooks"), ["info"]);
     env.maos_json(&["uninstall-hooks", "--codex"]);
     let (code, _) = doctor(&env, &[&bin_dir]);
     assert_eq!(code, Some(1), "no CLI set up fails again");
@@ -162,9 +149,9 @@ fn doctor_reports_each_part_of_the_set_up() {
     env.session("doctor", &[]);
     let (code, r) = doctor(&env, &[&bin_dir]);
     assert_eq!(code, Some(0), "{r}");
-    assert_eq!(level(&r, "database"), ["ok"]);
-    assert_eq!(level(&r, "maos on PATH"), ["ok"]);
-    assert_eq!(level(&r, "Claude Code hooks"), ["ok"]);
+    assert_eq!(levels(&r, "database"), ["ok"]);
+    assert_eq!(levels(&r, "maos on PATH"), ["ok"]);
+    assert_eq!(levels(&r, "Claude Code hooks"), ["ok"]);
     // A hook removed by hand is named; a settings file Claude Code cannot read fails.
     let path = env.project.join(".claude/settings.json");
     let mut v = read(&path);
@@ -175,7 +162,7 @@ fn doctor_reports_each_part_of_the_set_up() {
     std::fs::write(&path, v.to_string()).expect("write");
     let (code, r) = doctor(&env, &[&bin_dir]);
     assert_eq!(code, Some(0), "a warning does not fail: {r}");
-    assert_eq!(level(&r, "Claude Code hooks"), ["warn"]);
+    assert_eq!(levels(&r, "Claude Code hooks"), ["warn"]);
     assert!(r.to_string().contains("SubagentStop"));
     // An entry an older maos wrote (a matcher without TodoWrite) is named too, and
     // install-hooks brings it up to date.
@@ -185,7 +172,7 @@ fn doctor_reports_each_part_of_the_set_up() {
         "Write|Edit|MultiEdit|NotebookEdit|Bash|Agent|Task".into();
     std::fs::write(&path, v.to_string()).expect("write");
     let (_, r) = doctor(&env, &[&bin_dir]);
-    assert_eq!(level(&r, "Claude Code hooks"), ["warn"], "{r}");
+    assert_eq!(levels(&r, "Claude Code hooks"), ["warn"], "{r}");
     assert!(
         r.to_string()
             .contains("no current maos hook for PostToolUse"),
@@ -198,9 +185,9 @@ fn doctor_reports_each_part_of_the_set_up() {
             .is_some_and(|m| m.ends_with("|TodoWrite"))
     );
     let (_, r) = doctor(&env, &[&bin_dir]);
-    assert_eq!(level(&r, "Claude Code hooks"), ["ok"], "{r}");
+    assert_eq!(levels(&r, "Claude Code hooks"), ["ok"], "{r}");
     std::fs::write(&path, "{ not json").expect("write");
     let (code, r) = doctor(&env, &[&bin_dir]);
     assert_eq!(code, Some(1), "{r}");
-    assert_eq!(level(&r, "Claude Code hooks"), ["fail"]);
+    assert_eq!(levels(&r, "Claude Code hooks"), ["fail"]);
 }

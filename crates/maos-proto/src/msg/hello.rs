@@ -16,6 +16,10 @@ pub enum ClientMsg {
     Hello {
         protocol: u32,
         client_version: String,
+        /// What kind of client this is: the daemon keeps slots for hooks and the CLI that
+        /// long-lived connections cannot take. Missing (an older client): `other`.
+        #[serde(default)]
+        client: ClientKind,
     },
     /// One request; `project` is the canonical project root (None for daemon-wide requests).
     Request {
@@ -31,6 +35,58 @@ pub enum ClientMsg {
         project: String,
         filter: EventFilter,
     },
+}
+
+/// What a connection is for, as its hello says (the daemon also sees it: a subscription is a
+/// `follow`, a lock request that waits a `waiter`, whatever the hello said).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientKind {
+    /// `maos hook`: an agent CLI waits on it before each tool call.
+    Hook,
+    /// A `maos` command: one request or a few, then it exits.
+    Cli,
+    /// A subscription or a view that stays open: `events --follow`, `maos top`, `ps --watch`,
+    /// the dashboard's live stream.
+    Follow,
+    /// `maos mcp`: an MCP server keeping connections for its tool calls.
+    Mcp,
+    /// A lock request that waits for the holder.
+    Waiter,
+    /// Anything else, or not said; a kind this daemon does not know is `other` too.
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+impl ClientKind {
+    pub const ALL: [ClientKind; 6] = [
+        ClientKind::Hook,
+        ClientKind::Cli,
+        ClientKind::Follow,
+        ClientKind::Mcp,
+        ClientKind::Waiter,
+        ClientKind::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientKind::Hook => "hook",
+            ClientKind::Cli => "cli",
+            ClientKind::Follow => "follow",
+            ClientKind::Mcp => "mcp",
+            ClientKind::Waiter => "waiter",
+            ClientKind::Other => "other",
+        }
+    }
+
+    /// Connections of this kind stay open on purpose (and so have a cap of their own).
+    pub fn long_lived(self) -> bool {
+        matches!(
+            self,
+            ClientKind::Follow | ClientKind::Mcp | ClientKind::Waiter
+        )
+    }
 }
 
 /// Daemon → client. Externally tagged (`{"response": {...}}`): the client decodes a frame in
@@ -117,5 +173,27 @@ mod tests {
         assert_eq!(v["body"]["op"], "pause");
         let back: ClientMsg = serde_json::from_value(v).unwrap();
         assert!(matches!(back, ClientMsg::Request { id: 7, .. }));
+    }
+
+    #[test]
+    fn a_hello_without_a_kind_or_with_an_unknown_one_is_other() {
+        let old = r#"{"kind":"hello","protocol":1,"client_version":"0.1"}"#;
+        let newer = r#"{"kind":"hello","protocol":1,"client_version":"9","client":"robot"}"#;
+        for text in [old, newer] {
+            let msg: ClientMsg = serde_json::from_str(text).unwrap();
+            assert!(matches!(
+                msg,
+                ClientMsg::Hello {
+                    client: ClientKind::Other,
+                    ..
+                }
+            ));
+        }
+        let hook = ClientMsg::Hello {
+            protocol: 1,
+            client_version: "x".into(),
+            client: ClientKind::Hook,
+        };
+        assert_eq!(serde_json::to_value(&hook).unwrap()["client"], "hook");
     }
 }
