@@ -167,8 +167,10 @@ fn main() -> ExitCode {
                 // Failing already: a closed stdout must not turn this into a success.
                 let _ = writeln!(std::io::stdout().lock(), "{v}");
             }
-            // A person reads this line: short ids (the JSON error above keeps whole ones).
-            eprintln!("maos: {}", maos_core::ids::shorten_all(&f.body.message));
+            // A person reads this line: short ids (the JSON error above keeps whole ones), and
+            // what it quotes of a path or a text from outside made safe for a terminal.
+            let line = maos_core::ids::shorten_all(&f.body.message);
+            eprintln!("maos: {}", maos_core::term::safe(&line));
             ExitCode::from(f.exit)
         }
     }

@@ -9,6 +9,19 @@ use maos_proto::{
 };
 use std::fmt::Write;
 
+/// A copy of `v` for a human view: every string in it (prompts, tasks, objectives, roles,
+/// paths, notes, reasons, event data) made safe for a terminal by [`maos_core::term::safe`].
+/// Each view renders from this copy, so no field it shows, today's or one added later, is
+/// printed raw. When the copy cannot be read back as `T` (never for maos's own replies), the
+/// escaped JSON is the error, to be printed instead. `--json` never comes here.
+pub fn terminal_safe<T: serde::Serialize + serde::de::DeserializeOwned>(
+    v: &T,
+) -> Result<T, serde_json::Value> {
+    let mut value = serde_json::to_value(v).unwrap_or(serde_json::Value::Null);
+    maos_core::term::safe_json(&mut value);
+    serde_json::from_value(value.clone()).map_err(|_| value)
+}
+
 /// "42s", "7m", "3h", "2d".
 pub fn human_secs(secs: f64) -> String {
     let s = secs.max(0.0) as u64;

@@ -364,7 +364,9 @@ fn run_and_wait(cli: &Cli, plan: &std::path::Path) -> Res {
     if cli.json {
         print_json(&s)?;
     } else {
-        let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
+        let why = reason
+            .map(|r| format!(": {}", maos_core::term::safe(&r)))
+            .unwrap_or_default();
         outln!(
             "session {} {}{why}",
             maos_core::ids::short(s.id.as_str()),
@@ -565,8 +567,11 @@ fn watch_ps(cli: &Cli, all: bool, interval: &str) -> Res {
             }
             Ok(Reply::Ps(sessions)) => format!(
                 "{}   every {interval} (Ctrl-C to stop), {stamp}\n{}",
-                paint.bold(&format!("project {root}")),
-                maos_client::output::ps(&sessions, paint)
+                paint.bold(&format!("project {}", maos_core::term::safe(&root))),
+                match maos_client::output::terminal_safe(&sessions) {
+                    Ok(sessions) => maos_client::output::ps(&sessions, paint),
+                    Err(v) => v.to_string() + "\n",
+                }
             ),
             Ok(other) => return show(cli.json, other),
             Err(ClientError::Unavailable(m)) => {

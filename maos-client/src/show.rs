@@ -68,6 +68,11 @@ pub fn show(json: bool, reply: Reply) -> Res {
             }
         };
     }
+    // Rendered from a copy whose every string is safe for a terminal.
+    let reply = match output::terminal_safe(&reply) {
+        Ok(r) => r,
+        Err(v) => return print_json(&v),
+    };
     match reply {
         Reply::Session(s) => print(&output::session(&s)),
         Reply::Sessions(s) => print(&output::session_list(&s)),
@@ -128,7 +133,8 @@ pub fn show(json: bool, reply: Reply) -> Res {
         Reply::Log { path, .. } => outln!("{path}"),
         Reply::Recovery(r) => print(&output::recovery(&r)),
         Reply::Validation(p) => print(&output::problems(&p)),
-        Reply::Brief(b) => print(&b.text),
+        // The text again, from the safe copy (the daemon's is the model's).
+        Reply::Brief(b) => print(&maos_core::brief::text(&b)),
         Reply::Gantt(g) => print_json(&g)?,
         Reply::Pong | Reply::Done | Reply::Subscribed => outln!("ok"),
     }
@@ -136,6 +142,11 @@ pub fn show(json: bool, reply: Reply) -> Res {
 }
 
 pub fn show_human(cli: &Cli, reply: Reply) -> Res {
+    // Rendered from a copy whose every string is safe for a terminal.
+    let reply = match output::terminal_safe(&reply) {
+        Ok(r) => r,
+        Err(v) => return print_json(&v),
+    };
     match (&cli.cmd, reply) {
         (
             Cmd::Session {
@@ -163,7 +174,7 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
         }
         (Cmd::Brief { .. }, Reply::Brief(b)) => {
             outln!("{}", project_line(cli, Paint::stdout())?);
-            print(&b.text);
+            print(&maos_core::brief::text(&b));
             Ok(())
         }
         (Cmd::Import { file }, Reply::Session(s)) => {
@@ -225,7 +236,8 @@ pub fn show_human(cli: &Cli, reply: Reply) -> Res {
 
 /// The header of `ps`, `status` and `brief`: which project the view is of.
 pub fn project_line(cli: &Cli, paint: Paint) -> Result<String, crate::failure::Failure> {
-    Ok(paint.bold(&format!("project {}", cli.project_root()?)))
+    let root = cli.project_root()?;
+    Ok(paint.bold(&format!("project {}", maos_core::term::safe(&root))))
 }
 
 pub fn emit_events(json: bool, events: &[maos_proto::EventRecord]) {
@@ -234,7 +246,10 @@ pub fn emit_events(json: bool, events: &[maos_proto::EventRecord]) {
         let line = if json {
             serde_json::to_string(e).unwrap_or_default()
         } else {
-            output::event_line(e)
+            match output::terminal_safe(e) {
+                Ok(e) => output::event_line(&e),
+                Err(v) => v.to_string(),
+            }
         };
         // A closed pipe (e.g. `| head`) ends the stream quietly.
         if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {

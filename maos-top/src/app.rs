@@ -102,7 +102,15 @@ impl App {
             None => Client::connect(false)?,
         };
         let root = p.map(|p| self.projects[p].root.clone());
-        let reply = client.request(root.as_deref(), body);
+        // Shown on the terminal: every text in it made safe first.
+        let reply = client.request(root.as_deref(), body).and_then(|r| {
+            maos_client::output::terminal_safe(&r).map_err(|_| {
+                ClientError::Remote(maos_proto::ErrorBody::new(
+                    maos_proto::ErrorCode::Internal,
+                    "the daemon's answer could not be made safe to show".to_string(),
+                ))
+            })
+        });
         match &reply {
             Err(ClientError::Unavailable(_)) => {}
             _ => {
@@ -181,6 +189,7 @@ impl App {
     }
 
     pub fn say(&mut self, text: String, bad: bool) {
+        let text = maos_core::term::safe(&text).into_owned();
         self.said = Some((Instant::now() + STATUS_FOR, text, bad));
     }
 
@@ -233,6 +242,10 @@ impl App {
                 self.quit = true;
             }
             Msg::Event { project, event } => {
+                // Shown on the terminal: every text in it made safe first.
+                let Ok(event) = maos_client::output::terminal_safe(&event) else {
+                    return;
+                };
                 if let Some(v) = &mut self.events
                     && concerns(&v.subject, project, &event)
                 {

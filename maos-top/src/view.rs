@@ -60,7 +60,7 @@ fn header(f: &mut Frame, area: Rect, app: &App) {
                 format!(
                     " daemon gone since {} ({}); reconnecting ",
                     maos_core::utc(*since),
-                    clip(why, 40)
+                    clip(&maos_core::term::safe(why), 40)
                 ),
                 Style::new().fg(Color::White).bg(Color::Red).bold(),
             ),
@@ -68,7 +68,7 @@ fn header(f: &mut Frame, area: Rect, app: &App) {
         ]),
         None => {
             let where_ = match app.projects.as_slice() {
-                [one] => one.root.clone(),
+                [one] => maos_core::term::safe(&one.root).into_owned(),
                 many => format!("{} projects", many.len()),
             };
             let sessions: Vec<&PsSession> = app.projects.iter().flat_map(|p| &p.sessions).collect();
@@ -176,7 +176,7 @@ fn sessions(f: &mut Frame, area: Rect, app: &mut App) {
                 Cell::from(""),
                 Cell::from(""),
                 Cell::from(Span::styled(
-                    app.projects[project].root.clone(),
+                    maos_core::term::safe(&app.projects[project].root).into_owned(),
                     Style::new().bold().underlined(),
                 )),
             ]),

@@ -20,6 +20,7 @@ pub mod recovery;
 pub mod schedule;
 pub mod spec;
 pub mod state;
+pub mod term;
 pub mod validate;
 pub mod waitfor;
 pub mod words;
