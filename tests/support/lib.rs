@@ -25,6 +25,7 @@ pub mod client;
 pub mod codex;
 pub mod conformance;
 pub mod daemon;
+pub mod dashboard;
 pub mod doctor;
 pub mod mcp;
 pub mod netcut;

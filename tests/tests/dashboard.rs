@@ -6,88 +6,14 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
+use maos_tests::dashboard::{Dashboard, http, http_with};
 use maos_tests::{Env, Value, describe, json_of};
-
-/// The running dashboard, stopped when the test ends (also when it failed).
-struct Dashboard<'a> {
-    env: &'a Env,
-    url: String,
-    port: u16,
-    token: String,
-    pid: u32,
-}
-
-impl Drop for Dashboard<'_> {
-    fn drop(&mut self) {
-        let _ = self.env.maos(&["dashboard", "--stop"]);
-        if maos_tests::alive(self.pid) {
-            maos_tests::kill9(self.pid);
-        }
-    }
-}
-
-fn start(env: &Env) -> Dashboard<'_> {
-    let out = env.maos(&["--json", "dashboard"]);
-    let v = json_of("maos dashboard", &out);
-    let url = v["url"].as_str().expect("url").to_string();
-    let token = url.split("token=").nth(1).expect("a token").to_string();
-    Dashboard {
-        env,
-        port: v["port"].as_u64().expect("port") as u16,
-        pid: v["pid"].as_u64().expect("pid") as u32,
-        url,
-        token,
-    }
-}
-
-/// One HTTP/1.1 request: the status and the body.
-fn http(
-    port: u16,
-    method: &str,
-    path: &str,
-    host: &str,
-    headers: &[(&str, &str)],
-) -> (u16, String) {
-    http_with(port, method, path, host, headers, b"")
-}
-
-/// [`http`] with a body.
-fn http_with(
-    port: u16,
-    method: &str,
-    path: &str,
-    host: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the dashboard");
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-    let mut bytes = req.into_bytes();
-    bytes.extend_from_slice(body);
-    s.write_all(&bytes).expect("send");
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).expect("read");
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {answer:?}"));
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
 
 #[test]
 fn the_dashboard_answers_with_its_token_and_refuses_everything_else() {
     let env = Env::new();
     env.session("Show it in a browser", &[]);
-    let d = start(&env);
+    let d = Dashboard::start(&env);
     assert!(
         d.url
             .starts_with(&format!("http://127.0.0.1:{}/?token=", d.port)),
@@ -217,7 +143,7 @@ fn the_dashboard_answers_with_its_token_and_refuses_everything_else() {
 #[test]
 fn maos_dashboard_finds_the_running_one_and_stops_it() {
     let env = Env::new();
-    let d = start(&env);
+    let d = Dashboard::start(&env);
     let again = env.maos(&["--json", "dashboard"]);
     let v = json_of("maos dashboard again", &again);
     assert_eq!(v["url"], d.url.as_str(), "the same dashboard");
@@ -242,14 +168,14 @@ fn maos_dashboard_finds_the_running_one_and_stops_it() {
     );
 
     // A new start has a new token.
-    let next = start(&env);
+    let next = Dashboard::start(&env);
     assert_ne!(next.token, d.token);
     // A dashboard killed without a word is found dead, and replaced.
     maos_tests::kill9(next.pid);
     maos_tests::wait_until(maos_tests::DEADLINE, "the killed dashboard gone", || {
         !maos_tests::alive(next.pid)
     });
-    let third = start(&env);
+    let third = Dashboard::start(&env);
     assert_ne!(third.pid, next.pid);
     let (status, _) = http(
         third.port,
@@ -271,7 +197,7 @@ fn maos_dashboard_finds_the_running_one_and_stops_it() {
 fn maos_dashboard_stops_while_a_page_follows_the_events() {
     let env = Env::new();
     env.session("watched", &[]);
-    let d = start(&env);
+    let d = Dashboard::start(&env);
     let root = Env::project_root(&env.project);
     let q = format!("/api/events?project={}", root.replace('/', "%2F"));
     let mut live = Stream::open(&d, &q);
@@ -298,7 +224,7 @@ fn a_real_browser_shows_the_sessions_live_and_is_refused_without_the_token() {
     }
     let env = Env::new();
     let sid = env.session("Show it in a browser", &[]);
-    let d = start(&env);
+    let d = Dashboard::start(&env);
     let browser = maos_tests::webdriver::Browser::start(&env.root().join("chromium"));
     browser.open(&d.url);
     let root = Env::project_root(&env.project);
@@ -363,7 +289,7 @@ fn pages_left_behind_do_not_hold_the_browsers_connections() {
     }
     let env = Env::new();
     let sid = env.session("Opened again and again", &[]);
-    let d = start(&env);
+    let d = Dashboard::start(&env);
     let browser = maos_tests::webdriver::Browser::start(&env.root().join("chromium"));
     let root = Env::project_root(&env.project);
     let url = format!("{}#/session/{}/{sid}", d.url, root.replace('/', "%2F"));
@@ -439,7 +365,7 @@ impl Stream {
 fn the_event_stream_pushes_commits_and_says_when_the_daemon_is_gone() {
     let env = Env::new();
     env.session("first", &[]);
-    let d = start(&env);
+    let d = Dashboard::start(&env);
     let root = Env::project_root(&env.project);
     let q = format!("/api/events?project={}", root.replace('/', "%2F"));
     let mut live = Stream::open(&d, &q);
@@ -501,7 +427,7 @@ fn bad_input_to_every_endpoint_is_a_4xx_with_one_line_and_changes_nothing() {
     let a = env.agent(None, "dev", "writes");
     env.maos_json(&["agent", "start", &a]);
     env.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &a]);
-    let d = start(&env);
+    let d = Dashboard::start(&env);
     let host = format!("127.0.0.1:{}", d.port);
     let with = [("X-Maos-Token", d.token.as_str())];
     let json = [
@@ -822,7 +748,7 @@ fn a_real_browser_draws_the_tree_the_gantt_the_denial_the_deadlock_and_acts() {
         env.maos_json(&["session", "show", &managed])["state"] == "completed"
     });
 
-    let d = start(&env);
+    let d = Dashboard::start(&env);
     let browser = maos_tests::webdriver::Browser::start(&env.root().join("chromium"));
     browser.resize(1400, 1800);
     let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -1283,7 +1209,7 @@ fn the_session_api_counts_done_as_ps_does_and_says_a_refusal() {
         .expect("the windows' session")
         .to_string();
 
-    let d = start(&env);
+    let d = Dashboard::start(&env);
     let host = format!("127.0.0.1:{}", d.port);
     let with = [("X-Maos-Token", d.token.as_str())];
     let p = format!("project={}", enc(&Env::project_root(&env.project)));
