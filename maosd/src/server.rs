@@ -319,13 +319,14 @@ fn raise_fd_limit(wanted: u64) {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return;
     }
-    let cur = lim.rlim_cur as u64;
+    let wanted = wanted as libc::rlim_t;
+    let cur = lim.rlim_cur;
     if cur >= wanted {
         return;
     }
-    let want = wanted.min(lim.rlim_max as u64);
+    let want = wanted.min(lim.rlim_max);
     let raised = libc::rlimit {
-        rlim_cur: want as libc::rlim_t,
+        rlim_cur: want,
         rlim_max: lim.rlim_max,
     };
     // SAFETY: setrlimit reads the struct it is given.
