@@ -172,6 +172,15 @@ fn hook_decision(env: &Env, input: &Value) -> (String, String) {
     )
 }
 
+/// A Claude Code hook input: the window `s-1` writes `a.rs` in `project` (PreToolUse Write).
+fn write_input(project: &Path) -> Value {
+    json!({
+        "session_id": "s-1", "cwd": project, "hook_event_name": "PreToolUse",
+        "tool_name": "Write", "tool_use_id": "toolu_1",
+        "tool_input": {"file_path": project.join("a.rs"), "content": "x"},
+    })
+}
+
 #[test]
 fn a_row_maos_cannot_read_fails_closed_is_named_and_quarantined() {
     if sqlite_only("a row written into the project's SQLite file") {
@@ -221,11 +230,7 @@ fn a_row_maos_cannot_read_fails_closed_is_named_and_quarantined() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
     }
     // A write through a hook is refused (fail closed), with the reason and the way out.
-    let write = json!({
-        "session_id": "s-1", "cwd": env.project, "hook_event_name": "PreToolUse",
-        "tool_name": "Write", "tool_use_id": "toolu_1",
-        "tool_input": {"file_path": env.project.join("a.rs"), "content": "x"},
-    });
+    let write = write_input(&env.project);
     let (decision, reason) = hook_decision(&env, &write);
     assert_eq!(decision, "deny", "{reason}");
     assert!(
@@ -349,11 +354,7 @@ fn a_row_of_another_daemon_maos_cannot_read_fails_closed_in_a_fleet() {
     let agent = a.agent(Some(&session), "coder", "work");
     // b has the project open, and knows it as it is now.
     assert_eq!(b.maos_json(&["session", "list"])[0]["id"], session.as_str());
-    let write = json!({
-        "session_id": "s-1", "cwd": b.project, "hook_event_name": "PreToolUse",
-        "tool_name": "Write", "tool_use_id": "toolu_1",
-        "tool_input": {"file_path": b.project.join("a.rs"), "content": "x"},
-    });
+    let write = write_input(&b.project);
     let (decision, why) = hook_decision(&b, &write);
     assert_eq!(decision, "", "{why}");
     // The agent's dependencies now name something that is not an agent id, as a change of
