@@ -118,7 +118,10 @@ fn yes_trusts_exactly_maos_hooks_and_uninstall_takes_it_back() {
         original,
         "uninstall leaves config.toml as it was"
     );
-    assert!(!hooks_json.exists(), "install created it: uninstall removes it");
+    assert!(
+        !hooks_json.exists(),
+        "install created it: uninstall removes it"
+    );
 }
 
 /// No terminal and no `--yes`: the hooks are installed, nothing is trusted, the output says
