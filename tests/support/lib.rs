@@ -31,6 +31,7 @@ pub mod mcp;
 pub mod netcut;
 pub mod postgres;
 pub mod procfs;
+pub mod started;
 pub mod tempdir;
 pub mod tmux;
 pub mod webdriver;

@@ -2,7 +2,7 @@
 //! agents were registered in (issue 15: a child registered after another top-level agent was
 //! drawn under that one, while `ps --json` was right), and how many agents are done.
 
-use maos_tests::Env;
+use maos_tests::{Env, started};
 
 /// The agent lines of `maos ps`: (indentation, short id).
 fn agent_lines(text: &str) -> Vec<(usize, String)> {
@@ -53,15 +53,11 @@ fn a_child_is_drawn_under_its_own_parent() {
 #[test]
 fn failed_and_cancelled_agents_are_not_counted_as_done() {
     let env = Env::new();
-    env.session("count", &[]);
-    env.maos_json(&["session", "start"]);
+    started::session(&env, "count");
     let ids: Vec<String> = ["ok", "bad", "gone", "busy"]
         .iter()
-        .map(|r| env.agent(None, r, "work"))
+        .map(|r| started::agent(&env, r, "work"))
         .collect();
-    for id in &ids {
-        env.maos_json(&["agent", "start", id]);
-    }
     env.maos_json(&["agent", "complete", &ids[0]]);
     env.maos_json(&["agent", "fail", &ids[1]]);
     env.maos_json(&["agent", "cancel", &ids[2]]);
@@ -79,10 +75,8 @@ fn failed_and_cancelled_agents_are_not_counted_as_done() {
 #[test]
 fn counts_and_reasons_read_right() {
     let env = Env::new();
-    let sid = env.session("words", &[]);
-    env.maos_json(&["session", "start"]);
-    let a = env.agent(None, "writer", "writes");
-    env.maos_json(&["agent", "start", &a]);
+    let sid = started::session(&env, "words");
+    let a = started::agent(&env, "writer", "writes");
     env.maos_json(&["lock", "acquire", "notes.md", "--agent", &a]);
     env.maos_json(&["agent", "complete", &a]);
     let released = env.events(&["--type", "lock_released"]);
@@ -274,10 +268,8 @@ fn a_refused_write_shows_as_a_refusal_not_as_the_holders_work() {
 #[test]
 fn the_agents_of_a_paused_session_show_paused() {
     let env = Env::new();
-    let sid = env.session("held", &[]);
-    env.maos_json(&["session", "start"]);
-    let a = env.agent(None, "dev", "works");
-    env.maos_json(&["agent", "start", &a]);
+    let sid = started::session(&env, "held");
+    let a = started::agent(&env, "dev", "works");
     env.maos_json(&["pause", &sid]);
     let text = String::from_utf8_lossy(&env.maos(&["ps"]).stdout).into_owned();
     let line = line_of(&text, &a);

@@ -1,7 +1,7 @@
 //! Human text shows ids short (`agt_1a2b3c4d`), as README promises (issue 29: full 32-digit
 //! ids in errors, the briefing and deny texts); `--json` keeps them whole.
 
-use maos_tests::{Env, Value};
+use maos_tests::{Env, Value, started};
 
 /// The first run of 32 hex digits in `text` (a whole id), if any.
 fn whole_id(text: &str) -> Option<String> {
@@ -59,13 +59,10 @@ fn a_deny_reason_says_short_ids() {
 #[test]
 fn the_briefing_says_short_ids() {
     let env = Env::new();
-    let sid = env.session("brief", &[]);
-    env.maos_json(&["session", "start"]);
-    let a = env.agent(None, "dev", "writes the lexer");
-    env.maos_json(&["agent", "start", &a]);
+    let sid = started::session(&env, "brief");
+    let a = started::agent(&env, "dev", "writes the lexer");
     env.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &a]);
-    let b = env.agent(None, "tester", "tests it");
-    env.maos_json(&["agent", "start", &b]);
+    let b = started::agent(&env, "tester", "tests it");
     env.maos_json(&["agent", "fail", &b, "--reason", "the tests broke"]);
     let out = env.maos(&["brief"]);
     assert!(out.status.success(), "{}", maos_tests::describe(&out));
@@ -83,10 +80,8 @@ fn the_briefing_says_short_ids() {
 #[test]
 fn errors_say_short_ids() {
     let env = Env::new();
-    let sid = env.session("errors", &[]);
-    env.maos_json(&["session", "start"]);
-    let a = env.agent(None, "dev", "works");
-    env.maos_json(&["agent", "start", &a]);
+    let sid = started::session(&env, "errors");
+    let a = started::agent(&env, "dev", "works");
     env.maos_json(&["agent", "complete", &a]);
     let b = env.agent(None, "dev", "works too");
     let cases: Vec<Vec<String>> = vec![
