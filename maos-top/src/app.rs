@@ -73,11 +73,17 @@ pub struct App {
 
 impl App {
     pub fn new(roots: Vec<String>, all: bool, client: Client) -> App {
+        App::with(roots, all, Some(client))
+    }
+
+    /// An app watching `roots`, each to be asked for its sessions; `client: None` (the unit
+    /// tests) has no daemon to ask.
+    fn with(roots: Vec<String>, all: bool, client: Option<Client>) -> App {
         let n = roots.len();
         App {
             projects: roots.into_iter().map(Project::new).collect(),
             all,
-            client: Some(client),
+            client,
             pid: None,
             rows: Vec::new(),
             table: TableState::default(),
@@ -497,24 +503,9 @@ mod tests {
 
     /// An app with no daemon connection (a live event needs none) watching two projects.
     fn app() -> App {
-        App {
-            projects: vec![Project::new("/p".into()), Project::new("/q".into())],
-            all: false,
-            client: None,
-            pid: None,
-            rows: Vec::new(),
-            table: TableState::default(),
-            selected: None,
-            filter: String::new(),
-            typing: None,
-            confirm: None,
-            said: None,
-            events: None,
-            status: None,
-            help: false,
-            quit: false,
-            stale: vec![false; 2],
-        }
+        let mut app = App::with(vec!["/p".into(), "/q".into()], false, None);
+        app.stale = vec![false; 2];
+        app
     }
 
     fn event(seq: u64, session: Option<&str>, agent: Option<&str>) -> EventRecord {
