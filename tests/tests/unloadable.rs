@@ -325,6 +325,23 @@ fn pg_exec(pg: &maos_tests::postgres::Postgres, key: &str, sql: &[&str]) {
     });
 }
 
+/// Sets `depends_on` of every agent of the project `key` to `json` in the fleet's PostgreSQL,
+/// as a change of another daemon's batch would (the project's next seq).
+fn set_depends_on(pg: &maos_tests::postgres::Postgres, key: &str, json: &str) {
+    let set = format!(
+        "UPDATE session_agents SET depends_on = '{json}', \
+         changed_seq = (SELECT last_seq FROM projects WHERE key = $1) WHERE project = $1"
+    );
+    pg_exec(
+        pg,
+        key,
+        &[
+            "UPDATE projects SET last_seq = last_seq + 1 WHERE key = $1",
+            &set,
+        ],
+    );
+}
+
 /// In a fleet a row comes from another daemon: one this daemon cannot read (here written into
 /// PostgreSQL as an older maos's import would have) reaches it through its next refresh. It
 /// is named, never a panic; a write through a hook is refused; the project loads again once
@@ -359,15 +376,7 @@ fn a_row_of_another_daemon_maos_cannot_read_fails_closed_in_a_fleet() {
     assert_eq!(decision, "", "{why}");
     // The agent's dependencies now name something that is not an agent id, as a change of
     // another daemon's batch.
-    pg_exec(
-        &pg,
-        key,
-        &[
-            "UPDATE projects SET last_seq = last_seq + 1 WHERE key = $1",
-            "UPDATE session_agents SET depends_on = '[\"../../x\"]', \
-             changed_seq = (SELECT last_seq FROM projects WHERE key = $1) WHERE project = $1",
-        ],
-    );
+    set_depends_on(&pg, key, r#"["../../x"]"#);
     let f = b.maos_fail(&["ps"]);
     assert_eq!(f.code, "project_unloadable", "{}", f.message);
     assert!(
@@ -385,15 +394,7 @@ fn a_row_of_another_daemon_maos_cannot_read_fails_closed_in_a_fleet() {
     let f = b.maos_fail(&["repair", "--quarantine"]);
     assert!(f.message.contains("psql"), "{}", f.message);
     // Put right there, the project serves again.
-    pg_exec(
-        &pg,
-        key,
-        &[
-            "UPDATE projects SET last_seq = last_seq + 1 WHERE key = $1",
-            "UPDATE session_agents SET depends_on = '[]', \
-             changed_seq = (SELECT last_seq FROM projects WHERE key = $1) WHERE project = $1",
-        ],
-    );
+    set_depends_on(&pg, key, "[]");
     assert_eq!(b.maos_json(&["ps"])[0]["id"], session.as_str());
     let (decision, why) = hook_decision(&b, &write);
     assert_eq!(decision, "", "{why}");
