@@ -61,6 +61,13 @@ fn cwd() -> Option<String> {
 }
 
 pub fn lock_request(cmd: &LockCmd) -> Res<Request> {
+    // Refused here, as the daemon would, without a round trip.
+    if let LockCmd::Acquire { path, .. }
+    | LockCmd::Release { path, .. }
+    | LockCmd::Check { path, .. } = cmd
+    {
+        maos_core::check_path_len(path).map_err(usage)?;
+    }
     Ok(match cmd {
         LockCmd::Acquire {
             path,

@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 
 /// The most bytes a call's arguments may take, all together.
 pub const MAX_ARGS_BYTES: usize = 256 * 1024;
-/// The longest path accepted.
-pub const MAX_PATH: usize = 4096;
+/// The longest path accepted: every way into maos takes the same.
+pub const MAX_PATH: usize = maos_core::MAX_PATH;
 /// The longest note.
 pub const MAX_NOTE: usize = 16 * 1024;
 /// The longest session id or prefix.

@@ -384,6 +384,9 @@ async fn request(
             mut request,
             archived,
         } => {
+            if let Some(refused) = request.over_long_write() {
+                return refused;
+            }
             // Resolving touches the filesystem (symlinks, worktrees), so it happens here, not
             // in the actor.
             request.resolve_paths(|path, cwd| lock_key(&root, path, cwd))?;

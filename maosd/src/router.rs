@@ -500,10 +500,16 @@ impl ProjectRequest {
     /// Lock requests and a hook's writes name paths as the agent sees them; the actor works on
     /// project-relative keys. `resolve(path, cwd)` gives a path's key (it touches the
     /// filesystem, so the connection supplies it and the actor never runs it).
+    /// A path longer than [`maos_core::MAX_PATH`] is refused here, before it is resolved.
     pub fn resolve_paths(
         &mut self,
         resolve: impl Fn(&str, &Option<String>) -> Result<String, ErrorBody>,
     ) -> Result<(), ErrorBody> {
+        let resolve = |path: &str, cwd: &Option<String>| {
+            maos_core::check_path_len(path)
+                .map_err(|why| ErrorBody::new(maos_proto::ErrorCode::BadRequest, why))?;
+            resolve(path, cwd)
+        };
         match self {
             ProjectRequest::LockAcquire {
                 path, cwd, mode, ..
@@ -553,6 +559,28 @@ impl ProjectRequest {
             _ => {}
         }
         Ok(())
+    }
+
+    /// A hook call that names a file path longer than [`maos_core::MAX_PATH`] (a write's file,
+    /// a file of a Codex patch): refused before anything is placed or recorded. A tool call
+    /// is denied (the model is told why); any other event is an error (the client says it is
+    /// not recorded).
+    pub fn over_long_write(&self) -> Option<Result<Reply, ErrorBody>> {
+        let ProjectRequest::Hook(call) = self else {
+            return None;
+        };
+        let why = call
+            .paths
+            .iter()
+            .find_map(|p| maos_core::check_path_len(p).err())?;
+        Some(match call.event.as_str() {
+            "PreToolUse" => Ok(Reply::Hook(maos_proto::HookAnswer {
+                decision: maos_proto::HookDecision::Deny,
+                reason: Some(format!("maos refuses this write: {why}")),
+                context: None,
+            })),
+            _ => Err(ErrorBody::new(maos_proto::ErrorCode::BadRequest, why)),
+        })
     }
 
     /// A hook's writes, each placed by `place(path, cwd)`: a file in the project becomes its

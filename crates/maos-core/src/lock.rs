@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::state::named_enum;
 use crate::{AgentId, Ts};
 
-pub use path::{LockPath, LockPathError};
+pub use path::{LockPath, LockPathError, MAX_PATH, check_path_len};
 pub use table::{LockSavepoint, LockTable};
 
 named_enum! {

@@ -5,6 +5,24 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+/// The longest path maos takes, in bytes of UTF-8, as the caller names it (absolute, or
+/// relative to its working directory), before any resolution: Linux's `PATH_MAX` (which counts
+/// the NUL that ends a C string, so the kernel itself takes one byte less). Every way in
+/// refuses a longer one (the CLI, the daemon's lock requests, a hook's writes, the events'
+/// path filter, MCP) before anything is recorded.
+pub const MAX_PATH: usize = 4096;
+
+/// Refuse a path longer than [`MAX_PATH`] bytes, in one line that does not quote it.
+pub fn check_path_len(path: &str) -> Result<(), String> {
+    if path.len() > MAX_PATH {
+        return Err(format!(
+            "the path is {} bytes, over the {MAX_PATH}-byte limit; name a shorter path",
+            path.len()
+        ));
+    }
+    Ok(())
+}
+
 /// A path that cannot be a lock key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LockPathError {
@@ -160,6 +178,18 @@ mod tests {
 
     fn p(s: &str) -> LockPath {
         LockPath::new(s).unwrap()
+    }
+
+    #[test]
+    fn a_path_at_the_cap_is_taken_and_one_byte_more_is_refused_in_one_line() {
+        assert_eq!(check_path_len(&"a".repeat(MAX_PATH)), Ok(()));
+        // Bytes, not characters: 2,048 two-byte characters are at the cap, one more is over.
+        assert_eq!(check_path_len(&"é".repeat(MAX_PATH / 2)), Ok(()));
+        let why = check_path_len(&"é".repeat(MAX_PATH / 2 + 1)).unwrap_err();
+        assert_eq!(
+            why,
+            "the path is 4098 bytes, over the 4096-byte limit; name a shorter path"
+        );
     }
 
     #[test]

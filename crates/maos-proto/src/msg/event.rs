@@ -41,7 +41,7 @@ pub struct EventFilter {
     pub until_session_ends: bool,
 }
 
-/// The longest `path` or `text` a filter takes.
+/// The longest `text` a filter takes (its `path` takes [`maos_core::MAX_PATH`]).
 pub const MAX_FILTER_TEXT: usize = 1024;
 
 /// How a front end names a filter's fields in its refusals.
@@ -75,6 +75,10 @@ impl EventFilter {
         for (name, v) in [(names.path, &self.path), (names.text, &self.text)] {
             match v.as_deref() {
                 Some("") => return Err(format!("{name}: give a non-empty text")),
+                // A path takes what every path does.
+                Some(t) if name == names.path => {
+                    maos_core::check_path_len(t).map_err(|why| format!("{name}: {why}"))?;
+                }
                 Some(t) if t.len() > MAX_FILTER_TEXT => {
                     return Err(format!(
                         "{name}: {} bytes is too long (at most {MAX_FILTER_TEXT})",
