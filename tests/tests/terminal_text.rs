@@ -119,3 +119,20 @@ fn hostile_text_reaches_the_terminal_escaped_in_every_human_view() {
     let text = shown(&env, &["history"]);
     escaped("maos history", &text);
 }
+
+/// `maos top` on a real terminal (tmux): the objective, the agent's role and task and the
+/// recent events show their controls escaped; the screen is not cleared, nor the title set.
+#[test]
+fn maos_top_shows_hostile_text_escaped() {
+    if !maos_tests::tmux::Tmux::available() {
+        return;
+    }
+    let env = Env::new();
+    let sid = env.session(EVIL, &[]);
+    env.agent(Some(&sid), &format!("r{}", &EVIL[..20]), EVIL);
+    let top = maos_tests::tmux::Tmux::start(&env, 160, 40, &["maos", "top"], &[]);
+    let screen = top.wait_for("the objective, escaped", |s| {
+        s.contains("<U+202E>gnp.exe x^[[2J^[]0;pwned^G")
+    });
+    assert_eq!(unsafe_char(&screen), None, "{screen}");
+}
