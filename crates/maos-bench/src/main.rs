@@ -22,6 +22,7 @@ use crate::report::{Metric, machine, markdown};
 use crate::scenarios::Scenario;
 use crate::scenarios::activation::scen_activation;
 use crate::scenarios::agent_start::scen_agent_start;
+use crate::scenarios::connections::scen_connections;
 use crate::scenarios::dash::{scen_dash_hook, scen_dash_live, scen_dash_paint};
 use crate::scenarios::data::{scen_gc, scen_transfer};
 use crate::scenarios::fleet::{scen_fleet_contention, scen_fleet_join};
@@ -122,6 +123,11 @@ scenarios:
               each (default 20, own client each), a random one of --paths files (default 1000)
               acquired without waiting and released at once for --duration s (default 5):
               durable grants/s in all, acquire p50/p99
+  connections not in `all` (it opens thousands of sockets): idle connections, then
+              subscriptions, in steps up to --clients (default 4096); at each step the
+              daemon's RSS, RSS per connection, open files, and --requests (default 50)
+              whole-process `maos hook` writes of a file another window holds (denied):
+              p50/p99; the figures max_connections' default comes from
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
@@ -249,6 +255,7 @@ fn run(o: &Opts) -> Res {
         "agent-start" => one(scen_agent_start)?,
         "activation" => one(scen_activation)?,
         "top" => one(scen_top)?,
+        "connections" => one(scen_connections)?,
         "mcp" => one(scen_mcp)?,
         "pg-serialise" => one(scen_pg_serialise)?,
         "fleet-join" => one(scen_fleet_join)?,

@@ -2,6 +2,7 @@
 
 pub mod activation;
 pub mod agent_start;
+pub mod connections;
 pub mod dash;
 pub mod data;
 pub mod fleet;
