@@ -487,7 +487,75 @@ pub enum Followed {
 /// it is lost; then connect again (never starting a daemon: whoever stopped it meant it),
 /// say it is back, and go on after the last event told: none twice, none skipped. Returns
 /// when `tell` returns false (whoever listened is gone).
-pub fn follow(project: &str, after: Option<u64>, mut tell: impl FnMut(Followed) -> bool) {
+pub fn follow(project: &str, after: Option<u64>, tell: impl FnMut(Followed) -> bool) {
+    follow_until(project, after, &Unfollow::default(), tell);
+}
+
+/// Ends a [`follow_until`] from another thread at once: its connection to the daemon is shut
+/// and it connects no more. Whoever listened may be gone long before the project's next event
+/// would tell it so (a dashboard's page closed on a quiet project), and until then the
+/// follow held a thread and one of the daemon's connections.
+#[derive(Clone, Default)]
+pub struct Unfollow(std::sync::Arc<(std::sync::Mutex<Unfollowed>, std::sync::Condvar)>);
+
+#[derive(Default)]
+struct Unfollowed {
+    stopped: bool,
+    /// The follow's connection, while it has one.
+    stream: Option<UnixStream>,
+}
+
+impl Unfollow {
+    /// Stop the follow: it returns at once, without telling anything more.
+    pub fn stop(&self) {
+        let (state, wake) = &*self.0;
+        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        s.stopped = true;
+        if let Some(stream) = s.stream.take() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+        wake.notify_all();
+    }
+
+    fn stopped(&self) -> bool {
+        self.0.0.lock().unwrap_or_else(|e| e.into_inner()).stopped
+    }
+
+    /// Keep a handle on the follow's new connection (to shut it); false when stopped.
+    fn watch(&self, c: &Client) -> bool {
+        let mut s = self.0.0.lock().unwrap_or_else(|e| e.into_inner());
+        if s.stopped {
+            return false;
+        }
+        s.stream = c.stream_handle().ok();
+        true
+    }
+
+    /// Let go of the handle on a connection that has ended; false when stopped.
+    fn unwatch(&self) -> bool {
+        let mut s = self.0.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.stream = None;
+        !s.stopped
+    }
+
+    /// Sleep `d` before connecting again, unless stopped meanwhile; false when stopped.
+    fn pause(&self, d: Duration) -> bool {
+        let (state, wake) = &*self.0;
+        let s = state.lock().unwrap_or_else(|e| e.into_inner());
+        let (s, _) = wake
+            .wait_timeout_while(s, d, |s| !s.stopped)
+            .unwrap_or_else(|e| e.into_inner());
+        !s.stopped
+    }
+}
+
+/// [`follow`] that also ends when `until` is stopped, at once (see [`Unfollow`]).
+pub fn follow_until(
+    project: &str,
+    after: Option<u64>,
+    until: &Unfollow,
+    mut tell: impl FnMut(Followed) -> bool,
+) {
     let mut filter = EventFilter {
         after_seq: after,
         ..EventFilter::default()
@@ -495,8 +563,18 @@ pub fn follow(project: &str, after: Option<u64>, mut tell: impl FnMut(Followed) 
     let mut lost = false;
     let mut pause = Duration::from_millis(20);
     loop {
-        let why = match Client::connect(false).and_then(|mut c| Ok((c.daemon_pid()?, c))) {
-            Ok((pid, c)) => {
+        let connected = Client::connect(false).and_then(|mut c| {
+            if !until.watch(&c) {
+                return Ok(None);
+            }
+            Ok(Some((c.daemon_pid()?, c)))
+        });
+        if until.stopped() {
+            return;
+        }
+        let why = match connected {
+            Ok(None) => return,
+            Ok(Some((pid, c))) => {
                 if lost && !tell(Followed::Back(pid)) {
                     return;
                 }
@@ -526,13 +604,19 @@ pub fn follow(project: &str, after: Option<u64>, mut tell: impl FnMut(Followed) 
             }
             Err(e) => e.body().message,
         };
+        // Shut by `stop`: nothing was lost, the listener left.
+        if !until.unwatch() {
+            return;
+        }
         if !lost {
             lost = true;
             if !tell(Followed::Lost(why)) {
                 return;
             }
         }
-        std::thread::sleep(pause);
+        if !until.pause(pause) {
+            return;
+        }
         pause = (pause * 2).min(Duration::from_millis(250));
     }
 }

@@ -2,7 +2,11 @@
 //! as server-sent events, through the daemon's own subscription. A thread follows the
 //! subscription with the client's blocking connection and hands each event over; when the
 //! daemon goes away the stream says `lost` (with why), reconnects without starting a daemon,
-//! says `back`, and goes on after the last event it sent: none twice, none skipped.
+//! says `back`, and goes on after the last event it sent: none twice, none skipped. When the
+//! page goes (the browser closes the connection, and the server drops the stream), the
+//! subscription's connection is shut and the thread ends at once, not at the project's next
+//! event: on a quiet project every page left behind held a thread and one of maosd's
+//! connections.
 //!
 //! Events that follow one another closely are written together: at most one write every
 //! [`COALESCE`] while they flow (the first after a pause goes at once). A browser pays for
@@ -17,7 +21,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::Query;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use maos_client::client::{self, Client, Followed};
+use maos_client::client::{self, Client, Followed, Unfollow};
 use maos_proto::EventFilter;
 use serde::Deserialize;
 use tokio::sync::mpsc;
@@ -54,31 +58,40 @@ pub async fn events(Query(q): Query<EventsQuery>) -> Result<Response, ApiError> 
                 .flatten()
         }
     };
+    let until = Unfollow::default();
+    let follow = until.clone();
     std::thread::spawn(move || {
-        client::follow(&project, after, |news| tx.blocking_send(news).is_ok())
+        client::follow_until(&project, after, &follow, |news| {
+            tx.blocking_send(news).is_ok()
+        })
     });
+    let gone = Gone(until);
     // As if the last write were long ago: the first event goes at once.
     let start = Instant::now()
         .checked_sub(COALESCE)
         .unwrap_or_else(Instant::now);
-    let stream = futures_util::stream::unfold((rx, start), |(mut rx, last)| async move {
-        let mut out = String::new();
-        match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
-            Ok(Some(news)) => sse(&mut out, news),
-            // The daemon's subscription thread ended: so does the stream.
-            Ok(None) => return None,
-            Err(_) => out.push_str(":\n\n"),
-        }
-        // What follows closely goes in the same write.
-        tokio::time::sleep_until(last + COALESCE).await;
-        while out.len() < MAX_WRITE {
-            match rx.try_recv() {
-                Ok(news) => sse(&mut out, news),
-                Err(_) => break,
+    let stream =
+        futures_util::stream::unfold((rx, start, gone), |(mut rx, last, gone)| async move {
+            let mut out = String::new();
+            match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
+                Ok(Some(news)) => sse(&mut out, news),
+                // The daemon's subscription thread ended: so does the stream.
+                Ok(None) => return None,
+                Err(_) => out.push_str(":\n\n"),
             }
-        }
-        Some((Ok::<_, Infallible>(Bytes::from(out)), (rx, Instant::now())))
-    });
+            // What follows closely goes in the same write.
+            tokio::time::sleep_until(last + COALESCE).await;
+            while out.len() < MAX_WRITE {
+                match rx.try_recv() {
+                    Ok(news) => sse(&mut out, news),
+                    Err(_) => break,
+                }
+            }
+            Some((
+                Ok::<_, Infallible>(Bytes::from(out)),
+                (rx, Instant::now(), gone),
+            ))
+        });
     Ok((
         [
             (header::CONTENT_TYPE, "text/event-stream"),
@@ -87,6 +100,15 @@ pub async fn events(Query(q): Query<EventsQuery>) -> Result<Response, ApiError> 
         Body::from_stream(stream),
     )
         .into_response())
+}
+
+/// Held by the stream: when the server drops it (the page went), the follow ends at once.
+struct Gone(Unfollow);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 /// One server-sent event: `event` (its id the seq), `lost` (why) or `back` (the daemon's pid).
