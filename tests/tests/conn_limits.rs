@@ -178,6 +178,10 @@ fn subscriptions_have_a_cap_of_their_own_below_the_total() {
     };
     assert_refusal(&refused, "follow");
     assert!(subs.len() < LIMIT / 2 + 1, "{} subscriptions", subs.len());
+    // `maos events --follow` is told so at once, in one line, and fails.
+    let f = env.maos_fail(&["events", "--follow"]);
+    assert_eq!(f.code, "unavailable", "{f:?}");
+    assert_refusal(&f.message, "follow");
     // Room is left for others than followers: an idle connection is still taken.
     assert!(matches!(hello(&env, ClientKind::Other), Opened::Welcome(_)));
     assert_b_denied(&env);
