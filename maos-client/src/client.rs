@@ -129,6 +129,10 @@ pub struct Client {
     autostart: Option<Duration>,
     /// The bound on each read and write ([`Client::set_timeout`]), kept across a reconnect.
     timeout: Option<Duration>,
+    /// The end of the whole call (a hook's `MAOS_HOOK_TIMEOUT_MS`), kept across a reconnect.
+    deadline: Option<Limit>,
+    /// The bound of the exchange under way: every read and write gets only the time left.
+    limit: Option<Limit>,
     /// A read or write ran out of that time: the daemon is stalled, not stopping, and a
     /// reconnect would only wait as long again.
     timed_out: bool,
@@ -146,6 +150,196 @@ fn not_running(e: &io::Error) -> bool {
     )
 }
 
+/// How long a command waits for the daemon's answer (`MAOS_COMMAND_TIMEOUT_MS`; 30 s): a
+/// daemon that accepts and never answers must not hang `maos ps`. A lock wait asked for is
+/// added to it; work that grows with the database is bounded only until the daemon's hello.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn command_timeout() -> Duration {
+    std::env::var("MAOS_COMMAND_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map_or(COMMAND_TIMEOUT, Duration::from_millis)
+}
+
+/// A bound on talking to the daemon: when it ends, how long it was, and the setting that
+/// says so (named in the message when it passes).
+#[derive(Clone, Copy, Debug)]
+pub struct Limit {
+    until: Instant,
+    budget: Duration,
+    setting: &'static str,
+}
+
+impl Limit {
+    /// `budget` from `start`, set by `setting` (e.g. `MAOS_HOOK_TIMEOUT_MS`).
+    pub fn new(start: Instant, budget: Duration, setting: &'static str) -> Limit {
+        Limit {
+            until: start + budget,
+            budget,
+            setting,
+        }
+    }
+
+    fn command(budget: Duration) -> Limit {
+        Limit::new(Instant::now(), budget, "MAOS_COMMAND_TIMEOUT_MS")
+    }
+
+    /// The time left (zero once it passed).
+    pub fn left(&self) -> Duration {
+        self.until.saturating_duration_since(Instant::now())
+    }
+
+    fn passed(&self) -> ClientError {
+        let b = self.budget;
+        let took = if b.subsec_millis() == 0 {
+            format!("{}s", b.as_secs())
+        } else {
+            format!("{} ms", b.as_millis())
+        };
+        ClientError::Unavailable(format!(
+            "maosd did not answer within {took} ({}); see `maos daemon status`",
+            self.setting
+        ))
+    }
+}
+
+/// What a command waits for after the daemon's hello, beyond [`command_timeout`]: a lock wait
+/// asked for is added; `None` where the work may take as long as it takes (a wait until
+/// granted, an MCP call that bounds itself, work that grows with the database).
+fn patience(body: &Request, base: Duration) -> Option<Duration> {
+    use maos_proto::LockWait;
+    match body {
+        Request::LockAcquire {
+            wait: LockWait::Wait { ms },
+            ..
+        } => Some(base + Duration::from_millis(*ms)),
+        Request::LockAcquire {
+            wait: LockWait::Forever,
+            ..
+        }
+        | Request::Mcp(_)
+        | Request::Backup { .. }
+        | Request::Restore { .. }
+        | Request::Export { .. }
+        | Request::Import { .. }
+        | Request::Gc { .. }
+        | Request::Purge { .. }
+        | Request::Repair { .. }
+        | Request::DbCheck
+        | Request::DaemonStop => None,
+        _ => Some(base),
+    }
+}
+
+/// The connection's reads and writes, each given only the time left of the exchange's limit
+/// (and at most the per-operation timeout): a daemon that trickles a byte at a time cannot
+/// stretch the call.
+struct Timed<'a> {
+    stream: &'a UnixStream,
+    limit: Option<Limit>,
+    each: Option<Duration>,
+}
+
+impl Timed<'_> {
+    fn arm(&self, read: bool) -> io::Result<()> {
+        let left = match self.limit {
+            Some(l) => {
+                let left = l.left();
+                if left.is_zero() {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                Some(self.each.map_or(left, |e| e.min(left)))
+            }
+            None => self.each,
+        };
+        if read {
+            self.stream.set_read_timeout(left)
+        } else {
+            self.stream.set_write_timeout(left)
+        }
+    }
+}
+
+impl io::Read for Timed<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.arm(true)?;
+        let mut s = self.stream;
+        s.read(buf)
+    }
+}
+
+impl io::Write for Timed<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.arm(false)?;
+        let mut s = self.stream;
+        s.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Connect to the socket, giving up at `until`: on Linux a connect to a listener whose
+/// backlog is full (a daemon that stopped accepting) waits, bounded by the send timeout.
+#[cfg(target_os = "linux")]
+fn connect_to(path: &Path, until: Instant) -> io::Result<UnixStream> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return UnixStream::connect(path); // its own error for such a path
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let left = until.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::ErrorKind::TimedOut.into());
+    }
+    // SAFETY: plain socket(2); the descriptor is owned by the stream at once.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new socket nothing else owns.
+    let stream = unsafe { UnixStream::from_raw_fd(fd) };
+    stream.set_write_timeout(Some(left))?;
+    let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+    loop {
+        // SAFETY: `addr` is a valid sockaddr_un of `len` bytes.
+        let r = unsafe { libc::connect(fd, (&raw const addr).cast::<libc::sockaddr>(), len) };
+        if r == 0 {
+            stream.set_write_timeout(None)?;
+            return Ok(stream);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EISCONN) => {
+                stream.set_write_timeout(None)?;
+                return Ok(stream);
+            }
+            Some(libc::EAGAIN | libc::EINPROGRESS) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "maosd accepts no connection (its queue is full)",
+                ));
+            }
+            _ => return Err(e),
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn connect_to(path: &Path, _until: Instant) -> io::Result<UnixStream> {
+    UnixStream::connect(path)
+}
+
 impl Client {
     /// Connect to the daemon, starting it first when it is not running and `autostart` holds
     /// (unless `MAOS_NO_AUTOSTART=1`).
@@ -155,14 +349,41 @@ impl Client {
 
     /// [`Client::connect`], giving a daemon it starts at most `deadline` to answer.
     pub fn connect_within(autostart: bool, deadline: Duration) -> Result<Client, ClientError> {
-        let mut c = Client::open(autostart, deadline)?;
+        Client::connect_limited(autostart, deadline, None)
+    }
+
+    /// [`Client::connect`] for a call that must end by `limit`, whatever happens (a hook):
+    /// connecting, starting the daemon, the hello, every write and read get only the time
+    /// left, and past it the call fails as unavailable, naming the limit's setting.
+    pub fn connect_by(autostart: bool, limit: Limit) -> Result<Client, ClientError> {
+        Client::connect_limited(
+            autostart,
+            limit.left().max(Duration::from_millis(1)),
+            Some(limit),
+        )
+    }
+
+    fn connect_limited(
+        autostart: bool,
+        deadline: Duration,
+        whole: Option<Limit>,
+    ) -> Result<Client, ClientError> {
+        let mut c = Client::open(autostart, deadline, whole)?;
         c.autostart = autostart.then_some(deadline);
+        c.deadline = whole;
         Ok(c)
     }
 
-    fn open(autostart: bool, deadline: Duration) -> Result<Client, ClientError> {
+    fn open(
+        autostart: bool,
+        deadline: Duration,
+        whole: Option<Limit>,
+    ) -> Result<Client, ClientError> {
         let socket = paths::socket_path();
-        match UnixStream::connect(&socket) {
+        // A daemon that stopped accepting must not hold a connect for ever either.
+        let reach = whole.unwrap_or_else(|| Limit::command(command_timeout()));
+        let start_by = whole.map_or(Instant::now() + deadline, |w| w.until);
+        match connect_to(&socket, reach.until) {
             Ok(s) => match Client::hello(s) {
                 Ok(c) => return Ok(c),
                 Err(e) if !autostart => return Err(e),
@@ -171,6 +392,7 @@ impl Client {
                 Err(_) => {}
             },
             Err(e) if not_running(&e) => {}
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(reach.passed()),
             Err(e) => {
                 return Err(ClientError::Unavailable(format!(
                     "cannot connect to {}: {e}",
@@ -193,8 +415,8 @@ impl Client {
         if let Some(service) = maos_proto::service::installed_for(&socket) {
             return Err(ClientError::Unavailable(service_down(&service)));
         }
-        start_daemon(&socket, deadline)?;
-        let s = UnixStream::connect(&socket).map_err(|e| {
+        start_daemon(&socket, deadline, start_by)?;
+        let s = connect_to(&socket, start_by).map_err(|e| {
             ClientError::Unavailable(format!("maosd started but {}: {e}", socket.display()))
         })?;
         Client::hello(s)
@@ -219,21 +441,45 @@ impl Client {
             autostart: None,
             timeout: None,
             timed_out: false,
+            deadline: None,
+            limit: None,
         })
+    }
+
+    /// The connection, each read and write bounded by what is left of the exchange's limit.
+    fn timed(&self) -> Timed<'_> {
+        Timed {
+            stream: &self.stream,
+            limit: self.limit,
+            each: self.timeout,
+        }
+    }
+
+    /// A failed read or write, noting a timeout (and saying which limit passed).
+    fn failed(&mut self, e: FrameError) -> ClientError {
+        if is_timeout(&e) {
+            self.timed_out = true;
+            if let Some(l) = self.limit {
+                return l.passed();
+            }
+        }
+        e.into()
     }
 
     /// Read one frame, noting a timeout.
     fn read(&mut self) -> Result<ServerMsg, ClientError> {
-        read_frame(&mut self.stream).map_err(|e| {
-            self.timed_out |= is_timeout(&e);
-            e.into()
-        })
+        let read = read_frame(&mut self.timed());
+        read.map_err(|e| self.failed(e))
     }
 
-    /// Connect again (after the daemon went away or was replaced), with the same timeout.
+    /// Connect again (after the daemon went away or was replaced), with the same timeout and
+    /// the same end of the whole call.
     fn reconnect(&mut self, deadline: Duration) -> Result<(), ClientError> {
-        let timeout = self.timeout;
-        *self = Client::connect_within(true, deadline)?;
+        let (timeout, whole) = (self.timeout, self.deadline);
+        if whole.is_some_and(|w| w.left().is_zero()) {
+            return Err(whole.map_or_else(|| fail(String::new()), |w| w.passed()));
+        }
+        *self = Client::connect_limited(true, deadline, whole)?;
         if let Some(t) = timeout {
             self.set_timeout(t);
         }
@@ -298,12 +544,9 @@ impl Client {
     /// Write a frame after the hello; a refused hello (e.g. a protocol mismatch) is reported
     /// even when the daemon closed the socket before the write.
     fn send(&mut self, msg: &ClientMsg) -> Result<(), ClientError> {
-        let sent = write_frame(&mut self.stream, msg);
+        let sent = write_frame(&mut self.timed(), msg);
         self.welcome()?;
-        sent.map_err(|e| {
-            self.timed_out |= is_timeout(&e);
-            e.into()
-        })
+        sent.map_err(|e| self.failed(e))
     }
 
     /// An outdated daemon answered the hello: when this client may, replace it with the
@@ -312,7 +555,7 @@ impl Client {
     fn replace(&mut self, m: Box<Mismatch>) -> Result<(), ClientError> {
         match self.autostart {
             Some(deadline) if m.replaceable() => {
-                replace_outdated(&paths::socket_path(), deadline)?;
+                replace_outdated(&paths::socket_path(), deadline, self.deadline)?;
                 self.reconnect(deadline)
             }
             _ => Err(ClientError::Mismatch(m)),
@@ -336,7 +579,10 @@ impl Client {
         &mut self,
         mut attempt: impl FnMut(&mut Client) -> Result<T, ClientError>,
     ) -> Result<T, ClientError> {
-        let give_up = Instant::now() + self.autostart.unwrap_or_default();
+        let mut give_up = Instant::now() + self.autostart.unwrap_or_default();
+        if let Some(w) = self.deadline {
+            give_up = give_up.min(w.until);
+        }
         let mut replaced = false;
         let mut pause = Duration::from_millis(1);
         loop {
@@ -361,23 +607,45 @@ impl Client {
 
     /// Send one request and wait for its response.
     pub fn request(&mut self, project: Option<&str>, body: Request) -> Result<Reply, ClientError> {
+        let base = command_timeout();
+        let patience = patience(&body, base);
         let mut msg = ClientMsg::Request {
             id: 0,
             project: project.map(str::to_string),
             body,
         };
-        self.retrying(|c| c.exchange(&mut msg))
+        self.retrying(|c| c.exchange(&mut msg, base, patience))
     }
 
-    /// Send a request (numbered on this connection) and read its response.
-    fn exchange(&mut self, msg: &mut ClientMsg) -> Result<Reply, ClientError> {
+    /// The bound of a command's exchange until the daemon's hello, then of its answer: the
+    /// whole call's when it has one; none when the caller bounds each read itself.
+    fn bound(&self, wait: Option<Duration>) -> Option<Limit> {
+        match (self.deadline, self.timeout) {
+            (Some(whole), _) => Some(whole),
+            (None, Some(_)) => None,
+            (None, None) => wait.map(Limit::command),
+        }
+    }
+
+    /// Send a request (numbered on this connection) and read its response: the daemon has
+    /// `base` to say hello, then `patience` to answer.
+    fn exchange(
+        &mut self,
+        msg: &mut ClientMsg,
+        base: Duration,
+        patience: Option<Duration>,
+    ) -> Result<Reply, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         if let ClientMsg::Request { id: slot, .. } = msg {
             *slot = id;
         }
+        self.limit = self.bound(Some(base));
         self.send(msg)?;
-        self.response(id)
+        self.limit = self.bound(patience);
+        let answer = self.response(id);
+        self.limit = None;
+        answer
     }
 
     fn response(&mut self, id: u64) -> Result<Reply, ClientError> {
@@ -401,8 +669,13 @@ impl Client {
             project: project.to_string(),
             filter,
         };
+        self.limit = self.bound(Some(command_timeout()));
         self.retrying(|c| c.send(&msg))?;
-        match read_frame(&mut self.stream)? {
+        let answer = self.read();
+        // The events come when they come.
+        self.limit = None;
+        let _ = self.stream.set_read_timeout(None);
+        match answer? {
             ServerMsg::Response { result: Ok(_), .. } => {}
             ServerMsg::Response { result: Err(e), .. } | ServerMsg::Error { error: e } => {
                 return Err(ClientError::Remote(e));
@@ -707,7 +980,7 @@ fn fail(m: String) -> ClientError {
 
 /// The start-up lock beside the socket: one client at a time starts (or replaces) the daemon.
 /// Held until the returned file is dropped.
-fn start_lock(socket: &Path) -> Result<std::fs::File, ClientError> {
+fn start_lock(socket: &Path, until: Instant) -> Result<std::fs::File, ClientError> {
     let dir = socket
         .parent()
         .ok_or_else(|| fail(format!("bad socket path {}", socket.display())))?;
@@ -717,9 +990,25 @@ fn start_lock(socket: &Path) -> Result<std::fs::File, ClientError> {
     let lock_path = dir.join("maosd.start.lock");
     let lock = paths::private_file(&lock_path)
         .map_err(|e| fail(format!("{}: {e}", lock_path.display())))?;
-    lock.lock()
-        .map_err(|e| fail(format!("{}: {e}", lock_path.display())))?;
-    Ok(lock)
+    // Another client may be starting the daemon: wait for it, but not past `until`.
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(lock),
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < until => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(fail(format!(
+                    "another maos is starting maosd and holds {}; retry in a moment",
+                    lock_path.display()
+                )));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(fail(format!("{}: {e}", lock_path.display())));
+            }
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
 }
 
 /// Ask a daemon to stop with SIGTERM (it finishes in-flight requests, commits, then exits):
@@ -778,13 +1067,18 @@ fn zombie(_pid: u32) -> bool {
 /// Replace an outdated daemon that a client started: under the start-up lock, ask again who
 /// answers (another client may have replaced it meanwhile), stop it with SIGTERM (it finishes
 /// in-flight requests and commits), wait until it is gone, start the matching one.
-fn replace_outdated(socket: &Path, limit: Duration) -> Result<(), ClientError> {
-    let _lock = start_lock(socket)?;
-    let Ok(stream) = UnixStream::connect(socket) else {
-        return spawn_daemon(socket, limit);
+fn replace_outdated(
+    socket: &Path,
+    limit: Duration,
+    whole: Option<Limit>,
+) -> Result<(), ClientError> {
+    let cap = |d: Instant| whole.map_or(d, |w| d.min(w.until));
+    let _lock = start_lock(socket, cap(Instant::now() + limit))?;
+    let Ok(stream) = connect_to(socket, cap(Instant::now() + limit)) else {
+        return spawn_daemon(socket, limit, cap(Instant::now() + limit));
     };
     let mut probe = Client::hello(stream)?;
-    probe.set_timeout(limit);
+    probe.set_timeout(whole.map_or(limit, |w| w.left().max(Duration::from_millis(1))));
     let m = match probe.welcome() {
         Ok(_) => return Ok(()),
         Err(ClientError::Mismatch(m)) if m.replaceable() => m,
@@ -798,7 +1092,7 @@ fn replace_outdated(socket: &Path, limit: Duration) -> Result<(), ClientError> {
         ))
     })?;
     // Its drain takes at most 10 s; then it closes its databases.
-    let deadline = Instant::now() + limit.max(Duration::from_secs(15));
+    let deadline = cap(Instant::now() + limit.max(Duration::from_secs(15)));
     let mut pause = Duration::from_millis(1);
     while !exited(m.pid) {
         if Instant::now() >= deadline {
@@ -810,17 +1104,17 @@ fn replace_outdated(socket: &Path, limit: Duration) -> Result<(), ClientError> {
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(20));
     }
-    spawn_daemon(socket, limit)
+    spawn_daemon(socket, limit, cap(Instant::now() + limit))
 }
 
 /// Start the daemon detached and wait until its socket answers. A start-up lock makes
 /// concurrent clients start exactly one daemon: the others wait on the lock, then find it up.
-fn start_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
-    let _lock = start_lock(socket)?;
-    if UnixStream::connect(socket).is_ok() {
+fn start_daemon(socket: &Path, limit: Duration, until: Instant) -> Result<(), ClientError> {
+    let _lock = start_lock(socket, until)?;
+    if connect_to(socket, until).is_ok() {
         return Ok(()); // another client started it while we waited for the lock
     }
-    spawn_daemon(socket, limit)
+    spawn_daemon(socket, limit, until)
 }
 
 /// A daemon that is shutting down holds its pidfile lock until its databases are closed, and a
@@ -850,10 +1144,12 @@ fn wait_for_previous(home: &Path, deadline: Instant) -> Result<(), ClientError> 
 }
 
 /// Start the daemon (the start-up lock held).
-fn spawn_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
+/// It has `limit` to answer, but only until `until`.
+fn spawn_daemon(socket: &Path, limit: Duration, until: Instant) -> Result<(), ClientError> {
     let home = paths::home_dir().map_err(|e| fail(e.to_string()))?;
     paths::ensure_private_dir(&home).map_err(|e| fail(e.to_string()))?;
-    wait_for_previous(&home, Instant::now() + limit)?;
+    let until = until.min(Instant::now() + limit);
+    wait_for_previous(&home, until)?;
     let logs = home.join("logs");
     paths::private_dir_all(&logs).map_err(|e| fail(format!("{}: {e}", logs.display())))?;
     let out_path = logs.join("maosd.stderr");
@@ -871,16 +1167,16 @@ fn spawn_daemon(socket: &Path, limit: Duration) -> Result<(), ClientError> {
     let mut child = cmd
         .spawn()
         .map_err(|e| fail(format!("cannot start {}: {e}", bin.display())))?;
-    let deadline = Instant::now() + limit;
+    let deadline = until;
     let mut pause = Duration::from_millis(1);
     while Instant::now() < deadline {
-        if UnixStream::connect(socket).is_ok() {
+        if connect_to(socket, deadline).is_ok() {
             return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
             let last = last_line(&out_path);
             // Lost a start race to a daemon that is now up: fine.
-            if UnixStream::connect(socket).is_ok() {
+            if connect_to(socket, deadline).is_ok() {
                 return Ok(());
             }
             return Err(fail(format!("maosd exited at start ({status}): {last}")));

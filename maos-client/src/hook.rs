@@ -8,12 +8,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use maos_proto::{Cli, HookDecision, Reply, Request};
 use serde_json::{Value, json};
 
-use crate::client::Client;
+use crate::client::{Client, Limit};
 use maos_client::process::cli_process;
 
 mod input;
@@ -112,6 +112,8 @@ fn read_patch(cwd: Option<&str>, base: Option<&str>, file: &str) -> Result<Strin
 }
 
 pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
+    // `MAOS_HOOK_TIMEOUT_MS` counts from here.
+    let start = Instant::now();
     // Gemini CLI may strip maos's variables: they come from its process, found first.
     let mut process = None;
     if cli == Cli::Gemini {
@@ -183,15 +185,22 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
     let timeout = env("MAOS_HOOK_TIMEOUT_MS")
         .and_then(|t| t.parse::<u64>().ok())
         .unwrap_or(DEFAULT_TIMEOUT_MS);
-    // One deadline for the whole call: starting the daemon, then each read and write.
-    let timeout = Duration::from_millis(timeout.max(1));
+    // One deadline for the whole call: connecting, starting the daemon, the hello, the
+    // request and every read of the answer get only what is left of it.
+    let limit = Limit::new(
+        start,
+        Duration::from_millis(timeout.max(1)),
+        "MAOS_HOOK_TIMEOUT_MS",
+    );
     // In the hello: the daemon keeps slots for hooks that nothing long-lived can take.
     crate::client::set_kind(maos_proto::ClientKind::Hook);
-    let mut client = match Client::connect_within(true, timeout) {
+    let mut client = match Client::connect_by(true, limit) {
         Ok(c) => c,
         Err(e) => return unreachable(cli, &event, &e.body().message),
     };
-    client.set_timeout(timeout);
+    // The daemon answers within what is left (a fleet's PostgreSQL that does not answer
+    // is named, not waited for past it).
+    call.budget_ms = Some(limit.left().as_millis() as u64);
     let answer = match client.request(Some(&root), Request::Hook(Box::new(call))) {
         Ok(Reply::Hook(a)) => a,
         Ok(_) => return unreachable(cli, &event, "the daemon gave an unexpected answer"),

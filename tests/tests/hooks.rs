@@ -609,6 +609,197 @@ fn a_daemon_that_accepts_and_stalls_gets_the_fail_policy_within_the_deadline() {
     );
 }
 
+/// A fake daemon on the socket that answers, but a byte at a time: it accepts every
+/// connection, optionally sends a real welcome, then trickles one byte of a frame that never
+/// ends every 200 ms, for ever. Each byte would restart a per-read timeout.
+struct Trickle {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Trickle {
+    fn listen(socket: &std::path::Path, welcome: bool) -> Trickle {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::Ordering;
+        let dir = socket.parent().expect("socket dir");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .expect("socket dir");
+        let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind the fake");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let stop: std::sync::Arc<std::sync::atomic::AtomicBool> = Default::default();
+        let stopped = stop.clone();
+        std::thread::spawn(move || {
+            while !stopped.load(Ordering::SeqCst) {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    // Nothing to accept: look again soon (this thread only serves the fake).
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let stopped = stopped.clone();
+                std::thread::spawn(move || {
+                    let _ = conn.set_nonblocking(false);
+                    if welcome {
+                        let hello = maos_proto::ServerMsg::Welcome {
+                            protocol: maos_proto::PROTOCOL_VERSION,
+                            daemon_version: "0.0.0-trickle".into(),
+                            pid: std::process::id(),
+                            started_by: maos_proto::StartedBy::Manual,
+                        };
+                        if maos_proto::write_frame(&mut conn, &hello).is_err() {
+                            return;
+                        }
+                    }
+                    // A frame of 64 KiB, never finished.
+                    let mut bytes = [0u8, 1, 0, 0].into_iter().chain(std::iter::repeat(b' '));
+                    while !stopped.load(Ordering::SeqCst) {
+                        let byte = bytes.next().unwrap_or(b' ');
+                        if conn.write_all(&[byte]).is_err() {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                });
+            }
+        });
+        Trickle { stop }
+    }
+}
+
+impl Drop for Trickle {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Run `maos ARGS` with `input` on stdin and `vars` set; fails the test when it is still
+/// running after `limit` (killed then). Returns its output and how long it took.
+fn run_within(
+    env: &Env,
+    args: &[&str],
+    input: &[u8],
+    vars: &[(&str, &str)],
+    limit: Duration,
+) -> (Output, Duration) {
+    let t0 = std::time::Instant::now();
+    let mut cmd = env.maos_cmd_at(&env.project, args);
+    cmd.envs(vars.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run maos");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let _ = stdin.write_all(input);
+    drop(stdin);
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => (out.expect("maos output"), t0.elapsed()),
+        Err(_) => {
+            maos_tests::kill9(pid);
+            panic!("maos {args:?} still ran after {limit:?} (killed)");
+        }
+    }
+}
+
+/// `MAOS_HOOK_TIMEOUT_MS` bounds the whole hook call, not each read: a daemon that trickles
+/// one byte every 200 ms (from the start, or after a real welcome) still gets the fail policy
+/// once the budget is spent, far before its frame would end.
+#[test]
+fn a_daemon_that_trickles_bytes_gets_the_fail_policy_within_the_budget() {
+    // The budget, then process start and exit on a loaded machine.
+    const LIMIT: Duration = Duration::from_secs(4);
+    for welcome in [false, true] {
+        let env = Env::new();
+        let _fake = Trickle::listen(&env.socket, welcome);
+        let input = write_input(&env, "s-trickle", None, "a.rs").to_string();
+        for (policy, want) in [("open", ""), ("closed", "deny")] {
+            let (out, took) = run_within(
+                &env,
+                &["hook", "--cli", "claude"],
+                input.as_bytes(),
+                &[("MAOS_HOOK_TIMEOUT_MS", "1000"), ("MAOS_HOOK_FAIL", policy)],
+                LIMIT,
+            );
+            let what = format!("welcome {welcome}, {policy}, took {took:?}");
+            assert!(out.status.success(), "{what}: {}", describe(&out));
+            assert_eq!(decision(&out), want, "{what}: {}", describe(&out));
+            let text = String::from_utf8_lossy(&out.stdout);
+            if policy == "open" {
+                assert!(text.contains("not enforced"), "{what}: {text}");
+            } else {
+                assert!(text.contains("MAOS_HOOK_FAIL=closed"), "{what}: {text}");
+            }
+        }
+    }
+}
+
+/// Commands wait for a daemon that accepts and never answers only so long
+/// (`MAOS_COMMAND_TIMEOUT_MS`, 30 s by default): `ps` and `lock list` then fail in one line
+/// naming maosd, with the exit code of an unreachable daemon (3).
+#[test]
+fn commands_give_up_on_a_daemon_that_accepts_and_stalls() {
+    const LIMIT: Duration = Duration::from_secs(5);
+    let env = Env::new();
+    let stall = Stall::listen(&env.socket);
+    for args in [&["ps"][..], &["lock", "list"], &["--json", "ps"]] {
+        let before = stall.accepted();
+        let (out, took) = run_within(
+            &env,
+            args,
+            b"",
+            &[("MAOS_COMMAND_TIMEOUT_MS", "1000")],
+            LIMIT,
+        );
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(
+            stall.accepted() > before,
+            "{args:?} reached the fake daemon"
+        );
+        assert_eq!(out.status.code(), Some(3), "{args:?} ({took:?}): {err}");
+        assert!(
+            err.contains("maosd") && err.contains("did not answer"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+        if args[0] == "--json" {
+            let v: Value = serde_json::from_slice(&out.stdout).expect("a JSON error");
+            assert_eq!(v["error"]["code"], "unavailable", "{v}");
+        }
+    }
+}
+
+/// A lock wait the user asked for is not cut by the command timeout: with
+/// `MAOS_COMMAND_TIMEOUT_MS=300`, `lock acquire --wait 2s` on a held file waits its 2 s and
+/// gets the daemon's `lock_timeout`, not the client's "did not answer".
+#[test]
+fn a_lock_wait_outlasts_the_command_timeout() {
+    let env = Env::new();
+    let session = env.session("waits", &[]);
+    let holder = env.agent(Some(&session), "holder", "work");
+    let waiter = env.agent(Some(&session), "waiter", "work");
+    env.maos_json(&["lock", "acquire", "src/a.rs", "--agent", &holder]);
+    let (out, _) = run_within(
+        &env,
+        &[
+            "--json", "lock", "acquire", "src/a.rs", "--agent", &waiter, "--wait", "2s",
+        ],
+        b"",
+        &[("MAOS_COMMAND_TIMEOUT_MS", "300")],
+        Duration::from_secs(20),
+    );
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(all.contains("lock_timeout"), "{all}");
+}
+
 fn agent_by<'a>(agents: &'a [Value], role: &str) -> &'a Value {
     agents
         .iter()

@@ -389,6 +389,11 @@ pub struct HookCall {
     /// call it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_args: Option<String>,
+    /// How long the hook still waits for the answer, in ms, as it sends the call (what is
+    /// left of `MAOS_HOOK_TIMEOUT_MS`): the daemon answers within it, also when a fleet's
+    /// PostgreSQL does not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_ms: Option<u64>,
 }
 
 impl HookCall {
