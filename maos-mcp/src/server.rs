@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{self, *};
-use crate::daemon::{Asked, Daemon};
+use crate::daemon::{Asked, Daemon, Lane, MAX_WAITS};
 
 /// The `_meta` key under which Claude Code sends a call's tool use id.
 pub const CLAUDE_TOOL_USE_ID: &str = "claudecode/toolUseId";
@@ -170,6 +170,16 @@ impl Maos {
         let _ = self.daemon.ask(body, Duration::ZERO).await;
     }
 
+    /// [`Maos::give_back`] the lock in `reply`, if it is a grant.
+    async fn give_back_grant(&self, reply: Option<Reply>) {
+        if let Some(lock) = reply.and_then(|r| match mcp_reply("", r) {
+            Ok((_, Reply::Lock(lock))) => Some(lock),
+            _ => None,
+        }) {
+            self.give_back(lock).await;
+        }
+    }
+
     async fn lock_acquire_(
         &self,
         meta: RequestMetaObject,
@@ -201,31 +211,37 @@ impl Maos {
         };
         let body = self.mcp_request(&meta, "lock_acquire", &a, action);
         let wait = Duration::from_millis(wait_ms);
-        let answer = match wait_ms {
-            0 => self.daemon.ask(body, wait).await,
-            // A wait ends when the client cancels the call or goes away: maosd drops it then,
-            // and a grant that crossed the cancellation is given back.
-            _ => {
-                let stop = async {
-                    tokio::select! {
-                        () = ct.cancelled() => {}
-                        () = self.gone.cancelled() => {}
-                    }
-                };
-                match self.daemon.ask_or_stop(body, wait, stop).await {
-                    Asked::Answer(r) => r,
-                    Asked::Stopped(late) => {
-                        if let Some(lock) = late.and_then(|r| match mcp_reply("", r) {
-                            Ok((_, Reply::Lock(lock))) => Some(lock),
-                            _ => None,
-                        }) {
-                            self.give_back(lock).await;
-                        }
-                        return fail(
-                            "the call was cancelled before the lock was granted; no lock was taken",
-                        );
-                    }
+        // A wait holds a slot of its own lane while it waits; past the bound it is refused
+        // at once, and the calls that do not wait are answered whatever waits.
+        let lane = match wait_ms {
+            0 => Lane::Quick,
+            _ => match self.daemon.wait_slot() {
+                Some(slot) => Lane::Wait(slot),
+                None => {
+                    return fail(format!(
+                        "too many lock waits at once ({MAX_WAITS}): this server already waits for {MAX_WAITS} locks; let one of them end, or call lock_acquire without wait_ms to be told at once who holds the file"
+                    ));
                 }
+            },
+        };
+        // A call whose client cancelled it or went away never takes a lock: it is not sent
+        // then, a wait leaves maosd's queue, and a grant that crossed the cancellation is
+        // given back.
+        let stops = vec![ct, self.gone.clone()];
+        let cancelled = "the call was cancelled before the lock was granted; no lock was taken";
+        let answer = match self
+            .daemon
+            .ask_or_stop(body, wait, lane, stops.clone())
+            .await
+        {
+            Asked::Answer(r) if !stops.iter().any(CancellationToken::is_cancelled) => r,
+            Asked::Answer(r) => {
+                self.give_back_grant(r.ok()).await;
+                return fail(cancelled);
+            }
+            Asked::Stopped(late) => {
+                self.give_back_grant(late).await;
+                return fail(cancelled);
             }
         };
         match answer.and_then(|r| mcp_reply("lock_acquire", r)) {
