@@ -402,8 +402,13 @@ async fn request(
             // A write through a hook is refused while the project's state cannot be loaded,
             // also when that shows in a fleet's refresh of an open project.
             let hook_write = request.unloadable_answer("").is_some();
-            match cached(daemon, cache, root, create).await {
-                Ok(handle) => match actor(handle, request, archived.as_deref()).await {
+            // A hook in a fleet is answered within its budget (fleet.rs).
+            let budget = crate::fleet::Budget::of(daemon.projects.fleet(), &request);
+            match budget.bound(cached(daemon, cache, root, create)).await {
+                Ok(handle) => match budget
+                    .bound(actor(handle, request, archived.as_deref()))
+                    .await
+                {
                     Err(e) if e.code == ErrorCode::ProjectUnloadable && hook_write => {
                         Ok(crate::router::unloadable_denial(&e.message))
                     }

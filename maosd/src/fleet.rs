@@ -147,3 +147,81 @@ mod tests {
         assert!(!machine().is_empty());
     }
 }
+
+/// The time a hook's request has in the daemon: what the hook had left when it sent the call,
+/// less a margin for the answer's way back (a fifth of it, at most a second).
+fn answer_within(budget_ms: u64) -> Duration {
+    let budget = Duration::from_millis(budget_ms);
+    let margin = (budget / 5).min(Duration::from_secs(1));
+    (budget - margin).max(Duration::from_millis(1))
+}
+
+/// How long a request may take in a fleet: a hook's (it carries what is left of its
+/// `MAOS_HOOK_TIMEOUT_MS`) is answered within it, naming PostgreSQL when that is what did not
+/// answer, and at once while PostgreSQL is known not to answer ([`maos_store::Fleet::down`]):
+/// the hook then applies its fail policy with that reason, never "did not answer in time".
+/// Other requests wait as long as PostgreSQL takes.
+#[derive(Clone, Copy)]
+pub struct Budget<'a> {
+    fleet: Option<&'a maos_store::Fleet>,
+    hook: Option<(tokio::time::Instant, Duration)>,
+}
+
+impl<'a> Budget<'a> {
+    /// The budget of `request`, counted from now.
+    pub fn of(
+        fleet: Option<&'a Arc<maos_store::Fleet>>,
+        request: &crate::router::ProjectRequest,
+    ) -> Budget<'a> {
+        let hook = match request {
+            crate::router::ProjectRequest::Hook(call) => call.budget_ms.map(answer_within),
+            _ => None,
+        };
+        Budget {
+            fleet: fleet.map(|f| &**f),
+            hook: hook.map(|d| (tokio::time::Instant::now() + d, d)),
+        }
+    }
+
+    /// `answer`, within the budget. A request that fails as unavailable in a fleet has the
+    /// daemon find out in the background whether PostgreSQL answers.
+    pub async fn bound<T, F>(self, answer: F) -> Result<T, maos_proto::ErrorBody>
+    where
+        F: std::future::Future<Output = Result<T, maos_proto::ErrorBody>>,
+    {
+        use maos_proto::{ErrorBody, ErrorCode};
+        let Some(fleet) = self.fleet else {
+            return answer.await;
+        };
+        let Some((until, within)) = self.hook else {
+            let r = answer.await;
+            if matches!(&r, Err(e) if e.code == ErrorCode::Unavailable) {
+                fleet.check();
+            }
+            return r;
+        };
+        if let Some(why) = fleet.down() {
+            return Err(ErrorBody::new(ErrorCode::Unavailable, why));
+        }
+        match tokio::time::timeout_at(until, answer).await {
+            Ok(r) => {
+                if matches!(&r, Err(e) if e.code == ErrorCode::Unavailable) {
+                    fleet.check();
+                }
+                r
+            }
+            Err(_) => {
+                fleet.check();
+                Err(ErrorBody::new(
+                    ErrorCode::Unavailable,
+                    format!(
+                        "the fleet's PostgreSQL at {} did not answer within {} ms (the hook's \
+                         budget); nothing was changed, retry once it answers",
+                        fleet.url(),
+                        within.as_millis()
+                    ),
+                ))
+            }
+        }
+    }
+}

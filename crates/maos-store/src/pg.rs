@@ -27,6 +27,19 @@ const TOKEN_BLOCK: u64 = 65_536;
 /// unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long one background attempt to reach a PostgreSQL known not to answer may take, and
+/// the pause between two attempts ([`Fleet::check`]).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+const PROBE_PAUSE: Duration = Duration::from_millis(250);
+
+/// What the daemon last learnt of its PostgreSQL: why it does not answer, while a background
+/// attempt to connect has failed and none succeeded since.
+#[derive(Debug, Default)]
+struct Reach {
+    down: std::sync::Mutex<Option<String>>,
+    probing: std::sync::atomic::AtomicBool,
+}
+
 impl Cols for PgRow {
     fn text(&self, col: &str) -> Result<String, StoreError> {
         Ok(self.try_get(col)?)
@@ -64,6 +77,8 @@ pub struct Fleet {
     machine: String,
     /// Migrated, and this daemon's row written: done once, by the first project that opens.
     joined: tokio::sync::OnceCell<()>,
+    /// Whether PostgreSQL is known not to answer ([`Fleet::down`]).
+    health: Arc<Reach>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -130,7 +145,56 @@ impl Fleet {
             daemon,
             machine,
             joined: tokio::sync::OnceCell::new(),
+            health: Arc::default(),
         })
+    }
+
+    /// Why PostgreSQL is known not to answer: a background attempt to connect
+    /// ([`Fleet::check`]) failed, and none has succeeded since. `None` while it answers, as
+    /// far as this daemon knows.
+    pub fn down(&self) -> Option<String> {
+        self.health.down.lock().ok().and_then(|d| d.clone())
+    }
+
+    /// PostgreSQL may not be answering (a request failed as unreachable, or did not get its
+    /// answer in time): try to connect in the background, again every 250 ms, until it
+    /// answers; meanwhile [`Fleet::down`] says why not. At most one such task runs. Call it
+    /// within a tokio runtime.
+    pub fn check(&self) {
+        use sqlx::Connection;
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.health.probing.swap(true, SeqCst) {
+            return;
+        }
+        let health = self.health.clone();
+        let opts = self.opts.clone();
+        let shown = self.shown.clone();
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            while !pool.is_closed() {
+                let attempt = sqlx::postgres::PgConnection::connect_with(&opts);
+                let why = match tokio::time::timeout(PROBE_TIMEOUT, attempt).await {
+                    Ok(Ok(c)) => {
+                        let _ = c.close().await;
+                        break;
+                    }
+                    Ok(Err(e)) => one_line(&e.to_string()),
+                    Err(_) => format!("no answer within {}s", PROBE_TIMEOUT.as_secs()),
+                };
+                tracing::debug!(error = %why, "the fleet's PostgreSQL does not answer");
+                if let Ok(mut d) = health.down.lock() {
+                    *d = Some(format!(
+                        "the fleet's PostgreSQL at {shown} does not answer ({why}); nothing \
+                         was changed, retry once it is back"
+                    ));
+                }
+                tokio::time::sleep(PROBE_PAUSE).await;
+            }
+            if let Ok(mut d) = health.down.lock() {
+                *d = None;
+            }
+            health.probing.store(false, SeqCst);
+        });
     }
 
     /// The URL without its password.

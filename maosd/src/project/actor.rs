@@ -346,6 +346,11 @@ impl Actor {
         for cmd in cmds {
             match cmd {
                 Cmd::Request { body, reply } => {
+                    // Its asker gave up (a hook past its budget while PostgreSQL did not
+                    // answer, a client gone): it changes nothing.
+                    if reply.is_closed() {
+                        continue;
+                    }
                     // All or nothing: a request that fails or panics leaves the transaction
                     // as the requests before it left it.
                     let result = txn.atomic(|tx| cmd::handle(tx, body)).unwrap_or_else(|_| {
