@@ -88,9 +88,11 @@ fn a_closed_event_stream_ends_its_daemon_connection_and_thread_at_once() {
     let d = start(&env);
     let root = Env::project_root(&env.project);
     // Only the daemon's listener: the commands' connections are closed.
-    wait_until(DEADLINE, "maosd's connections of the commands closed", || {
-        daemon_sockets(&env.socket) == 1
-    });
+    wait_until(
+        DEADLINE,
+        "maosd's connections of the commands closed",
+        || daemon_sockets(&env.socket) == 1,
+    );
     let threads_before = threads(d.pid);
 
     // One page, still open: its subscription is one connection to maosd.
