@@ -496,7 +496,8 @@ fn bad_input_to_every_endpoint_is_a_4xx_with_one_line_and_changes_nothing() {
             format!("/api/timeline?{s}&since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z"),
             400,
         ),
-        (format!("/api/timeline?{s}&path={long}"), 400),
+        // A path filter has the one cap of every path (4,096 bytes), other texts 1,024.
+        (format!("/api/timeline?{s}&path={}", "x".repeat(4097)), 400),
         (format!("/api/timeline?{s}&q={long}"), 400),
         (format!("/api/timeline?{s}&agent=agt_nope"), 404),
         (format!("/api/timeline?{p}&session=sess_nope"), 404),
