@@ -14,12 +14,29 @@ use std::fmt::Write;
 /// Each view renders from this copy, so no field it shows, today's or one added later, is
 /// printed raw. When the copy cannot be read back as `T` (never for maos's own replies), the
 /// escaped JSON is the error, to be printed instead. `--json` never comes here.
-pub fn terminal_safe<T: serde::Serialize + serde::de::DeserializeOwned>(
+pub fn terminal_safe<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(
     v: &T,
 ) -> Result<T, serde_json::Value> {
+    // Almost every reply has nothing to escape, and `maos ps` runs often: then the copy is a
+    // clone, not a round trip through a JSON value.
+    if serde_json::to_string(v).is_ok_and(|text| !may_need_escaping(&text)) {
+        return Ok(v.clone());
+    }
     let mut value = serde_json::to_value(v).unwrap_or(serde_json::Value::Null);
     maos_core::term::safe_json(&mut value);
     serde_json::from_value(value.clone()).map_err(|_| value)
+}
+
+/// Whether JSON text may hold a string with a character [`maos_core::term::safe`] escapes:
+/// one of them as it is (DEL, C1, bidirectional controls) or a C0 control in JSON's escapes
+/// (`\n`, `\u001b`, ...). An escaped backslash before such a letter answers yes too: then the
+/// slow path finds nothing to change.
+fn may_need_escaping(json: &str) -> bool {
+    json.contains(maos_core::term::is_unsafe)
+        || json
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[0] == b'\\' && matches!(w[1], b'u' | b'n' | b'r' | b't' | b'b' | b'f'))
 }
 
 /// "42s", "7m", "3h", "2d".
@@ -801,5 +818,30 @@ mod tests {
         let mut none = String::new();
         fleet_members(&mut none, &maos_proto::Backend::default());
         assert_eq!(none, "", "no fleet, no lines");
+    }
+
+    /// The fast path of `terminal_safe` is taken only when no string can need escaping: every
+    /// character `term::safe` escapes, raw or in JSON's escapes, sends it the slow way.
+    #[test]
+    fn only_text_with_nothing_to_escape_skips_the_copy() {
+        let json = |s: &str| serde_json::to_string(&serde_json::json!({"task": s})).unwrap();
+        for plain in ["Build the parser", "src/a b/ü.rs", "a \\ back/slash", ""] {
+            assert!(!may_need_escaping(&json(plain)), "{plain:?}");
+        }
+        for odd in [
+            "\x1b[2J",
+            "a\nb",
+            "\t",
+            "\r",
+            "\x7f",
+            "\u{9b}",
+            "\u{202e}gnp.exe",
+            "\u{2028}",
+        ] {
+            assert!(may_need_escaping(&json(odd)), "{odd:?}");
+        }
+        // The slow path is still right when the fast one is not taken.
+        let safe = terminal_safe(&vec!["\x1b]0;t\x07".to_string()]).unwrap();
+        assert_eq!(safe, vec!["^[]0;t^G".to_string()]);
     }
 }
