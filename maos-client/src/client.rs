@@ -16,14 +16,15 @@ use maos_proto::{
 /// How long a start-up may take before the client gives up.
 const START_DEADLINE: Duration = Duration::from_secs(10);
 
-/// What this process says it is in every hello ([`set_kind`]); `other` until it says.
-static KIND: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(5);
+/// What this process says it is in every hello ([`set_kind`]), as the kind's discriminant
+/// (its place in `ClientKind::ALL`); `other` until it says.
+static KIND: std::sync::atomic::AtomicU8 =
+    std::sync::atomic::AtomicU8::new(ClientKind::Other as u8);
 
 /// Say what kind of client this process is (`maos hook`, a CLI command, `maos top`, ...): the
 /// daemon keeps slots for hooks and commands that long-lived connections cannot take.
 pub fn set_kind(kind: ClientKind) {
-    let i = ClientKind::ALL.iter().position(|k| *k == kind).unwrap_or(5);
-    KIND.store(i as u8, std::sync::atomic::Ordering::Relaxed);
+    KIND.store(kind as u8, std::sync::atomic::Ordering::Relaxed);
 }
 
 fn kind() -> ClientKind {

@@ -154,6 +154,15 @@ mod tests {
     use maos_core::SessionOp;
 
     use super::*;
+
+    /// `ALL` lists the kinds in declaration order, so a kind's discriminant is its place
+    /// there (the client keeps its kind as that number).
+    #[test]
+    fn all_lists_each_kind_at_its_discriminant() {
+        for (i, k) in ClientKind::ALL.iter().enumerate() {
+            assert_eq!(*k as usize, i, "{k:?}");
+        }
+    }
     use crate::Request;
 
     #[test]
