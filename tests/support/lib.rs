@@ -861,6 +861,21 @@ fn is_maosd(pid: u32) -> bool {
     }
 }
 
+/// The decision a Claude Code hook printed on stdout: "deny", or "" for none (the call goes
+/// through).
+pub fn decision(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.trim().is_empty() {
+        return String::new();
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("stdout {text:?}: {e}"));
+    v["hookSpecificOutput"]["permissionDecision"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
 /// Status, stdout and stderr of a finished command, for assertion messages.
 pub fn describe(out: &Output) -> String {
     format!(

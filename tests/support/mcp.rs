@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
@@ -224,4 +224,46 @@ impl Drop for Driver {
             let _ = child.wait();
         }
     }
+}
+
+/// A `maos mcp` spoken to raw, line by line (no SDK), with `vars` in its environment, after
+/// `initialize` (answered by maos) and `notifications/initialized`: the process, its stdin,
+/// and its output's lines.
+pub fn raw_server(env: &Env, vars: &[(&str, &str)]) -> (Child, ChildStdin, Receiver<String>) {
+    let mut cmd = env.command(&maos_bin());
+    cmd.arg("mcp")
+        .envs(vars.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("start maos mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    writeln!(stdin, "{init}").expect("send initialize");
+    let first: Value = serde_json::from_str(
+        &rx.recv_timeout(crate::COMMAND_TIMEOUT)
+            .expect("maos mcp answers initialize"),
+    )
+    .expect("JSON");
+    assert_eq!(first["id"], 1, "{first}");
+    assert_eq!(first["result"]["serverInfo"]["name"], "maos", "{first}");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .expect("send initialized");
+    (child, stdin, rx)
 }

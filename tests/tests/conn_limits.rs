@@ -4,11 +4,10 @@
 //! the daemon cannot take is told so at once, in one line, instead of hanging.
 
 use std::os::unix::net::UnixStream;
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use maos_proto::{ClientKind, ClientMsg, EventFilter, PROTOCOL_VERSION, ServerMsg};
-use maos_tests::{DEADLINE, Env, describe, wait_until};
+use maos_tests::{DEADLINE, Env, decision, describe, wait_until};
 use serde_json::{Value, json};
 
 /// A configured limit small enough for a test: the lanes scale with it.
@@ -20,20 +19,6 @@ fn write_input(env: &Env, session: &str, file: &str) -> Value {
         "tool_name": "Write", "tool_use_id": "toolu_x",
         "tool_input": {"file_path": env.project.join(file), "content": "x"},
     })
-}
-
-/// The decision printed on stdout: "deny", or "" for none (the write goes through).
-fn decision(out: &Output) -> String {
-    let text = String::from_utf8_lossy(&out.stdout);
-    if text.trim().is_empty() {
-        return String::new();
-    }
-    let v: Value =
-        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("stdout {text:?}: {e}"));
-    v["hookSpecificOutput"]["permissionDecision"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
 }
 
 /// Claude window A writes `src/x.rs` and so holds its lock.

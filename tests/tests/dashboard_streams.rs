@@ -7,35 +7,8 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use maos_tests::{DEADLINE, Env, json_of, wait_until};
-
-/// The running dashboard, stopped when the test ends (also when it failed).
-struct Dashboard<'a> {
-    env: &'a Env,
-    port: u16,
-    token: String,
-    pid: u32,
-}
-
-impl Drop for Dashboard<'_> {
-    fn drop(&mut self) {
-        let _ = self.env.maos(&["dashboard", "--stop"]);
-        if maos_tests::alive(self.pid) {
-            maos_tests::kill9(self.pid);
-        }
-    }
-}
-
-fn start(env: &Env) -> Dashboard<'_> {
-    let v = json_of("maos dashboard", &env.maos(&["--json", "dashboard"]));
-    let url = v["url"].as_str().expect("url");
-    Dashboard {
-        env,
-        port: v["port"].as_u64().expect("port") as u16,
-        pid: v["pid"].as_u64().expect("pid") as u32,
-        token: url.split("token=").nth(1).expect("a token").to_string(),
-    }
-}
+use maos_tests::dashboard::Dashboard;
+use maos_tests::{DEADLINE, Env, wait_until};
 
 /// The sockets bound to maosd's socket path: its listener and every connection it has
 /// accepted and not yet closed (Linux names an accepted socket by its listener's path).
@@ -55,8 +28,8 @@ fn threads(pid: u32) -> usize {
         .count()
 }
 
-/// Open the project's event stream as a page does, see its headers, and close it.
-fn open_and_close(d: &Dashboard<'_>, project: &str) {
+/// The project's event stream, asked for as a page asks for it.
+fn open_stream(d: &Dashboard<'_>, project: &str) -> TcpStream {
     let mut s = TcpStream::connect(("127.0.0.1", d.port)).expect("connect to the dashboard");
     let req = format!(
         "GET /api/events?project={} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nX-Maos-Token: {}\r\n\
@@ -66,6 +39,12 @@ fn open_and_close(d: &Dashboard<'_>, project: &str) {
         d.token
     );
     s.write_all(req.as_bytes()).expect("send");
+    s
+}
+
+/// Open the project's event stream as a page does, see its headers, and close it.
+fn open_and_close(d: &Dashboard<'_>, project: &str) {
+    let mut s = open_stream(d, project);
     s.set_read_timeout(Some(DEADLINE)).expect("timeout");
     let mut seen = Vec::new();
     let mut buf = [0u8; 1024];
@@ -85,7 +64,7 @@ fn open_and_close(d: &Dashboard<'_>, project: &str) {
 fn a_closed_event_stream_ends_its_daemon_connection_and_thread_at_once() {
     let env = Env::new();
     env.session("a quiet project", &[]);
-    let d = start(&env);
+    let d = Dashboard::start(&env);
     let root = Env::project_root(&env.project);
     // Only the daemon's listener: the commands' connections are closed.
     wait_until(
@@ -97,17 +76,7 @@ fn a_closed_event_stream_ends_its_daemon_connection_and_thread_at_once() {
 
     // One page, still open: its subscription is one connection to maosd.
     open_and_close(&d, &root);
-    let mut open = TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
-    open.write_all(
-        format!(
-            "GET /api/events?project={} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nX-Maos-Token: {}\r\n\r\n",
-            root.replace('/', "%2F"),
-            d.port,
-            d.token
-        )
-        .as_bytes(),
-    )
-    .expect("send");
+    let open = open_stream(&d, &root);
     for _ in 1..50 {
         open_and_close(&d, &root);
     }
@@ -130,17 +99,7 @@ fn a_closed_event_stream_ends_its_daemon_connection_and_thread_at_once() {
     });
 
     // The dashboard still follows the project: a new page sees a new event.
-    let mut live = TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
-    live.write_all(
-        format!(
-            "GET /api/events?project={} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nX-Maos-Token: {}\r\n\r\n",
-            root.replace('/', "%2F"),
-            d.port,
-            d.token
-        )
-        .as_bytes(),
-    )
-    .expect("send");
+    let mut live = open_stream(&d, &root);
     live.set_read_timeout(Some(Duration::from_millis(100)))
         .expect("timeout");
     let mut seen = String::new();

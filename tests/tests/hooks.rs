@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use maos_tests::{Env, describe, maos_bin};
+use maos_tests::{Env, decision, describe, maos_bin};
 use serde_json::{Value, json};
 
 /// Run `maos hook` with `input` on stdin; with `keep_open`, stdin is not closed afterwards.
@@ -33,20 +33,6 @@ fn hook_as(env: &Env, cli: &str, input: &Value, vars: &[(&str, &str)], keep_open
 
 fn hook(env: &Env, input: &Value) -> Output {
     hook_with(env, input, &[], false)
-}
-
-/// The decision printed on stdout: "deny", or "" for no decision.
-fn decision(out: &Output) -> String {
-    let text = String::from_utf8_lossy(&out.stdout);
-    if text.trim().is_empty() {
-        return String::new();
-    }
-    let v: Value =
-        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("stdout {text:?}: {e}"));
-    v["hookSpecificOutput"]["permissionDecision"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
 }
 
 fn fixture(name: &str, project: &str) -> Vec<(String, Value)> {
@@ -515,6 +501,21 @@ fn an_unreachable_daemon_fails_open_or_closed_on_request() {
     );
 }
 
+/// A listener on the daemon's socket for a fake daemon (its directory made 0700, as the
+/// client wants it), polled by the fake's own thread.
+fn fake_listener(socket: &std::path::Path) -> std::os::unix::net::UnixListener {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = socket.parent().expect("socket dir");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .expect("socket dir");
+    let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind the fake");
+    listener.set_nonblocking(true).expect("nonblocking");
+    listener
+}
+
 /// A fake daemon on the socket: it accepts every connection and never reads or answers.
 struct Stall {
     accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
@@ -523,16 +524,8 @@ struct Stall {
 
 impl Stall {
     fn listen(socket: &std::path::Path) -> Stall {
-        use std::os::unix::fs::DirBuilderExt;
         use std::sync::atomic::Ordering;
-        let dir = socket.parent().expect("socket dir");
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .expect("socket dir");
-        let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind the fake");
-        listener.set_nonblocking(true).expect("nonblocking");
+        let listener = fake_listener(socket);
         let stall = Stall {
             accepted: Default::default(),
             stop: Default::default(),
@@ -618,16 +611,8 @@ struct Trickle {
 
 impl Trickle {
     fn listen(socket: &std::path::Path, welcome: bool) -> Trickle {
-        use std::os::unix::fs::DirBuilderExt;
         use std::sync::atomic::Ordering;
-        let dir = socket.parent().expect("socket dir");
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .expect("socket dir");
-        let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind the fake");
-        listener.set_nonblocking(true).expect("nonblocking");
+        let listener = fake_listener(socket);
         let stop: std::sync::Arc<std::sync::atomic::AtomicBool> = Default::default();
         let stopped = stop.clone();
         std::thread::spawn(move || {

@@ -7,54 +7,14 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::ChildStdin;
 use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
-use maos_tests::{DEADLINE, Env, Value, json, maos_bin, wait_until};
+use maos_tests::{DEADLINE, Env, Value, json, wait_until};
 
 /// Waits sent at once: past the old pool's 512 threads.
 const WAITS: u64 = 600;
-
-/// A `maos mcp` for `agent`, initialized: the process, its stdin, and its output's lines.
-fn server(env: &Env, agent: &str) -> (Child, ChildStdin, Receiver<String>) {
-    let mut cmd = env.command(&maos_bin());
-    cmd.arg("mcp")
-        .env("MAOS_AGENT_ID", agent)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().expect("start maos mcp");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "load", "version": "0"}}});
-    writeln!(stdin, "{init}").expect("send initialize");
-    let first: Value = serde_json::from_str(
-        &rx.recv_timeout(maos_tests::COMMAND_TIMEOUT)
-            .expect("maos mcp answers initialize"),
-    )
-    .expect("JSON");
-    assert_eq!(first["id"], 1, "{first}");
-    writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    )
-    .expect("send initialized");
-    (child, stdin, rx)
-}
 
 fn call(stdin: &mut ChildStdin, id: u64, tool: &str, args: Value) {
     let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -128,7 +88,7 @@ fn many_lock_waits_never_starve_other_calls_and_a_gone_client_takes_no_lock() {
         &a,
     ]);
 
-    let (mut child, mut stdin, rx) = server(&env, &b);
+    let (mut child, mut stdin, rx) = maos_tests::mcp::raw_server(&env, &[("MAOS_AGENT_ID", &b)]);
     // b waits for WAITS files of src/ at once (ids 1000..), then asks who holds one, renews
     // its leases and takes ten free files without waiting.
     for i in 0..WAITS {

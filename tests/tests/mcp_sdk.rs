@@ -5,10 +5,10 @@
 //! change nothing.
 
 use maos_tests::mcp::{Driver, python};
-use maos_tests::{Env, Value, json, maos_bin, wait_until};
+use maos_tests::{Env, Value, json, wait_until};
 use std::io::Write;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
@@ -448,44 +448,6 @@ fn a_call_maos_cannot_attribute_is_refused_in_one_sentence() {
 
 /// `maos mcp` speaking to raw bytes: garbage lines are answered or ignored, never a crash;
 /// a closed stdin ends it.
-/// A `maos mcp` spoken to raw, line by line (no SDK), initialized: the process, its stdin,
-/// and its output's lines.
-fn raw_server(env: &Env) -> (Child, ChildStdin, Receiver<String>) {
-    let mut cmd = env.command(&maos_bin());
-    cmd.arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().expect("start maos mcp");
-    let mut stdin = child.stdin.take().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"}}});
-    writeln!(stdin, "{init}").unwrap();
-    let first: Value =
-        serde_json::from_str(&rx.recv_timeout(Duration::from_secs(20)).unwrap()).unwrap();
-    assert_eq!(first["id"], 1, "{first}");
-    assert_eq!(first["result"]["serverInfo"]["name"], "maos");
-    writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    )
-    .unwrap();
-    (child, stdin, rx)
-}
-
 /// A good call (`locks`, with JSON-RPC id `id`) is answered after `what`: the server still
 /// serves. The lines before its answer are returned.
 fn assert_serving(
@@ -513,7 +475,7 @@ fn assert_serving(
 #[test]
 fn garbage_on_stdin_never_crashes_it_and_a_closed_stdin_ends_it() {
     let env = Env::new();
-    let (mut child, mut stdin, rx) = raw_server(&env);
+    let (mut child, mut stdin, rx) = maos_tests::mcp::raw_server(&env, &[]);
     for junk in [
         "not json at all",
         "{\"jsonrpc\": \"2.0\", \"id\": 2, \"method\": \"tools/call\", \"params\": 5}",
@@ -643,7 +605,7 @@ fn a_lock_wait_ends_when_the_client_goes_away() {
 #[test]
 fn a_request_line_over_16_mib_is_dropped_and_the_server_goes_on() {
     let env = Env::new();
-    let (mut child, mut stdin, rx) = raw_server(&env);
+    let (mut child, mut stdin, rx) = maos_tests::mcp::raw_server(&env, &[]);
     let huge = "x".repeat(17 * 1024 * 1024);
     let call = |id: u64, text: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
