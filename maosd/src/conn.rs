@@ -404,16 +404,35 @@ async fn request(
             let hook_write = request.unloadable_answer("").is_some();
             // A hook in a fleet is answered within its budget (fleet.rs).
             let budget = crate::fleet::Budget::of(daemon.projects.fleet(), &request);
-            match budget.bound(cached(daemon, cache, root, create)).await {
-                Ok(handle) => match budget
-                    .bound(actor(handle, request, archived.as_deref()))
-                    .await
-                {
-                    Err(e) if e.code == ErrorCode::ProjectUnloadable && hook_write => {
-                        Ok(crate::router::unloadable_denial(&e.message))
+            // Files whose lock lives in another project: taken there first (scope.rs).
+            if let ProjectRequest::Hook(call) = &request
+                && let Some(answer) = crate::scope::take_elsewhere(daemon, call, budget).await
+            {
+                return answer;
+            }
+            let real_root = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone().into());
+            // The window's events that other projects it wrote in must hear too.
+            let follow = match &request {
+                ProjectRequest::Hook(call) if crate::scope::follows(call) => Some(call.clone()),
+                _ => None,
+            };
+            let answer = match budget.bound(cached(daemon, cache, root, create)).await {
+                Ok(handle) => {
+                    if let ProjectRequest::Hook(call) = &mut request
+                        && call.writes_files()
+                    {
+                        crate::scope::link_held(handle, &real_root, call).await;
                     }
-                    r => r,
-                },
+                    match budget
+                        .bound(actor(handle, request, archived.as_deref()))
+                        .await
+                    {
+                        Err(e) if e.code == ErrorCode::ProjectUnloadable && hook_write => {
+                            Ok(crate::router::unloadable_denial(&e.message))
+                        }
+                        r => r,
+                    }
+                }
                 // Nothing recorded there: a list is empty; anything else is not found.
                 Err(e) if e.code == ErrorCode::NotFound && !create => {
                     request.empty_answer().ok_or(e)
@@ -422,7 +441,11 @@ async fn request(
                     request.unloadable_answer(&e.message).ok_or(e)
                 }
                 Err(e) => Err(e),
+            };
+            if let Some(call) = follow {
+                crate::scope::fan_out(daemon, &call, &real_root.to_string_lossy()).await;
             }
+            answer
         }
     }
 }
@@ -506,6 +529,13 @@ fn write_place(root: &str, path: &str, cwd: &Option<String>) -> WritePlace {
             Some(p) => WritePlace::Outside(p.to_string()),
             None => WritePlace::Refused(format!("{}: not UTF-8", real.display())),
         },
+        Ok(Landing::Elsewhere { project, key }) => match project.to_str() {
+            Some(p) => WritePlace::Elsewhere {
+                project: p.to_string(),
+                key: key.as_str().to_string(),
+            },
+            None => WritePlace::Refused(format!("{}: not UTF-8", project.display())),
+        },
         Err(e) => WritePlace::Refused(e.message),
     }
 }
@@ -542,6 +572,19 @@ async fn judge_outside(daemon: &Daemon, root: &str, call: &mut HookCall) {
     for p in &call.outside {
         if let Some(why) = outside_refusal(std::path::Path::new(p), &root, &known, policy) {
             call.path_error.get_or_insert(why);
+        }
+    }
+    // A file of another project is locked there; one outside this project's directory is
+    // written only where the policy allows writing outside it.
+    for e in &call.elsewhere {
+        let file = std::path::Path::new(&e.project).join(&e.path);
+        if !file.starts_with(&root) && policy.0 == OutsidePolicy::Deny {
+            call.path_error.get_or_insert(format!(
+                "{} is outside the project {}, and outside_project = \"deny\" ({}) refuses writes there; write inside the project",
+                file.display(),
+                root.display(),
+                policy.1
+            ));
         }
     }
     if call.path_error.is_some() {

@@ -16,6 +16,8 @@ pub struct Daemon {
     pub projects: Projects,
     pub shutdown: CancellationToken,
     pub config: Config,
+    /// What each window wrote in other projects (scope.rs).
+    pub windows: crate::scope::Windows,
     started: Instant,
     started_at: Ts,
 }
@@ -29,6 +31,7 @@ impl Daemon {
             started: Instant::now(),
             started_at: crate::state::now(),
             config,
+            windows: Default::default(),
         }
     }
 

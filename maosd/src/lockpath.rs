@@ -98,8 +98,40 @@ pub fn landing(path: &Path) -> (PathBuf, Option<String>) {
 pub enum Landing {
     /// In the project (or one of its worktrees): its lock key.
     Project(LockPath),
-    /// Outside it: the absolute path, links resolved.
+    /// In another project (a repository nested in this one, a submodule, or one this project
+    /// lies in, or any other): that project's root and the file's key there. One file has one
+    /// lock, in the project a window started next to it would use.
+    Elsewhere { project: PathBuf, key: LockPath },
+    /// Outside every project: the absolute path, links resolved.
     Outside(PathBuf),
+}
+
+/// The project the file at `real` (absolute, links resolved) belongs to: the one a window
+/// started in its directory would use ([`maos_proto::paths::find_project`], from the file's
+/// nearest existing directory). None outside every project.
+pub fn owner(real: &Path) -> Option<PathBuf> {
+    let dir = real
+        .ancestors()
+        .skip(1)
+        .find(|d| d.is_dir())
+        .unwrap_or(Path::new("/"));
+    maos_proto::paths::find_project(dir)
+}
+
+/// `real`'s path relative to the project rooted at `root`: under it, or in one of its linked
+/// worktrees.
+fn relative_to(root: &Path, real: &Path) -> Option<PathBuf> {
+    match real.strip_prefix(root) {
+        Ok(rel) => Some(rel.to_path_buf()),
+        Err(_) => worktree_relative(root, real),
+    }
+}
+
+fn key_of(input: &str, rel: &Path) -> Result<LockPath, ErrorBody> {
+    let rel = rel
+        .to_str()
+        .ok_or_else(|| ErrorBody::new(ErrorCode::BadRequest, format!("{input}: not UTF-8")))?;
+    LockPath::new(rel).map_err(|e| ErrorBody::new(ErrorCode::PathOutsideWorkspace, e.to_string()))
 }
 
 /// Where `input` (absolute, or relative to `cwd`) lands for the project rooted at `root`
@@ -120,30 +152,34 @@ pub fn place(root: &Path, cwd: &Path, input: &str) -> Result<Landing, ErrorBody>
     // Symlinks first, then `..`: `link/../x` is the parent of wherever `link` points, as the
     // kernel sees it, not the `x` next to `link`.
     let (real, doubt) = landing(&joined);
-    let rel = match real.strip_prefix(root) {
-        Ok(rel) => rel.to_path_buf(),
-        Err(_) => match worktree_relative(root, &real) {
-            Some(rel) => rel,
-            None => {
-                if let Some(why) = doubt {
-                    return Err(ErrorBody::new(
-                        ErrorCode::PathOutsideWorkspace,
-                        format!(
-                            "{input}: maos cannot tell where a write to it lands ({why}), so it cannot tell whether it is in the project {}",
-                            root.display()
-                        ),
-                    ));
-                }
-                return Ok(Landing::Outside(real));
+    match owner(&real) {
+        Some(other) if other != root => {
+            if let Some(rel) = relative_to(&other, &real) {
+                let key = key_of(input, &rel)?;
+                return Ok(Landing::Elsewhere {
+                    project: other,
+                    key,
+                });
             }
-        },
+        }
+        _ => {}
+    }
+    let rel = match relative_to(root, &real) {
+        Some(rel) => rel,
+        None => {
+            if let Some(why) = doubt {
+                return Err(ErrorBody::new(
+                    ErrorCode::PathOutsideWorkspace,
+                    format!(
+                        "{input}: maos cannot tell where a write to it lands ({why}), so it cannot tell whether it is in the project {}",
+                        root.display()
+                    ),
+                ));
+            }
+            return Ok(Landing::Outside(real));
+        }
     };
-    let rel = rel
-        .to_str()
-        .ok_or_else(|| ErrorBody::new(ErrorCode::BadRequest, format!("{input}: not UTF-8")))?;
-    LockPath::new(rel)
-        .map(Landing::Project)
-        .map_err(|e| ErrorBody::new(ErrorCode::PathOutsideWorkspace, e.to_string()))
+    key_of(input, &rel).map(Landing::Project)
 }
 
 /// The key for `input` (absolute, or relative to `cwd`) in the project rooted at `root`
@@ -152,6 +188,15 @@ pub fn place(root: &Path, cwd: &Path, input: &str) -> Result<Landing, ErrorBody>
 pub fn resolve(root: &Path, cwd: &Path, input: &str) -> Result<LockPath, ErrorBody> {
     match place(root, cwd, input)? {
         Landing::Project(key) => Ok(key),
+        Landing::Elsewhere { project, key } => Err(ErrorBody::new(
+            ErrorCode::PathOutsideWorkspace,
+            format!(
+                "{input}: is in the maos project {} (as {key}), not in {}: its lock lives there; lock it with `maos --project {} lock ...`",
+                project.display(),
+                root.display(),
+                project.display()
+            ),
+        )),
         Landing::Outside(real) => Err(outside(input, root, &real)),
     }
 }
@@ -374,6 +419,42 @@ mod tests {
         );
         assert_eq!("deny".parse(), Ok(OutsidePolicy::Deny));
         assert!("Deny".parse::<OutsidePolicy>().is_err());
+    }
+
+    #[test]
+    fn a_file_of_a_nested_repository_is_that_repositorys() {
+        let (t, root) = setup();
+        let nested = root.join("vendor/lib");
+        std::fs::create_dir_all(nested.join(".git")).unwrap();
+        assert_eq!(
+            place(&root, &root, "vendor/lib/src/x.rs").unwrap(),
+            Landing::Elsewhere {
+                project: nested.clone(),
+                key: LockPath::new("src/x.rs").unwrap()
+            }
+        );
+        // From inside it, the outer repository's files are the outer one's.
+        let outer = place(&nested, &nested, "../../README.md").unwrap();
+        assert_eq!(
+            outer,
+            Landing::Elsewhere {
+                project: root.clone(),
+                key: LockPath::new("README.md").unwrap()
+            }
+        );
+        // An explicit lock names the project the file is in.
+        let e = resolve(&root, &root, "vendor/lib/x.rs").unwrap_err();
+        assert!(
+            e.message.contains(nested.to_str().unwrap()),
+            "{}",
+            e.message
+        );
+        // Next to the nested repository, the outer one's own files stay its own.
+        assert_eq!(
+            place(&root, &root, "vendor/other.rs").unwrap(),
+            Landing::Project(LockPath::new("vendor/other.rs").unwrap())
+        );
+        drop(t);
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod project;
 mod reads;
 mod router;
 mod run;
+mod scope;
 mod server;
 mod state;
 mod supervise;

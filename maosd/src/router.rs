@@ -9,8 +9,8 @@ use std::time::Duration;
 use maos_core::record::Todo;
 use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy};
 use maos_proto::{
-    AgentExit, ErrorBody, EventFilter, HookCall, LockList, LockWait, McpAction, McpCall, NoteKind,
-    RecoveryReport, Reply, Request, Target,
+    AgentExit, Elsewhere, ErrorBody, EventFilter, HookCall, LockList, LockWait, McpAction, McpCall,
+    NoteKind, RecoveryReport, Reply, Request, Target,
 };
 
 /// Where one request goes.
@@ -599,6 +599,9 @@ impl ProjectRequest {
             match place(&p, &call.cwd) {
                 WritePlace::Project(key) => call.paths.push(key),
                 WritePlace::Outside(path) => call.outside.push(path),
+                WritePlace::Elsewhere { project, key } => {
+                    call.elsewhere.push(Elsewhere { project, path: key })
+                }
                 WritePlace::Refused(why) => {
                     call.path_error.get_or_insert(why);
                     call.paths.push(p);
@@ -610,7 +613,11 @@ impl ProjectRequest {
     /// The hook call whose writes land outside its project, if this is one.
     pub fn outside_writes(&mut self) -> Option<&mut HookCall> {
         match self {
-            ProjectRequest::Hook(call) if !call.outside.is_empty() => Some(call),
+            ProjectRequest::Hook(call)
+                if !(call.outside.is_empty() && call.elsewhere.is_empty()) =>
+            {
+                Some(call)
+            }
             _ => None,
         }
     }
@@ -622,6 +629,8 @@ pub enum WritePlace {
     Project(String),
     /// Outside it: the absolute path, links resolved.
     Outside(String),
+    /// In another project: its root and the file's key there.
+    Elsewhere { project: String, key: String },
     /// It may not be written: why, for the model.
     Refused(String),
 }

@@ -175,15 +175,27 @@ fn a_bad_outside_project_value_is_refused_in_one_line() {
 }
 
 #[test]
-fn a_write_into_another_maos_project_is_denied_naming_it() {
+fn a_write_into_another_maos_project_is_locked_there() {
     let env = Env::new();
     let other = env.make_project("other");
     env.create(&["session", "create", "--objective", "mine"]);
     let out = env.maos_in(&other, &["session", "create", "--objective", "theirs"]);
     assert!(out.status.success(), "{}", describe(&out));
+    // One file, one lock: the file's own project holds it, whoever writes it.
     let (decision, reason) = write(&env, "w1", &other.join("src/x.rs"));
+    assert_ne!(decision, "deny", "{reason}");
+    let locks = env.maos_json_in(&other, &["lock", "list"]);
+    assert_eq!(locks["locks"][0]["path"], "src/x.rs", "{locks:#}");
+    // With outside_project = "deny", this project writes nowhere else, naming the file.
+    std::fs::create_dir_all(env.project.join(".maos")).expect(".maos");
+    std::fs::write(
+        env.project.join(".maos/config.toml"),
+        "outside_project = \"deny\"\n",
+    )
+    .expect("config");
+    let (decision, reason) = write(&env, "w1", &other.join("src/y.rs"));
     assert_eq!(decision, "deny");
-    assert!(reason.contains("another maos project"), "{reason}");
+    assert!(reason.contains("outside_project"), "{reason}");
     let other_root = std::fs::canonicalize(&other).expect("other");
     assert!(
         reason.contains(other_root.to_string_lossy().as_ref()),

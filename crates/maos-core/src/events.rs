@@ -63,6 +63,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "subagent_result",
     "file_modified",
     "write_outside_project",
+    "write_in_other_project",
     "command_run",
     "tool_denied",
     "todos_updated",

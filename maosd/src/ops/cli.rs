@@ -627,8 +627,16 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
             queued,
             ..
         }) => {
+            // A file named through a hard link is the held file: said, or the model would
+            // not know why another file's name came back.
+            let link = call
+                .hard_links
+                .iter()
+                .find(|[_, held]| held == path.as_str())
+                .map(|[named, _]| format!("{named} is a hard link to {path} (the same file); "))
+                .unwrap_or_default();
             let reason = format!(
-                "maos: {path} is being written by another agent: {}. Do not edit it now: work on other files, or finish and let that agent complete first, then retry.",
+                "maos: {link}{path} is being written by another agent: {}. Do not edit it now: work on other files, or finish and let that agent complete first, then retry.",
                 blockers(tx.state(), &holders, &queued, tx.now)
             );
             let holder = holders.first().map(|h| h.holder.clone());
@@ -649,6 +657,14 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
             json!({ "tool": call.tool_name, "paths": call.outside }),
         );
     }
+    // Files of other projects: locked there (the connection took their locks first).
+    if !call.elsewhere.is_empty() {
+        tx.lock_event(
+            agent,
+            "write_in_other_project",
+            json!({ "tool": call.tool_name, "files": call.elsewhere }),
+        );
+    }
     answer(HookDecision::Allow, None, None)
 }
 
@@ -662,6 +678,7 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
     if call.writes_files()
         && call.paths.is_empty()
         && call.outside.is_empty()
+        && call.elsewhere.is_empty()
         && matches!(call.event.as_str(), "PreToolUse" | "PostToolUse")
     {
         return Err(super::bad(format!(

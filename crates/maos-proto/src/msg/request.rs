@@ -377,6 +377,16 @@ pub struct HookCall {
     /// links resolved), which `outside_project = "allow"` lets it write unlocked, recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside: Vec<String>,
+    /// Set by the daemon: the files the call writes whose lock lives in another project (a
+    /// repository nested in this one, a submodule, the repository a window started above it
+    /// writes into): each file's project and its key there. Their locks are taken there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elsewhere: Vec<Elsewhere>,
+    /// Set by the daemon: a file the call names through a hard link to a file another lock
+    /// holds (one inode), as `[named key, held key]`; the call asks for the held key's lock
+    /// too, and a denial says why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hard_links: Vec<[String; 2]>,
     /// PostToolUse of `TodoWrite`: the agent's whole task list as it now stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub todos: Option<Vec<Todo>>,
@@ -407,10 +417,21 @@ impl HookCall {
                 "Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch" | "write_file"
                 | "replace",
             ) => true,
-            Some("Bash") => !self.paths.is_empty(),
+            Some("Bash") => {
+                !(self.paths.is_empty() && self.elsewhere.is_empty() && self.outside.is_empty())
+            }
             _ => false,
         }
     }
+}
+
+/// A file a hook's call writes whose lock lives in another project ([`HookCall::elsewhere`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Elsewhere {
+    /// That project's root (canonical).
+    pub project: String,
+    /// The file's key there.
+    pub path: String,
 }
 
 /// Size and hash of the text a write tool sent (its content, new string or patch).
