@@ -165,6 +165,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
             "doctor",
             "daemon",
             "hook",
+            "git-check",
             "mcp",
             "completions",
             "man",
@@ -440,6 +441,14 @@ pub enum Cmd {
         #[arg(long, value_name = "CLI", value_parser = ["claude", "codex", "gemini"])]
         cli: Option<String>,
     },
+    /// Check the files a git commit takes against other agents' locks, for the pre-commit
+    /// hook of `maos install-hooks --git`: exit 1 naming each file another live agent holds,
+    /// its holder and the command that commits the rest (bypass: `git commit --no-verify`).
+    GitCheck {
+        /// The git hook that runs it: pre-commit.
+        #[arg(value_parser = ["pre-commit"])]
+        hook: String,
+    },
     /// Add maos's hooks to .claude/settings.json (or the user's, or Codex's), keeping the rest.
     InstallHooks(HookTarget),
     /// Remove exactly the hooks install-hooks added.
@@ -488,6 +497,11 @@ pub struct HookTarget {
     /// Gemini CLI's settings (.gemini/settings.json) instead of Claude Code's.
     #[arg(long)]
     pub gemini: bool,
+    /// git's pre-commit hook in this repository (core.hooksPath, else .git/hooks) instead of
+    /// an agent CLI's: it refuses a commit of files another agent holds, for people and tools
+    /// without hooks. An existing pre-commit is kept and runs first.
+    #[arg(long, conflicts_with_all = ["codex", "gemini", "user"])]
+    pub git: bool,
     /// Trust maos's hooks without asking where the CLI runs hooks only once trusted (Codex:
     /// writes their trust, and the project's, to $CODEX_HOME/config.toml; Gemini CLI: trusts
     /// the project folder in ~/.gemini/trustedFolders.json). Without it, install asks on a

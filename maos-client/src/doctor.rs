@@ -313,6 +313,54 @@ fn gemini_trust(root: &Path) -> Check {
     }
 }
 
+/// git's pre-commit hook (`maos install-hooks --git`), in a git repository only: installed
+/// (and whether it runs an earlier hook first), or not.
+fn git_hook(root: &Path) -> Option<Check> {
+    use crate::githook::{self, Status};
+    const NAME: &str = "git hook";
+    if !root.join(".git").exists() {
+        return None;
+    }
+    match githook::status(root) {
+        // Not a repository git can read, or no git: nothing to say about its hooks.
+        Err(_) => None,
+        Ok(Status::No) => Some(check(
+            NAME,
+            Level::Info,
+            "not installed: `maos install-hooks --git` refuses commits of files other agents hold (for people and tools without hooks)",
+        )),
+        Ok(Status::Yes {
+            path,
+            chained,
+            gone: Some(maos),
+        }) => Some(check(
+            NAME,
+            Level::Warn,
+            format!(
+                "{}{}: runs {maos}, which is gone (it falls back to `maos` on PATH): run `maos install-hooks --git` again",
+                path.display(),
+                if chained { " (chained)" } else { "" }
+            ),
+        )),
+        Ok(Status::Yes { path, chained, .. }) => Some(check(
+            NAME,
+            Level::Ok,
+            format!(
+                "{}{}",
+                path.display(),
+                if chained {
+                    format!(
+                        " (chained: runs your earlier pre-commit, {}, first)",
+                        githook::CHAINED
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        )),
+    }
+}
+
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
@@ -550,6 +598,7 @@ pub fn run(root: &str, found: bool, json: bool) -> bool {
     if for_gemini {
         checks.push(gemini_trust(Path::new(root)));
     }
+    checks.extend(git_hook(Path::new(root)));
     let socket = paths::socket_path();
     let mine = svc::installed_for(&socket);
     let (service_check, service_json) = service(&socket, mine.as_ref());

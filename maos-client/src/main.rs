@@ -12,6 +12,8 @@ mod dashboard;
 mod doctor;
 mod failure;
 mod gemini;
+mod gitcheck;
+mod githook;
 mod hook;
 mod install;
 mod managed;

@@ -44,6 +44,24 @@ pub fn run(cli: &Cli) -> Res {
             let vars = [("MAOS_PROJECT", std::ffi::OsString::from(root))];
             return sibling::exec("maos-mcp", args, &vars);
         }
+        Cmd::GitCheck { .. } => return crate::gitcheck::run(cli),
+        Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) if t.git => {
+            // The repository around the project (or the current directory): git's hook.
+            let (root, _) = cli.project_or_cwd()?;
+            let (path, done) = match &cli.cmd {
+                Cmd::InstallHooks(_) => crate::githook::install(std::path::Path::new(&root)),
+                _ => crate::githook::uninstall(std::path::Path::new(&root)),
+            }
+            .map_err(|m| Failure {
+                body: ErrorBody::new(ErrorCode::BadRequest, m),
+                exit: 1,
+            })?;
+            if json {
+                return print_json(&serde_json::json!({ "path": path, "message": done }));
+            }
+            outln!("{done}");
+            return Ok(());
+        }
         Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
             let root =
                 crate::project::for_install(cli, t.user, matches!(cli.cmd, Cmd::InstallHooks(_)))?;
