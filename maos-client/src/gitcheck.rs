@@ -277,3 +277,32 @@ fn report(
     ));
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_is_the_same_only_by_pid_and_a_known_start_time() {
+        let p = |pid, start_time| ProcessRef { pid, start_time };
+        assert!(same(&p(10, Some(5)), &p(10, Some(5))));
+        assert!(!same(&p(10, Some(5)), &p(10, Some(6))), "a reused pid");
+        assert!(
+            !same(&p(10, None), &p(10, None)),
+            "a pid alone proves nothing"
+        );
+        assert!(!same(&p(10, Some(5)), &p(11, Some(5))));
+    }
+
+    #[test]
+    fn this_processs_ancestors_are_found_nearest_first() {
+        let a = ancestors();
+        if cfg!(target_os = "linux") {
+            assert_eq!(
+                a.first().map(|p| p.pid),
+                Some(std::os::unix::process::parent_id())
+            );
+            assert!(a.iter().all(|p| p.start_time.is_some()));
+        }
+    }
+}

@@ -351,3 +351,27 @@ pub fn uninstall(dir: &Path) -> Result<(PathBuf, String), String> {
         format!("maos git hook removed from {}{back}", pre.display()),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_for_sh_only_when_needed() {
+        assert_eq!(sh_quote("src/x.rs"), "src/x.rs");
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's"), r"'it'\''s'");
+        assert_eq!(sh_quote("$(rm)"), "'$(rm)'");
+        assert_eq!(sh_quote(""), "''");
+    }
+
+    #[test]
+    fn the_script_is_marked_ours_and_runs_the_kept_hook_first() {
+        let s = script("/opt/my maos/maos");
+        assert!(s.starts_with("#!/bin/sh\n"));
+        assert!(s.lines().any(|l| l == MARK));
+        assert!(s.contains("maos='/opt/my maos/maos'\n"));
+        let chained = s.find(CHAINED).expect("runs the kept hook");
+        assert!(chained < s.find("git-check pre-commit").expect("runs the check"));
+    }
+}

@@ -458,6 +458,28 @@ fn a_plain_repository_and_core_hooks_path() {
         repo.join(".githooks").is_dir(),
         "the user's hooks directory went"
     );
+
+    // A linked worktree: the hook goes where git looks, the repository's common hooks, and a
+    // commit there is checked against the project's locks (one project for every worktree).
+    let main = self::repo(&env, "main");
+    let wt = env.root().join("wt");
+    git_ok(
+        &env,
+        &main,
+        &["worktree", "add", "-q", &wt.display().to_string()],
+    );
+    let out = env.maos_at(&wt, &["install-hooks", "--git"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(main.join(".git/hooks/pre-commit").is_file());
+    let _window = window_writing(&env, &main, "claude-W", "Build the lexer", "src/lex.rs");
+    stage(&env, &wt, &["src/lex.rs", "src/free.rs"]);
+    let out = git(&env, &wt, &["commit", "-q", "-m", "x"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("  src/lex.rs: held by"),
+        "{}",
+        describe(&out)
+    );
 }
 
 /// A failed install: exit 1, one line on stderr naming the problem, nothing written.
