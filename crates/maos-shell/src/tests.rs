@@ -240,6 +240,10 @@ fn operators_and_compound_commands() {
     );
     assert_eq!(paths("f() { touch inside; }; f"), vec!["inside"]);
     assert_eq!(paths("until false; do rm u; done"), vec!["u"]);
+    assert_eq!(
+        paths("( (cd a && touch b) ); ((i++)); (( x > 5 ))"),
+        vec!["b"]
+    );
     assert_eq!(paths("echo $(touch sub) `rm tick`"), vec!["sub", "tick"]);
     assert_eq!(paths("diff <(sort a) >(tee t.txt)"), vec!["t.txt"]);
     assert_eq!(

@@ -21,7 +21,13 @@ pub(crate) struct Scope {
 /// The walk's output and how deep in nested shells it is.
 pub(crate) struct Walker<'a> {
     pub out: &'a mut Analysis,
+    /// Shells inside shells being walked (at most [`MAX_DEPTH`]).
     pub depth: u8,
+    /// Nested constructs open in the scripts being walked: the walk's recursion is bounded by
+    /// [`MAX_NESTING`] across nested shells too.
+    pub nesting: usize,
+    /// The text of the script being walked (positions in the tree index its characters).
+    pub src: String,
 }
 
 /// Parses and walks the top-level command.
@@ -30,14 +36,20 @@ pub(crate) fn analyze_into(command: &str, out: &mut Analysis) {
         dir: Dir::Start,
         vars: Vars::default(),
     };
-    let mut w = Walker { out, depth: 0 };
+    let mut w = Walker {
+        out,
+        depth: 0,
+        nesting: 0,
+        src: String::new(),
+    };
     if let Err(e) = w.script(command, &mut scope) {
         w.out.error.get_or_insert(e);
     }
 }
 
-/// Parses `text` under the size and nesting bounds.
-fn parse(text: &str) -> Result<brush_parser::ast::Program, String> {
+/// Parses `text` under the size and nesting bounds, `nesting` constructs being open around it
+/// already; returns the program and the constructs it opens.
+fn parse(text: &str, nesting: usize) -> Result<(brush_parser::ast::Program, usize), String> {
     if text.len() > MAX_LEN {
         return Err(format!(
             "command too long to analyse ({} bytes, the limit is {MAX_LEN})",
@@ -66,12 +78,14 @@ fn parse(text: &str) -> Result<brush_parser::ast::Program, String> {
             ),
         })
         .count();
-    if openers > MAX_NESTING {
+    if nesting + openers > MAX_NESTING {
         return Err(format!(
-            "command has too many nested constructs to analyse ({openers}, the limit is {MAX_NESTING})"
+            "command has too many nested constructs to analyse ({}, the limit is {MAX_NESTING})",
+            nesting + openers
         ));
     }
     brush_parser::parse_tokens(&tokens, &options, &SourceInfo::default())
+        .map(|p| (p, openers))
         .map_err(|e| one_line(&format!("cannot parse the command: {e}")))
 }
 
@@ -92,11 +106,15 @@ impl Walker<'_> {
                 "command nests shells too deeply to analyse (more than {MAX_DEPTH} levels of bash -c, eval or $(...))"
             ));
         }
-        let program = parse(text)?;
+        let (program, openers) = parse(text, self.nesting)?;
         self.depth += 1;
+        self.nesting += openers;
+        let outer = std::mem::replace(&mut self.src, text.to_owned());
         for list in &program.complete_commands {
             self.list(list, scope);
         }
+        self.src = outer;
+        self.nesting -= openers;
         self.depth -= 1;
         Ok(())
     }
@@ -208,7 +226,13 @@ impl Walker<'_> {
 
     fn compound(&mut self, c: &CompoundCommand, scope: &mut Scope) {
         match c {
-            CompoundCommand::Arithmetic(_) => {}
+            CompoundCommand::Arithmetic(a) => {
+                // brush reads `( (cmd) )` as the arithmetic `((cmd))`; bash reads two subshells.
+                let at: String = self.src.chars().skip(a.loc.start.index).take(2).collect();
+                if at.starts_with('(') && at != "((" {
+                    self.nested(&a.expr.value, &mut scope.clone(), "( ( ... ) )");
+                }
+            }
             CompoundCommand::ArithmeticForClause(f) => {
                 self.conditional(scope, |w, s| w.list(&f.body.list, s));
             }
