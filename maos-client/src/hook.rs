@@ -146,13 +146,13 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
             Err(_) => {}
         }
     }
-    // A Codex shell command before it runs (its PreToolUse matcher has `Bash` for shell
-    // `apply_patch`): maos has an opinion only when it runs `apply_patch` (then it writes
-    // files). Every other one is answered here, without the daemon, so that it costs no
-    // more than starting this binary; its PostToolUse still renews the leases.
+    // A Codex shell command before it runs whose text the hook could not send (over
+    // MAX_COMMAND): answered here, without the daemon. Every other one goes to the daemon,
+    // which reads the files it writes.
     if cli == Cli::Codex
         && event == "PreToolUse"
         && call.tool_name.as_deref() == Some("Bash")
+        && call.command.is_none()
         && !call.writes_files()
     {
         return ExitCode::SUCCESS;

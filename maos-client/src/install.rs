@@ -51,7 +51,10 @@ const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
 const GEMINI_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("BeforeAgent", None),
-    ("BeforeTool", Some("^(write_file|replace|mcp_maos_.*)$")),
+    (
+        "BeforeTool",
+        Some("^(write_file|replace|run_shell_command|mcp_maos_.*)$"),
+    ),
     (
         "AfterTool",
         Some("^(write_file|replace|run_shell_command)$"),

@@ -390,7 +390,11 @@ async fn request(
             // Resolving touches the filesystem (symlinks, worktrees), so it happens here, not
             // in the actor.
             request.resolve_paths(|path, cwd| lock_key(&root, path, cwd))?;
-            request.place_writes(|path, cwd| write_place(&root, path, cwd));
+            let real_root = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone().into());
+            request.place_writes(
+                |path, cwd| write_place(&root, path, cwd),
+                |key| real_root.join(key).is_dir(),
+            );
             if let Some(call) = request.outside_writes() {
                 judge_outside(daemon, &root, call).await;
             }
@@ -410,7 +414,6 @@ async fn request(
             {
                 return answer;
             }
-            let real_root = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone().into());
             // The window's events that other projects it wrote in must hear too.
             let follow = match &request {
                 ProjectRequest::Hook(call) if crate::scope::follows(call) => Some(call.clone()),

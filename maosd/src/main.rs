@@ -22,6 +22,7 @@ mod router;
 mod run;
 mod scope;
 mod server;
+mod shellcmd;
 mod state;
 mod supervise;
 

@@ -588,16 +588,42 @@ impl ProjectRequest {
     /// the other projects and the settings), and one that may not be written sets
     /// `path_error`. None of this is an error of the request: a refusal is the hook
     /// handler's denial.
-    pub fn place_writes(&mut self, place: impl Fn(&str, &Option<String>) -> WritePlace) {
+    ///
+    /// A shell tool's command is read first (`shellcmd.rs`): the files it names as writes
+    /// join `paths`; one it removes that `is_dir` says is a directory is locked as one.
+    pub fn place_writes(
+        &mut self,
+        place: impl Fn(&str, &Option<String>) -> WritePlace,
+        is_dir: impl Fn(&str) -> bool,
+    ) {
         let ProjectRequest::Hook(call) = self else {
             return;
         };
+        let mut removed = Vec::new();
+        if let Some(command) = call.command.take()
+            && matches!(call.event.as_str(), "PreToolUse" | "PostToolUse")
+        {
+            // The client reads the plain forms of a patch through the shell itself, from the
+            // directory it is applied in: then those are its files.
+            let found = crate::shellcmd::targets(&command, call.paths.is_empty());
+            for f in found.files {
+                if !call.paths.contains(&f) {
+                    call.paths.push(f);
+                }
+            }
+            removed = found.removed;
+        }
         if !call.writes_files() {
             return;
         }
         for p in std::mem::take(&mut call.paths) {
             match place(&p, &call.cwd) {
-                WritePlace::Project(key) => call.paths.push(key),
+                WritePlace::Project(key) => {
+                    if removed.contains(&p) && is_dir(&key) {
+                        call.directories.push(key.clone());
+                    }
+                    call.paths.push(key)
+                }
                 WritePlace::Outside(path) => call.outside.push(path),
                 WritePlace::Elsewhere { project, key } => {
                     call.elsewhere.push(Elsewhere { project, path: key })

@@ -88,7 +88,10 @@ fn install_with_yes_trusts_the_folder_and_uninstall_removes_exactly_that() {
         ]
     );
     let before = &v["hooks"]["BeforeTool"][0];
-    assert_eq!(before["matcher"], "^(write_file|replace|mcp_maos_.*)$");
+    assert_eq!(
+        before["matcher"],
+        "^(write_file|replace|run_shell_command|mcp_maos_.*)$"
+    );
     assert_eq!(before["hooks"][0]["command"], "maos hook --cli gemini");
     assert_eq!(before["hooks"][0]["timeout"], 10000);
     assert_eq!(v["hooks"]["PreCompress"][0]["matcher"], "manual");

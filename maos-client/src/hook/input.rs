@@ -540,6 +540,12 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
                 .then(|| v.get("tool_response").and_then(subagent_of))
                 .flatten(),
         },
+        // A shell tool's command: the daemon reads which files it writes (maos-shell).
+        command: matches!(tool, "Bash" | "run_shell_command")
+            .then(|| shell_script(input))
+            .flatten()
+            .filter(|c| c.len() <= maos_proto::MAX_COMMAND)
+            .map(str::to_string),
         maos_session: env("MAOS_SESSION_ID"),
         maos_agent: env("MAOS_AGENT_ID"),
         path_error: None,

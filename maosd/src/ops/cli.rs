@@ -601,11 +601,15 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
     let mut reqs = Vec::with_capacity(call.paths.len());
     for path in &call.paths {
         match LockPath::new(path) {
-            Ok(path) => reqs.push(LockRequest {
+            Ok(lock_path) => reqs.push(LockRequest {
                 holder: agent.clone(),
                 born,
-                path,
-                mode: LockMode::Write,
+                // A directory a shell command removes: everything under it.
+                mode: match call.directories.contains(path) {
+                    true => LockMode::Directory,
+                    false => LockMode::Write,
+                },
+                path: lock_path,
                 wait: WaitPolicy::NoWait,
                 ttl_us,
             }),

@@ -387,6 +387,15 @@ pub struct HookCall {
     /// too, and a denial says why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hard_links: Vec<[String; 2]>,
+    /// A shell tool's command (`Bash`, Codex's shell, `run_shell_command`), which the daemon
+    /// reads for the files it writes (at most [`MAX_COMMAND`] bytes; a longer one is not
+    /// sent, and runs unread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Set by the daemon: keys among `paths` that a shell command removes or moves away and
+    /// that are directories: locked as directories (everything under them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub directories: Vec<String>,
     /// PostToolUse of `TodoWrite`: the agent's whole task list as it now stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub todos: Option<Vec<Todo>>,
@@ -417,13 +426,16 @@ impl HookCall {
                 "Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch" | "write_file"
                 | "replace",
             ) => true,
-            Some("Bash") => {
+            Some("Bash" | "run_shell_command") => {
                 !(self.paths.is_empty() && self.elsewhere.is_empty() && self.outside.is_empty())
             }
             _ => false,
         }
     }
 }
+
+/// The longest shell command a hook sends the daemon to read (`HookCall::command`).
+pub const MAX_COMMAND: usize = 128 * 1024;
 
 /// A file a hook's call writes whose lock lives in another project ([`HookCall::elsewhere`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,85 @@
+//! A shell tool's command (Claude Code's `Bash`, Codex's shell, Gemini CLI's
+//! `run_shell_command`) read before it runs, with `maos_shell`: the files it names as writes
+//! become the call's paths, locked like an edit tool's. Pure: the connection places them.
+
+use maos_shell::{Dir, How};
+
+/// The files a shell command will write, as paths the call's `cwd` resolves.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Targets {
+    /// Every file named as a write, relative to the command's start directory or absolute;
+    /// the files of the `apply_patch` bodies it carries too.
+    pub files: Vec<String>,
+    /// The ones it removes or moves away (`rm -r d`, `mv d e`): when such a path is a
+    /// directory, everything under it is written.
+    pub removed: Vec<String>,
+}
+
+/// `path` as the start directory sees it: absolute as it is, else under the directory the
+/// command changed into. None where that directory cannot be known (`cd $X`).
+fn from_start(dir: &Dir, path: &str) -> Option<String> {
+    if path.starts_with('/') {
+        return Some(path.to_string());
+    }
+    match dir {
+        Dir::Start => Some(path.to_string()),
+        Dir::Path(d) => Some(format!("{}/{path}", d.trim_end_matches('/'))),
+        Dir::Unknown => None,
+    }
+}
+
+/// What `command` writes that can be named before it runs. A pattern (`*.rs`, `$OUT`) or a
+/// path under an unknowable directory is not a name: left to run (issue 31 §1). `patches`:
+/// the files of the `apply_patch` bodies it carries too (relative to the start directory).
+pub fn targets(command: &str, patches: bool) -> Targets {
+    let analysis = maos_shell::analyze(command);
+    let mut out = Targets::default();
+    for w in analysis.writes.iter().filter(|w| w.exact) {
+        let Some(path) = from_start(&w.dir, &w.path) else {
+            continue;
+        };
+        if matches!(w.how, How::Remove | How::MoveSource) && !out.removed.contains(&path) {
+            out.removed.push(path.clone());
+        }
+        if !out.files.contains(&path) {
+            out.files.push(path);
+        }
+    }
+    for body in analysis.patches.iter().filter(|_| patches) {
+        for path in maos_core::patch::patch_paths(body) {
+            if !out.files.contains(&path) {
+                out.files.push(path);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_are_named_from_the_start_directory() {
+        let t = targets(
+            "cd src && sed -i 's/a/b/' x.rs && echo hi > /tmp/log && cat y.rs",
+            true,
+        );
+        assert_eq!(t.files, ["src/x.rs", "/tmp/log"]);
+        let t = targets("rm -rf build && mv old new", true);
+        assert_eq!(t.removed, ["build", "old"]);
+        assert!(t.files.contains(&"new".to_string()));
+        // Patterns and unknowable directories are left to run.
+        assert!(targets("rm *.rs; cd $D && touch x", true).files.is_empty());
+        assert!(targets("cargo test 2>&1 | tail -5", true).files.is_empty());
+    }
+
+    #[test]
+    fn a_patch_through_the_shell_names_its_files() {
+        let t = targets(
+            "bash -c \"apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a.rs\n+x\n*** End Patch\nEOF\n\"",
+            true,
+        );
+        assert_eq!(t.files, ["a.rs"]);
+    }
+}
