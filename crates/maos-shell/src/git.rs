@@ -125,6 +125,11 @@ fn looks_like_path(e: &Expanded) -> bool {
     }
 }
 
+/// A pathspec that names everything (under the directory it runs in, or `:/` the repository).
+fn is_everything(p: &str) -> bool {
+    matches!(p, "." | "./" | ":/" | "*" | ":/*")
+}
+
 impl Walker<'_> {
     /// One `git …` command line.
     pub(crate) fn git(&mut self, args: &[Expanded], scope: &Scope, stdin: Option<&str>) {
@@ -409,10 +414,7 @@ impl Walker<'_> {
                 let paths = texts(&o.operands);
                 let every = o.has(&["-A", "--all", "-u", "--update", "--pathspec-from-file"])
                     && paths.is_empty();
-                let all = every
-                    || paths
-                        .iter()
-                        .any(|p| matches!(p.as_str(), "." | ":/" | "*" | ":/*" | "./"));
+                let all = every || paths.iter().any(|p| is_everything(p));
                 GitKind::Captures { all, paths }
             }
             "commit" => {
@@ -438,12 +440,10 @@ impl Walker<'_> {
                 if o.has(&["--dry-run"]) {
                     return GitKind::ReadOnly;
                 }
-                let all = o.has(&["-a", "--all"]);
-                if all || !o.operands.is_empty() || o.has(&["--pathspec-from-file"]) {
-                    GitKind::Captures {
-                        all,
-                        paths: texts(&o.operands),
-                    }
+                let paths = texts(&o.operands);
+                let all = o.has(&["-a", "--all"]) || paths.iter().any(|p| is_everything(p));
+                if all || !paths.is_empty() || o.has(&["--pathspec-from-file"]) {
+                    GitKind::Captures { all, paths }
                 } else {
                     GitKind::IndexWrite
                 }

@@ -161,22 +161,24 @@ pub enum GitKind {
     /// (`checkout -- a b`, `restore a`, `stash push -- a`, `clean -f d`), `None` for the whole
     /// tree.
     Discards {
-        /// The paths it is limited to, as written (relative to [`Git::dir`]); `None`: all.
+        /// The pathspecs it is limited to, as written (relative to [`Git::dir`]; they may be
+        /// `.`, globs or directories); `None`: the whole working tree.
         paths: Option<Vec<String>>,
     },
     /// Captures working-tree changes into the index or a commit: `add`, `commit -a`,
-    /// `commit PATH…`. `all` is true for `add -A`/`--all`/`-u`/`.`/`:/`, `commit -a`/`--all`.
+    /// `commit PATH…`. `all` is true for `add -A`/`--all`/`-u`/`--update` without paths,
+    /// `commit -a`/`--all`, and a pathspec of `.`, `./`, `:/` or `*` (everything under
+    /// [`Git::dir`], or the whole repository for `:/`).
     Captures {
-        /// Everything under [`Git::dir`] (or the whole repository for `-A`, `-u`, `:/`,
-        /// `commit -a`).
+        /// Everything (see above) rather than only the named paths.
         all: bool,
-        /// The pathspecs named, as written.
+        /// The pathspecs named, as written (they may be globs or directories).
         paths: Vec<String>,
     },
-    /// Writes `.git/index` without capturing or discarding working-tree changes: `commit`
-    /// (what is staged), `reset` (mixed/soft), `rm --cached`, `mv`, `rm`, `update-index`,
-    /// `restore --staged`, `apply --cached`, `checkout -b NEW`, `read-tree`, `stash drop`/`clear`
-    /// are not here (they are [`GitKind::Other`]).
+    /// Writes `.git/index` (and so takes `.git/index.lock`) without discarding or capturing
+    /// working-tree changes: `commit` of what is staged, `commit --amend`, `reset` (mixed or
+    /// soft), `rm` (its files are also [`Analysis::writes`]), `rm --cached`, `mv`,
+    /// `restore --staged`, `update-index`, `read-tree`, `apply --index`/`--cached`.
     IndexWrite,
     /// No working-tree or index effect: `fetch`, `push`, `config`, `remote`, `tag`, `branch -d`,
     /// `clone`, `init`, `stash drop`/`clear`, an unknown subcommand or alias.

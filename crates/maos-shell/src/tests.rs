@@ -583,6 +583,8 @@ fn git_captures() {
     assert_eq!(git("git commit --all --message=x"), cap(true, &[]));
     assert_eq!(git("git commit -m 'x' src/a.rs"), cap(false, &["src/a.rs"]));
     assert_eq!(git("git commit -m 'x' -- a b"), cap(false, &["a", "b"]));
+    assert_eq!(git("git commit -m x ."), cap(true, &["."]));
+    assert_eq!(git("git add :/"), cap(true, &[":/"]));
 }
 
 #[test]
@@ -638,6 +640,55 @@ fn every_git_in_a_command_is_listed() {
     assert_eq!(a.git[0].dir, Dir::Path("sub".into()));
     let a = analyze("bash -c 'git reset --hard'");
     assert_eq!(a.git[0].kind, GitKind::Discards { paths: None });
+}
+
+#[test]
+fn awk_in_place() {
+    assert_eq!(
+        w("gawk -i inplace '{print $2}' t.txt"),
+        vec![("t.txt".into(), How::AwkInPlace)]
+    );
+    assert_eq!(paths("awk -i inplace -f prog.awk a b"), vec!["a", "b"]);
+    none("awk -F: '{print $1}' /etc/passwd");
+}
+
+#[test]
+fn commit_messages_from_here_documents() {
+    // How Claude Code writes commit messages and pull request bodies.
+    let cmd = "git add src/a.rs && git commit -m \"$(cat <<'EOF'\nFix the thing\n\nCo-Authored-By: Claude <noreply@anthropic.com>\nEOF\n)\"";
+    let a = analyze(cmd);
+    assert_eq!(a.error, None);
+    assert!(a.writes.is_empty(), "{a:?}");
+    let kinds: Vec<_> = a.git.iter().map(|g| g.kind.clone()).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            GitKind::Captures {
+                all: false,
+                paths: vec!["src/a.rs".into()]
+            },
+            GitKind::IndexWrite
+        ]
+    );
+    let pr = "gh pr create --title 'x' --body \"$(cat <<'EOF'\n## Summary\n- a > b\nEOF\n)\"";
+    let a = analyze(pr);
+    assert_eq!(a.error, None);
+    assert!(a.writes.is_empty(), "{a:?}");
+}
+
+#[test]
+fn loops_in_loops_are_unrolled_once() {
+    let inner = "for b in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do touch \"$a$b\"; done";
+    let mut cmd = inner.replace("$a", "x");
+    for _ in 0..6 {
+        cmd = format!("for a in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do {cmd}; done");
+    }
+    let start = std::time::Instant::now();
+    let a = analyze(&cmd);
+    assert_eq!(a.error, None);
+    assert!(a.writes.len() <= 16, "{}", a.writes.len());
+    // Generous: 16^7 walks would take minutes.
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
 }
 
 #[test]

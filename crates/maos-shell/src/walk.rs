@@ -26,6 +26,9 @@ pub(crate) struct Walker<'a> {
     /// Nested constructs open in the scripts being walked: the walk's recursion is bounded by
     /// [`MAX_NESTING`] across nested shells too.
     pub nesting: usize,
+    /// Inside a `for` loop being walked once per value: loops inside it (in nested shells too)
+    /// are walked once, so the work stays within 16 times the command's size.
+    pub unrolling: bool,
     /// The text of the script being walked (positions in the tree index its characters).
     pub src: String,
 }
@@ -40,6 +43,7 @@ pub(crate) fn analyze_into(command: &str, out: &mut Analysis) {
         out,
         depth: 0,
         nesting: 0,
+        unrolling: false,
         src: String::new(),
     };
     if let Err(e) = w.script(command, &mut scope) {
@@ -249,11 +253,15 @@ impl Walker<'_> {
                 });
                 self.conditional(scope, |w, s| match values {
                     // A short list of exact names: the body once per name, the variable bound.
-                    Some(vals) if vals.len() <= 16 && vals.iter().all(|v| v.exact) => {
+                    Some(vals)
+                        if vals.len() <= 16 && vals.iter().all(|v| v.exact) && !w.unrolling =>
+                    {
+                        w.unrolling = true;
                         for v in vals {
                             s.vars.set(&f.variable_name, Some(v.text));
                             w.list(&f.body.list, s);
                         }
+                        w.unrolling = false;
                         s.vars.set(&f.variable_name, None);
                     }
                     _ => {
