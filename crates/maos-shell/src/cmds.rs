@@ -106,7 +106,6 @@ const READ_ONLY: &[&str] = &[
     "break",
     "continue",
     "wait",
-    "trap",
     "jobs",
     "history",
     "hash",
@@ -378,6 +377,12 @@ impl Walker<'_> {
             "eval" => {
                 let text: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
                 self.nested(&text.join(" "), scope, "eval");
+            }
+            "trap" => {
+                // `trap 'rm -f lock' EXIT`: the handler runs later, in this shell.
+                if let Some(handler) = args.first().filter(|a| !a.text.starts_with('-')) {
+                    self.nested(&handler.text.clone(), &mut scope.clone(), "trap");
+                }
             }
             "source" | "." => self.opaque(format!("{name} {}", words(args, 1))),
             "apply_patch" | "applypatch" => {

@@ -284,6 +284,14 @@ fn nested_shells() {
     assert_eq!(paths("bash -c \"bash -c 'touch deep'\""), vec!["deep"]);
     assert_eq!(paths("eval 'touch ev'"), vec!["ev"]);
     assert_eq!(
+        w("trap 'rm -f /tmp/lock' EXIT; touch /tmp/lock"),
+        vec![
+            ("/tmp/lock".into(), How::Remove),
+            ("/tmp/lock".into(), How::Touch)
+        ]
+    );
+    assert_eq!(w("trap 'rm -f t.lock' EXIT")[0].1, How::Remove);
+    assert_eq!(
         paths("bash <<'EOF'\ntouch from_stdin\nEOF"),
         vec!["from_stdin"]
     );
