@@ -391,10 +391,10 @@ async fn request(
             // in the actor.
             request.resolve_paths(|path, cwd| lock_key(&root, path, cwd))?;
             let real_root = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone().into());
-            request.place_writes(
-                |path, cwd| write_place(&root, path, cwd),
-                |key| real_root.join(key).is_dir(),
-            );
+            request.place_writes(&Placer {
+                root: &root,
+                real_root: &real_root,
+            });
             if let Some(call) = request.outside_writes() {
                 judge_outside(daemon, &root, call).await;
             }
@@ -426,6 +426,7 @@ async fn request(
                     {
                         crate::scope::link_held(handle, &real_root, call).await;
                     }
+                    let hook = matches!(request, ProjectRequest::Hook(_));
                     match budget
                         .bound(actor(handle, request, archived.as_deref()))
                         .await
@@ -433,6 +434,8 @@ async fn request(
                         Err(e) if e.code == ErrorCode::ProjectUnloadable && hook_write => {
                             Ok(crate::router::unloadable_denial(&e.message))
                         }
+                        // A git command's wait for its turn at the index (ops/cli/git.rs).
+                        r if hook => git_turn(r),
                         r => r,
                     }
                 }
@@ -515,6 +518,53 @@ fn lock_key(root: &str, path: &str, cwd: &Option<String>) -> Result<String, Erro
         .as_deref()
         .map_or_else(|| root.clone(), std::path::PathBuf::from);
     crate::lockpath::resolve(&root, &cwd, path).map(|p| p.as_str().to_string())
+}
+
+/// A hook call that waited for its turn at the git index: granted, it goes on; a wait that
+/// ran out (or ended a deadlock) is denied, saying whose command holds the index.
+fn git_turn(reply: Result<Reply, ErrorBody>) -> Result<Reply, ErrorBody> {
+    use maos_proto::{HookAnswer, HookDecision};
+    let answer = |decision, reason| {
+        Ok(Reply::Hook(HookAnswer {
+            decision,
+            reason,
+            context: None,
+        }))
+    };
+    match reply {
+        Ok(Reply::Lock(_)) => answer(HookDecision::None, None),
+        Err(e) if matches!(e.code, ErrorCode::LockTimeout | ErrorCode::Deadlock) => answer(
+            HookDecision::Deny,
+            Some(format!(
+                "maos: another agent's git command is using this repository's index, so this one would fail on index.lock: {}. Retry it in a moment.",
+                e.message.trim_end_matches('.')
+            )),
+        ),
+        r => r,
+    }
+}
+
+/// [`crate::router::Place`] for the project at `root` (`real_root`: canonical).
+struct Placer<'a> {
+    root: &'a str,
+    real_root: &'a std::path::Path,
+}
+
+impl crate::router::Place for Placer<'_> {
+    fn write(&self, path: &str, cwd: &Option<String>) -> WritePlace {
+        write_place(self.root, path, cwd)
+    }
+
+    fn is_dir(&self, key: &str) -> bool {
+        self.real_root.join(key).is_dir()
+    }
+
+    fn git_index(&self, dir: &str, cwd: &Option<String>) -> Option<String> {
+        let cwd = cwd
+            .as_deref()
+            .map_or_else(|| self.real_root.to_path_buf(), std::path::PathBuf::from);
+        crate::lockpath::git_index(self.real_root, &cwd.join(dir))
+    }
 }
 
 /// Where a file a hook's call writes lands (relative to `cwd`, or to the root).

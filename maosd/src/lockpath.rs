@@ -289,6 +289,34 @@ pub fn outside_refusal(
     })
 }
 
+/// The key, in the project rooted at `root` (canonical), of the git index that git writes
+/// when run in `dir`: the nearest `.git` above it, a directory (`<it>/index`) or a linked
+/// worktree's file (`<its git dir>/index`). None when that is not inside the project.
+pub fn git_index(root: &Path, dir: &Path) -> Option<String> {
+    let dir = lexical(dir);
+    let start = dir.ancestors().find(|d| d.is_dir())?;
+    let start = std::fs::canonicalize(start).ok()?;
+    for d in start.ancestors() {
+        let git = d.join(".git");
+        let Ok(meta) = std::fs::metadata(&git) else {
+            continue;
+        };
+        let gitdir = if meta.is_dir() {
+            git
+        } else {
+            let text = std::fs::read_to_string(&git).ok()?;
+            let named = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
+            std::fs::canonicalize(d.join(named)).ok()?
+        };
+        let key = gitdir.join("index");
+        let rel = key.strip_prefix(root).ok()?;
+        return LockPath::new(rel.to_str()?)
+            .ok()
+            .map(|k| k.as_str().to_string());
+    }
+    None
+}
+
 /// If `path` lies in a linked worktree whose main worktree is `root`, its path relative to that
 /// worktree.
 fn worktree_relative(root: &Path, path: &Path) -> Option<PathBuf> {
@@ -455,6 +483,30 @@ mod tests {
             Landing::Project(LockPath::new("vendor/other.rs").unwrap())
         );
         drop(t);
+    }
+
+    #[test]
+    fn the_git_index_of_a_directory() {
+        let (t, root) = setup();
+        assert_eq!(
+            git_index(&root, &root.join("src/deeper")).as_deref(),
+            Some(".git/index")
+        );
+        // A linked worktree writes its own index, under the main repository's git dir.
+        std::fs::write(root.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+        let wt = std::fs::canonicalize(t.path()).unwrap().join("wt");
+        std::fs::create_dir_all(wt.join("src")).unwrap();
+        std::fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", root.join(".git/worktrees/wt").display()),
+        )
+        .unwrap();
+        assert_eq!(
+            git_index(&root, &wt.join("src")).as_deref(),
+            Some(".git/worktrees/wt/index")
+        );
+        // Outside every repository: none.
+        assert_eq!(git_index(&root, Path::new("/")), None);
     }
 
     #[test]

@@ -591,11 +591,7 @@ impl ProjectRequest {
     ///
     /// A shell tool's command is read first (`shellcmd.rs`): the files it names as writes
     /// join `paths`; one it removes that `is_dir` says is a directory is locked as one.
-    pub fn place_writes(
-        &mut self,
-        place: impl Fn(&str, &Option<String>) -> WritePlace,
-        is_dir: impl Fn(&str) -> bool,
-    ) {
+    pub fn place_writes(&mut self, place: &impl Place) {
         let ProjectRequest::Hook(call) = self else {
             return;
         };
@@ -612,14 +608,30 @@ impl ProjectRequest {
                 }
             }
             removed = found.removed;
+            // Its git commands: their paths as keys of this project (a path elsewhere is not
+            // this project's to guard), and the index they write.
+            for mut g in found.git {
+                g.paths = std::mem::take(&mut g.paths)
+                    .iter()
+                    .filter_map(|p| match place.write(p, &call.cwd) {
+                        WritePlace::Project(key) => Some(key),
+                        _ => None,
+                    })
+                    .collect();
+                call.git.push(g);
+            }
+            call.git_index = found
+                .index_dirs
+                .iter()
+                .find_map(|d| place.git_index(d, &call.cwd));
         }
         if !call.writes_files() {
             return;
         }
         for p in std::mem::take(&mut call.paths) {
-            match place(&p, &call.cwd) {
+            match place.write(&p, &call.cwd) {
                 WritePlace::Project(key) => {
-                    if removed.contains(&p) && is_dir(&key) {
+                    if removed.contains(&p) && place.is_dir(&key) {
                         call.directories.push(key.clone());
                     }
                     call.paths.push(key)
@@ -647,6 +659,18 @@ impl ProjectRequest {
             _ => None,
         }
     }
+}
+
+/// What placing a hook's writes needs from the filesystem (the connection's, never the
+/// actor's).
+pub trait Place {
+    /// Where a file the call writes (relative to `cwd`, or absolute) lands.
+    fn write(&self, path: &str, cwd: &Option<String>) -> WritePlace;
+    /// Whether the project's `key` is a directory.
+    fn is_dir(&self, key: &str) -> bool;
+    /// The key of the git index that a git command run in `dir` (relative to `cwd`) writes,
+    /// if it is in this project.
+    fn git_index(&self, dir: &str, cwd: &Option<String>) -> Option<String>;
 }
 
 /// Where one file a hook's call writes lands, as the connection found it.

@@ -2,7 +2,8 @@
 //! `run_shell_command`) read before it runs, with `maos_shell`: the files it names as writes
 //! become the call's paths, locked like an edit tool's. Pure: the connection places them.
 
-use maos_shell::{Dir, How};
+use maos_proto::GitUse;
+use maos_shell::{Dir, GitKind, How};
 
 /// The files a shell command will write, as paths the call's `cwd` resolves.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -13,6 +14,12 @@ pub struct Targets {
     /// The ones it removes or moves away (`rm -r d`, `mv d e`): when such a path is a
     /// directory, everything under it is written.
     pub removed: Vec<String>,
+    /// Its git commands that discard or capture working-tree changes, their paths relative
+    /// to the start directory (as `files`).
+    pub git: Vec<GitUse>,
+    /// The directories (relative to the start directory, "" for it) its git commands that
+    /// write the index run in; the start directory where that cannot be known.
+    pub index_dirs: Vec<String>,
 }
 
 /// `path` as the start directory sees it: absolute as it is, else under the directory the
@@ -45,6 +52,32 @@ pub fn targets(command: &str, patches: bool) -> Targets {
             out.files.push(path);
         }
     }
+    for g in &analysis.git {
+        let within = |paths: &[String]| -> Vec<String> {
+            paths.iter().filter_map(|p| from_start(&g.dir, p)).collect()
+        };
+        let use_of = |captures: bool, all: bool, paths: Vec<String>| GitUse {
+            captures,
+            all,
+            paths,
+            args: g.args.clone(),
+        };
+        let found = match &g.kind {
+            GitKind::ReadOnly | GitKind::Other => continue,
+            GitKind::IndexWrite => None,
+            GitKind::Discards { paths: None } => Some(use_of(false, true, Vec::new())),
+            GitKind::Discards { paths: Some(p) } => Some(use_of(false, false, within(p))),
+            GitKind::Captures { all, paths } => Some(use_of(true, *all, within(paths))),
+        };
+        out.git.extend(found);
+        let dir = match &g.dir {
+            Dir::Path(d) => d.clone(),
+            Dir::Start | Dir::Unknown => String::new(),
+        };
+        if !out.index_dirs.contains(&dir) {
+            out.index_dirs.push(dir);
+        }
+    }
     for body in analysis.patches.iter().filter(|_| patches) {
         for path in maos_core::patch::patch_paths(body) {
             if !out.files.contains(&path) {
@@ -72,6 +105,27 @@ mod tests {
         // Patterns and unknowable directories are left to run.
         assert!(targets("rm *.rs; cd $D && touch x", true).files.is_empty());
         assert!(targets("cargo test 2>&1 | tail -5", true).files.is_empty());
+    }
+
+    #[test]
+    fn git_that_discards_or_captures_is_named_with_its_scope() {
+        let t = targets(
+            "git status && git stash && cd src && git add a.rs b.rs",
+            true,
+        );
+        assert_eq!(t.git.len(), 2, "{:?}", t.git);
+        assert!(!t.git[0].captures && t.git[0].all);
+        assert!(t.git[1].captures && !t.git[1].all);
+        assert_eq!(t.git[1].paths, ["src/a.rs", "src/b.rs"]);
+        assert_eq!(t.index_dirs, ["", "src"]);
+        let t = targets("git commit -m 'x'", true);
+        assert!(t.git.is_empty(), "commits what is staged: {:?}", t.git);
+        assert_eq!(t.index_dirs, [""]);
+        assert!(
+            targets("git log --oneline | head", true)
+                .index_dirs
+                .is_empty()
+        );
     }
 
     #[test]

@@ -3,9 +3,14 @@
 use maos_proto::{ErrorBody, HookCall, Reply};
 
 use super::Outcome;
+use crate::ops::cli::Hooked;
 use crate::state::Txn;
 
 pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
-    let answer = crate::ops::cli::hook(tx, call)?;
-    Ok(Reply::Hook(answer).into())
+    Ok(match crate::ops::cli::hook(tx, call)? {
+        Hooked::Answer(answer) => Reply::Hook(answer).into(),
+        // A git command waiting for its turn at the index: the connection turns the grant
+        // into the hook's answer (conn.rs).
+        Hooked::Wait(wait) => Outcome::Park { wait, caller: None },
+    })
 }

@@ -18,6 +18,9 @@ use serde_json::json;
 use crate::locks::who;
 use crate::state::{SpawnIntent, State, Txn};
 
+mod git;
+pub use git::Hooked;
+
 /// What a window that starts a new session is told before the last session's briefing.
 const LAST_SESSION: &str =
     "maos: this window starts a new session of this project. How the last one stood, for context:";
@@ -674,7 +677,40 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
 
 /// What an agent CLI's hook event means for sessions, agents and locks, and the answer for
 /// the CLI.
-pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
+pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Hooked, ErrorBody> {
+    // A shell call's git commands (issue 31 §3): before anything is locked for it, what
+    // they would discard or capture of others' work; after its files are locked, its turn
+    // at the git index; at its end, the index is free again.
+    if !call.git.is_empty() || call.git_index.is_some() {
+        let sid = session(tx, &call)?;
+        let agent = caller(tx, &sid, &call)?;
+        match call.event.as_str() {
+            "PreToolUse" => {
+                if let Some(denied) = git::guard(tx, &agent, &call) {
+                    return Ok(denied.into());
+                }
+                let (index, budget_ms) = (call.git_index.clone(), call.budget_ms);
+                let answer = answer_of(tx, call)?;
+                return Ok(match index {
+                    Some(key) if answer.decision != HookDecision::Deny => {
+                        git::take_index(tx, &agent, &key, budget_ms, answer)
+                    }
+                    _ => answer.into(),
+                });
+            }
+            "PostToolUse" => {
+                if let Some(key) = &call.git_index {
+                    git::release_index(tx, &agent, key);
+                }
+            }
+            _ => {}
+        }
+    }
+    answer_of(tx, call).map(Hooked::Answer)
+}
+
+/// [`hook`]'s answer to every call but a shell call's git turns.
+fn answer_of(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
     if call.session_id.trim().is_empty() {
         return Err(super::bad("hook input has no session_id"));
     }

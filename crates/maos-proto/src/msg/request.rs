@@ -396,6 +396,15 @@ pub struct HookCall {
     /// that are directories: locked as directories (everything under them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub directories: Vec<String>,
+    /// Set by the daemon: the git commands of a shell call that discard or capture
+    /// working-tree changes, each with the keys it is limited to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub git: Vec<GitUse>,
+    /// Set by the daemon: the key of the git index a shell call's git commands write
+    /// (`.git/index`, or a linked worktree's): the call takes it for the command's duration,
+    /// so two agents' git commands take turns instead of failing on `index.lock`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_index: Option<String>,
     /// PostToolUse of `TodoWrite`: the agent's whole task list as it now stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub todos: Option<Vec<Todo>>,
@@ -432,6 +441,22 @@ impl HookCall {
             _ => false,
         }
     }
+}
+
+/// A git command in a shell call that discards or captures working-tree changes
+/// ([`HookCall::git`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitUse {
+    /// It captures changes into the index or a commit (`add`, `commit -a`, `commit PATH`);
+    /// else it discards them (`stash`, `checkout`, `reset --hard`, `clean -f`, `restore`, ...).
+    pub captures: bool,
+    /// The whole working tree (`git add -A`, `git stash`); else only `paths`.
+    pub all: bool,
+    /// The keys it is limited to (after the daemon placed them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// Its arguments after `git`, as written.
+    pub args: Vec<String>,
 }
 
 /// The longest shell command a hook sends the daemon to read (`HookCall::command`).
