@@ -279,6 +279,18 @@ pub enum Cmd {
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Put back the version of a file its holder last wrote (kept by maos when a held file's
+    /// holder writes it), after another agent's command changed it; the content it replaces
+    /// is kept too, so nothing is lost either way.
+    #[command(name = "restore-file")]
+    RestoreFile {
+        /// The file, in this project.
+        path: String,
+        /// Put back this kept version instead (a SHA-256, or its first digits), as
+        /// `maos events --type lock_violated` lists them.
+        #[arg(long, value_name = "HASH")]
+        version: Option<String>,
+    },
     /// Replace this project's database with a backup, once the backup checks out; the old
     /// database is kept beside it.
     Restore {

@@ -216,7 +216,9 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
             };
             Some(denial(cli, reason))
         }
-        (_, "SessionStart" | "UserPromptSubmit") => answer.context.map(|ctx| {
+        // PostToolUse: what the call did to files others hold (issue 31 §2), or such a
+        // change to this agent's own.
+        (_, "SessionStart" | "UserPromptSubmit" | "PostToolUse") => answer.context.map(|ctx| {
             json!({"hookSpecificOutput": {
                 "hookEventName": event,
                 "additionalContext": ctx,

@@ -271,10 +271,35 @@ pub fn ps(sessions: &[PsSession], paint: Paint) -> String {
                     l.path, l.mode, l.token
                 );
             }
+            // A held file changed by an agent other than its holder (issue 31 §2), in red on
+            // both agents' rows.
+            for v in &a.violations {
+                let line = violation_line(a, v);
+                let _ = writeln!(out, "{indent}    {}", paint.red(&line));
+            }
         }
     }
     out.push_str("(* = active session; WHO = the role, or a CLI window's first prompt; NOW = the lock it waits for, its task list item in progress and last tool call, or its task)\n");
     out
+}
+
+/// A lock violation as the agent's `ps` row says it: the holder's file overwritten by whom,
+/// or the file the violator overwrote and whose it is.
+pub fn violation_line(a: &PsAgent, v: &maos_proto::PsViolation) -> String {
+    if v.holder == a.id {
+        format!(
+            "! {} overwritten by {} (lock violated; `maos restore-file {}` puts this agent's version back)",
+            v.path,
+            short(v.violator.as_str()),
+            v.path
+        )
+    } else {
+        format!(
+            "! overwrote {}, held by {} (lock violated)",
+            v.path,
+            short(v.holder.as_str())
+        )
+    }
 }
 
 pub fn session_list(sessions: &[SessionRecord]) -> String {

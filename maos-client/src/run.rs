@@ -255,6 +255,13 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::Repair { quarantine } => Request::Repair {
             quarantine: *quarantine,
         },
+        Cmd::RestoreFile { path, version } => Request::RestoreFile {
+            path: path.clone(),
+            cwd: std::env::current_dir()
+                .ok()
+                .map(|d| d.to_string_lossy().into_owned()),
+            version: version.clone(),
+        },
         Cmd::Restore { file, force } => Request::Restore {
             path: std::fs::canonicalize(file)
                 .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?

@@ -53,6 +53,7 @@ pub fn show(json: bool, reply: Reply) -> Res {
             Reply::Backup(b) => print_json(&b),
             Reply::Gc(g) => print_json(&g),
             Reply::Restored(r) => print_json(&r),
+            Reply::FileRestored(r) => print_json(&r),
             Reply::Repaired(r) => print_json(&r),
             Reply::Log { agent, path, state } => {
                 print_json(&serde_json::json!({ "agent": agent, "path": path, "state": state }))
@@ -122,6 +123,22 @@ pub fn show(json: bool, reply: Reply) -> Res {
             maos_core::words::count(r.sessions as usize, "session"),
             maos_core::words::count(r.events as usize, "event"),
             r.previous
+        ),
+        Reply::FileRestored(r) => outln!(
+            "put back {} as {} wrote it ({} bytes, sha256 {}); {}",
+            r.path,
+            r.holder.as_ref().map_or("its holder", |h| h.short()),
+            r.bytes,
+            &r.version[..r.version.len().min(12)],
+            match (&r.replaced, r.replaced_kept) {
+                (Some(sha), true) if *sha != r.version => format!(
+                    "the content it replaced is kept: `maos restore-file {} --version {}`",
+                    r.path,
+                    &sha[..sha.len().min(12)]
+                ),
+                (Some(_), _) => "the file already held that content".to_string(),
+                (None, _) => "the file was gone".to_string(),
+            }
         ),
         Reply::Repaired(r) => print(&repaired(&r)),
         Reply::Backup(b) => outln!(

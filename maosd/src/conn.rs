@@ -320,6 +320,21 @@ async fn request(
                 events: check.events,
             }))
         }
+        ProjectRoute::RestoreFile { path, cwd, version } => {
+            crate::keep::check_restore_path(&path)?;
+            let key = lock_key(&root, &path, &cwd)?;
+            let store = crate::keep::store_dir(&daemon.config.home, &root);
+            let real_root = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone().into());
+            let handle = cached(daemon, cache, root, false).await?;
+            let (sha, holder) =
+                crate::keep::restore_choice(handle.kept(), &store, &key, version.as_deref())?;
+            let report = tokio::task::spawn_blocking(move || {
+                crate::keep::restore(&store, &real_root, &key, &sha, holder)
+            })
+            .await
+            .map_err(|e| internal(format_args!("maos restore-file: {e}")))??;
+            actor(handle, ProjectRequest::FileRestored(Box::new(report)), None).await
+        }
         ProjectRoute::Repair { quarantine } => {
             let report = daemon.projects.repair(&root, quarantine).await;
             *cache = None;
@@ -390,6 +405,11 @@ async fn request(
             // Resolving touches the filesystem (symlinks, worktrees), so it happens here, not
             // in the actor.
             request.resolve_paths(|path, cwd| lock_key(&root, path, cwd))?;
+            // What the daemon found in the files is its own to say (`keep.rs`).
+            if let ProjectRequest::Hook(call) = &mut request {
+                call.seen.clear();
+            }
+            let kept_store = crate::keep::store_dir(&daemon.config.home, &root);
             let real_root = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone().into());
             request.place_writes(&Placer {
                 root: &root,
@@ -425,6 +445,11 @@ async fn request(
                         && call.writes_files()
                     {
                         crate::scope::link_held(handle, &real_root, call).await;
+                    }
+                    // After the call: the files it wrote and, after a shell command, the
+                    // held ones, hashed here (never in the actor).
+                    if let ProjectRequest::Hook(call) = &mut request {
+                        crate::keep::look_after(handle.kept(), kept_store, &real_root, call).await;
                     }
                     let hook = matches!(request, ProjectRequest::Hook(_));
                     match budget

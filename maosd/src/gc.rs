@@ -90,7 +90,28 @@ pub async fn run(
             exported_to: Some(path.display().to_string()),
         });
     }
+    if !report.sessions.is_empty() {
+        sweep_kept(home, root, handle).await;
+    }
     Ok(report)
+}
+
+/// The kept versions of files (`keep.rs`) that no remaining session can name: those last kept
+/// before the oldest session left began go with the sessions deleted.
+async fn sweep_kept(home: &Path, root: &str, handle: &ProjectHandle) {
+    let oldest = match handle
+        .request(ProjectRequest::SessionList { all: true })
+        .await
+    {
+        Ok(crate::cmd::Outcome::Reply(r)) => match *r {
+            maos_proto::Reply::Sessions(s) => s.iter().map(|s| s.created_at).min(),
+            _ => return,
+        },
+        _ => return,
+    };
+    let before = oldest.map_or_else(std::time::SystemTime::now, std::time::SystemTime::from);
+    let store = crate::keep::store_dir(home, root);
+    let _ = tokio::task::spawn_blocking(move || crate::keep::sweep(&store, before)).await;
 }
 
 /// The export, replaced whole, mode 0600 (synced with `sync`): the session is deleted right

@@ -9,6 +9,7 @@ mod daemon;
 mod error;
 mod fleet;
 mod gc;
+mod keep;
 mod lanes;
 mod lockpath;
 mod locks;

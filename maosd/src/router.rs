@@ -36,6 +36,13 @@ pub enum ProjectRoute {
     /// `maos repair` (and `maos doctor`): the registry closes the project if it is open, the
     /// rows maos cannot read are found (and with `quarantine` moved aside), it opens again.
     Repair { quarantine: bool },
+    /// `maos restore-file`: the connection finds the kept version and writes the file back
+    /// (`keep.rs`), then the actor records it ([`ProjectRequest::FileRestored`]).
+    RestoreFile {
+        path: String,
+        cwd: Option<String>,
+        version: Option<String>,
+    },
     /// `maos gc`: exports read from the read pool, then one purge per session by the actor.
     Gc { older_than: Duration, dry_run: bool },
     /// Answered from the read pool; the actor never sees it.
@@ -248,6 +255,9 @@ pub enum ProjectRequest {
         agent: String,
         items: Vec<Todo>,
     },
+    /// Not on the wire: `maos restore-file` put `path` back to `version` (the connection
+    /// wrote it), keeping the content it replaced; recorded (`file_restored`).
+    FileRestored(Box<maos_proto::FileRestoreReport>),
 }
 
 impl Route {
@@ -268,6 +278,9 @@ impl Route {
             Request::DaemonStop => Route::Daemon(DaemonRequest::Stop),
             Request::Restore { path, force } => project(ProjectRoute::Restore { path, force }),
             Request::Repair { quarantine } => project(ProjectRoute::Repair { quarantine }),
+            Request::RestoreFile { path, cwd, version } => {
+                project(ProjectRoute::RestoreFile { path, cwd, version })
+            }
             Request::Gc {
                 older_than_secs,
                 dry_run,

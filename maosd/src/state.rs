@@ -79,6 +79,9 @@ pub struct State {
     /// MCP tool calls the hooks allowed and `maos mcp` has not asked about yet: advisory, in
     /// memory only, like `activity` (a record lives seconds).
     mcp_calls: maos_core::mcp::McpCalls,
+    /// The held files' last versions, violations and notices (issue 31 §2): advisory, in
+    /// memory only, shared with the connections, which hash the files (`keep.rs`).
+    pub(crate) kept: crate::keep::Shared,
 }
 
 impl State {

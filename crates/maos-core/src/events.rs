@@ -66,6 +66,8 @@ pub const EVENT_TYPES: &[&str] = &[
     "write_in_other_project",
     "command_run",
     "tool_denied",
+    "lock_violated",
+    "file_restored",
     "todos_updated",
     "context_compacted",
 ];

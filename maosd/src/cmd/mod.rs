@@ -151,6 +151,10 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             })
         }
         Request::Todos { agent, items } => mcp::todos(tx, &agent, items),
+        Request::FileRestored(report) => {
+            crate::ops::violation::restored(tx, &report);
+            Ok(Reply::FileRestored(*report).into())
+        }
     }
 }
 

@@ -25,6 +25,19 @@ pub fn session_list(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
 
 pub fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
     let waiters = st.locks.waiters();
+    // Violations of files still held by their holder (issue 31 §2).
+    let kept = crate::keep::lock(&st.kept);
+    let violations = |id: &maos_core::AgentId| {
+        let mut v = kept.marks_of(id);
+        v.retain(|m| {
+            st.locks.held().any(|l| {
+                l.holder == m.holder
+                    && l.mode == maos_core::LockMode::Write
+                    && l.path.as_str() == m.path
+            })
+        });
+        v
+    };
     let sessions = st
         .sessions()
         .iter()
@@ -56,6 +69,7 @@ pub fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
                     machine: a.machine.clone(),
                     activity: st.activity(&a.id).cloned(),
                     todo: s.current_todo(&a.id).map(|i| i.content.clone()),
+                    violations: violations(&a.id),
                     waits: waiters
                         .iter()
                         .filter(|w| w.holder == a.id)

@@ -786,7 +786,10 @@ fn answer_of(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> 
                 }
                 tx.lock_event(&agent, "prompt_submitted", json!({ "first_line": line }));
             }
-            Ok(answer(HookDecision::None, None, None))
+            // A change another agent made to a file this one holds, told once.
+            super::violation::settle(tx);
+            let waiting = super::violation::notices(tx, &agent);
+            Ok(answer(HookDecision::None, None, waiting))
         }
         "PreToolUse" => {
             let agent = caller(tx, &sid, &call)?;
@@ -837,7 +840,15 @@ fn answer_of(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> 
                     json!({ "tool_use_id": call.tool_use_id }),
                 );
             }
-            Ok(answer(HookDecision::None, None, None))
+            // The files it wrote are its versions; after a shell command, held files another
+            // agent changed are violations, told to this model here and to the holder's next.
+            let told = super::violation::after(tx, &agent, &call);
+            let waiting = super::violation::notices(tx, &agent);
+            let context = match (told, waiting) {
+                (Some(a), Some(b)) => Some(format!("{a}\n{b}")),
+                (a, b) => a.or(b),
+            };
+            Ok(answer(HookDecision::None, None, context))
         }
         "SubagentStart" => {
             caller(tx, &sid, &call)?;

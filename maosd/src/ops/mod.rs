@@ -14,6 +14,7 @@ pub mod lock;
 pub mod phase;
 pub mod process;
 pub mod session;
+pub mod violation;
 
 use maos_proto::{ErrorBody, SessionRecord};
 

@@ -114,6 +114,8 @@ pub struct ProjectHandle {
     tx: mpsc::Sender<Cmd>,
     reader: Reader,
     charts: Arc<Charts>,
+    /// What the actor knows of held files' content, read by the connections (`keep.rs`).
+    kept: crate::keep::Shared,
 }
 
 impl ProjectHandle {
@@ -143,6 +145,11 @@ impl ProjectHandle {
 
     pub fn reader(&self) -> &Reader {
         &self.reader
+    }
+
+    /// The held files' versions, as the actor keeps them (`keep.rs`).
+    pub fn kept(&self) -> &crate::keep::Shared {
+        &self.kept
     }
 
     /// What wakes the actor when another daemon changed its project, without keeping it
@@ -776,6 +783,7 @@ pub(super) async fn open(
         project_dir: dir.clone(),
     };
     let notifier = opts.fleet.as_ref().and_then(|f| store.notifier(f.daemon()));
+    let kept = crate::keep::Shared::default();
     let mut actor = Actor {
         root,
         hash,
@@ -785,6 +793,7 @@ pub(super) async fn open(
             st.set_checkpointed(loaded.checkpointed);
             st.runner = Some(runner.clone());
             st.machine = opts.fleet.as_ref().map(|f| f.machine().to_string());
+            st.kept = kept.clone();
             st
         },
         store,
@@ -805,7 +814,15 @@ pub(super) async fn open(
         warn!(project = %actor.root, error = %e, "cannot restore the bound on the WAL");
     }
     let task = tokio::spawn(actor.run(rx));
-    Ok((ProjectHandle { tx, reader, charts }, task))
+    Ok((
+        ProjectHandle {
+            tx,
+            reader,
+            charts,
+            kept,
+        },
+        task,
+    ))
 }
 
 /// The project's key in a fleet (`maos_core::project_key`), or the line that says how to give

@@ -6,12 +6,14 @@
 
 mod event;
 mod hello;
+mod kept;
 mod reply;
 mod request;
 mod view;
 
 pub use event::*;
 pub use hello::*;
+pub use kept::*;
 pub use maos_core::brief::{
     Blocker, BlockerKind, BriefAgent, BriefDep, BriefFact, BriefPhase, BriefWork, Briefing,
     FactSource,

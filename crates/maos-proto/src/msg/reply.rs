@@ -34,6 +34,8 @@ pub enum Reply {
     Gc(GcReport),
     /// `maos restore`.
     Restored(RestoreReport),
+    /// `maos restore-file`.
+    FileRestored(super::FileRestoreReport),
     /// `maos repair` (and `maos doctor`'s check of the database's rows).
     Repaired(RepairReport),
     /// `maos logs`: the agent's output file, and whether it still runs.

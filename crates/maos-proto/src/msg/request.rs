@@ -195,6 +195,15 @@ pub enum Request {
         #[serde(default)]
         force: bool,
     },
+    /// `maos restore-file`: put back the holder's last kept version of `path` (or the kept
+    /// `version`, a SHA-256 or a prefix of one), keeping the content it replaces first.
+    RestoreFile {
+        path: String,
+        #[serde(default)]
+        cwd: Option<String>,
+        #[serde(default)]
+        version: Option<String>,
+    },
     /// The rows of the project's database that maos cannot read (`maos doctor`), and with
     /// `quarantine`, those rows moved aside with every row of their sessions so that the
     /// project loads again (`maos repair --quarantine`).
@@ -377,6 +386,11 @@ pub struct HookCall {
     /// links resolved), which `outside_project = "allow"` lets it write unlocked, recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside: Vec<String>,
+    /// Set by the daemon (what a client sends is dropped): PostToolUse, the files the call
+    /// wrote and, after a shell command, the held files, as the daemon found them (hashed,
+    /// kept): the holders' versions and the changes others made to them (issue 31 §2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen: Vec<super::SeenFile>,
     /// Set by the daemon: the files the call writes whose lock lives in another project (a
     /// repository nested in this one, a submodule, the repository a window started above it
     /// writes into): each file's project and its key there. Their locks are taken there.

@@ -81,6 +81,10 @@ pub struct PsAgent {
     /// A managed agent (one of a plan): its name there, its runs and its stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PsPlanAgent>,
+    /// Held files changed by an agent other than their holder, where this agent is either
+    /// (issue 31 §2): shown in red until the file is put back or the lock goes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<super::PsViolation>,
 }
 
 /// A lock an agent waits for, as `maos ps` shows it.
