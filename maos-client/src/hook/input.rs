@@ -545,7 +545,12 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
             .then(|| shell_script(input))
             .flatten()
             .filter(|c| c.len() <= maos_proto::MAX_COMMAND)
-            .map(str::to_string),
+            .map(|c| match text(input, "dir_path") {
+                // Gemini CLI runs the command in `dir_path` (relative to its working
+                // directory): read as the shell would see it.
+                Some(dir) => format!("cd '{}' && {c}", dir.replace('\'', r"'\''")),
+                None => c.to_string(),
+            }),
         maos_session: env("MAOS_SESSION_ID"),
         maos_agent: env("MAOS_AGENT_ID"),
         path_error: None,

@@ -393,6 +393,14 @@ fn gemini_write_tools_lock_their_path_and_hash_what_they_sent() {
     );
     assert!(!shell.writes_files());
     assert!(shell.paths.is_empty());
+    assert_eq!(shell.command.as_deref(), Some("echo > x"), "read by the daemon");
+    // Run in `dir_path`: read as the shell sees it there.
+    let shell = gemini(
+        "BeforeTool",
+        json!({"tool_name": "run_shell_command",
+               "tool_input": {"command": "echo > x", "dir_path": "sub dir"}}),
+    );
+    assert_eq!(shell.command.as_deref(), Some("cd 'sub dir' && echo > x"));
 }
 
 /// What a denial looks like to each CLI: Gemini CLI's own top-level decision, Claude Code's
