@@ -147,7 +147,16 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     (
         "Steer",
         &[
-            "pause", "resume", "retry", "note", "run", "session", "agent", "phase", "lock",
+            "pause",
+            "resume",
+            "retry",
+            "note",
+            "run",
+            "session",
+            "agent",
+            "phase",
+            "lock",
+            "restore-file",
         ],
     ),
     (
