@@ -391,7 +391,10 @@ impl Walker<'_> {
                     None => stdin,
                 };
                 match body {
-                    Some(b) => self.out.patches.push(b),
+                    Some(b) => {
+                        self.out.patches.push(b);
+                        self.out.patch_dirs.push(scope.dir.clone());
+                    }
                     None => self.opaque(name.to_owned()),
                 }
             }

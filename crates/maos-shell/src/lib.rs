@@ -42,6 +42,9 @@ pub struct Analysis {
     /// The bodies of Codex `apply_patch` invocations (`*** Begin Patch` … `*** End Patch`), as
     /// given: in a here-document, an argument, or piped from `printf`, `echo` or `cat <<EOF`.
     pub patches: Vec<String>,
+    /// The directory each of [`Analysis::patches`] is applied in (`cd sub && apply_patch …`),
+    /// in the same order: its paths are relative to it.
+    pub patch_dirs: Vec<Dir>,
     /// Each `git` invocation, classified by what it does to the working tree and the index.
     pub git: Vec<Git>,
     /// Programs that may write files that cannot be named before they run (a script, `make`,

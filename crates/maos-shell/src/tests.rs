@@ -477,6 +477,17 @@ fn apply_patch_in_every_form() {
         vec![BODY]
     );
     assert_eq!(patches(&format!("apply_patch '{BODY}'")), vec![BODY]);
+    let a = analyze(&format!(
+        "cd sub && apply_patch <<'EOF'\n{BODY}EOF\napply_patch '{BODY}'"
+    ));
+    assert_eq!(
+        a.patch_dirs,
+        vec![Dir::Path("sub".into()), Dir::Path("sub".into())]
+    );
+    let a = analyze(&format!(
+        "(cd sub && apply_patch '{BODY}'); apply_patch '{BODY}'"
+    ));
+    assert_eq!(a.patch_dirs, vec![Dir::Path("sub".into()), Dir::Start]);
     assert_eq!(
         patches(&format!("apply_patch <<< '{}'", BODY.trim_end())),
         vec![BODY]
