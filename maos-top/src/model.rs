@@ -203,6 +203,7 @@ pub fn alarming(kind: &str) -> bool {
     matches!(
         kind,
         "tool_denied"
+            | "lock_violated"
             | "deadlock_detected"
             | "conflict_detected"
             | "lock_timeout"

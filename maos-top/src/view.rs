@@ -103,6 +103,7 @@ fn who(a: &PsAgent) -> String {
 
 fn agent_style(a: &PsAgent, session: SessionState) -> Style {
     match a.state {
+        _ if !a.violations.is_empty() => Style::new().fg(Color::Red).bold(),
         _ if is_held(a, session) => Style::new().fg(Color::Yellow),
         _ if !a.waits.is_empty() => Style::new().fg(Color::Yellow),
         AgentState::Running => Style::new().fg(Color::Green),
@@ -208,7 +209,19 @@ fn sessions(f: &mut Frame, area: Rect, app: &mut App) {
                 let tree = format!("{}└ {}", "  ".repeat(depth), short(a.id.as_str()));
                 let who = clip(&who(a), 14);
                 let mut now_style = Style::new();
-                if !a.waits.is_empty() {
+                // A lock violation (issue 31 §2), as `maos ps` says it, in red.
+                let now_text = match a.violations.as_slice() {
+                    [] => doing_now(a, now),
+                    [v] => maos_client::output::violation_line(a, v),
+                    [v, more @ ..] => format!(
+                        "{} (+{} more)",
+                        maos_client::output::violation_line(a, v),
+                        more.len()
+                    ),
+                };
+                if !a.violations.is_empty() {
+                    now_style = now_style.fg(Color::Red).bold();
+                } else if !a.waits.is_empty() {
                     now_style = now_style.fg(Color::Yellow);
                 } else if a.state.is_terminal() {
                     now_style = now_style.fg(Color::DarkGray);
@@ -221,7 +234,7 @@ fn sessions(f: &mut Frame, area: Rect, app: &mut App) {
                     )),
                     Cell::from(who),
                     Cell::from(span(a.started_at, a.ended_at)),
-                    Cell::from(Span::styled(doing_now(a, now), now_style)),
+                    Cell::from(Span::styled(now_text, now_style)),
                 ])
             }
         })

@@ -341,3 +341,119 @@ fn restore_file_refuses_what_it_cannot_do_in_one_line_and_changes_nothing() {
     }
     assert!(env.events(&["--type", "file_restored"]).is_empty());
 }
+
+/// The line of a colour capture that shows `text`, and whether it is drawn in red (SGR 31,
+/// alone or with others, or colour 1 of 256).
+fn red_line(colours: &str, text: &str) -> Option<bool> {
+    let line = colours.lines().find(|l| l.contains(text))?;
+    let before = &line[..line.find(text)?];
+    let last_sgr = before.rfind("\x1b[")?;
+    let sgr = &before[last_sgr..];
+    Some(
+        sgr.contains("31m")
+            || sgr.contains(";31")
+            || sgr.contains("[31")
+            || sgr.contains("38;5;1m"),
+    )
+}
+
+#[test]
+fn ps_and_top_show_a_violation_in_red_on_both_agents() {
+    if !maos_tests::tmux::Tmux::available() {
+        return;
+    }
+    let env = Env::new();
+    setup(&env);
+    bash(&env, "other", "python3 gen.py", || {
+        std::fs::write(env.project.join("src/x.rs"), GENERATED).unwrap()
+    });
+    let maos = maos_tests::maos_bin().to_string_lossy().into_owned();
+    let watch = maos_tests::tmux::Tmux::start(
+        &env,
+        160,
+        30,
+        &["sh", "-c", "\"$0\" ps --watch --interval 200ms", &maos],
+        &[],
+    );
+    watch.wait_for("both rows of ps", |s| {
+        s.contains("! src/x.rs overwritten by") && s.contains("! overwrote src/x.rs, held by")
+    });
+    let colours = watch.screen_with_colours();
+    for text in ["! src/x.rs overwritten by", "! overwrote src/x.rs"] {
+        assert_eq!(
+            red_line(&colours, text),
+            Some(true),
+            "{text} in red:\n{colours}"
+        );
+    }
+
+    let top = maos_tests::tmux::Tmux::start_named(
+        &env,
+        "top",
+        160,
+        30,
+        &["sh", "-c", "\"$0\" top", &maos],
+        &[],
+    );
+    top.wait_for("both rows of top", |s| {
+        s.contains("! src/x.rs overwritten by") && s.contains("! overwrote src/x.rs, held by")
+    });
+    let colours = top.screen_with_colours();
+    for text in ["! src/x.rs overwritten by", "! overwrote src/x.rs"] {
+        assert_eq!(
+            red_line(&colours, text),
+            Some(true),
+            "{text} in red:\n{colours}"
+        );
+    }
+}
+
+/// `v` with `%`-escapes, for the dashboard's address of a project.
+fn enc(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn the_dashboard_shows_a_violation_in_red_on_both_agents() {
+    if !maos_tests::webdriver::available() {
+        return;
+    }
+    let env = Env::new();
+    setup(&env);
+    bash(&env, "other", "python3 gen.py", || {
+        std::fs::write(env.project.join("src/x.rs"), GENERATED).unwrap()
+    });
+    let sid = env.maos_json(&["ps"])[0]["id"]
+        .as_str()
+        .expect("the windows' session")
+        .to_string();
+    let root = Env::project_root(&env.project);
+    let d = maos_tests::dashboard::Dashboard::start(&env);
+    let browser = maos_tests::webdriver::Browser::start(&env.root().join("chromium"));
+    browser.open(&d.url);
+    browser.eval(&format!("location.hash = '#/session/{}/{sid}'", enc(&root)));
+    let shown = browser.until_js(
+        "both agents' violations",
+        "const v = [...document.querySelectorAll('li[data-agent] > span.violation')]; \
+         return v.length === 2 ? v.map(e => [e.textContent, getComputedStyle(e).color]) : null",
+    );
+    let shown = shown.as_array().expect("two violations");
+    let texts: Vec<&str> = shown.iter().filter_map(|v| v[0].as_str()).collect();
+    assert!(
+        texts.iter().any(|t| t.contains("src/x.rs overwritten by"))
+            && texts
+                .iter()
+                .any(|t| t.contains("overwrote src/x.rs, held by")),
+        "{texts:?}"
+    );
+    for v in shown {
+        assert_eq!(v[1], "rgb(201, 42, 42)", "in the alarm's red: {v}");
+    }
+}
