@@ -219,8 +219,14 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
         // PostToolUse: what the call did to files others hold (issue 31 §2), or such a
         // change to this agent's own.
         (_, "SessionStart" | "UserPromptSubmit" | "PostToolUse") => answer.context.map(|ctx| {
+            // Gemini CLI's own names for the events it calls BeforeAgent and AfterTool.
+            let name = match (cli, event.as_str()) {
+                (Cli::Gemini, "UserPromptSubmit") => "BeforeAgent",
+                (Cli::Gemini, "PostToolUse") => "AfterTool",
+                (_, e) => e,
+            };
             json!({"hookSpecificOutput": {
-                "hookEventName": event,
+                "hookEventName": name,
                 "additionalContext": ctx,
             }})
         }),

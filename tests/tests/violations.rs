@@ -457,3 +457,67 @@ fn the_dashboard_shows_a_violation_in_red_on_both_agents() {
         assert_eq!(v[1], "rgb(201, 42, 42)", "in the alarm's red: {v}");
     }
 }
+
+#[test]
+fn codex_shell_and_gemini_cli_run_shell_command_are_checked_at_their_end_too() {
+    let env = Env::new();
+    setup(&env);
+    let x = env.project.join("src/x.rs");
+    // Codex: its shell is `Bash`, its PostToolUse carries the notice.
+    let input = |w: &str, name: &str, tool: &str| {
+        event(
+            &env,
+            w,
+            name,
+            json!({"tool_name": tool, "tool_use_id": format!("call_{w}"),
+                   "tool_input": {"command": "make tables"}}),
+        )
+    };
+    for (name, extra) in [
+        ("SessionStart", json!({"source": "startup"})),
+        ("UserPromptSubmit", json!({"prompt": "Port the parser"})),
+    ] {
+        env.hook("codex", &event(&env, "cx", name, extra));
+    }
+    let out = env.hook("codex", &input("cx", "PreToolUse", "Bash"));
+    assert_eq!(denial(&out), "");
+    std::fs::write(&x, "// codex was here\n").unwrap();
+    let out = env.hook("codex", &input("cx", "PostToolUse", "Bash"));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        v["hookSpecificOutput"]["hookEventName"], "PostToolUse",
+        "{v}"
+    );
+    assert!(
+        context(&out).contains("maos restore-file src/x.rs")
+            && context(&out).contains("Rewrite the lexer"),
+        "{v}"
+    );
+    // Codex's answers are strict: nothing but the keys its schema knows.
+    let keys: Vec<&String> = v
+        .as_object()
+        .map(|o| o.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["hookSpecificOutput"], "{v}");
+
+    // Gemini CLI: run_shell_command, its AfterTool.
+    for (name, extra) in [
+        ("SessionStart", json!({"source": "startup"})),
+        ("BeforeAgent", json!({"prompt": "Document it"})),
+    ] {
+        env.hook("gemini", &event(&env, "gm", name, extra));
+    }
+    let out = env.hook("gemini", &input("gm", "BeforeTool", "run_shell_command"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "");
+    std::fs::write(&x, "// gemini was here\n").unwrap();
+    let out = env.hook("gemini", &input("gm", "AfterTool", "run_shell_command"));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(v["hookSpecificOutput"]["hookEventName"], "AfterTool", "{v}");
+    assert!(context(&out).contains("src/x.rs"), "{v}");
+
+    // Two violations, each by its own window.
+    let v = violations(&env);
+    assert_eq!(v.len(), 2, "{v:?}");
+    assert_ne!(v[0]["data"]["violator"], v[1]["data"]["violator"]);
+    assert_eq!(v[0]["data"]["holder"], v[1]["data"]["holder"]);
+}
