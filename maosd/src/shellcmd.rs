@@ -78,8 +78,15 @@ pub fn targets(command: &str, patches: bool) -> Targets {
             out.index_dirs.push(dir);
         }
     }
-    for body in analysis.patches.iter().filter(|_| patches) {
+    let dirs = analysis
+        .patch_dirs
+        .iter()
+        .chain(std::iter::repeat(&Dir::Start));
+    for (body, dir) in analysis.patches.iter().zip(dirs).filter(|_| patches) {
         for path in maos_core::patch::patch_paths(body) {
+            let Some(path) = from_start(dir, &path) else {
+                continue;
+            };
             if !out.files.contains(&path) {
                 out.files.push(path);
             }
@@ -135,5 +142,11 @@ mod tests {
             true,
         );
         assert_eq!(t.files, ["a.rs"]);
+        // Applied in the directory the command changed into: its paths are under it.
+        let t = targets(
+            "cd sub && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: b.rs\n+x\n*** End Patch\nEOF\n",
+            true,
+        );
+        assert_eq!(t.files, ["sub/b.rs"]);
     }
 }
