@@ -12,8 +12,10 @@
 //! (relative paths relative to [`Write::dir`]); the caller resolves it. A path may name a
 //! directory (`rm -r d`, `cp a d/`): the caller treats it as covering everything under it.
 //!
-//! Bounded: input above [`MAX_LEN`] bytes, nesting deeper than [`MAX_NESTING`] and shells inside
-//! shells deeper than [`MAX_DEPTH`] give [`Analysis::error`] instead of a deep recursion.
+//! Bounded: input above [`MAX_LEN`] bytes, more than [`MAX_NESTING`] nested constructs or
+//! [`MAX_SUBSTITUTIONS`] substitutions, and shells inside shells deeper than [`MAX_DEPTH`] give
+//! [`Analysis::error`] instead of a deep recursion. No I/O; a command with many substitutions
+//! (above [`MAX_NESTING`]) is tokenized on a short-lived thread with a large stack.
 
 mod cmds;
 mod git;
@@ -24,11 +26,18 @@ mod word;
 /// Commands longer than this many bytes are not analysed ([`Analysis::error`] says so).
 pub const MAX_LEN: usize = 128 * 1024;
 
-/// The most nested constructs a command may hold: `(`, `{`, `if`, `for`, `while`, `until`,
-/// `case`, `select`, `[[` as shell syntax and `$(`, `${`, `<(`, `>(`, `` ` `` anywhere in the text.
-/// Counted over the whole command (a safe bound on the parser's recursion, whatever the quoting),
-/// so a long script with many of them is refused too: the caller lets it run and checks after.
+/// The most nested constructs a command may hold: `(`, `((`, `{`, `if`, `for`, `while`,
+/// `until`, `case`, `select`, `[[`, `function`, `<(`, `>(` as shell syntax (here-documents and
+/// quoted strings excluded), summed over the shells inside shells being read; and the most
+/// substitutions one word may hold. Counted in total, not as a depth (a safe bound on the
+/// parser's recursion whatever the quoting), so a long script with many of them is refused
+/// too: the caller lets it run and checks after.
 pub const MAX_NESTING: usize = 64;
+
+/// The most substitutions (`$(`, `${`, `<(`, `>(`, `` ` ``) a command's text may hold. Above
+/// [`MAX_NESTING`] of them (a here-document of a script or a template, most often) the command
+/// is parsed on a thread of its own whose stack holds that many levels.
+pub const MAX_SUBSTITUTIONS: usize = 4096;
 
 /// How deep shells inside shells are followed (`bash -c "sh -c '…'"`, `eval`, `$(…)`).
 pub const MAX_DEPTH: u8 = 8;

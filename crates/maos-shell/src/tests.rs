@@ -711,6 +711,24 @@ fn loops_in_loops_are_unrolled_once() {
 }
 
 #[test]
+fn a_here_document_full_of_substitutions_is_read() {
+    // A script or a template written through a here-document: its `$(`/`${` are text.
+    let body: String = (0..300)
+        .map(|i| format!("echo \"${{NAME}}-{i} $(date)\" `id`\n"))
+        .collect();
+    let cmd = format!("cat > deploy.sh <<'EOF'\n{body}EOF\nchmod +x deploy.sh");
+    let a = analyze(&cmd);
+    assert_eq!(a.error, None);
+    assert_eq!(paths(&cmd), vec!["deploy.sh"]);
+    let js: String = (0..200)
+        .map(|i| format!("const s{i} = `${{a}}${{b}}`;\n"))
+        .collect();
+    let cmd =
+        format!("apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: t.js\n{js}*** End Patch\nEOF");
+    assert_eq!(patches(&cmd).len(), 1);
+}
+
+#[test]
 fn bounds() {
     let a = analyze(&"x".repeat(crate::MAX_LEN + 1));
     assert!(

@@ -9,7 +9,7 @@ use brush_parser::ast::{
 use brush_parser::{ParserOptions, SourceInfo, Token};
 
 use crate::word::{Expanded, Vars, expand, substitutions};
-use crate::{Analysis, Dir, How, MAX_DEPTH, MAX_LEN, MAX_NESTING, Write};
+use crate::{Analysis, Dir, How, MAX_DEPTH, MAX_LEN, MAX_NESTING, MAX_SUBSTITUTIONS, Write};
 
 /// The shell state a command runs in: its directory and the variables it set.
 #[derive(Clone, Debug)]
@@ -60,28 +60,63 @@ fn parse(text: &str, nesting: usize) -> Result<(brush_parser::ast::Program, usiz
             text.len()
         ));
     }
-    let raw = ["$(", "${", "<(", ">(", "`"]
-        .iter()
-        .map(|p| text.matches(p).count())
-        .sum::<usize>();
-    if raw > MAX_NESTING {
+    let raw = substitution_count(text);
+    if raw > MAX_SUBSTITUTIONS {
         return Err(format!(
-            "command has too many substitutions to analyse ({raw}, the limit is {MAX_NESTING})"
+            "command has too many substitutions to analyse ({raw}, the limit is {MAX_SUBSTITUTIONS})"
         ));
     }
+    if raw <= MAX_NESTING {
+        return parse_bounded(text, nesting);
+    }
+    // Many `$(`, `${`: most likely the text of a here-document (a script, a template), which
+    // the tokenizer reads as plain text; but only tokenizing tells it from code, and the
+    // tokenizer recurses once per nested substitution. So it runs on a thread whose stack
+    // holds that many levels (reserved, not touched: a few pages unless they really nest).
+    let owned = text.to_owned();
+    let stack = 256 * 1024 + raw * STACK_PER_LEVEL;
+    std::thread::Builder::new()
+        .name("maos-shell parse".to_owned())
+        .stack_size(stack)
+        .spawn(move || parse_bounded(&owned, nesting))
+        .map_err(|e| one_line(&format!("cannot analyse the command: {e}")))?
+        .join()
+        .map_err(|_| "cannot parse the command: the parser failed".to_owned())?
+}
+
+/// Stack reserved per nested substitution when tokenizing on a thread of its own (a debug
+/// build's tokenizer uses about 10 KiB per level).
+const STACK_PER_LEVEL: usize = 32 * 1024;
+
+/// `$(`, `${`, `<(`, `>(` and backquotes in `text`: a bound on the tokenizer's recursion.
+pub(crate) fn substitution_count(text: &str) -> usize {
+    ["$(", "${", "<(", ">(", "`"]
+        .iter()
+        .map(|p| text.matches(p).count())
+        .sum()
+}
+
+/// Tokenizes and parses `text`, refusing more than [`MAX_NESTING`] nested constructs in all.
+fn parse_bounded(
+    text: &str,
+    nesting: usize,
+) -> Result<(brush_parser::ast::Program, usize), String> {
     let options = ParserOptions::default();
     let tokens = brush_parser::uncached_tokenize_str(text, &options.tokenizer_options())
         .map_err(|e| one_line(&format!("cannot parse the command: {e}")))?;
-    let openers = tokens
+    // What the parser (and this crate's walk) recurse on: compound commands, and process
+    // substitutions, which the parser reads out of word tokens. (Here-document bodies and
+    // quoted strings are single tokens: they do not count.)
+    let openers: usize = tokens
         .iter()
-        .filter(|t| match t {
-            Token::Operator(o, _) => o == "(" || o == "((",
-            Token::Word(w, _) => matches!(
-                w.as_str(),
-                "{" | "if" | "for" | "while" | "until" | "case" | "select" | "[[" | "function"
-            ),
+        .map(|t| match t {
+            Token::Operator(o, _) => usize::from(o == "(" || o == "(("),
+            Token::Word(w, _) => match w.as_str() {
+                "{" | "if" | "for" | "while" | "until" | "case" | "select" | "[[" | "function" => 1,
+                w => w.matches("<(").count() + w.matches(">(").count(),
+            },
         })
-        .count();
+        .sum();
     if nesting + openers > MAX_NESTING {
         return Err(format!(
             "command has too many nested constructs to analyse ({}, the limit is {MAX_NESTING})",
@@ -303,6 +338,17 @@ impl Walker<'_> {
 
     /// Walks the command substitutions inside a raw word (`$(rm x)` runs too).
     pub fn substitutions_in(&mut self, raw: &str, scope: &Scope) {
+        if raw.len() < 2 {
+            return;
+        }
+        // The word parser recurses once per nested substitution, on this thread's stack.
+        let n = substitution_count(raw);
+        if n > MAX_NESTING {
+            self.out.error.get_or_insert(format!(
+                "a word of the command nests too many substitutions to analyse ({n}, the limit is {MAX_NESTING})"
+            ));
+            return;
+        }
         for sub in substitutions(raw) {
             self.nested(&sub, &mut scope.clone(), "$(...)");
         }

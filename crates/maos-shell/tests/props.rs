@@ -285,12 +285,25 @@ fn deep_nesting_is_refused_not_overflowed() {
             format!("{}touch x{}", "if true; then ".repeat(n), "; fi".repeat(n)),
             format!("echo {}x{}", "$(".repeat(n), ")".repeat(n)),
             format!("echo {}x{}", "\"$(".repeat(n), ")\"".repeat(n)),
-            format!("echo {}x{}", "${x:-".repeat(n), "}".repeat(n)),
+            format!("echo {}x{}", "<(".repeat(n), ")".repeat(n)),
             format!("{}touch x", "eval ".repeat(n)),
         ] {
             let a = analyze(&cmd);
             assert!(a.error.is_some(), "n={n}: {}", &cmd[..40.min(cmd.len())]);
         }
+    }
+}
+
+#[test]
+fn deep_parameter_expansions_return() {
+    // `${x:-${x:-…}}` holds no command: read without recursion, or refused when too many.
+    for n in [MAX_NESTING + 1, 1_000, 20_000] {
+        let a = analyze(&format!(
+            "echo {}x{} > out",
+            "${x:-".repeat(n),
+            "}".repeat(n)
+        ));
+        assert!(a.error.is_some() || a.writes.len() == 1, "n={n}: {a:?}");
     }
 }
 
