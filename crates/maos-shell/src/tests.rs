@@ -69,6 +69,13 @@ fn here_documents() {
         vec!["notes.md"]
     );
     assert_eq!(paths("cat >> a.txt << \"END\"\nx\nEND"), vec!["a.txt"]);
+    // An unquoted delimiter: the body's command substitutions run.
+    assert_eq!(paths("cat <<EOF\n$(rm -f gone.txt)\nEOF"), vec!["gone.txt"]);
+    assert!(
+        analyze("cat <<'EOF'\n$(rm -f kept.txt)\nEOF")
+            .writes
+            .is_empty()
+    );
 }
 
 #[test]

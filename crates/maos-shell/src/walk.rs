@@ -404,11 +404,21 @@ impl Walker<'_> {
                 self.write(scope, &e, if *append { How::Append } else { How::Redirect });
                 None
             }
-            IoRedirect::HereDocument(_, doc) => Some(Some(if doc.requires_expansion {
-                expand_heredoc(&doc.doc.value)
-            } else {
-                doc.doc.value.clone()
-            })),
+            IoRedirect::HereDocument(_, doc) => {
+                let body = &doc.doc.value;
+                if !doc.requires_expansion {
+                    return Some(Some(body.clone()));
+                }
+                // `<<EOF` (unquoted): its `$(…)` run when the here-document is read.
+                if body.contains("$(") || body.contains('`') {
+                    if substitution_count(body) <= MAX_NESTING {
+                        self.substitutions_in(body, scope);
+                    } else {
+                        self.opaque("$(...) in a here-document".to_owned());
+                    }
+                }
+                Some(Some(expand_heredoc(body)))
+            }
             IoRedirect::HereString(_, w) => {
                 self.substitutions_in(&w.value, scope);
                 let mut s = expand(&w.value, &scope.vars).text;
