@@ -556,7 +556,8 @@ impl Walker<'_> {
             // `checkout -b NEW`: a new branch where HEAD is; the working tree stays.
             return GitKind::Other;
         }
-        if o.operands.is_empty() && double_dash.is_none() {
+        if o.operands.is_empty() && double_dash.is_none() && !o.has(&["-f", "--force"]) {
+            // `git checkout` alone reports; `-f` throws the working tree's changes away.
             return GitKind::ReadOnly;
         }
         GitKind::Discards { paths: None }

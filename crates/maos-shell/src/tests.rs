@@ -560,6 +560,8 @@ fn git_discards() {
         "git checkout main",
         "git checkout -b feature origin/main",
         "git checkout -",
+        "git checkout -f",
+        "git checkout --force HEAD",
         "git switch main",
         "git switch -c new origin/main",
         "git reset --hard",
