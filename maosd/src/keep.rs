@@ -274,9 +274,9 @@ pub async fn look_after(
         wanted.extend(call.paths.iter().map(|p| (p.clone(), None)));
     }
     if crate::ops::violation::is_shell(call) {
-        for (path, sha) in lock(shared).held() {
+        for (path, sha) in lock(shared).to_look() {
             if !wanted.iter().any(|(p, _)| *p == path) {
-                wanted.push((path, Some(sha)));
+                wanted.push((path, sha));
             }
         }
     }
@@ -440,6 +440,10 @@ pub struct Kept {
     versions: HashMap<String, Version>,
     marks: Vec<PsViolation>,
     notices: HashMap<AgentId, Vec<String>>,
+    /// Write locks held now whose holder's version is not known (path, holder), git's own
+    /// files aside (its index is a lock git commands take turns at, never a file someone
+    /// wrote).
+    unversioned: Vec<(String, AgentId)>,
 }
 
 /// [`Kept`] as the actor and the connections share it.
@@ -460,6 +464,19 @@ impl Kept {
             .collect()
     }
 
+    /// What a shell command's end looks at: each held file with its holder's version (hash),
+    /// and the held files whose holder's version is not known yet (None): a daemon that
+    /// restarted, a lock taken with `maos lock acquire`. Those are known from that look on.
+    pub fn to_look(&self) -> Vec<(String, Option<String>)> {
+        let mut out: Vec<(String, Option<String>)> = self
+            .held()
+            .into_iter()
+            .map(|(p, sha)| (p, Some(sha)))
+            .collect();
+        out.extend(self.unversioned.iter().map(|(p, _)| (p.clone(), None)));
+        out
+    }
+
     /// The last version of `path`, held or not.
     pub fn version(&self, path: &str) -> Option<&Version> {
         self.versions.get(path)
@@ -471,6 +488,16 @@ impl Kept {
         for (path, v) in self.versions.iter_mut() {
             v.held = holding.contains(&(path.as_str(), &v.holder));
         }
+        let versions = &self.versions;
+        self.unversioned = holding
+            .iter()
+            .filter(|(p, h)| {
+                !(*p == ".git" || p.starts_with(".git/"))
+                    && versions.get(*p).is_none_or(|v| &v.holder != *h)
+            })
+            .map(|(p, h)| (p.to_string(), (*h).clone()))
+            .collect();
+        self.unversioned.sort();
         let versions = &self.versions;
         self.marks.retain(|m| {
             versions
@@ -509,6 +536,14 @@ impl Kept {
 
     /// What `caller`'s tool call did to the file `seen` describes.
     pub fn check(&mut self, caller: &AgentId, seen: &SeenFile, at: Ts) -> Check {
+        // A held file whose holder's version was not known: this is it from now on.
+        if seen.baseline.is_none() {
+            if let Some(i) = self.unversioned.iter().position(|(p, _)| *p == seen.path) {
+                let (_, holder) = self.unversioned.remove(i);
+                self.set(&holder, seen, at);
+            }
+            return Check::Nothing;
+        }
         let Some(v) = self.versions.get_mut(&seen.path).filter(|v| v.held) else {
             return Check::Nothing;
         };
@@ -651,6 +686,32 @@ mod tests {
         );
         // Still known for restore-file.
         assert!(k.version("x").is_some());
+    }
+
+    #[test]
+    fn a_held_file_without_a_known_version_gets_one_at_the_next_look() {
+        let (a, b) = (agent(1), agent(2));
+        let now = crate::state::now();
+        let mut k = Kept::default();
+        let holding: HashSet<(&str, &AgentId)> =
+            [("src/y.rs", &a), (".git/index", &b)].into_iter().collect();
+        k.settle(&holding);
+        // Git's index is never looked at; the held file is, without a version.
+        assert_eq!(k.to_look(), [("src/y.rs".to_string(), None)]);
+        assert_eq!(
+            k.check(&b, &seen("src/y.rs", "aa", None), now),
+            Check::Nothing
+        );
+        assert_eq!(k.version("src/y.rs").map(|v| &v.holder), Some(&a));
+        assert_eq!(
+            k.to_look(),
+            [("src/y.rs".to_string(), Some("aa".to_string()))]
+        );
+        // From then on a change by another agent is one.
+        assert!(matches!(
+            k.check(&b, &seen("src/y.rs", "bb", Some("aa")), now),
+            Check::Violated(_)
+        ));
     }
 
     #[test]

@@ -521,3 +521,37 @@ fn codex_shell_and_gemini_cli_run_shell_command_are_checked_at_their_end_too() {
     assert_ne!(v[0]["data"]["violator"], v[1]["data"]["violator"]);
     assert_eq!(v[0]["data"]["holder"], v[1]["data"]["holder"]);
 }
+
+#[test]
+fn after_a_restart_the_held_files_are_known_again_from_the_next_shell_command() {
+    let env = Env::new();
+    setup(&env);
+    let x = env.project.join("src/x.rs");
+    let pid = env.daemon_pid();
+    env.maos_json(&["daemon", "stop"]);
+    maos_tests::wait_until(maos_tests::DEADLINE, "the daemon is gone", || {
+        // SAFETY: signal 0 only asks whether the process exists.
+        unsafe { libc::kill(pid as i32, 0) != 0 }
+    });
+    // The new daemon does not know the holder's version: the next shell command's end takes
+    // it from the file, as it is; a change after that is a violation again.
+    bash(&env, "other", "ls", || {});
+    assert_ne!(env.daemon_pid(), pid, "a new daemon answers");
+    assert!(violations(&env).is_empty());
+    let out = bash(&env, "other", "python3 gen.py", || {
+        std::fs::write(&x, GENERATED).unwrap()
+    });
+    assert!(
+        context(&out).contains("Rewrite the lexer"),
+        "{}",
+        context(&out)
+    );
+    let v = violations(&env);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(
+        kept(&env, v[0]["data"]["before"]["sha256"].as_str().unwrap()).as_deref(),
+        Some(LEXER.as_bytes())
+    );
+    restore_file(&env, &["src/x.rs"]);
+    assert_eq!(std::fs::read_to_string(&x).unwrap(), LEXER);
+}

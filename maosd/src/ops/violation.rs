@@ -24,9 +24,14 @@ pub fn is_shell(call: &HookCall) -> bool {
 /// Forget the versions of files whose holder let go of them (no longer looked at, their
 /// violations no longer shown). Each hook call does it: the lock table is the authority.
 pub fn settle(tx: &Txn<'_>) {
-    let shared = tx.state().kept.clone();
-    let holding: HashSet<(&str, &AgentId)> = tx
-        .state()
+    settle_state(tx.state());
+}
+
+/// [`settle`] on the project's state (also once it is loaded: after a restart the held
+/// files' versions are known again from the next shell command's end).
+pub fn settle_state(st: &crate::state::State) {
+    let shared = st.kept.clone();
+    let holding: HashSet<(&str, &AgentId)> = st
         .locks
         .held()
         .filter(|l| l.mode == LockMode::Write)
@@ -39,10 +44,10 @@ pub fn settle(tx: &Txn<'_>) {
 /// write lock), and after a shell command each held file another agent changed is a
 /// violation. Returns what the calling model is told, if anything.
 pub fn after(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) -> Option<String> {
+    settle(tx);
     if call.seen.is_empty() {
         return None;
     }
-    settle(tx);
     let shared = tx.state().kept.clone();
     let holds = |path: &str| {
         tx.state()
