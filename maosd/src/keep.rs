@@ -319,7 +319,7 @@ pub fn check_restore_path(path: &str) -> Result<(), ErrorBody> {
 }
 
 fn refused(why: impl std::fmt::Display) -> ErrorBody {
-    ErrorBody::new(ErrorCode::BadRequest, format!("maos restore-file: {why}"))
+    ErrorBody::new(ErrorCode::BadRequest, why.to_string())
 }
 
 /// Which version of `key` to put back: the one named (`version`, a hash or a prefix of one,
@@ -349,7 +349,7 @@ pub fn restore_choice(
         None => Err(ErrorBody::new(
             ErrorCode::NotFound,
             format!(
-                "maos restore-file: no kept version of {key}: maos keeps a file's content when the agent holding it writes it (since the daemon started); `--version HASH` names another"
+                "no kept version of {key}: maos keeps a held file's content when its holder writes it, and `maos gc` sweeps it with the session; `--version HASH` names another"
             ),
         )),
     }
@@ -392,7 +392,7 @@ pub fn restore(
     write_back(&file, &bytes).map_err(|e| {
         ErrorBody::new(
             ErrorCode::Storage,
-            format!("maos restore-file: cannot write {key}: {e}; it is unchanged"),
+            format!("cannot write {key}: {e}; it is unchanged"),
         )
     })?;
     Ok(FileRestoreReport {

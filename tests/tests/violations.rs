@@ -555,3 +555,45 @@ fn after_a_restart_the_held_files_are_known_again_from_the_next_shell_command() 
     restore_file(&env, &["src/x.rs"]);
     assert_eq!(std::fs::read_to_string(&x).unwrap(), LEXER);
 }
+
+#[test]
+fn maos_gc_sweeps_the_kept_versions_with_the_sessions() {
+    let env = Env::new();
+    setup(&env);
+    bash(&env, "other", "python3 gen.py", || {
+        std::fs::write(env.project.join("src/x.rs"), GENERATED).unwrap()
+    });
+    let kept_dir = store(&env);
+    assert_eq!(
+        std::fs::read_dir(&kept_dir).unwrap().count(),
+        2,
+        "both versions kept"
+    );
+    // Still live: gc leaves them.
+    env.maos_json(&["gc", "--older-than", "0s"]);
+    assert_eq!(std::fs::read_dir(&kept_dir).unwrap().count(), 2);
+    for w in ["holder", "other"] {
+        env.hook(
+            "claude",
+            &event(&env, w, "SessionEnd", json!({"reason": "exit"})),
+        );
+    }
+    let report = env.maos_json(&["gc", "--older-than", "0s"]);
+    assert_eq!(
+        report["sessions"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&kept_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "swept with the session: {left:?}");
+    // Nothing to put back any more, said in one line.
+    let f = env.maos_fail(&[
+        "restore-file",
+        env.project.join("src/x.rs").to_str().unwrap(),
+    ]);
+    assert!(f.message.contains("no longer kept"), "{f:?}");
+}
