@@ -598,6 +598,13 @@ impl Kept {
 
     /// Tell `agent` at its next hook.
     pub fn notify(&mut self, agent: &AgentId, text: String) {
+        // Agents that never call again (ended) do not keep notices past the bound.
+        if self.notices.len() >= MAX_MARKS && !self.notices.contains_key(agent) {
+            let some = self.notices.keys().next().cloned();
+            if let Some(k) = some {
+                self.notices.remove(&k);
+            }
+        }
         let q = self.notices.entry(agent.clone()).or_default();
         if q.len() >= MAX_NOTICES {
             q.remove(0);
