@@ -90,10 +90,19 @@ const STACK_PER_LEVEL: usize = 32 * 1024;
 
 /// `$(`, `${`, `<(`, `>(` and backquotes in `text`: a bound on the tokenizer's recursion.
 pub(crate) fn substitution_count(text: &str) -> usize {
-    ["$(", "${", "<(", ">(", "`"]
-        .iter()
-        .map(|p| text.matches(p).count())
-        .sum()
+    let b = text.as_bytes();
+    let mut n = 0;
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'`' => n += 1,
+            b'$' | b'<' | b'>' => {
+                let next = b.get(i + 1).copied();
+                n += usize::from(next == Some(b'(') || (c == b'$' && next == Some(b'{')));
+            }
+            _ => {}
+        }
+    }
+    n
 }
 
 /// Tokenizes and parses `text`, refusing more than [`MAX_NESTING`] nested constructs in all.
@@ -113,7 +122,12 @@ fn parse_bounded(
             Token::Operator(o, _) => usize::from(o == "(" || o == "(("),
             Token::Word(w, _) => match w.as_str() {
                 "{" | "if" | "for" | "while" | "until" | "case" | "select" | "[[" | "function" => 1,
-                w => w.matches("<(").count() + w.matches(">(").count(),
+                w if w.contains('(') => w
+                    .as_bytes()
+                    .windows(2)
+                    .filter(|p| p[1] == b'(' && (p[0] == b'<' || p[0] == b'>'))
+                    .count(),
+                _ => 0,
             },
         })
         .sum();
@@ -338,7 +352,7 @@ impl Walker<'_> {
 
     /// Walks the command substitutions inside a raw word (`$(rm x)` runs too).
     pub fn substitutions_in(&mut self, raw: &str, scope: &Scope) {
-        if raw.len() < 2 {
+        if !raw.contains(['$', '`']) {
             return;
         }
         // The word parser recurses once per nested substitution, on this thread's stack.
