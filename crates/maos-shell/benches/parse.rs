@@ -1,6 +1,7 @@
 //! What reading a shell command costs: a one-liner and a 2 KB command of the kind agents send
 //! (a here-document, a loop, `sed -i`, git, pipes). Besides criterion's figures, prints p50 and
-//! p99 (and min, the figure least disturbed by other load) over 20,000 single calls (`cargo bench -p maos-shell --bench parse`).
+//! p99 (and min, the figure least disturbed by other load) over 20,000 single calls
+//! (`cargo bench -p maos-shell --bench parse`).
 
 use std::hint::black_box;
 use std::time::Instant;
