@@ -290,7 +290,9 @@ pub fn violation_line(a: &PsAgent, v: &maos_proto::PsViolation) -> String {
         format!(
             "! {} overwritten by {} (lock violated; `maos restore-file {}` puts this agent's version back)",
             v.path,
-            short(v.violator.as_str()),
+            v.violator
+                .as_ref()
+                .map_or("a process outside the hooks", |id| short(id.as_str())),
             v.path
         )
     } else {

@@ -266,9 +266,18 @@ pub async fn look_after(
     real_root: &Path,
     call: &mut maos_proto::HookCall,
 ) {
+    // A shell command begins: when, so that its end can tell the changes it made from
+    // earlier ones.
+    if call.event == "PreToolUse" && crate::ops::violation::is_shell(call) {
+        lock(shared).started(command_key(call), SystemTime::now());
+        return;
+    }
     if call.event != "PostToolUse" || call.path_error.is_some() {
         return;
     }
+    let start = crate::ops::violation::is_shell(call)
+        .then(|| lock(shared).take_start(&command_key(call)))
+        .flatten();
     let mut wanted: Vec<(String, Option<String>)> = Vec::new();
     if call.writes_files() {
         wanted.extend(call.paths.iter().map(|p| (p.clone(), None)));
@@ -289,7 +298,14 @@ pub async fn look_after(
             .into_iter()
             .filter_map(|(path, baseline)| {
                 let keep = |sha: &str| baseline.as_deref() != Some(sha);
-                let mut seen = look(&root.join(&path), &store, keep)?;
+                let file = root.join(&path);
+                let mut seen = look(&file, &store, keep)?;
+                seen.before_command = match (&baseline, start) {
+                    (Some(b), Some(start)) if *b != seen.sha256 && !seen.deleted() => {
+                        changed_at(&file).is_some_and(|t| t + CLOCK_SLACK < start)
+                    }
+                    _ => false,
+                };
                 seen.path = path;
                 seen.baseline = baseline;
                 Some(seen)
@@ -405,6 +421,16 @@ pub fn restore(
     })
 }
 
+/// When the file's status last changed (its ctime: set by every write, rename and chmod,
+/// and by no tool on request, unlike its mtime).
+fn changed_at(file: &Path) -> Option<SystemTime> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(file).ok()?;
+    let secs = u64::try_from(m.ctime()).ok()?;
+    let nanos = u32::try_from(m.ctime_nsec()).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
+}
+
 /// The holder's last version of one file, as the daemon knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Version {
@@ -444,6 +470,26 @@ pub struct Kept {
     /// files aside (its index is a lock git commands take turns at, never a file someone
     /// wrote).
     unversioned: Vec<(String, AgentId)>,
+    /// When each shell command still running began (its PreToolUse), by [`command_key`].
+    starts: std::collections::VecDeque<(String, SystemTime)>,
+}
+
+/// How far a file's timestamps may lag the clock (the kernel stamps files from a coarse
+/// clock, a tick behind): a change this close before a command began counts as its own.
+const CLOCK_SLACK: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Shell commands whose start is remembered per project (oldest forgotten first).
+const MAX_STARTS: usize = 1024;
+
+/// Which shell command a hook call is about: its window, its agent and its tool call (Gemini
+/// CLI gives none: then the agent's latest).
+pub fn command_key(call: &maos_proto::HookCall) -> String {
+    format!(
+        "{}\u{1f}{}\u{1f}{}",
+        call.session_id,
+        call.agent_id.as_deref().unwrap_or(""),
+        call.tool_use_id.as_deref().unwrap_or("")
+    )
 }
 
 /// [`Kept`] as the actor and the connections share it.
@@ -569,7 +615,7 @@ impl Kept {
         self.marks.push(PsViolation {
             path: seen.path.clone(),
             holder: before.holder.clone(),
-            violator: caller.clone(),
+            violator: (!seen.before_command).then(|| caller.clone()),
             at,
         });
         Check::Violated(before)
@@ -579,7 +625,7 @@ impl Kept {
     pub fn marks_of(&self, agent: &AgentId) -> Vec<PsViolation> {
         self.marks
             .iter()
-            .filter(|m| &m.holder == agent || &m.violator == agent)
+            .filter(|m| &m.holder == agent || m.violator.as_ref() == Some(agent))
             .cloned()
             .collect()
     }
@@ -594,6 +640,21 @@ impl Kept {
             v.reported = None;
         }
         self.marks.retain(|m| m.path != path);
+    }
+
+    /// A shell command begins.
+    pub fn started(&mut self, key: String, at: SystemTime) {
+        self.starts.retain(|(k, _)| *k != key);
+        if self.starts.len() >= MAX_STARTS {
+            self.starts.pop_front();
+        }
+        self.starts.push_back((key, at));
+    }
+
+    /// When the shell command that ends began, if its PreToolUse was seen.
+    pub fn take_start(&mut self, key: &str) -> Option<SystemTime> {
+        let i = self.starts.iter().position(|(k, _)| k == key)?;
+        self.starts.remove(i).map(|(_, t)| t)
     }
 
     /// Tell `agent` at its next hook.
@@ -630,7 +691,29 @@ mod tests {
             size: 3,
             kept: true,
             baseline: baseline.map(str::to_string),
+            before_command: false,
         }
+    }
+
+    #[test]
+    fn a_change_before_the_command_names_no_violator_and_starts_are_per_command() {
+        let (a, b) = (agent(1), agent(2));
+        let now = crate::state::now();
+        let mut k = Kept::default();
+        k.set(&a, &seen("x", "aa", None), now);
+        let mut earlier = seen("x", "bb", Some("aa"));
+        earlier.before_command = true;
+        assert!(matches!(k.check(&b, &earlier, now), Check::Violated(_)));
+        assert_eq!(k.marks_of(&a)[0].violator, None);
+        assert!(
+            k.marks_of(&b).is_empty(),
+            "not on the innocent command's row"
+        );
+        let t = SystemTime::now();
+        k.started("w\u{1f}\u{1f}t1".into(), t);
+        assert_eq!(k.take_start("w\u{1f}\u{1f}t2"), None);
+        assert_eq!(k.take_start("w\u{1f}\u{1f}t1"), Some(t));
+        assert_eq!(k.take_start("w\u{1f}\u{1f}t1"), None, "taken once");
     }
 
     fn agent(n: u8) -> AgentId {

@@ -597,3 +597,41 @@ fn maos_gc_sweeps_the_kept_versions_with_the_sessions() {
     ]);
     assert!(f.message.contains("no longer kept"), "{f:?}");
 }
+
+#[test]
+fn a_change_made_before_a_command_began_is_not_blamed_on_it() {
+    let env = Env::new();
+    setup(&env);
+    let x = env.project.join("src/x.rs");
+    // A person's editor (no hook) changes the held file; then the other window runs `ls`.
+    std::fs::write(&x, "// edited by hand\n").unwrap();
+    // The command starts clearly after the file's change (its ctime), as a person's edit
+    // is before an agent's next command.
+    let changed = {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&x).unwrap();
+        std::time::UNIX_EPOCH + std::time::Duration::new(m.ctime() as u64, m.ctime_nsec() as u32)
+    };
+    maos_tests::wait_until(maos_tests::DEADLINE, "the clock is past the edit", || {
+        changed
+            .elapsed()
+            .is_ok_and(|d| d > std::time::Duration::from_millis(150))
+    });
+    let out = bash(&env, "other", "ls", || {});
+    assert_eq!(
+        context(&out),
+        "",
+        "the command that did nothing is not accused"
+    );
+    let v = violations(&env);
+    assert_eq!(v.len(), 1, "the change is recorded: {v:?}");
+    assert_eq!(v[0]["data"]["violator"], Value::Null, "{v:?}");
+    // Shown on the holder's row only; its model is told, without a culprit.
+    let rows = ps_violations(&env);
+    let of = |task: &str| rows.iter().find(|(t, _)| t == task).map(|(_, m)| m.len());
+    assert_eq!(of("Rewrite the lexer"), Some(1), "{rows:?}");
+    assert_eq!(of("Generate the tables"), Some(0), "{rows:?}");
+    let heard = context(&prompt_in(&env, "holder", "go on"));
+    assert!(heard.contains("outside maos's hooks"), "{heard:?}");
+    assert!(heard.contains("maos restore-file src/x.rs"), "{heard:?}");
+}

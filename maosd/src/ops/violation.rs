@@ -77,23 +77,34 @@ pub fn after(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) -> Option<Strin
     }
     let mut told = Vec::new();
     for (seen, before) in found {
-        tx.lock_event(
-            agent,
-            "lock_violated",
-            json!({
-                "path": seen.path, "holder": before.holder, "violator": agent,
-                "tool": call.tool_name, "tool_use_id": call.tool_use_id,
-                "before": { "sha256": before.sha256, "bytes": before.size, "kept": before.kept },
-                "after": { "sha256": seen.sha256, "bytes": seen.size, "kept": seen.kept,
-                           "deleted": seen.deleted() },
-            }),
-        );
+        // Changed before this command began: not by it. Recorded on the holder, whose model
+        // is told; nobody is named as the one who did it.
+        let by = (!seen.before_command).then_some(agent);
+        let data = json!({
+            "path": seen.path, "holder": before.holder, "violator": by,
+            "tool": by.and(call.tool_name.as_ref()),
+            "tool_use_id": by.and(call.tool_use_id.as_ref()),
+            "before": { "sha256": before.sha256, "bytes": before.size, "kept": before.kept },
+            "after": { "sha256": seen.sha256, "bytes": seen.size, "kept": seen.kept,
+                       "deleted": seen.deleted() },
+        });
         let holder = who(tx, &before.holder);
-        let violator = who(tx, agent);
-        told.push(to_violator(seen, &before, &holder));
+        let violator = match by {
+            Some(a) => format!("{} with a shell command", who(tx, a)),
+            None => {
+                "a process outside maos's hooks (a person's editor, a background job)".to_string()
+            }
+        };
+        match by {
+            Some(a) => {
+                tx.lock_event(a, "lock_violated", data);
+                told.push(to_violator(seen, &before, &holder));
+            }
+            None => tx.lock_event(&before.holder, "lock_violated", data),
+        }
         keep::lock(&shared).notify(&before.holder, to_holder(seen, &before, &violator));
     }
-    Some(told.join("\n"))
+    (!told.is_empty()).then(|| told.join("\n"))
 }
 
 /// What waits for `agent` (a change another agent made to a file it holds), once.
@@ -176,7 +187,7 @@ fn to_violator(seen: &SeenFile, before: &Version, holder: &str) -> String {
 
 fn to_holder(seen: &SeenFile, before: &Version, violator: &str) -> String {
     format!(
-        "maos: {violator} {} with a shell command, though you hold it. Your version is kept: {}; check the file before you go on with it.",
+        "maos: {violator} {}, though you hold it. Your version is kept: {}; check the file before you go on with it.",
         change(seen, before).replacen(&seen.path, &format!("your file {}", seen.path), 1),
         put_back(seen, before),
     )

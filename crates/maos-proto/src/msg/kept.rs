@@ -22,6 +22,11 @@ pub struct SeenFile {
     /// violation is reported only if the holder's version is still that one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
+    /// After a shell command: the file changed before the command began (its status-change
+    /// time is earlier than the command's PreToolUse), so not by it: by a process outside
+    /// the hooks (a person's editor, a background job).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub before_command: bool,
 }
 
 impl SeenFile {
@@ -37,8 +42,10 @@ pub struct PsViolation {
     pub path: String,
     /// The agent that holds the file.
     pub holder: AgentId,
-    /// The agent whose shell command changed it.
-    pub violator: AgentId,
+    /// The agent whose shell command changed it; None when the file changed before that
+    /// command began (by a process outside the hooks: a person's editor, a background job).
+    #[serde(default)]
+    pub violator: Option<AgentId>,
     pub at: Ts,
 }
 
