@@ -219,8 +219,23 @@ fn a_script_that_rewrites_a_held_file_is_told_to_both_recorded_shown_and_undone_
         ps_violations(&env).iter().all(|(_, m)| m.is_empty()),
         "put back: no longer shown"
     );
-    // Nothing lost either way: the generated version comes back by its hash's prefix.
-    restore_file(&env, &["src/x.rs", "--version", &after[..10]]);
+    // Nothing lost either way: the generated version comes back by its hash's prefix; the
+    // command says what it did and how to undo it.
+    let cmd = env.maos_cmd_at(
+        &env.project,
+        &["restore-file", "src/x.rs", "--version", &after[..10]],
+    );
+    let out = maos_tests::run_with_timeout(cmd, std::time::Duration::from_secs(30));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.starts_with("put back src/x.rs")
+            && said.contains(&format!(
+                "maos restore-file src/x.rs --version {}",
+                &before[..12]
+            )),
+        "{said}"
+    );
     assert_eq!(std::fs::read_to_string(&x).unwrap(), GENERATED);
     restore_file(&env, &["src/x.rs", "--version", &before]);
     assert_eq!(std::fs::read_to_string(&x).unwrap(), LEXER);
