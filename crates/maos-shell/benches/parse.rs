@@ -98,8 +98,9 @@ criterion_group!(benches, parse);
 fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
-    // `cargo test --benches` runs each bench once: no percentiles then.
-    if !std::env::args().any(|a| a == "--test") {
+    // `cargo bench` passes `--bench`; `cargo test --benches` runs each bench once, without it:
+    // no percentiles then.
+    if std::env::args().any(|a| a == "--bench") {
         percentiles();
     }
 }
