@@ -67,7 +67,7 @@ pub(crate) fn expand(raw: &str, vars: &Vars) -> Expanded {
             '$' => match chars.get(i + 1) {
                 Some('\'') => i = ansi_c(&chars, i + 2, &mut out),
                 Some('"') => i = double_quoted(&chars, i + 2, vars, &mut out, &mut exact),
-                _ => i = dollar(&chars, i, vars, &mut out, &mut exact),
+                _ => i = dollar(&chars, i, vars, false, &mut out, &mut exact),
             },
             '`' => {
                 let end = find_char(&chars, i + 1, '`');
@@ -142,7 +142,7 @@ fn double_quoted(
                 }
                 i += 2;
             }
-            '$' => i = dollar(chars, i, vars, out, exact),
+            '$' => i = dollar(chars, i, vars, true, out, exact),
             '`' => {
                 let end = find_char(chars, i + 1, '`');
                 out.extend(&chars[i..(end + 1).min(chars.len())]);
@@ -183,9 +183,17 @@ fn ansi_c(chars: &[char], mut i: usize, out: &mut String) -> usize {
     i
 }
 
-/// A `$` expansion at `i`: a variable the command set is substituted, anything else is kept as
-/// written and makes the word inexact. Returns the index after it.
-fn dollar(chars: &[char], i: usize, vars: &Vars, out: &mut String, exact: &mut bool) -> usize {
+/// A `$` expansion at `i` (`quoted`: inside double quotes): a variable the command set is
+/// substituted, anything else is kept as written and makes the word inexact. Returns the index
+/// after it.
+fn dollar(
+    chars: &[char],
+    i: usize,
+    vars: &Vars,
+    quoted: bool,
+    out: &mut String,
+    exact: &mut bool,
+) -> usize {
     let next = chars.get(i + 1).copied();
     let (name, end) = match next {
         Some('{') => {
@@ -210,7 +218,12 @@ fn dollar(chars: &[char], i: usize, vars: &Vars, out: &mut String, exact: &mut b
         }
     };
     let end = end.min(chars.len());
-    match name.as_deref().and_then(|n| vars.get(n)) {
+    // Unquoted, a value with blanks or glob characters is split into words and globbed.
+    let value = name
+        .as_deref()
+        .and_then(|n| vars.get(n))
+        .filter(|v| quoted || !v.contains([' ', '\t', '\n', '*', '?', '[']));
+    match value {
         Some(v) => out.push_str(v),
         None => {
             out.extend(&chars[i..end]);
@@ -337,6 +350,9 @@ mod tests {
         assert_eq!((e.text.as_str(), e.exact), ("src/x.rs", true));
         let e = expand("${F}.bak", &v);
         assert_eq!((e.text.as_str(), e.exact), ("src/x.rs.bak", true));
+        v.set("L", Some("a.rs b.rs".into()));
+        assert!(!expand("$L", &v).exact, "unquoted: split into two words");
+        assert_eq!(expand("\"$L\"", &v).text, "a.rs b.rs");
         v.set("F", None);
         assert!(!expand("$F", &v).exact);
     }
