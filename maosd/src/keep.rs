@@ -65,7 +65,15 @@ pub fn sha256(bytes: &[u8]) -> String {
 /// The file at `file` now: hashed, and kept in `store` when `keep(sha)` says so and it is
 /// small enough. A file that is not there is "deleted" (empty hash); None for something that
 /// is not a regular file (a directory, a socket) or cannot be read.
-pub fn look(file: &Path, store: &Path, keep: impl Fn(&str) -> bool) -> Option<SeenFile> {
+///
+/// `unchanged`: the hash and [`stamp`] of the content the caller knows; when the file's stamp
+/// is still that one, its content is that one, and the file is not read.
+pub fn look(
+    file: &Path,
+    store: &Path,
+    keep: impl Fn(&str) -> bool,
+    unchanged: Option<(&str, &str)>,
+) -> Option<SeenFile> {
     let meta = match std::fs::metadata(file) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(SeenFile::default()),
@@ -73,6 +81,18 @@ pub fn look(file: &Path, store: &Path, keep: impl Fn(&str) -> bool) -> Option<Se
     };
     if !meta.is_file() {
         return None;
+    }
+    let stamp = stamp(&meta);
+    if let (Some((sha, known)), Some(now)) = (unchanged, &stamp)
+        && known == now
+    {
+        return Some(SeenFile {
+            sha256: sha.to_string(),
+            size: meta.len(),
+            kept: true,
+            stamp,
+            ..SeenFile::default()
+        });
     }
     if meta.len() > MAX_FILE {
         let mut f = std::fs::File::open(file).ok()?;
@@ -90,6 +110,7 @@ pub fn look(file: &Path, store: &Path, keep: impl Fn(&str) -> bool) -> Option<Se
         return Some(SeenFile {
             sha256: hex(&h.finalize()),
             size,
+            stamp: stamp.filter(|_| size == meta.len()),
             ..SeenFile::default()
         });
     }
@@ -97,10 +118,29 @@ pub fn look(file: &Path, store: &Path, keep: impl Fn(&str) -> bool) -> Option<Se
     let sha = sha256(&bytes);
     let kept = keep(&sha) && put(store, &sha, &bytes).is_ok();
     Some(SeenFile {
+        stamp: stamp.filter(|_| bytes.len() as u64 == meta.len()),
         sha256: sha,
         size: bytes.len() as u64,
         kept,
         ..SeenFile::default()
+    })
+}
+
+/// A regular file's identity and last change (device, inode, ctime, size), when that change
+/// is older than [`CLOCK_SLACK`]: a write in the same tick of the kernel's coarse clock
+/// could leave the same ctime, so a fresher stamp is not trusted (the file is read).
+fn stamp(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let secs = u64::try_from(meta.ctime()).ok()?;
+    let nanos = u32::try_from(meta.ctime_nsec()).ok()?;
+    let changed = SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))?;
+    (changed + CLOCK_SLACK < SystemTime::now()).then(|| {
+        format!(
+            "{}:{}:{secs}.{nanos:09}:{}",
+            meta.dev(),
+            meta.ino(),
+            meta.len()
+        )
     })
 }
 
@@ -278,14 +318,14 @@ pub async fn look_after(
     let start = crate::ops::violation::is_shell(call)
         .then(|| lock(shared).take_start(&command_key(call)))
         .flatten();
-    let mut wanted: Vec<(String, Option<String>)> = Vec::new();
+    let mut wanted: Vec<(String, Option<String>, Option<String>)> = Vec::new();
     if call.writes_files() {
-        wanted.extend(call.paths.iter().map(|p| (p.clone(), None)));
+        wanted.extend(call.paths.iter().map(|p| (p.clone(), None, None)));
     }
     if crate::ops::violation::is_shell(call) {
-        for (path, sha) in lock(shared).to_look() {
-            if !wanted.iter().any(|(p, _)| *p == path) {
-                wanted.push((path, sha));
+        for (path, sha, stamp) in lock(shared).to_look() {
+            if !wanted.iter().any(|(p, _, _)| *p == path) {
+                wanted.push((path, sha, stamp));
             }
         }
     }
@@ -296,10 +336,11 @@ pub async fn look_after(
     let looked = tokio::task::spawn_blocking(move || {
         wanted
             .into_iter()
-            .filter_map(|(path, baseline)| {
+            .filter_map(|(path, baseline, stamp)| {
                 let keep = |sha: &str| baseline.as_deref() != Some(sha);
                 let file = root.join(&path);
-                let mut seen = look(&file, &store, keep)?;
+                let unchanged = baseline.as_deref().zip(stamp.as_deref());
+                let mut seen = look(&file, &store, keep, unchanged)?;
                 seen.before_command = match (&baseline, start) {
                     (Some(b), Some(start)) if *b != seen.sha256 && !seen.deleted() => {
                         changed_at(&file).is_some_and(|t| t + CLOCK_SLACK < start)
@@ -390,7 +431,7 @@ pub fn restore(
                 "{key} is not a regular file; nothing was changed"
             )));
         }
-        Ok(_) => Some(look(&file, store, |_| true).ok_or_else(|| {
+        Ok(_) => Some(look(&file, store, |_| true, None).ok_or_else(|| {
             refused(format!(
                 "{key}: cannot read it to keep it; nothing was changed"
             ))
@@ -445,6 +486,8 @@ pub struct Version {
     pub held: bool,
     /// The changed content already reported as a violation (so that it is reported once).
     pub reported: Option<String>,
+    /// The file's [`stamp`] when this version was hashed, if trusted.
+    pub stamp: Option<String>,
 }
 
 /// What a look at a file after a tool call means.
@@ -501,7 +544,8 @@ pub fn lock(shared: &Shared) -> MutexGuard<'_, Kept> {
 }
 
 impl Kept {
-    /// The held files and their holders' versions (hash): what a shell command's end looks at.
+    /// The held files and their holders' versions (hash).
+    #[cfg(test)]
     pub fn held(&self) -> Vec<(String, String)> {
         self.versions
             .iter()
@@ -513,13 +557,20 @@ impl Kept {
     /// What a shell command's end looks at: each held file with its holder's version (hash),
     /// and the held files whose holder's version is not known yet (None): a daemon that
     /// restarted, a lock taken with `maos lock acquire`. Those are known from that look on.
-    pub fn to_look(&self) -> Vec<(String, Option<String>)> {
-        let mut out: Vec<(String, Option<String>)> = self
-            .held()
-            .into_iter()
-            .map(|(p, sha)| (p, Some(sha)))
+    /// With each version's [`stamp`], when known: an unchanged file is not read again.
+    pub fn to_look(&self) -> Vec<(String, Option<String>, Option<String>)> {
+        let mut out: Vec<(String, Option<String>, Option<String>)> = self
+            .versions
+            .iter()
+            .filter(|(_, v)| v.held)
+            .map(|(p, v)| (p.clone(), Some(v.sha256.clone()), v.stamp.clone()))
             .collect();
-        out.extend(self.unversioned.iter().map(|(p, _)| (p.clone(), None)));
+        out.extend(
+            self.unversioned
+                .iter()
+                .map(|(p, _)| (p.clone(), None, None)),
+        );
+        out.sort();
         out
     }
 
@@ -576,6 +627,7 @@ impl Kept {
                 at,
                 held: true,
                 reported: None,
+                stamp: seen.stamp.clone(),
             },
         );
     }
@@ -594,6 +646,10 @@ impl Kept {
             return Check::Nothing;
         };
         if v.sha256 == seen.sha256 {
+            // Unchanged: its stamp, once trusted, spares the next looks a read.
+            if v.stamp.is_none() {
+                v.stamp = seen.stamp.clone();
+            }
             return Check::Nothing;
         }
         if &v.holder == caller {
@@ -638,6 +694,7 @@ impl Kept {
             v.size = size;
             v.kept = true;
             v.reported = None;
+            v.stamp = None;
         }
         self.marks.retain(|m| m.path != path);
     }
@@ -692,6 +749,7 @@ mod tests {
             kept: true,
             baseline: baseline.map(str::to_string),
             before_command: false,
+            stamp: None,
         }
     }
 
@@ -787,7 +845,7 @@ mod tests {
             [("src/y.rs", &a), (".git/index", &b)].into_iter().collect();
         k.settle(&holding);
         // Git's index is never looked at; the held file is, without a version.
-        assert_eq!(k.to_look(), [("src/y.rs".to_string(), None)]);
+        assert_eq!(k.to_look(), [("src/y.rs".to_string(), None, None)]);
         assert_eq!(
             k.check(&b, &seen("src/y.rs", "aa", None), now),
             Check::Nothing
@@ -795,7 +853,7 @@ mod tests {
         assert_eq!(k.version("src/y.rs").map(|v| &v.holder), Some(&a));
         assert_eq!(
             k.to_look(),
-            [("src/y.rs".to_string(), Some("aa".to_string()))]
+            [("src/y.rs".to_string(), Some("aa".to_string()), None)]
         );
         // From then on a change by another agent is one.
         assert!(matches!(
@@ -820,7 +878,7 @@ mod tests {
         let store = dir.path().join("kept");
         let file = dir.path().join("f");
         std::fs::write(&file, b"hello").expect("write");
-        let s = look(&file, &store, |_| true).expect("looked");
+        let s = look(&file, &store, |_| true, None).expect("looked");
         assert_eq!(s.sha256, sha256(b"hello"));
         assert!(s.kept);
         assert_eq!(get(&store, &s.sha256).expect("kept"), b"hello");
@@ -835,11 +893,13 @@ mod tests {
         assert!(find_version(&store, "abc").is_err());
         assert!(get(&store, "../../etc/passwd").is_err());
         // Gone: deleted; a directory: nothing.
-        assert!(look(&dir.path().join("none"), &store, |_| true).is_some_and(|s| s.deleted()));
-        assert!(look(dir.path(), &store, |_| true).is_none());
+        assert!(
+            look(&dir.path().join("none"), &store, |_| true, None).is_some_and(|s| s.deleted())
+        );
+        assert!(look(dir.path(), &store, |_| true, None).is_none());
         // Bounded: the oldest go first.
         std::fs::write(&file, b"second").expect("write");
-        let t = look(&file, &store, |_| true).expect("looked");
+        let t = look(&file, &store, |_| true, None).expect("looked");
         let old = SystemTime::now() - std::time::Duration::from_secs(60);
         std::fs::File::options()
             .append(true)
@@ -858,6 +918,36 @@ mod tests {
             1
         );
         assert!(get(&store, &t.sha256).is_err());
+    }
+
+    #[test]
+    fn an_unchanged_stamp_spares_the_read_and_any_write_changes_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = dir.path().join("kept");
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"one").expect("write");
+        // A fresh change is not trusted: no stamp until the clock is past the slack.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let first = loop {
+            let s = look(&file, &store, |_| true, None).expect("looked");
+            if s.stamp.is_some() || std::time::Instant::now() > deadline {
+                break s;
+            }
+            std::thread::yield_now();
+        };
+        let stamp = first
+            .stamp
+            .clone()
+            .expect("a stamp once the change is old enough");
+        // Same stamp: the content is taken as known (the file is not read: a made-up hash
+        // comes back).
+        let same = look(&file, &store, |_| true, Some(("made-up", &stamp))).expect("looked");
+        assert_eq!(same.sha256, "made-up");
+        // A write of the same size changes the stamp (its ctime), so the file is read.
+        std::fs::write(&file, b"two").expect("write");
+        let after = look(&file, &store, |_| true, Some(("made-up", &stamp))).expect("looked");
+        assert_eq!(after.sha256, sha256(b"two"));
+        assert_ne!(after.stamp.as_deref(), Some(stamp.as_str()));
     }
 
     #[test]

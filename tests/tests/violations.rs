@@ -650,3 +650,37 @@ fn a_change_made_before_a_command_began_is_not_blamed_on_it() {
     assert!(heard.contains("outside maos's hooks"), "{heard:?}");
     assert!(heard.contains("maos restore-file src/x.rs"), "{heard:?}");
 }
+
+#[test]
+fn a_same_size_overwrite_is_caught_after_the_file_is_known_unchanged() {
+    let env = Env::new();
+    setup(&env);
+    let x = env.project.join("src/x.rs");
+    // The holder's file settles (its change is old), and shell commands end without
+    // changing it: maos then knows it by its stamp and reads it no more ...
+    let changed = {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&x).unwrap();
+        std::time::UNIX_EPOCH + std::time::Duration::new(m.ctime() as u64, m.ctime_nsec() as u32)
+    };
+    maos_tests::wait_until(maos_tests::DEADLINE, "the holder's write is old", || {
+        changed
+            .elapsed()
+            .is_ok_and(|d| d > std::time::Duration::from_millis(150))
+    });
+    bash(&env, "other", "ls", || {});
+    bash(&env, "other", "git status", || {});
+    assert!(violations(&env).is_empty());
+    // ... until an overwrite of the same size, which changes it all the same.
+    let same_size: String = LEXER
+        .chars()
+        .map(|c| if c == 'x' { 'y' } else { c })
+        .collect();
+    assert_eq!(same_size.len(), LEXER.len());
+    assert_ne!(same_size, LEXER);
+    let out = bash(&env, "other", "./fmt.sh", || {
+        std::fs::write(&x, &same_size).unwrap()
+    });
+    assert!(context(&out).contains("src/x.rs"), "{}", context(&out));
+    assert_eq!(violations(&env).len(), 1);
+}

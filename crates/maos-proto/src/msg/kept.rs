@@ -27,6 +27,11 @@ pub struct SeenFile {
     /// the hooks (a person's editor, a background job).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub before_command: bool,
+    /// The file's identity and last change (device, inode, ctime, size) when it was hashed,
+    /// if that change was old enough to trust: the same stamp at a later look means the same
+    /// content, and the file is not read again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamp: Option<String>,
 }
 
 impl SeenFile {
