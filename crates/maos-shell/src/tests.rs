@@ -377,7 +377,7 @@ fn xargs_and_find() {
 
 #[test]
 fn globs_variables_and_tildes_are_patterns() {
-    let a = analyze("rm -f *.log ~/x \"$HOME/y\" src/{a,b}.rs");
+    let a = analyze("rm -f *.log ~/x \"$HOME/y\" log{1..3}.txt");
     let got: Vec<(&str, bool)> = a
         .writes
         .iter()
@@ -389,10 +389,33 @@ fn globs_variables_and_tildes_are_patterns() {
             ("*.log", false),
             ("~/x", false),
             ("$HOME/y", false),
-            ("src/{a,b}.rs", false)
+            ("log{1..3}.txt", false)
         ]
     );
     assert!(analyze("rm 'literal*'").writes[0].exact);
+}
+
+#[test]
+fn brace_expansions_name_each_word() {
+    let a = analyze("sed -i 's/a/b/' src/{a,b}.rs && cp config.toml{,.bak}");
+    let got: Vec<(&str, bool)> = a
+        .writes
+        .iter()
+        .map(|w| (w.path.as_str(), w.exact))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("src/a.rs", true),
+            ("src/b.rs", true),
+            ("config.toml.bak", true)
+        ]
+    );
+    assert_eq!(paths("rm '{a,b}'"), vec!["{a,b}"]);
+    assert_eq!(
+        paths("for f in src/{x,y}.rs; do touch \"$f\"; done"),
+        vec!["src/x.rs", "src/y.rs"]
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ use brush_parser::ast::{
 };
 use brush_parser::{ParserOptions, SourceInfo, Token};
 
-use crate::word::{Expanded, Vars, expand, substitutions};
+use crate::word::{Expanded, Vars, braces, expand, substitutions};
 use crate::{Analysis, Dir, How, MAX_DEPTH, MAX_LEN, MAX_NESTING, MAX_SUBSTITUTIONS, Write};
 
 /// The shell state a command runs in: its directory and the variables it set.
@@ -296,7 +296,14 @@ impl Walker<'_> {
                     vals.iter()
                         .flat_map(|v| {
                             self.substitutions_in(&v.value, scope);
-                            split_fields(expand(&v.value, &scope.vars))
+                            // `for f in {a,b}.rs`: the words of the braces; a word that
+                            // expands to several (`$FILES`, `*.rs`) is inexact.
+                            match braces(&v.value) {
+                                Some(words) => {
+                                    words.iter().map(|w| expand(w, &scope.vars)).collect()
+                                }
+                                None => vec![expand(&v.value, &scope.vars)],
+                            }
                         })
                         .collect()
                 });
@@ -513,7 +520,14 @@ impl Walker<'_> {
             }
             return None;
         }
-        let argv: Vec<Expanded> = words.iter().map(|w| expand(w, &scope.vars)).collect();
+        let mut argv: Vec<Expanded> = Vec::with_capacity(words.len());
+        for (i, w) in words.iter().enumerate() {
+            // `cp f{,.bak}`, `sed -i … src/{a,b}.rs`: the words bash makes of the braces.
+            match braces(w).filter(|_| i > 0) {
+                Some(variants) => argv.extend(variants.iter().map(|v| expand(v, &scope.vars))),
+                None => argv.push(expand(w, &scope.vars)),
+            }
+        }
         self.run(&argv, scope, input)
     }
 }
@@ -522,12 +536,6 @@ impl Walker<'_> {
 enum Part<'a> {
     Name(&'a str),
     Item(&'a CommandPrefixOrSuffixItem, bool),
-}
-
-/// An unquoted word holding spaces after expansion of a `for` list (`for f in $FILES`) is
-/// inexact anyway; a literal list splits on nothing more.
-fn split_fields(e: Expanded) -> Vec<Expanded> {
-    vec![e]
 }
 
 /// A here-document whose delimiter was not quoted: `\` escapes removed; expansions stay.

@@ -259,6 +259,106 @@ fn matching(chars: &[char], i: usize, open: char, close: char) -> usize {
     chars.len()
 }
 
+/// The most words one brace expansion is read into; beyond, the word stays a pattern.
+const MAX_BRACE_WORDS: usize = 32;
+
+/// The words bash makes of a raw word's comma brace expansions (`f{,.bak}` → `f`, `f.bak`;
+/// `src/{a,b}.rs` → `src/a.rs`, `src/b.rs`), still raw (quotes in place). `None` when the word
+/// has none, or holds a range (`{1..3}`) or would make more than 32 words.
+pub(crate) fn braces(raw: &str) -> Option<Vec<String>> {
+    if !raw.contains('{') || !raw.contains(',') {
+        return None;
+    }
+    let mut words = vec![raw.to_owned()];
+    let mut done = Vec::new();
+    let mut expanded = false;
+    while let Some(w) = words.pop() {
+        match brace_once(&w) {
+            Some(Ok(parts)) => {
+                expanded = true;
+                words.extend(parts.into_iter().rev());
+                if words.len() + done.len() > MAX_BRACE_WORDS {
+                    return None;
+                }
+            }
+            Some(Err(())) => return None,
+            None => done.push(w),
+        }
+    }
+    expanded.then_some(done)
+}
+
+/// The first unquoted `{…,…}` of `raw` expanded once: `Some(Ok(words))`; `Some(Err(()))` for a
+/// form left alone (a range); `None` when there is none.
+fn brace_once(raw: &str) -> Option<Result<Vec<String>, ()>> {
+    let chars: Vec<char> = raw.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => i += 2,
+            '\'' => i = find_char(&chars, i + 1, '\'') + 1,
+            '"' => {
+                let mut j = i + 1;
+                while j < chars.len() && chars[j] != '"' {
+                    j += if chars[j] == '\\' { 2 } else { 1 };
+                }
+                i = j + 1;
+            }
+            '$' if chars.get(i + 1) == Some(&'{') => i = matching(&chars, i + 1, '{', '}') + 1,
+            '{' => {
+                // Its matching `}` and the commas at its own level, quotes skipped.
+                let mut depth = 0usize;
+                let mut commas = Vec::new();
+                let mut j = i;
+                let mut close = None;
+                while j < chars.len() {
+                    match chars[j] {
+                        '\\' => j += 1,
+                        '\'' => j = find_char(&chars, j + 1, '\''),
+                        '"' => j = find_char(&chars, j + 1, '"'),
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                close = Some(j);
+                                break;
+                            }
+                        }
+                        ',' if depth == 1 => commas.push(j),
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                let close = close?;
+                if commas.is_empty() {
+                    let inner: String = chars[i + 1..close].iter().collect();
+                    if inner.contains("..") {
+                        return Some(Err(()));
+                    }
+                    // `{}`, `{x}`: literal; look further.
+                    i += 1;
+                    continue;
+                }
+                let prefix: String = chars[..i].iter().collect();
+                let suffix: String = chars[close + 1..].iter().collect();
+                let mut bounds = vec![i];
+                bounds.extend(&commas);
+                bounds.push(close);
+                let words = bounds
+                    .windows(2)
+                    .map(|b| {
+                        let alt: String = chars[b[0] + 1..b[1]].iter().collect();
+                        format!("{prefix}{alt}{suffix}")
+                    })
+                    .collect();
+                return Some(Ok(words));
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 /// Whether the unquoted `{` at `i` starts a brace expansion (`{a,b}`, `{1..3}`).
 fn is_brace_expansion(chars: &[char], i: usize) -> bool {
     let mut j = i + 1;
@@ -355,6 +455,32 @@ mod tests {
         assert_eq!(expand("\"$L\"", &v).text, "a.rs b.rs");
         v.set("F", None);
         assert!(!expand("$F", &v).exact);
+    }
+
+    #[test]
+    fn brace_expansions_make_words() {
+        assert_eq!(braces("f{,.bak}"), Some(vec!["f".into(), "f.bak".into()]));
+        assert_eq!(
+            braces("src/{a,b}.rs"),
+            Some(vec!["src/a.rs".into(), "src/b.rs".into()])
+        );
+        assert_eq!(
+            braces("{a,b}{1,2}"),
+            Some(vec!["a1".into(), "a2".into(), "b1".into(), "b2".into()])
+        );
+        assert_eq!(
+            braces("{a,{b,c}}"),
+            Some(vec!["a".into(), "b".into(), "c".into()])
+        );
+        assert_eq!(braces("'{a,b}'"), None, "quoted: literal");
+        assert_eq!(braces("${x:-a,b}"), None, "a parameter expansion");
+        assert_eq!(braces("{1..3},x"), None, "a range stays a pattern");
+        assert_eq!(braces("{x}"), None);
+        assert_eq!(
+            braces("{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}"),
+            None,
+            "64 words: too many"
+        );
     }
 
     #[test]
