@@ -103,7 +103,7 @@ pub struct Write {
     /// How it is written.
     pub how: How,
     /// False when `path` still holds an expansion (a glob, a variable, a command substitution,
-    /// `~`, `{a,b}`): it is a pattern as written, not a name.
+    /// `~`, a range `{1..3}`, more than 32 brace words): it is a pattern as written, not a name.
     pub exact: bool,
 }
 

@@ -1,6 +1,6 @@
 //! One shell word as the shell will see it: quotes removed, escapes resolved, the variables the
 //! command itself set substituted. A word that still holds an expansion the analysis cannot
-//! resolve (a glob, an unknown variable, a command substitution, a tilde, a brace expansion) is
+//! resolve (a glob, an unknown variable, a command substitution, a tilde, a brace range) is
 //! kept as written and marked inexact: it is a pattern, not a name.
 
 /// A word after quote removal.
