@@ -10,7 +10,8 @@
 //!
 //! Pure: no filesystem, no processes, no environment. A path is reported as the command names it
 //! (relative paths relative to [`Write::dir`]); the caller resolves it. A path may name a
-//! directory (`rm -r d`, `cp a d/`): the caller treats it as covering everything under it.
+//! directory (`rm -r d`; `cp a d` when `d` is one): the caller treats it as covering everything
+//! under it.
 //!
 //! Bounded: input above [`MAX_LEN`] bytes, more than [`MAX_NESTING`] nested constructs or
 //! [`MAX_SUBSTITUTIONS`] substitutions, and shells inside shells deeper than [`MAX_DEPTH`] give
