@@ -68,9 +68,16 @@ pub(crate) fn protocol() -> u32 {
 }
 
 fn init_logging(foreground: bool, config: &config::Config) -> Result<(), String> {
-    let filter = EnvFilter::try_from_env("MAOS_LOG")
+    let mut filter = EnvFilter::try_from_env("MAOS_LOG")
         .or_else(|_| EnvFilter::try_new("info"))
         .map_err(|e| format!("bad MAOS_LOG filter: {e}"))?;
+    // The shell parser logs every token at debug: quiet unless MAOS_LOG names it.
+    if !std::env::var("MAOS_LOG").is_ok_and(|v| v.contains("brush")) {
+        let quiet = "brush_parser=warn"
+            .parse()
+            .map_err(|e| format!("the shell parser's log filter: {e}"))?;
+        filter = filter.add_directive(quiet);
+    }
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     if foreground {
         builder.with_writer(std::io::stderr).init();
