@@ -122,6 +122,8 @@ fn fixture(dir: &Path, db: &Path, rt: &tokio::runtime::Runtime) -> Fixture {
     apply(
         &mut st,
         vec![
+            // With a checkpoint: archived or purged, its checkpoint time leaves memory too.
+            req(json!({ "request": "phase_add", "session": done, "name": "later" })),
             req(json!({ "request": "session_transition", "session": done, "op": "start" })),
             req(json!({ "request": "session_transition", "session": done, "op": "complete" })),
         ],
@@ -361,6 +363,11 @@ fn cases(f: &Fixture) -> Vec<(&'static str, Request)> {
             req(json!({ "request": "lock_acquire", "agent": child,
                                   "path": "src", "mode": "directory",
                                   "wait": { "policy": "forever" } })),
+        ),
+        (
+            "lock refused",
+            req(json!({ "request": "lock_acquire", "agent": child,
+                        "path": "src/a.rs", "mode": "write" })),
         ),
         (
             "lock release",
@@ -656,6 +663,37 @@ enum Inject {
     AtEnd,
 }
 
+/// A transaction with the fixture's state and, as earlier requests of the same batch, a note in
+/// the running session and one in each plan session: they stay whatever happens after them,
+/// and every session the requests below change was already changed in this batch, so their
+/// own undo copies (and those of the steps inside them) are exercised too.
+fn batch_so_far<'a>(f: &Fixture, st: &'a mut State) -> Txn<'a> {
+    let mut tx = Txn::new(st);
+    let notes = [
+        (&f.running, "earlier"),
+        (&f.planned, "earlier too"),
+        (&f.retry, "and here"),
+    ];
+    for (session, text) in notes {
+        let note = req(json!({ "request": "note", "session": session,
+                               "kind": "decision", "text": text }));
+        if let Err(e) = handle(&mut tx, note) {
+            panic!("the earlier request: {}", e.message);
+        }
+    }
+    tx
+}
+
+/// How many change points the request passes when nothing fails (the steps it takes inside
+/// included, whatever it answers).
+fn change_points(f: &Fixture, request: &Request) -> usize {
+    let mut st = f.st.clone();
+    let mut tx = batch_so_far(f, &mut st);
+    let first = tx.changes;
+    let _ = tx.atomic(|tx| handle(tx, request.clone()));
+    tx.changes - first
+}
+
 #[test]
 fn a_request_that_fails_anywhere_changes_nothing() {
     let rt = rt();
@@ -663,42 +701,35 @@ fn a_request_that_fails_anywhere_changes_nothing() {
     let template = tmp.path().join("template.db");
     let f = fixture(tmp.path(), &template, &rt);
     let mut checked = 0;
+    let mut caught = Vec::new();
     let mut refused = Vec::new();
     for (name, request) in cases(&f) {
-        let mut points = 1;
-        loop {
-            let inject = if points == 0 {
-                Inject::AtEnd
-            } else {
-                Inject::At(points)
-            };
+        // Every change point the request really passes, then after its last change: a
+        // failure caught inside the request (by a step of its own) answers Ok, so the answer
+        // says nothing about how far the request got.
+        let points = change_points(&f, &request);
+        let injections = (1..=points).map(Inject::At).chain([Inject::AtEnd]);
+        for inject in injections {
             let mut st = f.st.clone();
             let db = tmp.path().join("case.db");
             let _ = std::fs::remove_file(tmp.path().join("case.db-wal"));
             if let Err(e) = std::fs::copy(&template, &db) {
                 panic!("copy the database: {e}");
             }
-            let mut tx = Txn::new(&mut st);
-            // An earlier request of the same batch: it stays whatever happens after it.
-            let earlier = req(json!({ "request": "note", "session": f.running,
-                                      "kind": "decision", "text": "earlier" }));
-            if let Err(e) = handle(&mut tx, earlier) {
-                panic!("the earlier request: {}", e.message);
-            }
-            // And one in the plan session: every session the requests below change was
-            // already changed in this batch, so their own undo copies are exercised too.
-            let plan_note = req(json!({ "request": "note", "session": f.planned,
-                                        "kind": "decision", "text": "earlier too" }));
-            if let Err(e) = handle(&mut tx, plan_note) {
-                panic!("the earlier request: {}", e.message);
-            }
+            let mut tx = batch_so_far(&f, &mut st);
             let before = snapshot(&tx);
             let request = request.clone();
             let result = match inject {
                 Inject::At(n) => {
                     tx.fail_at = Some(tx.changes + n);
+                    tx.probe = Some(snapshot);
                     let r = tx.atomic(|tx| handle(tx, request));
                     tx.fail_at = None;
+                    tx.probe = None;
+                    assert!(
+                        tx.fired,
+                        "{name}: change point {n} of {points} was not reached"
+                    );
                     r.map(|r| r.map(|_| ()))
                 }
                 Inject::AtEnd => tx.atomic(|tx| {
@@ -706,8 +737,28 @@ fn a_request_that_fails_anywhere_changes_nothing() {
                     Err(ErrorBody::new(ErrorCode::Internal, "injected"))
                 }),
             };
-            let ran_through = matches!(inject, Inject::At(_)) && result.is_ok();
-            if !ran_through {
+            if let Ok(Ok(())) = result {
+                // The failure was caught inside the request, by a step of its own (the
+                // scheduler's, in recovery): that step, and only it, is undone.
+                let failed = std::mem::take(&mut tx.nested_failures);
+                assert!(
+                    !failed.is_empty(),
+                    "{name}: the failure ({inject:?}) was swallowed: the request answered Ok \
+                     and no step of it was undone"
+                );
+                for (step_before, mut step_after) in failed {
+                    refused.extend(refusals_only(&mut step_after, &step_before));
+                    assert_same(
+                        &step_after,
+                        &step_before,
+                        &format!(
+                            "{name}: a failure ({inject:?}) in a step of the request \
+                                  changed the transaction"
+                        ),
+                    );
+                }
+                caught.push(name);
+            } else {
                 let mut got = snapshot(&tx);
                 refused.extend(refusals_only(&mut got, &before));
                 assert_same(
@@ -715,33 +766,200 @@ fn a_request_that_fails_anywhere_changes_nothing() {
                     &before,
                     &format!("{name}: a failure ({inject:?}) changed the transaction"),
                 );
-                checked += 1;
             }
+            checked += 1;
             rt.block_on(async {
                 let mut store = open(&db).await;
                 commit(&mut store, tx, name).await;
                 store.close().await;
             });
-            if !ran_through {
-                assert_same(
-                    &rt.block_on(loaded(&db)),
-                    &observed(&st),
-                    &format!("{name}: after a failure ({inject:?}) the database and memory differ"),
-                );
-            }
-            match inject {
-                // The request has fewer change points than this: every point was tried.
-                Inject::At(_) if ran_through => points = 0,
-                Inject::At(_) => points += 1,
-                Inject::AtEnd => break,
-            }
-            assert!(points < 500, "{name}: no end of change points");
+            assert_same(
+                &rt.block_on(loaded(&db)),
+                &observed(&st),
+                &format!("{name}: after a failure ({inject:?}) the database and memory differ"),
+            );
         }
     }
     assert!(
         checked > 100,
         "only {checked} injected failures were checked"
     );
+    // Recovery runs the scheduler of each session it recovers as a step of its own.
+    assert!(
+        caught.contains(&"recover"),
+        "no failure was caught by a step inside a request: {caught:?}"
+    );
+}
+
+/// Steps nest: every request kind, applied as a step inside a step inside a request, each
+/// level changing something before the one inside it or after. Failed at any change point, the
+/// step failing undoes exactly its own changes (those of the steps inside it too) and the one
+/// around it goes on; failed after everything, the request undoes everything, and keeps the
+/// refusals recorded on the way.
+#[test]
+fn a_step_inside_a_request_is_all_or_nothing_and_so_is_the_request() {
+    let rt = rt();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let f = fixture(tmp.path(), &tmp.path().join("template.db"), &rt);
+    // Before the steps: one agent of the running session changes (an agent's own undo copy);
+    // after the inner step, another one; after the middle step, the plan session's row.
+    let first = req(json!({ "request": "heartbeat", "agent": f.lead }));
+    let middle = req(json!({ "request": "heartbeat", "agent": f.other }));
+    let then = req(json!({ "request": "note", "session": f.planned,
+                           "kind": "decision", "text": "after the step" }));
+    let outer = |tx: &mut Txn<'_>, inner: &Request| -> Result<(), ErrorBody> {
+        handle(tx, first.clone())?;
+        // Whatever a step answers, the one around it goes on.
+        let _ = tx.atomic(|tx| {
+            let _ = tx.atomic(|tx| handle(tx, inner.clone()));
+            handle(tx, middle.clone())
+        });
+        handle(tx, then.clone()).map(|_| ())
+    };
+    let mut checked = 0;
+    for (name, inner) in cases(&f) {
+        let points = {
+            let mut st = f.st.clone();
+            let mut tx = batch_so_far(&f, &mut st);
+            let start = tx.changes;
+            match tx.atomic(|tx| outer(tx, &inner)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => panic!("{name}: the request around the step: {}", e.message),
+                Err(_) => panic!("{name}: the request around the step panicked"),
+            }
+            tx.changes - start
+        };
+        for inject in (1..=points).map(Inject::At).chain([Inject::AtEnd]) {
+            let mut st = f.st.clone();
+            let mut tx = batch_so_far(&f, &mut st);
+            let before = snapshot(&tx);
+            tx.probe = Some(snapshot);
+            // The refusals recorded by the time the request fails after its last change.
+            let mut refusals = Vec::new();
+            let result = match inject {
+                Inject::At(n) => {
+                    tx.fail_at = Some(tx.changes + n);
+                    let r = tx.atomic(|tx| outer(tx, &inner));
+                    tx.fail_at = None;
+                    assert!(
+                        tx.fired,
+                        "{name}: change point {n} of {points} was not reached"
+                    );
+                    r
+                }
+                Inject::AtEnd => tx.atomic(|tx| {
+                    outer(tx, &inner)?;
+                    let n = before["events"].as_array().map_or(0, Vec::len);
+                    refusals = tx.events[n..]
+                        .iter()
+                        .filter(|e| ["conflict_detected", "deadlock_detected"].contains(&&*e.kind))
+                        .map(|e| e.kind.clone())
+                        .collect();
+                    Err(ErrorBody::new(ErrorCode::Internal, "injected"))
+                }),
+            };
+            tx.probe = None;
+            // A step that failed (injected, or refused on its own) is undone, exactly.
+            for (step_before, mut step_after) in std::mem::take(&mut tx.nested_failures) {
+                refusals_only(&mut step_after, &step_before);
+                assert_same(
+                    &step_after,
+                    &step_before,
+                    &format!("{name}: a failure ({inject:?}) in the step changed the transaction"),
+                );
+            }
+            if !matches!(result, Ok(Ok(()))) {
+                let mut got = snapshot(&tx);
+                let kept = refusals_only(&mut got, &before);
+                if let Inject::AtEnd = inject {
+                    assert_eq!(kept, refusals, "{name}: the refusals stay on the timeline");
+                }
+                assert_same(
+                    &got,
+                    &before,
+                    &format!(
+                        "{name}: a failure ({inject:?}) of the request around the step \
+                              changed the transaction"
+                    ),
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 100,
+        "only {checked} injected failures were checked"
+    );
+}
+
+/// Recovery runs the scheduler of each session it recovers as a step of its own: a scheduler
+/// that fails leaves the session as recovery left it, and recovery goes on. Failed anywhere in
+/// that step, the plan session whose agent failed (policy `fail_session`) is either failed
+/// with all that goes with it (its `session_failed` event and checkpoint) or still running.
+#[test]
+fn a_scheduler_failing_in_recovery_leaves_the_session_as_recovery_left_it() {
+    let rt = rt();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let f = fixture(tmp.path(), &tmp.path().join("template.db"), &rt);
+    let recover = req(json!({ "request": "recover" }));
+    let points = change_points(&f, &recover);
+    let mut caught = 0;
+    for n in 1..=points {
+        let mut st = f.st.clone();
+        let mut tx = batch_so_far(&f, &mut st);
+        tx.fail_at = Some(tx.changes + n);
+        let result = tx.atomic(|tx| handle(tx, recover.clone()));
+        assert!(tx.fired, "change point {n} of {points} was not reached");
+        if !matches!(result, Ok(Ok(_))) {
+            continue;
+        }
+        caught += 1;
+        let Some(s) = tx
+            .state()
+            .sessions()
+            .iter()
+            .find(|s| s.id.as_str() == f.retry)
+        else {
+            panic!("the retry session is gone");
+        };
+        let events: Vec<&str> = tx
+            .events
+            .iter()
+            .filter(|e| e.session_id.as_ref() == Some(&s.id))
+            .map(|e| e.kind.as_str())
+            .collect();
+        let checkpoints: Vec<&str> = tx
+            .checkpoints
+            .iter()
+            .filter(|c| c.session_id == s.id)
+            .map(|c| c.reason.as_str())
+            .collect();
+        match s.state {
+            maos_core::SessionState::Failed => {
+                assert!(
+                    events.contains(&"session_failed"),
+                    "point {n}: failed without its event: {events:?}"
+                );
+                assert!(
+                    checkpoints.contains(&"session failed"),
+                    "point {n}: failed without its checkpoint: {checkpoints:?}"
+                );
+            }
+            maos_core::SessionState::Running => {
+                assert!(
+                    s.ended_at.is_none() && s.errors.len() == 1,
+                    "point {n}: running, with the scheduler's changes: {:?}",
+                    s.errors
+                );
+                assert!(
+                    !events.contains(&"session_failed") && !checkpoints.contains(&"session failed"),
+                    "point {n}: running, with the failure recorded: {events:?} {checkpoints:?}"
+                );
+            }
+            other => panic!("point {n}: the session is {other:?}"),
+        }
+    }
+    assert!(caught > 0, "no failure was caught by the scheduler's step");
 }
 
 /// Recovery applies an agent's recorded exit (`exit.json`) and deletes the file only after the

@@ -423,13 +423,24 @@ pub struct Txn<'a> {
     archived: Vec<SessionId>,
     /// Sessions deleted in this transaction.
     purged: Vec<SessionId>,
-    /// What the request being applied changed so far ([`Txn::atomic`]).
-    step: Option<Box<StepUndo>>,
+    /// What the request being applied, and each step open inside it, changed so far: the
+    /// innermost last ([`Txn::atomic`]).
+    steps: Vec<StepUndo>,
     /// Tests: panic at this change point (counted from 1 by [`Txn::change_point`]).
     #[cfg(test)]
     fail_at: Option<usize>,
     #[cfg(test)]
     changes: usize,
+    /// Tests: the injected failure happened.
+    #[cfg(test)]
+    fired: bool,
+    /// Tests: how a nested step's observer sees the transaction ([`Txn::atomic`]).
+    #[cfg(test)]
+    probe: Option<fn(&Txn<'_>) -> Value>,
+    /// Tests: every nested step that failed, as the probe saw the transaction when it began
+    /// and once it was undone.
+    #[cfg(test)]
+    nested_failures: Vec<(Value, Value)>,
 }
 
 /// A set of the transaction's bookkeeping that a request added a key to or took one from.
@@ -441,17 +452,18 @@ enum Mark {
     Launching(AgentId),
 }
 
-/// What one request changed inside a transaction, to put back if it fails: the transaction
-/// is a group commit of many requests, and one that fails (an error or a panic) must leave
-/// memory, the lock table and the rows to write exactly as the requests before it left them.
+/// What one step (a request, or a step inside one) changed inside a transaction, to put back
+/// if it fails: the transaction is a group commit of many requests, and one that fails (an
+/// error or a panic) must leave memory, the lock table and the rows to write exactly as the
+/// requests before it left them; a step inside a request, as the request left them before it.
 struct StepUndo {
-    /// Sessions an earlier request of this transaction already changed, as they were before
-    /// this one (a session first touched by this request is restored from the transaction's
-    /// own undo log instead, so it is copied only once).
+    /// Sessions the transaction already changed before this step, as they were when the step
+    /// first changed them (a session first touched by this step is restored from the
+    /// transaction's own undo log instead, so it is copied only once).
     sessions: HashMap<SessionId, Option<SessionRecord>>,
-    /// Sessions this request touched first in the transaction.
+    /// Sessions this step touched first in the transaction.
     first: HashSet<SessionId>,
-    /// Agents of sessions an earlier request changed, as they were before this one changed
+    /// Agents of sessions changed before this step, as they were before this step changed
     /// them (when it changed nothing else of their session first), oldest first.
     agents: Vec<(SessionId, AgentRecord)>,
     agents_saved: HashSet<AgentId>,
@@ -493,11 +505,17 @@ impl<'a> Txn<'a> {
             effects: Vec::new(),
             archived: Vec::new(),
             purged: Vec::new(),
-            step: None,
+            steps: Vec::new(),
             #[cfg(test)]
             fail_at: None,
             #[cfg(test)]
             changes: 0,
+            #[cfg(test)]
+            fired: false,
+            #[cfg(test)]
+            probe: None,
+            #[cfg(test)]
+            nested_failures: Vec::new(),
             st,
             undo: HashMap::new(),
             dirty_sessions: HashSet::new(),
@@ -616,7 +634,7 @@ impl<'a> Txn<'a> {
     /// rollback leaves them as they are.
     pub(crate) fn spawn_intents_mut(&mut self) -> &mut Vec<SpawnIntent> {
         self.change_point();
-        if let Some(step) = &mut self.step
+        if let Some(step) = self.steps.last_mut()
             && step.spawn_intents.is_none()
         {
             step.spawn_intents = Some(self.st.spawn_intents.clone());
@@ -675,7 +693,7 @@ impl<'a> Txn<'a> {
         if !self.undo.contains_key(id) {
             let prev = self.st.session(id).cloned();
             self.first_touch(id.clone(), prev);
-        } else if let Some(step) = &mut self.step
+        } else if let Some(step) = self.steps.last_mut()
             && !step.sessions.contains_key(id)
             && !step.first.contains(id)
         {
@@ -688,11 +706,11 @@ impl<'a> Txn<'a> {
     /// touches it, else (inside a step) just the agent, so a request that changes one agent of a
     /// large session copies that agent, not the session.
     fn save_agent(&mut self, sid: &SessionId, id: &AgentId) {
-        if self.step.is_none() || !self.undo.contains_key(sid) {
+        if self.steps.is_empty() || !self.undo.contains_key(sid) {
             return self.save(sid);
         }
         self.change_point();
-        let Some(step) = &mut self.step else {
+        let Some(step) = self.steps.last_mut() else {
             return;
         };
         if step.first.contains(sid)
@@ -719,6 +737,7 @@ impl<'a> Txn<'a> {
         {
             self.changes += 1;
             if self.fail_at == Some(self.changes) {
+                self.fired = true;
                 // Not `panic!`: no panic hook, so the injected failures print nothing.
                 std::panic::resume_unwind(Box::new("injected failure"));
             }
@@ -728,14 +747,14 @@ impl<'a> Txn<'a> {
     /// The batch touches a session for the first time: how it was (`None`: it did not exist)
     /// goes into the batch's undo log, which also serves the request doing it.
     fn first_touch(&mut self, id: SessionId, prev: Option<SessionRecord>) {
-        if let Some(step) = &mut self.step {
+        if let Some(step) = self.steps.last_mut() {
             step.first.insert(id.clone());
         }
         self.undo.insert(id, prev);
     }
 
     fn mark(&mut self, added: bool, m: Mark) {
-        if let Some(step) = &mut self.step {
+        if let Some(step) = self.steps.last_mut() {
             step.marks.push((added, m));
         }
     }
@@ -840,7 +859,7 @@ impl<'a> Txn<'a> {
         }
         self.st.sessions.retain(|s| &s.id != id);
         if let Some(at) = self.st.checkpointed.remove(id)
-            && let Some(step) = &mut self.step
+            && let Some(step) = self.steps.last_mut()
         {
             step.checkpointed.push((id.clone(), at));
         }
@@ -874,14 +893,24 @@ impl<'a> Txn<'a> {
             "event type {kind:?} is not in maos_core::events::EVENT_TYPES"
         );
         self.change_point();
+        self.push_event(session.cloned(), agent.cloned(), kind.to_string(), data);
+    }
+
+    fn push_event(
+        &mut self,
+        session_id: Option<SessionId>,
+        agent_id: Option<AgentId>,
+        kind: String,
+        data: Value,
+    ) {
         let seq = self.st.next_seq;
         self.st.next_seq += 1;
         self.events.push(EventRecord {
             seq,
             ts: self.now,
-            session_id: session.cloned(),
-            agent_id: agent.cloned(),
-            kind: kind.to_string(),
+            session_id,
+            agent_id,
+            kind,
             data,
         });
     }
@@ -897,7 +926,7 @@ impl<'a> Txn<'a> {
         data: Value,
     ) {
         self.event(session, agent, kind, data);
-        if let (Some(step), Some(e)) = (&mut self.step, self.events.last()) {
+        if let (Some(step), Some(e)) = (self.steps.last_mut(), self.events.last()) {
             step.refusals.push(e.clone());
         }
     }
@@ -1027,16 +1056,45 @@ impl<'a> Txn<'a> {
     /// or panics, memory, the lock table and everything this transaction would write are put
     /// back as the changes before it left them; the earlier changes of the transaction stay.
     /// Returns `f`'s result, or `Err` with the panic's payload.
+    ///
+    /// Steps nest, as savepoints: a step inside another (the scheduler's, inside a recovery)
+    /// that fails undoes exactly its own changes and the outer one goes on from there; one
+    /// that succeeds hands its changes to the outer step, which undoes them if it fails.
     pub fn atomic<T, E>(
         &mut self,
         f: impl FnOnce(&mut Txn<'a>) -> Result<T, E>,
     ) -> std::thread::Result<Result<T, E>> {
-        if self.step.is_some() {
-            // Already inside a step: the outer one undoes everything.
-            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self)));
+        #[cfg(test)]
+        let probed = match self.probe {
+            Some(p) if !self.steps.is_empty() => Some((p, p(self))),
+            _ => None,
+        };
+        let step = self.open_step();
+        self.steps.push(step);
+        let depth = self.steps.len();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self)));
+        // Each step is closed by its own `atomic`, innermost first, even when it unwinds.
+        debug_assert_eq!(self.steps.len(), depth, "a step was left open");
+        let Some(step) = self.steps.pop() else {
+            return result;
+        };
+        match &result {
+            Ok(Ok(_)) => self.keep_step(step),
+            Ok(Err(_)) | Err(_) => {
+                self.undo_step(step);
+                #[cfg(test)]
+                if let Some((p, before)) = probed {
+                    let after = p(self);
+                    self.nested_failures.push((before, after));
+                }
+            }
         }
-        let locks = self.st.locks.savepoint();
-        self.step = Some(Box::new(StepUndo {
+        result
+    }
+
+    /// A step begins: where everything it may change stands now.
+    fn open_step(&mut self) -> StepUndo {
+        StepUndo {
             sessions: HashMap::new(),
             first: HashSet::new(),
             agents: Vec::new(),
@@ -1053,18 +1111,52 @@ impl<'a> Txn<'a> {
             purged: self.purged.len(),
             checkpointed: Vec::new(),
             spawn_intents: None,
-            locks,
+            locks: self.st.locks.savepoint(),
             refusals: Vec::new(),
-        }));
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self)));
-        let Some(step) = self.step.take() else {
-            return result;
-        };
-        match &result {
-            Ok(Ok(_)) => self.st.locks.release_savepoint(step.locks),
-            Ok(Err(_)) | Err(_) => self.undo_step(*step),
         }
-        result
+    }
+
+    /// A step succeeded: its changes stay, and the step around it (if any) becomes able to
+    /// undo them, keeping its own copies where it has older ones.
+    fn keep_step(&mut self, inner: StepUndo) {
+        let StepUndo {
+            sessions,
+            first,
+            agents,
+            marks,
+            checkpointed,
+            spawn_intents,
+            locks,
+            refusals,
+            ..
+        } = inner;
+        self.st.locks.release_savepoint(locks);
+        let Some(outer) = self.steps.last_mut() else {
+            return;
+        };
+        // Agents first, against the outer step's copies as they were before this step: an
+        // agent copied by the inner step before it copied its whole session is older than
+        // that copy, and goes back over it (as in one step).
+        for (sid, a) in agents {
+            if !outer.first.contains(&sid)
+                && !outer.sessions.contains_key(&sid)
+                && outer.agents_saved.insert(a.id.clone())
+            {
+                outer.agents.push((sid, a));
+            }
+        }
+        for (id, prev) in sessions {
+            if !outer.first.contains(&id) {
+                outer.sessions.entry(id).or_insert(prev);
+            }
+        }
+        outer.first.extend(first);
+        outer.marks.extend(marks);
+        outer.checkpointed.extend(checkpointed);
+        if outer.spawn_intents.is_none() {
+            outer.spawn_intents = spawn_intents;
+        }
+        outer.refusals.extend(refusals);
     }
 
     /// Put back what one failed step changed.
@@ -1143,8 +1235,13 @@ impl<'a> Txn<'a> {
         self.gone_leases.truncate(step.gone_leases);
         self.archived.truncate(step.archived);
         self.purged.truncate(step.purged);
+        // Recorded again (not a change point: undoing cannot fail), and kept by the step
+        // around this one if that one fails too.
         for e in step.refusals {
-            self.event(e.session_id.as_ref(), e.agent_id.as_ref(), &e.kind, e.data);
+            self.push_event(e.session_id, e.agent_id, e.kind, e.data);
+            if let (Some(outer), Some(e)) = (self.steps.last_mut(), self.events.last()) {
+                outer.refusals.push(e.clone());
+            }
         }
     }
 

@@ -399,37 +399,18 @@ impl Actor {
         {
             error!(project = %self.root, "the scheduler panicked; the daemon goes on");
         }
-        let mut wakeups = Vec::new();
-        txn.prepare_waits();
-        if !txn.is_dirty() {
-            self.store.end().await;
-        } else {
-            txn.prepare();
-            let result = self.store.commit(&txn.batch()).await;
-            match result {
-                Ok(()) => {
-                    let done = txn.finish();
-                    wakeups = self.committed(done);
-                    if let Some(n) = &self.notifier {
-                        n.send();
+        let done = commit(&mut self.store, txn).await;
+        let wakeups = match self.settle(done, "commit failed; batch rolled back").await {
+            Ok(wakeups) => wakeups,
+            Err(err) => {
+                for (_, result, after_change) in &mut replies {
+                    if *after_change {
+                        *result = Err(err.clone());
                     }
                 }
-                Err(e) => {
-                    warn!(project = %self.root, error = %e, "commit failed; batch rolled back");
-                    let locks_changed = txn.touched_locks();
-                    txn.rollback();
-                    let err = storage_error(&e);
-                    for (_, result, after_change) in &mut replies {
-                        if *after_change {
-                            *result = Err(err.clone());
-                        }
-                    }
-                    if locks_changed {
-                        self.reload_locks(&err).await;
-                    }
-                }
+                Vec::new()
             }
-        }
+        };
         for (reply, result, _) in replies {
             match result {
                 Ok(Outcome::Park { wait, caller }) => {
@@ -667,31 +648,43 @@ impl Actor {
             Ok(Err(e)) => warn!(project = %self.root, error = %e.message, "recovery failed"),
             Err(_) => error!(project = %self.root, "recovery panicked"),
         }
-        txn.prepare_waits();
-        if !txn.is_dirty() {
-            self.store.end().await;
-            return;
-        }
-        txn.prepare();
         let t1 = std::time::Instant::now();
-        match self.store.commit(&txn.batch()).await {
-            Ok(()) => {
-                debug!(project = %self.root, ms = t1.elapsed().as_secs_f64() * 1e3, "recovery committed");
-                let done = txn.finish();
+        let done = commit(&mut self.store, txn).await;
+        if let Commit::Done(_) = done {
+            debug!(project = %self.root, ms = t1.elapsed().as_secs_f64() * 1e3, "recovery committed");
+        }
+        let failed = "cannot commit the recovery; it runs again (at the next sweep or start)";
+        // A lost agent's exit frees its locks: waits granted by that are answered.
+        if let Ok(wakeups) = self.settle(done, failed).await {
+            self.wake(wakeups);
+        }
+    }
+
+    /// What follows a transaction's [`commit`]: after a commit, its events go out, its
+    /// process work is carried out and the other daemons are told (returns the answers for
+    /// parked waits, which the caller delivers); after a rollback, the lock table is reloaded
+    /// if the transaction touched it, and the error (logged as `failed`) is returned for the
+    /// requests that changed something.
+    async fn settle(&mut self, done: Commit, failed: &str) -> Result<Vec<Wakeup>, ErrorBody> {
+        match done {
+            Commit::Nothing => Ok(Vec::new()),
+            Commit::Done(done) => {
+                let wakeups = self.committed(done);
                 if let Some(n) = &self.notifier {
                     n.send();
                 }
-                // A lost agent's exit frees its locks: waits granted by that are answered.
-                let wakeups = self.committed(done);
-                self.wake(wakeups);
+                Ok(wakeups)
             }
-            Err(e) => {
-                warn!(project = %self.root, error = %e, "cannot commit the recovery; it runs again (at the next sweep or start)");
-                let locks_changed = txn.touched_locks();
-                txn.rollback();
+            Commit::RolledBack {
+                error,
+                locks_changed,
+            } => {
+                warn!(project = %self.root, error = %error, "{failed}");
+                let err = storage_error(&error);
                 if locks_changed {
-                    self.reload_locks(&storage_error(&e)).await;
+                    self.reload_locks(&err).await;
                 }
+                Err(err)
             }
         }
     }
@@ -706,6 +699,43 @@ impl Actor {
             Ok((locks, next)) => self.state.reset_locks(locks, next),
             Err(e) => {
                 error!(project = %self.root, error = %e, "cannot reload locks after a failed commit")
+            }
+        }
+    }
+}
+
+/// How a transaction ended ([`commit`]).
+enum Commit {
+    /// It changed nothing: there was nothing to write.
+    Nothing,
+    /// Written: what is left to do.
+    Done(Finished),
+    /// The write failed: memory is back as it was before the transaction.
+    RolledBack {
+        error: maos_store::StoreError,
+        /// The lock table may hold grants the database never saw.
+        locks_changed: bool,
+    },
+}
+
+/// The one way a transaction ends (a batch of requests, a recovery): written to the store
+/// all at once, or, if that fails, rolled back in memory. The store's own transaction (begun
+/// by the batch) is ended either way.
+async fn commit(store: &mut Store, mut txn: Txn<'_>) -> Commit {
+    txn.prepare_waits();
+    if !txn.is_dirty() {
+        store.end().await;
+        return Commit::Nothing;
+    }
+    txn.prepare();
+    match store.commit(&txn.batch()).await {
+        Ok(()) => Commit::Done(txn.finish()),
+        Err(error) => {
+            let locks_changed = txn.touched_locks();
+            txn.rollback();
+            Commit::RolledBack {
+                error,
+                locks_changed,
             }
         }
     }
