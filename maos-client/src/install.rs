@@ -21,7 +21,7 @@ const CLAUDE_EVENTS: &[(&str, Option<&str>)] = &[
     // maos's own MCP tools too: the hook records whose call each is, for `maos mcp`.
     (
         "PreToolUse",
-        Some("Write|Edit|MultiEdit|NotebookEdit|Agent|Task|mcp__maos__.*"),
+        Some("Write|Edit|MultiEdit|NotebookEdit|Bash|Agent|Task|mcp__maos__.*"),
     ),
     (
         "PostToolUse",

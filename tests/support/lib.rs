@@ -27,6 +27,7 @@ pub mod conformance;
 pub mod daemon;
 pub mod dashboard;
 pub mod doctor;
+pub mod gemini;
 pub mod mcp;
 pub mod netcut;
 pub mod postgres;
