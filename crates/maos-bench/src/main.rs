@@ -27,6 +27,7 @@ use crate::scenarios::dash::{scen_dash_hook, scen_dash_live, scen_dash_paint};
 use crate::scenarios::data::{scen_gc, scen_transfer};
 use crate::scenarios::fleet::{scen_fleet_contention, scen_fleet_join};
 use crate::scenarios::hook_concurrent::scen_hook_concurrent;
+use crate::scenarios::hook_shell::scen_hook_shell;
 use crate::scenarios::locks::{scen_contention, scen_lock};
 use crate::scenarios::mcp::scen_mcp;
 use crate::scenarios::pg::scen_pg_serialise;
@@ -51,6 +52,10 @@ scenarios:
   contention  N agents (own client each) on P paths for D seconds: acquire with a short
               wait, release after each grant; durable grants/s, timeouts, deadlocks
   hook        whole-process `maos hook` (PreToolUse Write) vs the empty binary, interleaved
+  hook-shell  whole-process `maos hook` of a Claude Code Bash PreToolUse with a 2 KB command
+              (pipes, && chains, a here-document, a sed -i of a free file: read by the daemon)
+              interleaved with `hook`'s Write and the empty binary: p50/p99, median ratios;
+              then maos_shell::analyze of the same command in process, p50/p99
   hook-concurrent
               N subagents of one Claude session, each its own thread spawning `maos hook`
               (PreToolUse Write on its own files, every 4th call a PostToolUse): paced (one
@@ -134,7 +139,8 @@ options:
   --clients N           concurrent clients (throughput: 32, rss: 20, contention: 20,
                         startup's fill: 20), dashboard pages (dash-hook: 5)
   --requests N          timed requests (update 5000, create 2000, register 2000), process
-                        pairs (ps 200, hook 200), acquire+release pairs (lock 5000), MCP
+                        pairs (ps 200, hook 200), rounds (hook-shell 200), acquire+release
+                        pairs (lock 5000), MCP
                         calls of each tool (mcp 2000), hook
                         calls per agent (hook-concurrent: 50 paced; the saturated run makes
                         at most 20), socket activations (activation 30), loads of each
@@ -246,6 +252,7 @@ fn run(o: &Opts) -> Res {
         "rss" => one(scen_rss)?,
         "ps" => one(scen_ps)?,
         "hook" => one(scen_hook)?,
+        "hook-shell" => one(scen_hook_shell)?,
         "hook-concurrent" => one(scen_hook_concurrent)?,
         "lock" => one(scen_lock)?,
         "contention" => one(scen_contention)?,

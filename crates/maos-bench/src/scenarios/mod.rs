@@ -7,6 +7,7 @@ pub mod dash;
 pub mod data;
 pub mod fleet;
 pub mod hook_concurrent;
+pub mod hook_shell;
 pub mod locks;
 pub mod mcp;
 pub mod pg;
