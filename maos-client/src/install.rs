@@ -38,8 +38,8 @@ const CLAUDE_EVENTS: &[(&str, Option<&str>)] = &[
 const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("UserPromptSubmit", None),
-    // Bash too: a shell command that runs `apply_patch` writes files (the client answers any
-    // other shell command at once, without the daemon).
+    // Bash too: the daemon reads what a shell command writes (an `apply_patch` through the
+    // shell among it), and checks after it what it changed.
     ("PreToolUse", Some("apply_patch|Bash|mcp__maos__.*")),
     ("PostToolUse", Some("apply_patch|Bash")),
     ("Stop", None),

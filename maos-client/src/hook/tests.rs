@@ -393,7 +393,11 @@ fn gemini_write_tools_lock_their_path_and_hash_what_they_sent() {
     );
     assert!(!shell.writes_files());
     assert!(shell.paths.is_empty());
-    assert_eq!(shell.command.as_deref(), Some("echo > x"), "read by the daemon");
+    assert_eq!(
+        shell.command.as_deref(),
+        Some("echo > x"),
+        "read by the daemon"
+    );
     // Run in `dir_path`: read as the shell sees it there.
     let shell = gemini(
         "BeforeTool",
