@@ -175,23 +175,23 @@ pub fn scen_hook_shell(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let rows = vec![
         Metric::new(
             &shell,
-            "median ratio to empty binary",
+            "Bash: median ratio to empty",
             median(&mut bash_r),
             "×",
         ),
-        Metric::new(&shell, "p50", pct(&bash_ns, 50.0), "µs"),
-        Metric::new(&shell, "p99", pct(&bash_ns, 99.0), "µs"),
+        Metric::new(&shell, "Bash: p50", pct(&bash_ns, 50.0), "µs"),
+        Metric::new(&shell, "Bash: p99", pct(&bash_ns, 99.0), "µs"),
         Metric::new(
             &plain,
-            "median ratio to empty binary",
+            "Write: median ratio to empty",
             median(&mut write_r),
             "×",
         ),
-        Metric::new(&plain, "p50", pct(&write_ns, 50.0), "µs"),
-        Metric::new(&plain, "p99", pct(&write_ns, 99.0), "µs"),
-        Metric::new(&plain, "empty binary p50", pct(&empty_ns, 50.0), "µs"),
-        Metric::new(&parse_name, "in-process p50", pct(&parse, 50.0), "µs"),
-        Metric::new(&parse_name, "in-process p99", pct(&parse, 99.0), "µs"),
+        Metric::new(&plain, "Write: p50", pct(&write_ns, 50.0), "µs"),
+        Metric::new(&plain, "Write: p99", pct(&write_ns, 99.0), "µs"),
+        Metric::new(&plain, "empty binary: p50", pct(&empty_ns, 50.0), "µs"),
+        Metric::new(&parse_name, "parse alone: p50", pct(&parse, 50.0), "µs"),
+        Metric::new(&parse_name, "parse alone: p99", pct(&parse, 99.0), "µs"),
     ];
     print_human(
         &format!(
