@@ -200,6 +200,9 @@ pub async fn take_elsewhere(
                 outside: Vec::new(),
                 written: None,
                 mcp_args: None,
+                directories: Vec::new(),
+                git: Vec::new(),
+                git_index: None,
                 ..call.clone()
             };
             if let Err(e) = budget
@@ -209,11 +212,15 @@ pub async fn take_elsewhere(
                 debug!(project, error = %e.message, "telling a project a window's task failed");
             }
         }
+        // Only the files: the call's git commands and directories are its own project's.
         let mut sub = HookCall {
             paths: keys,
             elsewhere: Vec::new(),
             outside: Vec::new(),
             hard_links: Vec::new(),
+            directories: Vec::new(),
+            git: Vec::new(),
+            git_index: None,
             ..call.clone()
         };
         link_held(&handle, Path::new(project), &mut sub).await;
@@ -260,6 +267,9 @@ pub async fn fan_out(daemon: &Daemon, call: &HookCall, own: &str) {
             paths: Vec::new(),
             elsewhere: Vec::new(),
             outside: Vec::new(),
+            directories: Vec::new(),
+            git: Vec::new(),
+            git_index: None,
             ..call.clone()
         };
         if let Err(e) = ask(&handle, ProjectRequest::Hook(Box::new(sub))).await {
