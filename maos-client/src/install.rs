@@ -18,7 +18,9 @@ const TIMEOUT_S: u64 = 10;
 const CLAUDE_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("UserPromptSubmit", None),
-    // maos's own MCP tools too: the hook records whose call each is, for `maos mcp`.
+    // Bash too: the daemon reads its command for the files it writes before it runs (without
+    // it in the matcher Claude Code never asks). maos's own MCP tools too: the hook records
+    // whose call each is, for `maos mcp`.
     (
         "PreToolUse",
         Some("Write|Edit|MultiEdit|NotebookEdit|Bash|Agent|Task|mcp__maos__.*"),
