@@ -862,6 +862,27 @@ fn is_maosd(pid: u32) -> bool {
     }
 }
 
+/// A hook's input as an agent CLI sends it, in Claude Code's shape: the window (`session_id`),
+/// the directory it runs in, the event, and the fields of `extra`.
+pub fn hook_input(cwd: &Path, window: &str, event: &str, extra: Value) -> Value {
+    let mut v = serde_json::json!({"session_id": window, "cwd": cwd, "hook_event_name": event});
+    if let (Some(v), Value::Object(extra)) = (v.as_object_mut(), extra) {
+        v.extend(extra);
+    }
+    v
+}
+
+/// The reason of a denial a hook printed: Claude Code's and Codex's `permissionDecisionReason`,
+/// or Gemini CLI's top-level `reason` of a `deny`; "" when it let the call through.
+pub fn denial_reason(out: &Output) -> String {
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    v["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .or(v["reason"].as_str().filter(|_| v["decision"] == "deny"))
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// The decision a Claude Code hook printed on stdout: "deny", or "" for none (the call goes
 /// through).
 pub fn decision(out: &Output) -> String {

@@ -58,11 +58,7 @@ fn bash_once(command: &'static str) -> FakeModel {
 
 /// A hook event of the hand-driven window `window`, as Claude Code sends it.
 fn event(env: &Env, window: &str, name: &str, extra: Value) -> Value {
-    let mut v = json!({"session_id": window, "cwd": env.project, "hook_event_name": name});
-    if let (Some(v), Value::Object(extra)) = (v.as_object_mut(), extra) {
-        v.extend(extra);
-    }
-    v
+    maos_tests::hook_input(&env.project, window, name, extra)
 }
 
 /// The field `field` of an answer's `hookSpecificOutput` ("" without it).

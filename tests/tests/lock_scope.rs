@@ -10,11 +10,7 @@ use std::process::Output;
 use maos_tests::{Env, Value, json, make_clone};
 
 fn event(cwd: &Path, window: &str, name: &str, extra: Value) -> Value {
-    let mut v = json!({"session_id": window, "cwd": cwd, "hook_event_name": name});
-    if let (Some(v), Value::Object(extra)) = (v.as_object_mut(), extra) {
-        v.extend(extra);
-    }
-    v
+    maos_tests::hook_input(cwd, window, name, extra)
 }
 
 /// A Claude Code window started in `cwd` asks to write `file` (absolute, or relative to `cwd`).
@@ -43,11 +39,7 @@ fn hook(env: &Env, cwd: &Path, input: &Value) -> Output {
 
 /// The denial's reason printed by the hook, or "" when it allowed.
 fn denial(out: &Output) -> String {
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    v["hookSpecificOutput"]["permissionDecisionReason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    maos_tests::denial_reason(out)
 }
 
 fn start(env: &Env, cwd: &Path, window: &str, prompt: &str) {

@@ -11,19 +11,12 @@ use std::time::Duration;
 use maos_tests::{Env, Value, json, wait_until};
 
 fn event(env: &Env, window: &str, name: &str, extra: Value) -> Value {
-    let mut v = json!({"session_id": window, "cwd": env.project, "hook_event_name": name});
-    if let (Some(v), Value::Object(extra)) = (v.as_object_mut(), extra) {
-        v.extend(extra);
-    }
-    v
+    maos_tests::hook_input(&env.project, window, name, extra)
 }
 
+/// The denial's reason printed by the hook, or "" when it allowed.
 fn denial(out: &Output) -> String {
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    v["hookSpecificOutput"]["permissionDecisionReason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    maos_tests::denial_reason(out)
 }
 
 fn start(env: &Env, window: &str, prompt: &str) {

@@ -9,25 +9,16 @@ use std::process::Output;
 use maos_tests::{Env, Value, json};
 
 fn event(env: &Env, window: &str, name: &str, extra: Value) -> Value {
-    let mut v = json!({"session_id": window, "cwd": env.project, "hook_event_name": name});
-    if let (Some(v), Value::Object(extra)) = (v.as_object_mut(), extra) {
-        v.extend(extra);
-    }
-    v
+    maos_tests::hook_input(&env.project, window, name, extra)
 }
 
 fn hook(env: &Env, cli: &str, input: &Value) -> Output {
     env.hook(cli, input)
 }
 
-/// The denial's reason, whichever CLI's shape it has; "" when the call goes through.
+/// The denial's reason printed by the hook, or "" when it allowed.
 fn denial(out: &Output) -> String {
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    v["hookSpecificOutput"]["permissionDecisionReason"]
-        .as_str()
-        .or(v["reason"].as_str().filter(|_| v["decision"] == "deny"))
-        .unwrap_or_default()
-        .to_string()
+    maos_tests::denial_reason(out)
 }
 
 fn start(env: &Env, cli: &str, window: &str, prompt: &str) {

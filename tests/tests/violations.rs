@@ -12,11 +12,7 @@ use std::process::Output;
 use maos_tests::{Env, Value, json};
 
 fn event(env: &Env, window: &str, name: &str, extra: Value) -> Value {
-    let mut v = json!({"session_id": window, "cwd": env.project, "hook_event_name": name});
-    if let (Some(v), Value::Object(extra)) = (v.as_object_mut(), extra) {
-        v.extend(extra);
-    }
-    v
+    maos_tests::hook_input(&env.project, window, name, extra)
 }
 
 /// The context an answer gives the model ("" without one).
@@ -28,13 +24,9 @@ fn context(out: &Output) -> String {
         .to_string()
 }
 
-/// The denial's reason; "" when the call goes through.
+/// The denial's reason printed by the hook, or "" when it allowed.
 fn denial(out: &Output) -> String {
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    v["hookSpecificOutput"]["permissionDecisionReason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    maos_tests::denial_reason(out)
 }
 
 fn start(env: &Env, window: &str, prompt: &str) {

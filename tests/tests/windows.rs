@@ -13,11 +13,7 @@ use std::time::Duration;
 use maos_tests::{Env, Value, json, maos_bin, wait_until};
 
 fn event(env: &Env, window: &str, name: &str, extra: Value) -> Value {
-    let mut v = json!({"session_id": window, "cwd": env.project, "hook_event_name": name});
-    if let (Some(v), Value::Object(extra)) = (v.as_object_mut(), extra) {
-        v.extend(extra);
-    }
-    v
+    maos_tests::hook_input(&env.project, window, name, extra)
 }
 
 fn write(env: &Env, window: &str, file: &str) -> Value {
@@ -43,11 +39,7 @@ fn patch(env: &Env, window: &str, file: &str) -> Value {
 
 /// The denial's reason printed by the hook, or "" when it allowed.
 fn denial(out: &Output) -> String {
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    v["hookSpecificOutput"]["permissionDecisionReason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    maos_tests::denial_reason(out)
 }
 
 fn agents(ps: &Value) -> Vec<Value> {
