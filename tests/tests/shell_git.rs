@@ -187,8 +187,10 @@ fn two_agents_git_commands_take_turns_at_the_index() {
             .any(|l| l["path"] == ".git/index"),
         "{held:#}"
     );
-    // "third"'s commit waits for it ...
-    let waiting = spawn_bash(&env, "third", "git commit -m 'tag'", &[]);
+    // "third"'s commit waits for it (a whole-tree one too: the index is nobody's work) ...
+    // (The holder's turn is over: nobody holds work in the tree.)
+    env.hook("claude", &event(&env, "holder", "Stop", json!({})));
+    let waiting = spawn_bash(&env, "third", "git add -A && git commit -m 'tag'", &[]);
     wait_until(
         Duration::from_secs(10),
         "the commit waits for the index",

@@ -42,6 +42,9 @@ fn reached(tx: &Txn<'_>, agent: &AgentId, g: &GitUse) -> Vec<HeldLock> {
         .locks
         .held()
         .filter(|l| &l.holder != agent && l.mode.is_exclusive())
+        // git's own files (another command's turn at the index) are no one's work: that
+        // is a wait, not a refusal.
+        .filter(|l| !l.path.as_str().starts_with(".git/"))
         .filter(|l| g.all || g.paths.iter().any(|p| reaches(p, l)))
         .cloned()
         .collect()
