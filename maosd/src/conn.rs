@@ -405,16 +405,18 @@ async fn request(
             // Resolving touches the filesystem (symlinks, worktrees), so it happens here, not
             // in the actor.
             request.resolve_paths(|path, cwd| lock_key(&root, path, cwd))?;
-            // What the daemon found in the files is its own to say (`keep.rs`).
+            // What the daemon finds of a call is its own to say.
             if let ProjectRequest::Hook(call) = &mut request {
-                call.seen.clear();
+                call.drop_daemon_fields();
             }
             let kept_store = crate::keep::store_dir(&daemon.config.home, &root);
-            let real_root = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone().into());
+            let canonical = std::fs::canonicalize(&root);
             request.place_writes(&Placer {
-                root: &root,
-                real_root: &real_root,
+                root: canonical
+                    .as_deref()
+                    .map_err(|e| format!("project root {root}: {e}")),
             });
+            let real_root = canonical.unwrap_or_else(|_| root.clone().into());
             if let Some(call) = request.outside_writes() {
                 judge_outside(daemon, &root, call).await;
             }
@@ -569,52 +571,49 @@ fn git_turn(reply: Result<Reply, ErrorBody>) -> Result<Reply, ErrorBody> {
     }
 }
 
-/// [`crate::router::Place`] for the project at `root` (`real_root`: canonical).
+/// [`crate::router::Place`] for the project at `root`: its canonical path, or why there is
+/// none (then every write is refused).
 struct Placer<'a> {
-    root: &'a str,
-    real_root: &'a std::path::Path,
+    root: Result<&'a std::path::Path, String>,
 }
 
 impl crate::router::Place for Placer<'_> {
+    /// Where a file the call writes lands (relative to `cwd`, or to the root).
     fn write(&self, path: &str, cwd: &Option<String>) -> WritePlace {
-        write_place(self.root, path, cwd)
+        let root = match &self.root {
+            Ok(root) => *root,
+            Err(why) => return WritePlace::Refused(why.clone()),
+        };
+        let cwd = cwd
+            .as_deref()
+            .map_or_else(|| root.to_path_buf(), std::path::PathBuf::from);
+        match crate::lockpath::place(root, &cwd, path) {
+            Ok(Landing::Project(key)) => WritePlace::Project(key.as_str().to_string()),
+            Ok(Landing::Outside(real)) => match real.to_str() {
+                Some(p) => WritePlace::Outside(p.to_string()),
+                None => WritePlace::Refused(format!("{}: not UTF-8", real.display())),
+            },
+            Ok(Landing::Elsewhere { project, key }) => match project.to_str() {
+                Some(p) => WritePlace::Elsewhere {
+                    project: p.to_string(),
+                    key: key.as_str().to_string(),
+                },
+                None => WritePlace::Refused(format!("{}: not UTF-8", project.display())),
+            },
+            Err(e) => WritePlace::Refused(e.message),
+        }
     }
 
     fn is_dir(&self, key: &str) -> bool {
-        self.real_root.join(key).is_dir()
+        self.root.as_ref().is_ok_and(|root| root.join(key).is_dir())
     }
 
     fn git_index(&self, dir: &str, cwd: &Option<String>) -> Option<String> {
+        let root = *self.root.as_ref().ok()?;
         let cwd = cwd
             .as_deref()
-            .map_or_else(|| self.real_root.to_path_buf(), std::path::PathBuf::from);
-        crate::lockpath::git_index(self.real_root, &cwd.join(dir))
-    }
-}
-
-/// Where a file a hook's call writes lands (relative to `cwd`, or to the root).
-fn write_place(root: &str, path: &str, cwd: &Option<String>) -> WritePlace {
-    let real_root = match std::fs::canonicalize(root) {
-        Ok(r) => r,
-        Err(e) => return WritePlace::Refused(format!("project root {root}: {e}")),
-    };
-    let cwd = cwd
-        .as_deref()
-        .map_or_else(|| real_root.clone(), std::path::PathBuf::from);
-    match crate::lockpath::place(&real_root, &cwd, path) {
-        Ok(Landing::Project(key)) => WritePlace::Project(key.as_str().to_string()),
-        Ok(Landing::Outside(real)) => match real.to_str() {
-            Some(p) => WritePlace::Outside(p.to_string()),
-            None => WritePlace::Refused(format!("{}: not UTF-8", real.display())),
-        },
-        Ok(Landing::Elsewhere { project, key }) => match project.to_str() {
-            Some(p) => WritePlace::Elsewhere {
-                project: p.to_string(),
-                key: key.as_str().to_string(),
-            },
-            None => WritePlace::Refused(format!("{}: not UTF-8", project.display())),
-        },
-        Err(e) => WritePlace::Refused(e.message),
+            .map_or_else(|| root.to_path_buf(), std::path::PathBuf::from);
+        crate::lockpath::git_index(root, &cwd.join(dir))
     }
 }
 

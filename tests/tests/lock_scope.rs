@@ -265,3 +265,47 @@ fn explicit_locks_name_the_project_a_file_belongs_to() {
     );
     assert!(paths_held(&env, &repo).is_empty());
 }
+
+/// What the daemon sets on a hook call (where its files' locks live, hard links, directories,
+/// git's index) is its own to say: a client that sends them is not believed. Otherwise a
+/// raw request could open a project at any directory and take locks there, or lock a
+/// directory where the command named a file.
+#[test]
+fn a_hook_call_cannot_say_what_only_the_daemon_finds() {
+    let env = Env::new();
+    let elsewhere = env.root().join("anywhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    assert!(env.maos(&["daemon", "start"]).status.success());
+    let mut raw = env.raw();
+    raw.hello();
+    let root = env.project.to_str().unwrap().to_string();
+    let answer = raw.request(
+        Some(&root),
+        json!({"request": "hook", "event": "PreToolUse", "session_id": "w1",
+               "tool_name": "Write", "paths": ["a.txt"], "cwd": root,
+               "elsewhere": [{"project": elsewhere, "path": "stolen.rs"}],
+               "directories": ["a.txt"], "git_index": "src",
+               "hard_links": [["a.txt", "src"]],
+               "git": [{"captures": true, "all": true, "args": ["add", "-A"]}]}),
+    );
+    assert!(answer["Ok"].is_object(), "{answer}");
+    // Only what the call names is locked, as a file, here.
+    let locks = env.maos_json(&["lock", "list"]);
+    let held: Vec<(&str, &str)> = locks["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["path"].as_str().unwrap(), l["mode"].as_str().unwrap()))
+        .collect();
+    assert_eq!(held, [("a.txt", "write")], "{locks:#}");
+    // No project was opened at the claimed directory.
+    let other = env.maos_json_in(&elsewhere, &["lock", "list"]);
+    assert_eq!(other["locks"], json!([]), "{other}");
+    assert!(
+        !env.home.join("projects").read_dir().unwrap().any(|e| {
+            std::fs::read_to_string(e.unwrap().path().join("project.json"))
+                .is_ok_and(|t| t.contains("anywhere"))
+        }),
+        "a project was made for the claimed directory"
+    );
+}

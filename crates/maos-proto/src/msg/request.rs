@@ -439,6 +439,20 @@ pub struct HookCall {
 }
 
 impl HookCall {
+    /// Forget what only the daemon may say of a call (where its files' locks live, what
+    /// its files hold, hard links, directories, git's index, why a path is refused): a
+    /// client that sends them is not believed, so the daemon drops them on arrival.
+    pub fn drop_daemon_fields(&mut self) {
+        self.path_error = None;
+        self.outside.clear();
+        self.elsewhere.clear();
+        self.hard_links.clear();
+        self.directories.clear();
+        self.git.clear();
+        self.git_index = None;
+        self.seen.clear();
+    }
+
     /// The call is of a tool that writes files (`Write`, `Edit`, `MultiEdit`, `NotebookEdit`,
     /// Codex's `apply_patch`, Gemini CLI's `write_file` and `replace`), or a shell command
     /// that runs `apply_patch` (Codex applies such a patch itself; the client names the
