@@ -52,15 +52,8 @@ pub fn run(cli: &Cli) -> Res {
                 Cmd::InstallHooks(_) => crate::githook::install(std::path::Path::new(&root)),
                 _ => crate::githook::uninstall(std::path::Path::new(&root)),
             }
-            .map_err(|m| Failure {
-                body: ErrorBody::new(ErrorCode::BadRequest, m),
-                exit: 1,
-            })?;
-            if json {
-                return print_json(&serde_json::json!({ "path": path, "message": done }));
-            }
-            outln!("{done}");
-            return Ok(());
+            .map_err(refused)?;
+            return installed(&path, done, json);
         }
         Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
             let root =
@@ -78,10 +71,7 @@ pub fn run(cli: &Cli) -> Res {
             if matches!(cli.cmd, Cmd::InstallHooks(_)) {
                 // A file the MCP registration cannot take stops the install before any file
                 // changes.
-                mcpreg::preflight(root, t.user, t.cli()).map_err(|m| Failure {
-                    body: ErrorBody::new(ErrorCode::BadRequest, m),
-                    exit: 1,
-                })?;
+                mcpreg::preflight(root, t.user, t.cli()).map_err(refused)?;
             }
             let done = match (&cli.cmd, t.cli()) {
                 (Cmd::InstallHooks(_), maos_proto::Cli::Codex) => {
@@ -113,15 +103,8 @@ pub fn run(cli: &Cli) -> Res {
                 }
                 Ok(done)
             })
-            .map_err(|m| Failure {
-                body: ErrorBody::new(ErrorCode::BadRequest, m),
-                exit: 1,
-            })?;
-            if json {
-                return print_json(&serde_json::json!({ "path": path, "message": done }));
-            }
-            outln!("{done}");
-            return Ok(());
+            .map_err(refused)?;
+            return installed(&path, done, json);
         }
         Cmd::Completions { shell } => return shell::completions(shell),
         Cmd::Man { dir } => return shell::man(dir.as_deref(), json),
@@ -712,4 +695,22 @@ pub fn daemon(cmd: &DaemonCmd, json: bool) -> Res {
             Ok(())
         }
     }
+}
+
+/// An install or uninstall that could not be done: one line, exit 1.
+fn refused(message: String) -> Failure {
+    Failure {
+        body: ErrorBody::new(ErrorCode::BadRequest, message),
+        exit: 1,
+    }
+}
+
+/// What an install or uninstall of hooks did to the file at `path`: `{"path", "message"}`
+/// with `--json`, else the message.
+fn installed(path: &std::path::Path, done: String, json: bool) -> Res {
+    if json {
+        return print_json(&serde_json::json!({ "path": path, "message": done }));
+    }
+    outln!("{done}");
+    Ok(())
 }
