@@ -348,6 +348,19 @@ mod tests {
         (t, root)
     }
 
+    /// `wt`, beside the repository at `root`, a linked worktree of it (with a `src/`).
+    fn linked_worktree(t: &tempfile::TempDir, root: &Path) -> PathBuf {
+        std::fs::write(root.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+        let wt = std::fs::canonicalize(t.path()).unwrap().join("wt");
+        std::fs::create_dir_all(wt.join("src")).unwrap();
+        std::fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", root.join(".git/worktrees/wt").display()),
+        )
+        .unwrap();
+        wt
+    }
+
     #[test]
     fn relative_absolute_and_dotdot() {
         let (_t, root) = setup();
@@ -493,14 +506,7 @@ mod tests {
             Some(".git/index")
         );
         // A linked worktree writes its own index, under the main repository's git dir.
-        std::fs::write(root.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
-        let wt = std::fs::canonicalize(t.path()).unwrap().join("wt");
-        std::fs::create_dir_all(wt.join("src")).unwrap();
-        std::fs::write(
-            wt.join(".git"),
-            format!("gitdir: {}\n", root.join(".git/worktrees/wt").display()),
-        )
-        .unwrap();
+        let wt = linked_worktree(&t, &root);
         assert_eq!(
             git_index(&root, &wt.join("src")).as_deref(),
             Some(".git/worktrees/wt/index")
@@ -512,14 +518,7 @@ mod tests {
     #[test]
     fn worktrees_share_keys() {
         let (t, root) = setup();
-        std::fs::write(root.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
-        let wt = std::fs::canonicalize(t.path()).unwrap().join("wt");
-        std::fs::create_dir_all(wt.join("src")).unwrap();
-        std::fs::write(
-            wt.join(".git"),
-            format!("gitdir: {}\n", root.join(".git/worktrees/wt").display()),
-        )
-        .unwrap();
+        let wt = linked_worktree(&t, &root);
         assert_eq!(
             resolve(&root, &wt, "src/a.rs").unwrap().as_str(),
             "src/a.rs"
