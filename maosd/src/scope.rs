@@ -70,11 +70,6 @@ impl Windows {
         f(w)
     }
 
-    fn known(&self, call: &HookCall) -> bool {
-        let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        map.windows.contains_key(&window_key(call))
-    }
-
     /// A window's prompt (its task), kept to name it in the projects it writes in later.
     pub fn heard(&self, call: &HookCall) {
         let prompt =
@@ -100,10 +95,11 @@ impl Windows {
 
     /// The other projects the window wrote in.
     fn visited(&self, call: &HookCall) -> Vec<String> {
-        if !self.known(call) {
-            return Vec::new();
-        }
-        self.with(call, |w| w.projects.iter().cloned().collect())
+        let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        map.windows
+            .get(&window_key(call))
+            .map(|w| w.projects.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     fn forget(&self, call: &HookCall) {
