@@ -617,6 +617,9 @@ impl Kept {
         }
         self.marks
             .retain(|m| !(m.path == seen.path && &m.holder == holder));
+        // Its version is known now: no longer looked at as unknown (which would take the
+        // next change as the version, unreported).
+        self.unversioned.retain(|(p, _)| *p != seen.path);
         self.versions.insert(
             seen.path.clone(),
             Version {
@@ -776,6 +779,23 @@ mod tests {
 
     fn agent(n: u8) -> AgentId {
         AgentId::parse(&format!("agt_{n:032x}")).expect("agent id")
+    }
+
+    #[test]
+    fn a_version_written_after_the_lock_was_settled_is_looked_at_with_its_hash() {
+        // The holder's PostToolUse settles first (the file is held, its version unknown),
+        // then its write becomes the version: the next look must compare with that version,
+        // not take the file as unknown (which would swallow the next change unreported).
+        let a = agent(1);
+        let now = crate::state::now();
+        let mut k = Kept::default();
+        let holding: HashSet<(&str, &AgentId)> = [("src/x.rs", &a)].into_iter().collect();
+        k.settle(&holding);
+        k.set(&a, &seen("src/x.rs", "aa", None), now);
+        assert_eq!(
+            k.to_look(),
+            [("src/x.rs".to_string(), Some("aa".to_string()), None)]
+        );
     }
 
     #[test]
