@@ -668,13 +668,18 @@ impl Kept {
         }
         v.reported = Some(seen.sha256.clone());
         let before = v.clone();
+        // One mark per file, holder and violator: the latest (a person reads it once).
+        let violator = (!seen.before_command).then(|| caller.clone());
+        self.marks.retain(|m| {
+            !(m.path == seen.path && m.holder == before.holder && m.violator == violator)
+        });
         if self.marks.len() >= MAX_MARKS {
             self.marks.remove(0);
         }
         self.marks.push(PsViolation {
             path: seen.path.clone(),
             holder: before.holder.clone(),
-            violator: (!seen.before_command).then(|| caller.clone()),
+            violator,
             at,
         });
         Check::Violated(before)
@@ -796,6 +801,21 @@ mod tests {
             k.to_look(),
             [("src/x.rs".to_string(), Some("aa".to_string()), None)]
         );
+    }
+
+    #[test]
+    fn the_same_violator_overwriting_a_file_again_is_one_mark() {
+        let (a, b) = (agent(1), agent(2));
+        let now = crate::state::now();
+        let mut k = Kept::default();
+        k.set(&a, &seen("src/x.rs", "aa", None), now);
+        for (sha, before) in [("bb", "aa"), ("cc", "aa")] {
+            assert!(matches!(
+                k.check(&b, &seen("src/x.rs", sha, Some(before)), now),
+                Check::Violated(_)
+            ));
+        }
+        assert_eq!(k.marks_of(&a).len(), 1, "{:?}", k.marks_of(&a));
     }
 
     #[test]
