@@ -10,8 +10,8 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     // A small cap too, so that the over-the-cap path is reached.
-    let clis = [maos_proto::Cli::Claude, maos_proto::Cli::Codex, maos_proto::Cli::Gemini];
-    for (limit, cli) in [input::MAX_INPUT, 64].into_iter().flat_map(|l| clis.map(|c| (l, c))) {
+    let clis = maos_proto::Cli::ALL;
+    for (limit, cli) in [input::MAX_INPUT, 64].into_iter().flat_map(|l| clis.iter().map(move |c| (l, *c))) {
         match input::parse_for(data, limit, cli) {
             Ok((call, _)) => {
                 let text = serde_json::to_string(&call).expect("a call serializes");

@@ -516,12 +516,21 @@ pub struct HookTarget {
     #[arg(long, conflicts_with = "gemini")]
     pub codex: bool,
     /// Gemini CLI's settings (.gemini/settings.json) instead of Claude Code's.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["copilot", "cursor", "opencode"])]
     pub gemini: bool,
+    /// GitHub Copilot CLI's hooks (.github/hooks/maos.json) instead of Claude Code's.
+    #[arg(long, conflicts_with_all = ["codex", "cursor", "opencode"])]
+    pub copilot: bool,
+    /// Cursor's hooks (.cursor/hooks.json) instead of Claude Code's.
+    #[arg(long, conflicts_with_all = ["codex", "opencode"])]
+    pub cursor: bool,
+    /// OpenCode's plugin (.opencode/plugin/maos.js) instead of Claude Code's hooks.
+    #[arg(long, conflicts_with = "codex")]
+    pub opencode: bool,
     /// git's pre-commit hook in this repository (core.hooksPath, else .git/hooks) instead of
     /// an agent CLI's: it refuses a commit of files another agent holds, for people and tools
     /// without hooks. An existing pre-commit is kept and runs first.
-    #[arg(long, conflicts_with_all = ["codex", "gemini", "user"])]
+    #[arg(long, conflicts_with_all = ["codex", "gemini", "copilot", "cursor", "opencode", "user"])]
     pub git: bool,
     /// Trust maos's hooks without asking where the CLI runs hooks only once trusted (Codex:
     /// writes their trust, and the project's, to $CODEX_HOME/config.toml; Gemini CLI: trusts
@@ -534,11 +543,17 @@ pub struct HookTarget {
 impl HookTarget {
     /// The CLI these flags name (Claude Code without one).
     pub fn cli(&self) -> maos_proto::Cli {
-        match (self.codex, self.gemini) {
-            (true, _) => maos_proto::Cli::Codex,
-            (_, true) => maos_proto::Cli::Gemini,
-            _ => maos_proto::Cli::Claude,
-        }
+        use maos_proto::Cli;
+        [
+            (self.codex, Cli::Codex),
+            (self.gemini, Cli::Gemini),
+            (self.copilot, Cli::Copilot),
+            (self.cursor, Cli::Cursor),
+            (self.opencode, Cli::OpenCode),
+        ]
+        .into_iter()
+        .find_map(|(on, cli)| on.then_some(cli))
+        .unwrap_or(Cli::Claude)
     }
 }
 

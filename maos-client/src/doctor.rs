@@ -127,6 +127,9 @@ fn install_flag(cli: Cli) -> &'static str {
         Cli::Claude => "",
         Cli::Codex => " --codex",
         Cli::Gemini => " --gemini",
+        Cli::Copilot => " --copilot",
+        Cli::Cursor => " --cursor",
+        Cli::OpenCode => " --opencode",
     }
 }
 
@@ -148,6 +151,9 @@ fn hooks(root: &Path, cli: Cli, other: bool) -> Hooks {
         Cli::Claude => "Claude Code hooks",
         Cli::Codex => "Codex hooks",
         Cli::Gemini => "Gemini CLI hooks",
+        Cli::Copilot => "GitHub Copilot CLI hooks",
+        Cli::Cursor => "Cursor hooks",
+        Cli::OpenCode => "OpenCode plugin",
     };
     let flag = install_flag(cli);
     let mut files = Vec::new();
@@ -240,6 +246,9 @@ fn mcp_server(root: &Path, cli: Cli) -> Check {
         Cli::Claude => "Claude Code MCP server",
         Cli::Codex => "Codex MCP server",
         Cli::Gemini => "Gemini CLI MCP server",
+        Cli::Copilot => "GitHub Copilot CLI MCP server",
+        Cli::Cursor => "Cursor MCP server",
+        Cli::OpenCode => "OpenCode MCP server",
     };
     let flag = install_flag(cli);
     let found = match crate::mcpreg::registered(root, cli) {
@@ -572,26 +581,30 @@ fn daemon(root: &str, found: bool, service: Option<&svc::Installed>) -> Vec<Chec
 /// Run every check and print the report; true when nothing failed.
 pub fn run(root: &str, found: bool, json: bool) -> bool {
     let mut checks = vec![binary()];
-    let codex = hooks(Path::new(root), Cli::Codex, false);
-    let gemini = hooks(Path::new(root), Cli::Gemini, false);
+    // Every CLI but Claude Code, in `Cli::ALL`'s order.
+    let others: Vec<(Cli, Hooks)> = Cli::ALL
+        .iter()
+        .filter(|c| **c != Cli::Claude)
+        .map(|c| (*c, hooks(Path::new(root), *c, false)))
+        .collect();
     // Claude Code fails for want of hooks only where no other CLI is set up (a Codex
     // project whose hooks are not trusted yet fails on Codex, not on Claude Code).
     let claude = hooks(
         Path::new(root),
         Cli::Claude,
-        codex.present || gemini.present,
+        others.iter().any(|(_, h)| h.present),
     );
-    let (for_claude, for_codex, for_gemini) = (claude.installed, codex.installed, gemini.installed);
-    checks.push(siblings(for_claude || for_codex || for_gemini));
+    let installed: Vec<(Cli, bool)> = std::iter::once((Cli::Claude, claude.installed))
+        .chain(others.iter().map(|(c, h)| (*c, h.installed)))
+        .collect();
+    let for_gemini = installed.contains(&(Cli::Gemini, true));
+    checks.push(siblings(installed.iter().any(|(_, i)| *i)));
     checks.extend(claude.checks);
-    checks.extend(codex.checks);
-    checks.extend(gemini.checks);
-    for (cli, installed) in [
-        (Cli::Claude, for_claude),
-        (Cli::Codex, for_codex),
-        (Cli::Gemini, for_gemini),
-    ] {
-        if installed {
+    for (_, h) in others {
+        checks.extend(h.checks);
+    }
+    for (cli, installed) in installed {
+        if installed && crate::mcpreg::has_mcp(cli) {
             checks.push(mcp_server(Path::new(root), cli));
         }
     }

@@ -35,6 +35,9 @@ fn print(v: &Value) {
 fn denial(cli: Cli, reason: &str) -> Value {
     match cli {
         Cli::Gemini => json!({"decision": "deny", "reason": reason}),
+        Cli::Copilot => input::copilot::denial(reason),
+        Cli::Cursor => input::cursor::denial(reason),
+        Cli::OpenCode => input::opencode::denial(reason),
         _ => json!({"hookSpecificOutput": {
             "hookEventName": "PreToolUse",
             "permissionDecision": "deny",
@@ -67,9 +70,22 @@ fn unreachable(cli: Cli, event: &str, why: &str) -> ExitCode {
         } else {
             format!("this {event} event is not recorded")
         };
-        print(&json!({ "systemMessage": format!("maos: {why}; {what}") }));
+        if let Some(out) = notice(cli, &format!("maos: {why}; {what}")) {
+            print(&out);
+        }
     }
     ExitCode::SUCCESS
+}
+
+/// A message for the person in `cli`'s terms (`systemMessage`, which Claude Code, Codex and
+/// Gemini CLI show), if the CLI shows one.
+fn notice(cli: Cli, message: &str) -> Option<Value> {
+    match cli {
+        Cli::Copilot => input::copilot::notice(message),
+        Cli::Cursor => input::cursor::notice(message),
+        Cli::OpenCode => input::opencode::notice(message),
+        Cli::Claude | Cli::Codex | Cli::Gemini => Some(json!({ "systemMessage": message })),
+    }
 }
 
 /// `maos hook` or `maos hook --cli NAME` (also `--cli=NAME`), read without clap: `None` when
@@ -178,7 +194,7 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
                 .unwrap_or_else(|| PathBuf::from("."));
             match crate::project::for_hook(&start, &event) {
                 Ok(found) => found,
-                Err(why) => return outside(&event, &why),
+                Err(why) => return outside(cli, &event, &why),
             }
         }
     };
@@ -218,6 +234,15 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
         }
         // PostToolUse: what the call did to files others hold (issue 31 §2), or such a
         // change to this agent's own.
+        (_, "SessionStart" | "UserPromptSubmit" | "PostToolUse")
+            if matches!(cli, Cli::Copilot | Cli::Cursor | Cli::OpenCode) =>
+        {
+            answer.context.and_then(|ctx| match cli {
+                Cli::Copilot => input::copilot::context(&event, &ctx),
+                Cli::Cursor => input::cursor::context(&event, &ctx),
+                _ => input::opencode::context(&event, &ctx),
+            })
+        }
         (_, "SessionStart" | "UserPromptSubmit" | "PostToolUse") => answer.context.map(|ctx| {
             // Gemini CLI's own names for the events it calls BeforeAgent and AfterTool.
             let name = match (cli, event.as_str()) {
@@ -233,9 +258,11 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
         _ => None,
     };
     // The project this call made: the user hears of it (each CLI shows `systemMessage`).
-    if let Some(told) = told {
+    if let Some(told) = told.and_then(|t| notice(cli, &format!("maos: {t}"))) {
         let out = output.get_or_insert_with(|| json!({}));
-        out["systemMessage"] = json!(format!("maos: {told}"));
+        if let (Some(out), Some(told)) = (out.as_object_mut(), told.as_object()) {
+            out.extend(told.clone());
+        }
     }
     if let Some(out) = output {
         print(&out);
@@ -245,11 +272,14 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
 
 /// A call from outside every project that maos does not make one (`$HOME`, `/`): it goes
 /// through unrecorded; the window's start tells the user why, once.
-fn outside(event: &str, why: &str) -> ExitCode {
-    if event == "SessionStart" {
-        print(&json!({
-            "systemMessage": format!("maos: {why}; file locks are not enforced in this window")
-        }));
+fn outside(cli: Cli, event: &str, why: &str) -> ExitCode {
+    if event == "SessionStart"
+        && let Some(out) = notice(
+            cli,
+            &format!("maos: {why}; file locks are not enforced in this window"),
+        )
+    {
+        print(&out);
     }
     ExitCode::SUCCESS
 }

@@ -73,6 +73,8 @@ fn events(cli: Cli) -> &'static [(&'static str, Option<&'static str>)] {
         Cli::Claude => CLAUDE_EVENTS,
         Cli::Codex => CODEX_EVENTS,
         Cli::Gemini => GEMINI_EVENTS,
+        // Their files have their own shapes (crate::{copilot, cursor, opencode}).
+        Cli::Copilot | Cli::Cursor | Cli::OpenCode => &[],
     }
 }
 
@@ -107,6 +109,12 @@ pub enum Installed {
 
 /// Whether `path` has maos's hook on every event it needs (a broken file is an error).
 pub fn installed(path: &Path, cli: Cli) -> Result<Installed, String> {
+    match cli {
+        Cli::Copilot => return crate::copilot::installed(path),
+        Cli::Cursor => return crate::cursor::installed(path),
+        Cli::OpenCode => return crate::opencode::installed(path),
+        Cli::Claude | Cli::Codex | Cli::Gemini => {}
+    }
     let settings = read(path)?;
     // An entry of ours with another matcher (written by an older maos) misses tools.
     let current = |group: &Value, matcher: &Option<&str>| {
@@ -137,6 +145,12 @@ pub fn settings_path(root: &Path, user: bool, cli: Cli) -> Result<PathBuf, Strin
         // Codex reads the user's hooks from its home, `$CODEX_HOME` when set.
         return Ok(codex::home()?.join("hooks.json"));
     }
+    match cli {
+        Cli::Copilot => return crate::copilot::settings_path(root, user),
+        Cli::Cursor => return crate::cursor::settings_path(root, user),
+        Cli::OpenCode => return crate::opencode::settings_path(root, user),
+        Cli::Claude | Cli::Codex | Cli::Gemini => {}
+    }
     let base = if user {
         std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
@@ -149,6 +163,7 @@ pub fn settings_path(root: &Path, user: bool, cli: Cli) -> Result<PathBuf, Strin
         Cli::Claude => ".claude/settings.json",
         Cli::Codex => ".codex/hooks.json",
         Cli::Gemini => ".gemini/settings.json",
+        Cli::Copilot | Cli::Cursor | Cli::OpenCode => unreachable!("answered above"),
     }))
 }
 

@@ -8,6 +8,8 @@ extern crate maos_client;
 
 mod cli;
 mod codex;
+mod copilot;
+mod cursor;
 mod dashboard;
 mod doctor;
 mod failure;
@@ -18,6 +20,7 @@ mod hook;
 mod install;
 mod managed;
 mod mcpreg;
+mod opencode;
 mod project;
 mod request;
 mod run;

@@ -34,6 +34,11 @@ const CODEX_ENV_VARS: &[&str] = &[
     "XDG_STATE_HOME",
 ];
 
+/// Whether maos registers its MCP server for `cli` (`install-hooks` does, next to the hooks).
+pub fn has_mcp(cli: Cli) -> bool {
+    matches!(cli, Cli::Claude | Cli::Codex | Cli::Gemini)
+}
+
 /// The file `cli` reads its MCP servers from (the project's, or the user's).
 pub fn config_path(root: &Path, user: bool, cli: Cli) -> Result<PathBuf, String> {
     let home = || {
@@ -47,6 +52,12 @@ pub fn config_path(root: &Path, user: bool, cli: Cli) -> Result<PathBuf, String>
         (Cli::Claude, true) => home()?.join(".claude.json"),
         (Cli::Codex, false) => root.join(".codex/config.toml"),
         (Cli::Codex, true) => codex::home()?.join("config.toml"),
+        (Cli::Copilot | Cli::Cursor | Cli::OpenCode, _) => {
+            return Err(format!(
+                "maos does not register its MCP server for {}",
+                cli.label()
+            ));
+        }
         // The same file as its hooks.
         (Cli::Gemini, _) => install::settings_path(root, user, cli)?,
     })
@@ -268,6 +279,9 @@ fn registered_toml(path: &Path) -> Result<bool, String> {
 /// What `register` would refuse (a file it cannot read, another server named maos), found
 /// before `install-hooks` changes any file.
 pub fn preflight(root: &Path, user: bool, cli: Cli) -> Result<(), String> {
+    if !has_mcp(cli) {
+        return Ok(());
+    }
     let path = config_path(root, user, cli)?;
     match cli {
         Cli::Codex => register_toml(&path, true)?,
@@ -277,7 +291,10 @@ pub fn preflight(root: &Path, user: bool, cli: Cli) -> Result<(), String> {
 }
 
 /// `install-hooks`: register the server for `cli`; the line to print.
-pub fn register(root: &Path, user: bool, cli: Cli) -> Result<String, String> {
+pub fn register(root: &Path, user: bool, cli: Cli) -> Result<Option<String>, String> {
+    if !has_mcp(cli) {
+        return Ok(None);
+    }
     let path = config_path(root, user, cli)?;
     let changed = match cli {
         Cli::Codex => register_toml(&path, false)?,
@@ -286,7 +303,7 @@ pub fn register(root: &Path, user: bool, cli: Cli) -> Result<String, String> {
     if cli == Cli::Claude && !user {
         approve_claude(&install::settings_path(root, false, cli)?, true)?;
     }
-    Ok(match changed {
+    Ok(Some(match changed {
         true => format!(
             "maos's MCP server (`maos mcp`) registered in {}",
             path.display()
@@ -295,11 +312,14 @@ pub fn register(root: &Path, user: bool, cli: Cli) -> Result<String, String> {
             "maos's MCP server (`maos mcp`) is registered in {} already",
             path.display()
         ),
-    })
+    }))
 }
 
 /// `uninstall-hooks`: remove what `register` wrote; the line to print, if anything changed.
 pub fn unregister(root: &Path, user: bool, cli: Cli) -> Result<Option<String>, String> {
+    if !has_mcp(cli) {
+        return Ok(None);
+    }
     let path = config_path(root, user, cli)?;
     let changed = match cli {
         Cli::Codex => unregister_toml(&path)?,
@@ -318,6 +338,9 @@ pub fn unregister(root: &Path, user: bool, cli: Cli) -> Result<Option<String>, S
 /// cannot be read.
 pub fn registered(root: &Path, cli: Cli) -> Result<Vec<PathBuf>, String> {
     let mut found = Vec::new();
+    if !has_mcp(cli) {
+        return Ok(found);
+    }
     for user in [false, true] {
         let Ok(path) = config_path(root, user, cli) else {
             continue;

@@ -158,8 +158,9 @@ pub fn unmark(root: &Path) -> Result<Option<String>, String> {
                 || crate::mcpreg::registered(root, cli)?.contains(&mcp),
         )
     };
-    if [Cli::Claude, Cli::Codex, Cli::Gemini]
-        .into_iter()
+    if Cli::ALL
+        .iter()
+        .copied()
         .any(|cli| left(cli).unwrap_or(true))
     {
         return Ok(None);

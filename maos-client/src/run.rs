@@ -80,15 +80,27 @@ pub fn run(cli: &Cli) -> Res {
                 (Cmd::InstallHooks(_), maos_proto::Cli::Gemini) => {
                     gemini::install(root, &path, t.user, consent)
                 }
+                (Cmd::InstallHooks(_), maos_proto::Cli::Copilot) => {
+                    crate::copilot::install(root, &path, t.user, consent)
+                }
+                (Cmd::InstallHooks(_), maos_proto::Cli::Cursor) => {
+                    crate::cursor::install(root, &path, t.user, consent)
+                }
+                (Cmd::InstallHooks(_), maos_proto::Cli::OpenCode) => {
+                    crate::opencode::install(root, &path, t.user, consent)
+                }
                 (Cmd::InstallHooks(_), which) => install::install(&path, which),
                 (_, maos_proto::Cli::Codex) => install::uninstall_codex(&path, project),
                 (_, maos_proto::Cli::Gemini) => gemini::uninstall(root, &path),
+                (_, maos_proto::Cli::Copilot) => crate::copilot::uninstall(root, &path),
+                (_, maos_proto::Cli::Cursor) => crate::cursor::uninstall(root, &path),
+                (_, maos_proto::Cli::OpenCode) => crate::opencode::uninstall(root, &path),
                 _ => install::uninstall(&path),
             }
             // maos's MCP server in the CLI's own configuration, next to the hooks.
             .and_then(|done| {
                 let mcp = match &cli.cmd {
-                    Cmd::InstallHooks(_) => mcpreg::register(root, t.user, t.cli()).map(Some)?,
+                    Cmd::InstallHooks(_) => mcpreg::register(root, t.user, t.cli())?,
                     _ => mcpreg::unregister(root, t.user, t.cli())?,
                 };
                 let mut done = match mcp {

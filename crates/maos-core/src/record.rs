@@ -20,6 +20,9 @@ crate::state::named_enum! {
         Claude => "claude",
         Codex => "codex",
         Gemini => "gemini",
+        Copilot => "copilot",
+        Cursor => "cursor",
+        OpenCode => "opencode",
     }
 }
 
@@ -30,6 +33,9 @@ impl Cli {
             Cli::Claude => "Claude Code",
             Cli::Codex => "Codex",
             Cli::Gemini => "Gemini CLI",
+            Cli::Copilot => "GitHub Copilot CLI",
+            Cli::Cursor => "Cursor",
+            Cli::OpenCode => "OpenCode",
         }
     }
 }

@@ -11,6 +11,15 @@ use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+// The contracts of the CLIs whose hooks are not Claude Code's shape (files next to this one;
+// `#[path]` so that the fuzz target, which includes this file by path, finds them too).
+#[path = "copilot.rs"]
+pub mod copilot;
+#[path = "cursor.rs"]
+pub mod cursor;
+#[path = "opencode.rs"]
+pub mod opencode;
+
 /// Largest hook input read (a Write's content can be large; we read past it, never keep it).
 pub const MAX_INPUT: u64 = 32 * 1024 * 1024;
 
@@ -75,8 +84,12 @@ pub fn parse_for<R: Read>(
     cli: maos_proto::Cli,
 ) -> Result<(HookCall, Value), String> {
     let mut v = read_value(r, limit)?;
-    if cli == maos_proto::Cli::Gemini {
-        gemini_input(&mut v);
+    match cli {
+        maos_proto::Cli::Gemini => gemini_input(&mut v),
+        maos_proto::Cli::Copilot => copilot::input(&mut v),
+        maos_proto::Cli::Cursor => cursor::input(&mut v),
+        maos_proto::Cli::OpenCode => opencode::input(&mut v),
+        maos_proto::Cli::Claude | maos_proto::Cli::Codex => {}
     }
     let mut call = call_of(&v)?;
     call.cli = cli;

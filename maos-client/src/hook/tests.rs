@@ -475,11 +475,13 @@ fn the_hook_reads_which_cli_calls_it_without_clap() {
     assert_eq!(args(&["hook"]), Some(Ok(Cli::Claude)));
     assert_eq!(args(&["hook", "--cli", "codex"]), Some(Ok(Cli::Codex)));
     assert_eq!(args(&["hook", "--cli=gemini"]), Some(Ok(Cli::Gemini)));
-    let Some(Err(e)) = args(&["hook", "--cli", "cursor"]) else {
+    assert_eq!(args(&["hook", "--cli", "cursor"]), Some(Ok(Cli::Cursor)));
+    let Some(Err(e)) = args(&["hook", "--cli", "windsurf"]) else {
         panic!("an unknown CLI is not refused")
     };
     assert!(
-        e.contains("unknown agent CLI \"cursor\"") && e.contains("claude|codex|gemini"),
+        e.contains("unknown agent CLI \"windsurf\"")
+            && e.contains("claude|codex|gemini|copilot|cursor|opencode"),
         "{e}"
     );
     assert_eq!(args(&["hook", "--help"]), None);

@@ -1,0 +1,42 @@
+//! OpenCode: where maos's hooks live, and `install-hooks --opencode` / `uninstall-hooks --opencode`.
+//! (Scaffolding: filled in by issue 32's work on OpenCode.)
+
+use std::path::{Path, PathBuf};
+
+use crate::install::{Consent, Installed};
+
+/// The file maos's hooks for OpenCode are in: the project's (`.opencode/plugin/maos.js`) or the user's
+/// (`~/.config/opencode/plugin/maos.js`).
+pub fn settings_path(root: &Path, user: bool) -> Result<PathBuf, String> {
+    let base = if user {
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .ok_or("HOME is not set: cannot find the user's settings")?
+    } else {
+        root.to_path_buf()
+    };
+    Ok(base.join(if user {
+        ".config/opencode/plugin/maos.js"
+    } else {
+        ".opencode/plugin/maos.js"
+    }))
+}
+
+/// How far maos's hooks are installed in `path`.
+pub fn installed(path: &Path) -> Result<Installed, String> {
+    let _ = path;
+    Ok(Installed::No)
+}
+
+/// `install-hooks --opencode`: the line to print.
+pub fn install(root: &Path, path: &Path, user: bool, consent: Consent) -> Result<String, String> {
+    let _ = (root, path, user, consent);
+    Err("maos cannot install hooks for OpenCode yet".into())
+}
+
+/// `uninstall-hooks --opencode`: the line to print.
+pub fn uninstall(root: &Path, path: &Path) -> Result<String, String> {
+    let _ = (root, path);
+    Err("maos cannot uninstall hooks for OpenCode yet".into())
+}
