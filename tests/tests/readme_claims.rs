@@ -1,4 +1,4 @@
-//! What README says of sessions holds (issue 15 found it false): commands default to the
+//! What README says holds. Of sessions (issue 15 found it false): commands default to the
 //! active session (`export` too), an imported live session becomes active like a created one,
 //! and `session list` lists the live sessions and the active one. Through the real binaries.
 
@@ -84,4 +84,30 @@ fn session_list_shows_the_live_sessions_and_the_active_one() {
     );
     let all = ids(env.maos_json(&["session", "list", "--all"]));
     assert!(all.contains(&first) && all.contains(&second), "{all:?}");
+}
+
+/// `.ci/run` runs exactly README's test command (and docs/testing.md shows the same one):
+/// a suite added to one and not the other was once missed in CI or by a reader.
+#[test]
+fn ci_runs_exactly_the_readme_test_command() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).expect("a repository file");
+    let ci = read(".ci/run");
+    let ci_line = ci
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("cargo build"))
+        .expect(".ci/run runs a cargo build line");
+    for doc in ["README.md", "docs/testing.md"] {
+        let text = read(doc);
+        let line = text
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("cargo build --workspace --bins"))
+            .unwrap_or_else(|| panic!("{doc} shows no test command"));
+        assert_eq!(
+            line, ci_line,
+            "{doc}'s test command is not the one .ci/run runs"
+        );
+    }
 }
