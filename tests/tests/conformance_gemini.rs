@@ -688,3 +688,54 @@ fn an_mcp_call_is_named_by_the_hooks_claim() {
     assert!(result.contains("\\\"rule\\\": \\\"claim\\\""), "{result}");
     assert!(result.contains(&window), "{result}");
 }
+
+/// Gemini CLI `-p` puts the SessionStart context in front of the prompt, in BeforeAgent's
+/// `prompt` too (`<hook_context>…</hook_context>`, then a blank line, then the prompt). A
+/// window after the first is given maos's briefing of the last session there: it is still
+/// named by the person's prompt, and so is the session it starts, never by maos's own words;
+/// the person's `<`, `>` and `&` are kept as written.
+#[test]
+fn a_window_after_the_first_is_named_by_its_prompt_not_by_maoss_briefing() {
+    let Some((env, gemini)) = setup() else { return };
+    let api = fake_model(Vec::new());
+    let first = "add the lexer";
+    let out = run_gemini(&env, &gemini, &api, first);
+    assert!(out.status.success(), "gemini failed: {out:?}");
+    let second = "then tidy <parser> & its tests";
+    let out = run_gemini(&env, &gemini, &api, second);
+    assert!(out.status.success(), "gemini failed: {out:?}");
+    // The case is real: maos's context came before the second prompt.
+    let requests = model_requests(&api);
+    let last = user_text(requests.last().expect("a model request"));
+    assert!(
+        last.contains("<hook_context>maos: this window starts a new session")
+            && last.contains(second),
+        "{last}"
+    );
+    // maos's view: two sessions (the first completed with its window), each named by its
+    // window's prompt, and so is each window.
+    let ps = env.maos_json(&["ps", "--all"]);
+    let mut sessions: Vec<&Value> = ps.as_array().expect("sessions").iter().collect();
+    sessions.sort_by_key(|s| s["created_at"].as_str().map(str::to_string));
+    let named: Vec<(&Value, Vec<&Value>)> = sessions
+        .iter()
+        .map(|s| {
+            let tasks = s["agents"].as_array().expect("agents");
+            (&s["objective"], tasks.iter().map(|a| &a["task"]).collect())
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            (&json!(first), vec![&json!(first)]),
+            (&json!(second), vec![&json!(second)])
+        ],
+        "{ps:#}"
+    );
+    let prompts: Vec<Value> = env
+        .events(&["--type", "prompt_submitted"])
+        .iter()
+        .map(|p| p["data"]["first_line"].clone())
+        .collect();
+    assert_eq!(prompts, [json!(first), json!(second)]);
+}

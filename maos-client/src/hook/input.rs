@@ -100,6 +100,18 @@ pub fn parse_for<R: Read>(
 /// ([`gemini_event`]), so the daemon stays CLI-agnostic. Its write tools (`write_file`,
 /// `replace`) keep their names: `HookCall::writes_files` knows them.
 pub fn gemini_input(v: &mut Value) {
+    // The person's prompt, without the context maos gave the window at SessionStart.
+    if v.get("hook_event_name").and_then(Value::as_str) == Some("BeforeAgent")
+        && let Some(prompt) = v.get("prompt").and_then(Value::as_str)
+    {
+        let theirs = gemini_prompt(prompt);
+        if theirs.len() != prompt.len() {
+            let theirs = Value::from(theirs);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("prompt".into(), theirs);
+            }
+        }
+    }
     let trigger = v.get("trigger").and_then(Value::as_str);
     let Some(event) = v.get("hook_event_name").and_then(Value::as_str) else {
         return;
@@ -110,6 +122,37 @@ pub fn gemini_input(v: &mut Value) {
         if let Some(o) = v.as_object_mut() {
             o.insert("hook_event_name".into(), ours);
         }
+    }
+}
+
+/// The prompt of a Gemini CLI `BeforeAgent` as the person wrote it. In `-p` mode Gemini CLI
+/// (0.61.0) puts the SessionStart hooks' context in front of the prompt, in its model request
+/// and in this event's `prompt` alike: `<hook_context>` + every hook's `additionalContext`
+/// joined by newlines, each `<` and `>` in it escaped (`&lt;`, `&gt;`) + `</hook_context>`,
+/// then a blank line, then the prompt. Such a block is cut off when it is one maos gave (a
+/// line of it starts with `maos: `, as every context of maos's does); the block, escaped as
+/// Gemini CLI escapes, ends at the first `</hook_context>`. Anything else is the person's and
+/// kept whole: a prompt without the block, a block with a raw `<` or `>` in it (not escaped,
+/// so not Gemini CLI's), one with no line of maos's, or one not followed by a blank line.
+pub fn gemini_prompt(prompt: &str) -> &str {
+    const OPEN: &str = "<hook_context>";
+    const CLOSE: &str = "</hook_context>";
+    let Some(rest) = prompt.strip_prefix(OPEN) else {
+        return prompt;
+    };
+    let Some(end) = rest.find(CLOSE) else {
+        return prompt;
+    };
+    let (context, after) = (&rest[..end], &rest[end + CLOSE.len()..]);
+    let ours =
+        !context.contains(['<', '>']) && context.split('\n').any(|line| line.starts_with("maos: "));
+    let theirs = match after {
+        "" => Some(after),
+        _ => after.strip_prefix("\n\n"),
+    };
+    match theirs {
+        Some(theirs) if ours => theirs,
+        _ => prompt,
     }
 }
 

@@ -360,6 +360,80 @@ fn gemini_events_map_onto_the_daemons() {
     );
 }
 
+/// Gemini CLI `-p` puts the SessionStart context in front of BeforeAgent's `prompt` (seen
+/// with 0.61.0: two hooks' contexts joined by a newline, `<` and `>` escaped, then a blank
+/// line): the context maos gave is cut off, and the person's text is kept exactly, their `<`,
+/// `>` and `&` too; a block that is not maos's, or not Gemini CLI's, is the person's.
+#[test]
+fn a_gemini_prompt_is_the_persons_without_maoss_session_start_context() {
+    use super::input::gemini_prompt;
+    let ours = "maos: this window starts a new session of this project. How the last one \
+                stood, for context:\nmaos: briefing on session sess_1 (completed).\n\
+                Objective: fix &lt;b&gt; & more\n";
+    let person = "then tidy <parser> & its tests\n\nand more";
+    let seen = format!("<hook_context>{ours}</hook_context>\n\n{person}");
+    assert_eq!(gemini_prompt(&seen), person);
+    let call = gemini("BeforeAgent", json!({ "prompt": seen }));
+    assert_eq!(
+        call.summary.as_deref(),
+        Some("then tidy <parser> & its tests")
+    );
+    // Another hook's context beside maos's, before or after it: the whole block is the hooks'.
+    for both in [
+        format!("other hook &lt;/hook_context&gt; here\n{ours}"),
+        format!("{ours}\nother hook &lt;/hook_context&gt; here"),
+    ] {
+        let seen = format!("<hook_context>{both}</hook_context>\n\n{person}");
+        assert_eq!(gemini_prompt(&seen), person, "{seen}");
+    }
+    // Only the context: no prompt of the person's (no summary, the task stays unnamed).
+    let only = format!("<hook_context>{ours}</hook_context>");
+    assert_eq!(gemini_prompt(&only), "");
+    assert_eq!(
+        gemini("BeforeAgent", json!({ "prompt": only })).summary,
+        None
+    );
+    // The person's own text, kept whole.
+    let kept = [
+        person.to_string(),
+        String::new(),
+        // Not at the start.
+        format!("look: <hook_context>{ours}</hook_context>\n\n{person}"),
+        // No line of maos's: another hook's, or the person's.
+        format!("<hook_context>other hook's words</hook_context>\n\n{person}"),
+        "<hook_context>the maos: way</hook_context>\n\nx".to_string(),
+        // Not escaped as Gemini CLI escapes a context.
+        format!("<hook_context>maos: a <b> c</hook_context>\n\n{person}"),
+        // Not closed, or not followed by the blank line.
+        format!("<hook_context>{ours}\n\n{person}"),
+        format!("<hook_context>{ours}</hook_context> {person}"),
+        format!("<hook_context>{ours}</hook_context>\n{person}"),
+    ];
+    for prompt in kept {
+        assert_eq!(gemini_prompt(&prompt), prompt, "{prompt}");
+    }
+    // Another CLI's prompt, or another event of Gemini CLI's, is never touched.
+    let claude = super::input::parse_for(
+        serde_json::to_string(
+            &json!({"session_id": "s", "hook_event_name": "UserPromptSubmit",
+                                      "prompt": seen}),
+        )
+        .unwrap()
+        .as_bytes(),
+        MAX_INPUT,
+        maos_proto::Cli::Claude,
+    )
+    .unwrap()
+    .0;
+    assert!(
+        claude
+            .summary
+            .as_deref()
+            .is_some_and(|s| s.starts_with("<hook_context>maos: ")),
+        "{claude:?}"
+    );
+}
+
 /// `write_file` and `replace` are writes: their path (relative to `cwd` as the model gave it,
 /// resolved by the daemon) takes a lock before, and after the call what they sent is hashed,
 /// never kept; other tools are not writes.
