@@ -87,7 +87,7 @@ pub fn parse_for<R: Read>(
     match cli {
         maos_proto::Cli::Gemini => gemini_input(&mut v),
         maos_proto::Cli::Copilot => copilot::input(&mut v),
-        maos_proto::Cli::Cursor => cursor::input(&mut v),
+        maos_proto::Cli::Cursor => cursor::input(&mut v)?,
         maos_proto::Cli::OpenCode => opencode::input(&mut v),
         maos_proto::Cli::Claude | maos_proto::Cli::Codex => {}
     }
