@@ -252,3 +252,232 @@ pub fn notice(message: &str) -> Option<Value> {
     let _ = message;
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use maos_proto::{Cli, HookCall};
+
+    const FIXTURE: &str = include_str!("../../../tests/fixtures/cursor/two-windows.jsonl");
+    const A: &str = "4f1c2a9e-7b3d-4e8a-b6c5-0d9e8f7a6b5c";
+    const S: &str = "b3e1f0a2-6c5d-4b8e-9a7f-2c1d0e9f8a7b";
+
+    /// Each fixture input, as the daemon gets it.
+    fn calls() -> Vec<(String, HookCall)> {
+        FIXTURE
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let v: Value = serde_json::from_str(&l.replace("{{PROJECT}}", "/p")).unwrap();
+                let input = v["input"].to_string();
+                let (call, _) =
+                    super::super::parse_for(input.as_bytes(), 1 << 20, Cli::Cursor).unwrap();
+                (
+                    v["input"]["hook_event_name"].as_str().unwrap().to_string(),
+                    call,
+                )
+            })
+            .collect()
+    }
+
+    fn one(input: Value) -> Result<HookCall, String> {
+        let text = input.to_string();
+        super::super::parse_for(text.as_bytes(), 1 << 20, Cli::Cursor).map(|(c, _)| c)
+    }
+
+    #[test]
+    fn the_documented_shapes_read_as_the_daemon_s() {
+        let calls = calls();
+        let find = |event: &str, tool: Option<&str>| -> &HookCall {
+            &calls
+                .iter()
+                .find(|(e, c)| e == event && (tool.is_none() || c.tool_name.as_deref() == tool))
+                .unwrap_or_else(|| panic!("{event} {tool:?}"))
+                .1
+        };
+        for (event, call) in &calls {
+            assert_eq!(call.cli, Cli::Cursor);
+            // The empty cwd is the workspace's first root.
+            assert_eq!(call.cwd.as_deref(), Some("/p"), "{event}");
+        }
+        let start = find("sessionStart", None);
+        assert_eq!(
+            (start.event.as_str(), start.session_id.as_str()),
+            ("SessionStart", A)
+        );
+        let prompt = find("beforeSubmitPrompt", None);
+        assert_eq!(prompt.event, "UserPromptSubmit");
+        assert_eq!(
+            prompt.summary.as_deref(),
+            Some("Add rate limiting to the login endpoint")
+        );
+        let write = find("preToolUse", Some("Write"));
+        assert_eq!(write.event, "PreToolUse");
+        assert_eq!(write.paths, ["/p/src/auth/limit.rs"]);
+        assert!(write.writes_files());
+        // Cursor's `call_…\nctc_…`: the call's own id.
+        assert_eq!(write.tool_use_id.as_deref(), Some("call_a1"));
+        let post = find("postToolUse", Some("Write"));
+        assert_eq!(post.written.as_ref().map(|w| w.bytes), Some(20));
+        let edit = find("preToolUse", Some("Edit"));
+        assert_eq!(edit.paths, ["/p/src/auth/limit.rs"]);
+        let shell = find("preToolUse", Some("Bash"));
+        assert_eq!(
+            shell.command.as_deref(),
+            Some("cd '/p' && printf 'x' > src/auth/limit.rs")
+        );
+        // A deletion writes the file away: a write with its path and no text.
+        let delete = calls
+            .iter()
+            .find(|(_, c)| c.tool_use_id.as_deref() == Some("call_b3"))
+            .map(|(_, c)| c)
+            .unwrap();
+        assert_eq!(
+            (delete.tool_name.as_deref(), &delete.paths[..]),
+            (Some("Write"), &["/p/src/auth/limit.rs".to_string()][..])
+        );
+        // beforeShellExecution is not installed: if it comes, it is nothing the daemon acts on.
+        let before = find("beforeShellExecution", None);
+        assert_eq!(before.event, "beforeShellExecution");
+        assert!(before.tool_name.is_none() && !before.writes_files());
+        let task = find("preToolUse", Some("Task"));
+        assert_eq!(task.summary.as_deref(), Some("limiter tests"));
+        assert_eq!(
+            task.prompt_line.as_deref(),
+            Some("Write tests for the rate limiter in src/auth/limit.rs")
+        );
+        for event in ["subagentStart", "subagentStop"] {
+            let sub = find(event, None);
+            assert_eq!(sub.session_id, A, "{event}: the parent's session");
+            assert_eq!(sub.agent_id.as_deref(), Some(S), "{event}");
+            assert_eq!(sub.agent_type.as_deref(), Some("generalPurpose"), "{event}");
+        }
+        assert_eq!(find("subagentStart", None).event, "SubagentStart");
+        assert_eq!(find("subagentStop", None).event, "SubagentStop");
+        assert_eq!(find("stop", None).event, "Stop");
+        let end = find("sessionEnd", None);
+        assert_eq!(
+            (end.event.as_str(), end.source.as_deref()),
+            ("SessionEnd", Some("completed"))
+        );
+    }
+
+    #[test]
+    fn a_call_naming_a_parent_conversation_is_its_subagent_s() {
+        let call = one(
+            json!({"hook_event_name": "preToolUse", "conversation_id": S,
+            "parent_conversation_id": A, "workspace_roots": ["/p"], "tool_name": "Write",
+            "tool_input": {"file_path": "/p/x", "content": "x"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            (call.session_id.as_str(), call.agent_id.as_deref()),
+            (A, Some(S))
+        );
+        // Its own conversation as parent: the window itself.
+        let call = one(
+            json!({"hook_event_name": "preToolUse", "conversation_id": A,
+            "parent_conversation_id": A, "workspace_roots": ["/p"], "tool_name": "Read",
+            "tool_input": {"path": "/p/x"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            (call.session_id.as_str(), call.agent_id.as_deref()),
+            (A, None)
+        );
+    }
+
+    #[test]
+    fn input_maos_cannot_read_is_one_line_naming_what() {
+        let base = json!({"hook_event_name": "preToolUse", "conversation_id": A,
+            "workspace_roots": ["/p"], "tool_name": "Write",
+            "tool_input": {"file_path": "/p/x", "content": "x"}});
+        let with = |key: &str, v: Value| {
+            let mut i = base.clone();
+            match v {
+                Value::Null => i.as_object_mut().unwrap().remove(key),
+                v => i.as_object_mut().unwrap().insert(key.into(), v),
+            };
+            one(i).unwrap_err()
+        };
+        for (key, v, says) in [
+            ("conversation_id", Value::Null, "no conversation_id"),
+            (
+                "conversation_id",
+                json!(42),
+                "conversation_id is not a string",
+            ),
+            (
+                "conversation_id",
+                json!("x".repeat(300)),
+                "conversation_id is not an id",
+            ),
+            (
+                "conversation_id",
+                json!("a\u{1b}[2Jb"),
+                "conversation_id is not an id",
+            ),
+            ("hook_event_name", Value::Null, "no hook_event_name"),
+            (
+                "workspace_roots",
+                json!("/p"),
+                "workspace_roots is not a list",
+            ),
+            ("tool_name", json!("Teleport"), "unknown tool \"Teleport\""),
+            ("tool_name", json!(["Write"]), "tool_name is not a string"),
+            (
+                "tool_input",
+                json!("file_path=/p/x"),
+                "tool_input of Write is not an object",
+            ),
+            (
+                "tool_input",
+                json!({"content": "x"}),
+                "a Write call whose tool_input names no file",
+            ),
+            (
+                "tool_input",
+                json!({"file_path": 7}),
+                "file_path is not a string",
+            ),
+        ] {
+            let e = with(key, v);
+            assert!(e.contains(says), "{key}: {e}");
+            assert!(e.starts_with("hook input from Cursor: "), "{e}");
+            assert!(!e.contains('\n'), "{e:?}");
+        }
+        let shell = json!({"hook_event_name": "preToolUse", "conversation_id": A,
+            "tool_name": "Shell", "tool_input": {"working_directory": "/p"}});
+        assert!(
+            one(shell)
+                .unwrap_err()
+                .contains("a Shell call without a command")
+        );
+        assert!(one(json!([1])).unwrap_err().contains("not a JSON object"));
+        // MCP tools pass as they are.
+        let mcp = json!({"hook_event_name": "preToolUse", "conversation_id": A,
+            "tool_name": "MCP:query", "tool_input": {"q": 1}});
+        assert_eq!(one(mcp).unwrap().tool_name.as_deref(), Some("MCP:query"));
+    }
+
+    #[test]
+    fn the_answers_are_cursor_s() {
+        let d = denial("maos: held");
+        assert_eq!(
+            d,
+            json!({"permission": "deny", "user_message": "maos: held", "agent_message": "maos: held"})
+        );
+        assert_eq!(
+            context("SessionStart", "brief"),
+            Some(json!({"additional_context": "brief"}))
+        );
+        assert_eq!(
+            context("PostToolUse", "told"),
+            Some(json!({"additional_context": "told"}))
+        );
+        assert_eq!(context("UserPromptSubmit", "x"), None);
+        assert_eq!(notice("x"), None);
+        // Every installed event has the daemon's name.
+        assert!(EVENTS.iter().all(|(c, d)| c != d && !d.is_empty()));
+    }
+}
