@@ -524,7 +524,7 @@ pub struct HookTarget {
     /// Cursor's hooks (.cursor/hooks.json) instead of Claude Code's.
     #[arg(long, conflicts_with_all = ["codex", "opencode"])]
     pub cursor: bool,
-    /// OpenCode's plugin (.opencode/plugin/maos.js) instead of Claude Code's hooks.
+    /// OpenCode's plugin (.opencode/plugins/maos.js) instead of Claude Code's hooks.
     #[arg(long, conflicts_with = "codex")]
     pub opencode: bool,
     /// git's pre-commit hook in this repository (core.hooksPath, else .git/hooks) instead of
