@@ -4,7 +4,8 @@
 //! `.claude/settings.json`'s `enabledMcpjsonServers`, which a headless run needs), or
 //! `~/.claude.json` for the user. Codex: `[mcp_servers.maos]` in the project's
 //! `.codex/config.toml` or in `$CODEX_HOME/config.toml`. Gemini CLI: `mcpServers` in the same
-//! `settings.json` as its hooks. Other servers and settings are kept; a file that cannot be
+//! `settings.json` as its hooks. Cursor: `mcpServers` in the project's `.cursor/mcp.json` or
+//! in `~/.cursor/mcp.json`. Other servers and settings are kept; a file that cannot be
 //! read is refused and left untouched.
 
 use std::path::{Path, PathBuf};
@@ -36,7 +37,7 @@ const CODEX_ENV_VARS: &[&str] = &[
 
 /// Whether maos registers its MCP server for `cli` (`install-hooks` does, next to the hooks).
 pub fn has_mcp(cli: Cli) -> bool {
-    matches!(cli, Cli::Claude | Cli::Codex | Cli::Gemini)
+    matches!(cli, Cli::Claude | Cli::Codex | Cli::Gemini | Cli::Cursor)
 }
 
 /// The file `cli` reads its MCP servers from (the project's, or the user's).
@@ -52,7 +53,10 @@ pub fn config_path(root: &Path, user: bool, cli: Cli) -> Result<PathBuf, String>
         (Cli::Claude, true) => home()?.join(".claude.json"),
         (Cli::Codex, false) => root.join(".codex/config.toml"),
         (Cli::Codex, true) => codex::home()?.join("config.toml"),
-        (Cli::Copilot | Cli::Cursor | Cli::OpenCode, _) => {
+        // Cursor reads `mcpServers` as Claude Code's `.mcp.json` has it.
+        (Cli::Cursor, false) => root.join(".cursor/mcp.json"),
+        (Cli::Cursor, true) => home()?.join(".cursor/mcp.json"),
+        (Cli::Copilot | Cli::OpenCode, _) => {
             return Err(format!(
                 "maos does not register its MCP server for {}",
                 cli.label()
@@ -395,6 +399,21 @@ mod tests {
         );
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "{ not json");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn cursor_s_server_is_in_its_mcp_json() {
+        let root = Path::new("/r");
+        assert!(has_mcp(Cli::Cursor));
+        assert_eq!(
+            config_path(root, false, Cli::Cursor).unwrap(),
+            Path::new("/r/.cursor/mcp.json")
+        );
+        // Not its hooks file: one unknown key there could cost Cursor's hooks.
+        assert_ne!(
+            config_path(root, false, Cli::Cursor).unwrap(),
+            install::settings_path(root, false, Cli::Cursor).unwrap()
+        );
     }
 
     #[test]
