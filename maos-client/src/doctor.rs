@@ -611,6 +611,10 @@ pub fn run(root: &str, found: bool, json: bool) -> bool {
     if for_gemini {
         checks.push(gemini_trust(Path::new(root)));
     }
+    if let Some((ok, detail)) = crate::copilot::trust_check(Path::new(root)) {
+        let level = if ok { Level::Ok } else { Level::Fail };
+        checks.push(check("GitHub Copilot CLI trust", level, detail));
+    }
     checks.extend(git_hook(Path::new(root)));
     let socket = paths::socket_path();
     let mine = svc::installed_for(&socket);
