@@ -4,14 +4,83 @@
 
 use maos_proto::ProcessRef;
 
-/// The agent CLI's own process: this process's nearest ancestor that is not a shell (CLIs run
-/// hooks and MCP servers directly or through `sh -c`). Two or three small `/proc` reads; `None` off Linux.
+/// The agent CLI's own process: the one that reads this process's answer. A CLI runs a hook
+/// (or an MCP server) with its standard output on a pipe (a socket pair under Node.js) whose
+/// other end it reads; a wrapper between them that forks instead of `exec`ing (`timeout 20
+/// maos hook`, a script without `exec`, `sudo`) passes that same pipe on as its own standard
+/// output. So the CLI is the nearest ancestor whose standard output is not this one's, shells
+/// skipped (by their comm or their executable: `sh -c 'maos hook | tee log'` reads nothing
+/// itself, and what it writes to is the pipe looked for above it). When standard output is not
+/// a pipe or a socket (a terminal, a file) the CLI is the nearest ancestor that is not a shell.
+/// A few small `/proc` reads per ancestor (stat, two links); `None` off Linux.
 pub fn cli_process() -> Option<ProcessRef> {
-    const SHELLS: &[&str] = &[
-        "sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "busybox",
-    ];
-    let mut pid = std::os::unix::process::parent_id();
-    for _ in 0..4 {
+    let own = std::fs::read_link("/proc/self/fd/1")
+        .ok()
+        .and_then(|l| stream(&l));
+    let parent = std::os::unix::process::parent_id();
+    cli_of(own, Ancestors { next: Some(parent) })
+}
+
+/// What [`cli_of`] needs of one ancestor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Ancestor {
+    pid: u32,
+    ppid: u32,
+    start_time: Option<u64>,
+    /// A shell, by its comm or its executable's name.
+    shell: bool,
+    /// Its standard output, when that is a pipe or a socket (`pipe:[INODE]`, `socket:[INODE]`).
+    out: Option<String>,
+}
+
+/// How far up the CLI is looked for: a CLI, a shell, a wrapper or two, and their shells.
+const MAX_DEPTH: usize = 8;
+
+/// The CLI among `ancestors` (nearest first), this process's standard output being `own` (see
+/// [`cli_process`]). An ancestor whose parent is init (or none) is taken as it is: the walk
+/// never climbs past it.
+fn cli_of(own: Option<String>, ancestors: impl Iterator<Item = Ancestor>) -> Option<ProcessRef> {
+    let mut carried = own;
+    for a in ancestors.take(MAX_DEPTH) {
+        let found = ProcessRef {
+            pid: a.pid,
+            start_time: a.start_time,
+        };
+        if a.ppid <= 1 {
+            return Some(found);
+        }
+        match &carried {
+            // It passes the answer on: a wrapper (or a shell that did not `exec`).
+            Some(c) if a.out.as_ref() == Some(c) => {}
+            // A shell writing elsewhere (into a pipeline): what it writes to is looked for.
+            Some(_) if a.shell => carried = a.out,
+            _ if a.shell => {}
+            _ => return Some(found),
+        }
+    }
+    None
+}
+
+/// A pipe's or a socket's identity (`pipe:[INODE]`, `socket:[INODE]`): the same text in every
+/// process that holds the same end. None for anything else (a file, a terminal, /dev/null).
+fn stream(link: &std::path::Path) -> Option<String> {
+    let text = link.to_str()?;
+    (text.starts_with("pipe:[") || text.starts_with("socket:[")).then(|| text.to_string())
+}
+
+/// The ancestors of this process, nearest first, read from `/proc` one at a time.
+struct Ancestors {
+    next: Option<u32>,
+}
+
+impl Iterator for Ancestors {
+    type Item = Ancestor;
+
+    fn next(&mut self) -> Option<Ancestor> {
+        const SHELLS: &[&str] = &[
+            "sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "busybox",
+        ];
+        let pid = self.next.take()?;
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         let (comm, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
         let mut fields = rest.split(' ');
@@ -19,12 +88,25 @@ pub fn cli_process() -> Option<ProcessRef> {
         // `starttime` is field 22 of the line; `rest` starts at field 3, and `nth(1)` took
         // fields 3 and 4 (ppid), so field 22 is the 18th after them.
         let start_time = fields.nth(17).and_then(|t| t.parse().ok());
-        if !SHELLS.contains(&comm) || ppid <= 1 {
-            return Some(ProcessRef { pid, start_time });
-        }
-        pid = ppid;
+        // A script's comm is its file's name: its interpreter says it is a shell.
+        let shell = SHELLS.contains(&comm)
+            || std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| {
+                exe.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| SHELLS.contains(&n))
+            });
+        let out = std::fs::read_link(format!("/proc/{pid}/fd/1"))
+            .ok()
+            .and_then(|l| stream(&l));
+        self.next = Some(ppid);
+        Some(Ancestor {
+            pid,
+            ppid,
+            start_time,
+            shell,
+            out,
+        })
     }
-    None
 }
 
 /// Variables maos reads that a CLI may strip from what it starts (Gemini CLI from a hook's
@@ -73,5 +155,115 @@ pub fn recover_env(cli: Option<ProcessRef>) {
             // thread reads the environment while it is set.
             unsafe { std::env::set_var(key, value) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOOK_PIPE: &str = "pipe:[100]";
+
+    fn a(pid: u32, shell: bool, out: Option<&str>) -> Ancestor {
+        Ancestor {
+            pid,
+            ppid: pid - 1,
+            start_time: Some(u64::from(pid) * 10),
+            shell,
+            out: out.map(str::to_string),
+        }
+    }
+
+    fn cli(own: Option<&str>, chain: &[Ancestor]) -> Option<u32> {
+        cli_of(own.map(str::to_string), chain.iter().cloned()).map(|p| p.pid)
+    }
+
+    /// The CLI's own standard output: a terminal (not a stream) or its own pipe.
+    const TERMINAL: Option<&str> = None;
+
+    #[test]
+    fn the_cli_is_the_reader_of_the_answer_whatever_forks_between() {
+        // `sh -c 'maos hook'` whose shell `exec`ed: the CLI is the parent.
+        assert_eq!(cli(Some(HOOK_PIPE), &[a(50, false, TERMINAL)]), Some(50));
+        // `timeout 20 maos hook`: timeout forks, passing the pipe on.
+        let timeout = [a(60, false, Some(HOOK_PIPE)), a(50, false, TERMINAL)];
+        assert_eq!(cli(Some(HOOK_PIPE), &timeout), Some(50));
+        // A script without `exec` (its comm is its name; its executable is a shell), run by
+        // `sh -c`, which did not exec either.
+        let script = [
+            a(70, true, Some(HOOK_PIPE)),
+            a(60, true, Some(HOOK_PIPE)),
+            a(50, false, Some("pipe:[7]")),
+        ];
+        assert_eq!(cli(Some(HOOK_PIPE), &script), Some(50));
+        // A wrapper written in Python that lets the hook write to its own output.
+        let python = [a(60, false, Some(HOOK_PIPE)), a(50, false, TERMINAL)];
+        assert_eq!(cli(Some(HOOK_PIPE), &python), Some(50));
+        // Node.js runs hooks on socket pairs: the same end is the same socket.
+        let node = [
+            a(60, false, Some("socket:[9]")),
+            a(50, false, Some("pipe:[3]")),
+        ];
+        assert_eq!(cli(Some("socket:[9]"), &node), Some(50));
+    }
+
+    #[test]
+    fn a_pipeline_in_a_shell_is_followed_to_the_reader_of_the_shells_output() {
+        // `timeout 20 sh -c 'maos hook | tee log'`: tee reads the hook's pipe; the shell's own
+        // output is what the CLI reads, passed on by timeout.
+        let chain = [
+            a(70, true, Some("pipe:[200]")),
+            a(60, false, Some("pipe:[200]")),
+            a(50, false, TERMINAL),
+        ];
+        assert_eq!(cli(Some(HOOK_PIPE), &chain), Some(50));
+    }
+
+    #[test]
+    fn without_a_pipe_the_nearest_ancestor_not_a_shell_is_the_cli() {
+        // Run by hand from a terminal, or with the answer sent to a file.
+        let chain = [
+            a(70, true, TERMINAL),
+            a(60, true, Some("pipe:[5]")),
+            a(50, false, TERMINAL),
+        ];
+        assert_eq!(cli(TERMINAL, &chain), Some(50));
+        assert_eq!(cli(TERMINAL, &[a(60, false, Some(HOOK_PIPE))]), Some(60));
+    }
+
+    #[test]
+    fn the_walk_stops_below_init_and_after_a_few_ancestors() {
+        // A shell whose parent is init is all there is.
+        let orphan = Ancestor {
+            ppid: 1,
+            ..a(60, true, Some(HOOK_PIPE))
+        };
+        let found = cli_of(Some(HOOK_PIPE.into()), [orphan].into_iter());
+        assert_eq!(
+            found,
+            Some(ProcessRef {
+                pid: 60,
+                start_time: Some(600)
+            })
+        );
+        // Nothing but wrappers, deeper than any CLI runs its hooks.
+        let deep: Vec<Ancestor> = (0..20)
+            .map(|i| a(100 - i, false, Some(HOOK_PIPE)))
+            .collect();
+        assert_eq!(cli(Some(HOOK_PIPE), &deep), None);
+        assert_eq!(cli(Some(HOOK_PIPE), &[]), None);
+    }
+
+    #[test]
+    fn only_pipes_and_sockets_are_streams() {
+        use std::path::Path;
+        assert_eq!(stream(Path::new("pipe:[12]")).as_deref(), Some("pipe:[12]"));
+        assert_eq!(
+            stream(Path::new("socket:[3]")).as_deref(),
+            Some("socket:[3]")
+        );
+        assert_eq!(stream(Path::new("/dev/null")), None);
+        assert_eq!(stream(Path::new("/dev/pts/3")), None);
+        assert_eq!(stream(Path::new("/tmp/pipe:[12]")), None);
     }
 }

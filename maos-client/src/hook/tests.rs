@@ -563,23 +563,38 @@ fn the_hook_reads_which_cli_calls_it_without_clap() {
     assert_eq!(args(&[]), None);
 }
 
-/// The lookup of the calling CLI's process: the nearest ancestor that is not a shell, here the
-/// test binary's parent (cargo or the test runner), with its start time.
+/// The lookup of the calling CLI's process, on this very process: the nearest ancestor that
+/// does not share this process's standard output and is not a shell (the test binary's parent,
+/// cargo or a runner, unless it passes its own pipe on to the test), with its start time.
 #[test]
 fn the_calling_cli_process_is_found() {
     let p = super::cli_process().expect("an ancestor process");
-    assert_eq!(p.pid, std::os::unix::process::parent_id());
+    // `/proc/<pid>/stat` read as the daemon reads it: fields counted from after the last `)`
+    // (field 3), the parent in field 4, the start time in field 22.
+    let fields = |pid: u32| -> Vec<String> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        let rest = stat.rsplit_once(')').expect("comm").1;
+        rest.split_whitespace().map(str::to_string).collect()
+    };
+    let out = |pid: u32| std::fs::read_link(format!("/proc/{pid}/fd/1")).ok();
+    let own = out(std::process::id());
+    let mut pid = std::os::unix::process::parent_id();
+    while pid != p.pid {
+        let passes_on = own.as_ref().is_some_and(|o| {
+            let text = o.to_string_lossy();
+            (text.starts_with("pipe:") || text.starts_with("socket:"))
+                && out(pid).as_ref() == Some(o)
+        });
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).expect("comm");
+        assert!(
+            passes_on || ["sh", "bash", "dash", "zsh"].contains(&comm.trim()),
+            "{pid} ({}) was passed over for {p:?}",
+            comm.trim()
+        );
+        pid = fields(pid)[4 - 3].parse().expect("ppid");
+    }
     assert!(p.start_time.is_some_and(|t| t > 0), "{p:?}");
-    // The start time the daemon compares it with: field 22 of `/proc/<pid>/stat`, counted
-    // from after the last `)` (field 3).
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", p.pid)).expect("stat");
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .expect("comm")
-        .1
-        .split_whitespace()
-        .collect();
-    assert_eq!(p.start_time, fields[22 - 3].parse().ok(), "{stat}");
+    assert_eq!(p.start_time, fields(p.pid)[22 - 3].parse().ok());
 }
 
 /// A background subagent's result arrives as a prompt: it is read as that subagent's result
