@@ -301,7 +301,7 @@ pub struct GanttBuilder {
 
 /// What a fold's code is: a saved fold is used again only by the same code (any change to
 /// this file may change what a fold holds or means). FNV-1a of this file's source.
-pub const FOLD_CODE: u64 = crate::fnv1a64(include_bytes!("gantt.rs"));
+pub const FOLD_CODE: u64 = crate::fnv::fnv1a64(include_bytes!("gantt.rs"));
 
 fn ms(t: Ts) -> i64 {
     t.timestamp_millis()

@@ -333,7 +333,7 @@ impl Fleet {
 /// The notification channel of a project: `maos_p_` and 16 hex digits of its key (a
 /// PostgreSQL identifier is at most 63 bytes; a key may be longer).
 pub fn channel(key: &str) -> String {
-    format!("maos_p_{:016x}", maos_core::fnv1a64(key.as_bytes()))
+    format!("maos_p_{:016x}", maos_core::fnv::fnv1a64(key.as_bytes()))
 }
 
 /// Tells the fleet that a daemon committed a batch of one project (`NOTIFY`, with the daemon's

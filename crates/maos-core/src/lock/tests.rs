@@ -4,6 +4,7 @@
 use chrono::TimeZone;
 
 use super::*;
+use crate::{AgentId, Ts};
 
 fn agent(n: u128) -> AgentId {
     AgentId::from_uuid(uuid::Uuid::from_u128(n))

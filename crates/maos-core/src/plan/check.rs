@@ -3,9 +3,11 @@
 
 use std::collections::HashMap;
 
+use super::model::{MAX_NAME, MAX_RETRIES, MAX_TEXT, Plan};
 use super::placeholders::check_placeholders;
-use super::{AgentSpec, MAX_NAME, MAX_RETRIES, MAX_TEXT, Plan};
 use crate::Strategy;
+use crate::spec::AgentSpec;
+use crate::words::closest;
 
 /// Where an issue is, in terms of the plan; `parse` maps it to a position in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -459,44 +461,4 @@ pub(super) fn check_argv(
         check_placeholders(arg).map_err(|m| issue(at, format!("{who}: {key}[{j}]: {m}")))?;
     }
     Ok(())
-}
-
-/// The candidate closest to `word` by edit distance, if close enough to be a typo.
-pub(super) fn closest<'a>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    let n = word.chars().count();
-    let limit = if n <= 2 { 1 } else { (n / 3).clamp(2, 3) };
-    // Sharing all but the last character ("retry", "retries") counts as one edit.
-    let prefix = |c: &str| {
-        let common = word
-            .chars()
-            .zip(c.chars())
-            .take_while(|(a, b)| a == b)
-            .count();
-        n >= 3 && common >= n - 1
-    };
-    candidates
-        .into_iter()
-        .map(|c| (if prefix(c) { 1 } else { edit_distance(word, c) }, c))
-        .filter(|&(d, _)| d <= limit)
-        .min()
-        .map(|(_, c)| c)
-}
-
-/// Levenshtein distance, in characters.
-pub(super) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.chars().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
 }

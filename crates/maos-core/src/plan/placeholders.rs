@@ -1,8 +1,8 @@
 //! Placeholders in `command` and `resume_command`: `{name}`, with `{{` and `}}` for literal
 //! braces.
 
-use super::PLACEHOLDERS;
-use super::check::closest;
+use super::model::PLACEHOLDERS;
+use crate::words::closest;
 
 /// A piece of an argv element: literal text, or a placeholder's name.
 pub(super) enum Piece<'a> {

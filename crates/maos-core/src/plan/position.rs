@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::PlanError;
 use super::check::Loc;
+use super::model::PlanError;
 
 /// Byte ranges of the places `check` can name, recorded while reading the file.
 #[derive(Default)]

@@ -4,11 +4,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
-use super::check::{Loc, closest, no_phases};
+use super::check::{Loc, no_phases};
+use super::model::Plan;
 use super::position::Spans;
 use super::spanned::{Entry, Item, Raw};
-use super::{AgentSpec, OnFailure, Plan, RunPolicy};
 use crate::Strategy;
+use crate::spec::{AgentSpec, OnFailure, RunPolicy};
+use crate::words::closest;
 
 /// A mistake at a byte range.
 pub(super) struct Bad {

@@ -4,10 +4,11 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::{prop, prop_assert_eq, proptest};
 
-use super::check::{closest, edit_distance};
 use super::position::line_column;
 use super::read::AGENT_KEYS;
 use super::*;
+use crate::Strategy;
+use crate::words::{closest, edit_distance};
 
 /// The example of the module documentation, taken from `mod.rs`'s `//!` lines.
 fn doc_example() -> String {

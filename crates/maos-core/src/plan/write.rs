@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::Plan;
+use super::model::Plan;
 
 impl Plan {
     /// The plan as a plan file: [`parse`] of the result gives the plan back (for a valid plan).
