@@ -12,7 +12,7 @@ use crate::conformance::{Answer, FakeApi, Gate, npm_package, run_within, sse};
 use crate::{Env, Value, bin_dir, json};
 
 const PACKAGE: &str = "@openai/codex";
-pub const VERSION: &str = "0.169.0";
+pub const VERSION: &str = "0.171.0";
 /// A model whose bundled metadata gives Codex its `apply_patch` tool.
 pub const MODEL: &str = "gpt-5.5";
 /// How long one `codex exec` may take before it is killed and the test fails.

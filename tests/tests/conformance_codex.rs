@@ -1,4 +1,4 @@
-//! Conformance with the real Codex: the pinned npm release (`@openai/codex` 0.169.0, its
+//! Conformance with the real Codex: the pinned npm release (`@openai/codex` 0.171.0, its
 //! native binary inside the package; installed once into a cache outside the repository by
 //! `tests/conformance/install.sh`) runs `codex exec` offline against a scripted fake OpenAI
 //! Responses API on 127.0.0.1 (a custom model provider in `$CODEX_HOME/config.toml`,
@@ -9,7 +9,7 @@
 //! Where the client cannot be installed or started, the test skips with the reason, and fails
 //! on CI (`CI` set).
 //!
-//! # What Codex 0.169.0 does (observed here)
+//! # What Codex 0.171.0 (and 0.169.0 before it) does (observed here)
 //!
 //! - It calls only `POST /v1/responses` (streaming: `response.created`,
 //!   `response.output_item.added`/`done`, `response.completed`). Which tools it offers depends

@@ -4,7 +4,7 @@
 //! tools, and maos names the caller by the hook's claim (Codex sends no tool use id). Checked
 //! from what the model received and maos's own record of the note.
 //!
-//! What Codex 0.169.0 does (observed here):
+//! What Codex 0.171.0 (and 0.169.0 before it) does (observed here):
 //! - MCP tools are not offered to the model up front: it has a client-run `tool_search`
 //!   (a `tool_search_call` item), whose `tool_search_output` lists each server as a namespace
 //!   (`mcp__maos`) with its tools (`note`, ...); the model then sends a `function_call` with
