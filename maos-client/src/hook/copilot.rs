@@ -197,3 +197,209 @@ pub fn notice(message: &str) -> Option<Value> {
     let _ = message;
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::call_of;
+    use super::*;
+
+    const SID: &str = "aaeebc7a-4c35-40e9-854c-8bf4800e3fe5";
+    const SUB: &str = "e08c94a7-63f1-4987-851d-0782e02ff17d";
+
+    /// One input as Copilot 1.0.102 sent it (copied from a real run), read as the daemon's.
+    fn read(event: Option<&str>, v: Value) -> maos_proto::HookCall {
+        let mut v = v;
+        input_as(&mut v, event);
+        call_of(&v).unwrap_or_else(|e| panic!("{e}: {v}"))
+    }
+
+    #[test]
+    fn its_write_tools_are_the_daemons_write_and_edit_with_the_path_to_lock() {
+        let edit = read(
+            Some("preToolUse"),
+            json!({"sessionId": SID, "timestamp": 1795890039019u64, "cwd": "/p",
+                   "toolName": "edit",
+                   "toolArgs": {"path": "/p/a.txt", "old_str": "hi", "new_str": "HACKED"}}),
+        );
+        assert_eq!(edit.event, "PreToolUse");
+        assert_eq!(edit.session_id, SID);
+        assert_eq!(edit.agent_id, None);
+        assert_eq!(edit.tool_name.as_deref(), Some("Edit"));
+        assert_eq!(edit.paths, ["/p/a.txt"]);
+        assert!(edit.writes_files());
+        // After it ran: the size and hash of what it sent, as for Claude Code's Write.
+        let create = read(
+            Some("postToolUse"),
+            json!({"sessionId": SID, "cwd": "/p", "toolName": "create",
+                   "toolArgs": {"path": "/p/new.txt", "file_text": "hello\n"},
+                   "toolResult": {"resultType": "success",
+                                  "textResultForLlm": "Created file /p/new.txt with 6 characters"}}),
+        );
+        assert_eq!(create.event, "PostToolUse");
+        assert_eq!(create.tool_name.as_deref(), Some("Write"));
+        assert_eq!(create.paths, ["/p/new.txt"]);
+        assert_eq!(create.written.as_ref().map(|w| w.bytes), Some(6));
+    }
+
+    #[test]
+    fn its_shell_is_the_daemons_bash_with_the_command_to_read() {
+        let call = read(
+            Some("preToolUse"),
+            json!({"sessionId": SID, "cwd": "/p", "toolName": "bash",
+                   "toolArgs": {"command": "sed -i s/a/b/ a.txt", "description": "edit"}}),
+        );
+        assert_eq!(call.tool_name.as_deref(), Some("Bash"));
+        assert_eq!(call.command.as_deref(), Some("sed -i s/a/b/ a.txt"));
+        // Arguments sent as a JSON text (documented for older versions) are read the same.
+        let text = read(
+            Some("preToolUse"),
+            json!({"sessionId": SID, "toolName": "bash",
+                   "toolArgs": "{\"command\": \"echo x > b.txt\"}"}),
+        );
+        assert_eq!(text.command.as_deref(), Some("echo x > b.txt"));
+    }
+
+    #[test]
+    fn a_subagent_is_the_windows_with_its_own_id_and_its_task_from_the_task_call() {
+        // The window's `task` call: the daemon's subagent tool, with the prompt and type.
+        let task = read(
+            Some("preToolUse"),
+            json!({"sessionId": SID, "toolName": "task",
+                   "toolArgs": {"description": "sub edit", "prompt": "SUBTASK edit a.txt",
+                                "agent_type": "general-purpose", "name": "helper"}}),
+        );
+        assert_eq!(task.tool_name.as_deref(), Some("Agent"));
+        assert_eq!(task.prompt_line.as_deref(), Some("SUBTASK edit a.txt"));
+        assert_eq!(task.agent_type.as_deref(), Some("general-purpose"));
+        assert_eq!(task.agent_id, None);
+        let start = read(
+            Some("subagentStart"),
+            json!({"sessionId": SID, "agentName": "general-purpose", "agentId": SUB,
+                   "agentType": "general-purpose", "parentAgentId": SID}),
+        );
+        assert_eq!(start.event, "SubagentStart");
+        assert_eq!(
+            (start.session_id.as_str(), start.agent_id.as_deref()),
+            (SID, Some(SUB))
+        );
+        assert_eq!(start.agent_type.as_deref(), Some("general-purpose"));
+        // Inside the subagent Copilot names the subagent as the session: the window's it is.
+        let write = read(
+            Some("preToolUse"),
+            json!({"sessionId": SUB, "toolName": "edit",
+                   "toolArgs": {"path": "/p/a.txt", "old_str": "hi", "new_str": "x"},
+                   "agentId": SUB, "agentType": "general-purpose", "parentAgentId": SID}),
+        );
+        assert_eq!(
+            (write.session_id.as_str(), write.agent_id.as_deref()),
+            (SID, Some(SUB))
+        );
+        // Its own prompt and turn's end are not the window's prompt and Stop.
+        for event in ["userPromptSubmitted", "agentStop"] {
+            let own = read(
+                Some(event),
+                json!({"sessionId": SUB, "prompt": "SUBTASK edit a.txt", "stopReason": "end_turn",
+                       "agentId": SUB, "agentType": "general-purpose", "parentAgentId": SID}),
+            );
+            assert_eq!(own.event, event);
+            assert_eq!(own.session_id, SID);
+        }
+        let stop = read(
+            Some("subagentStop"),
+            json!({"sessionId": SID, "agentId": SUB, "agentType": "general-purpose",
+                   "agentName": "general-purpose", "response": "Done.",
+                   "stopReason": "end_turn", "parentAgentId": SID}),
+        );
+        assert_eq!(stop.event, "SubagentStop");
+        assert_eq!(stop.agent_id.as_deref(), Some(SUB));
+    }
+
+    #[test]
+    fn each_event_is_known_by_its_entrys_variable_or_else_by_its_fields() {
+        let inputs = [
+            (
+                "sessionStart",
+                json!({"sessionId": SID, "source": "new", "initialPrompt": "x"}),
+            ),
+            (
+                "userPromptSubmitted",
+                json!({"sessionId": SID, "prompt": "fix the bug"}),
+            ),
+            (
+                "preToolUse",
+                json!({"sessionId": SID, "toolName": "view", "toolArgs": {}}),
+            ),
+            (
+                "postToolUse",
+                json!({"sessionId": SID, "toolName": "view", "toolArgs": {},
+                                   "toolResult": {"resultType": "success"}}),
+            ),
+            (
+                "agentStop",
+                json!({"sessionId": SID, "stopReason": "end_turn"}),
+            ),
+            (
+                "subagentStart",
+                json!({"sessionId": SID, "agentName": "g", "agentId": SUB,
+                                     "parentAgentId": SID}),
+            ),
+            (
+                "subagentStop",
+                json!({"sessionId": SID, "agentName": "g", "agentId": SUB,
+                                    "stopReason": "end_turn", "parentAgentId": SID}),
+            ),
+            (
+                "sessionEnd",
+                json!({"sessionId": SID, "reason": "complete"}),
+            ),
+        ];
+        for (event, v) in inputs {
+            let ours = EVENTS.iter().find(|(e, _)| *e == event).map(|(_, o)| *o);
+            assert_eq!(read(Some(event), v.clone()).event, ours.unwrap_or(event));
+            assert_eq!(read(None, v).event, ours.unwrap_or(event), "{event}");
+        }
+        let prompt = read(Some("userPromptSubmitted"), inputs_prompt());
+        assert_eq!(prompt.summary.as_deref(), Some("fix the bug"));
+        let end = read(
+            Some("sessionEnd"),
+            json!({"sessionId": SID, "reason": "complete"}),
+        );
+        assert_eq!(end.source.as_deref(), Some("complete"));
+    }
+
+    fn inputs_prompt() -> Value {
+        json!({"sessionId": SID, "timestamp": 1, "cwd": "/p", "prompt": "fix the bug\nmore"})
+    }
+
+    #[test]
+    fn hostile_input_is_refused_or_read_without_a_panic() {
+        // No session: refused as any other CLI's input.
+        let mut v = json!({"toolName": "edit", "toolArgs": {"path": "/p/a"}});
+        input_as(&mut v, Some("preToolUse"));
+        assert!(call_of(&v).is_err());
+        // A write that names no file cannot be locked: refused.
+        let mut v = json!({"sessionId": SID, "toolName": "create", "toolArgs": "not json"});
+        input_as(&mut v, Some("preToolUse"));
+        assert!(call_of(&v).is_err());
+        // Wrong types are not taken for ids.
+        let mut v = json!({"sessionId": 7, "agentId": ["x"], "toolName": 3});
+        input_as(&mut v, None);
+        assert!(call_of(&v).is_err());
+        for mut v in [json!(null), json!([1]), json!("x")] {
+            input_as(&mut v, Some("preToolUse"));
+        }
+    }
+
+    #[test]
+    fn answers_are_copilots_flat_objects() {
+        assert_eq!(
+            denial("maos: a.txt is held"),
+            json!({"permissionDecision": "deny", "permissionDecisionReason": "maos: a.txt is held"})
+        );
+        for event in ["SessionStart", "UserPromptSubmit", "PostToolUse"] {
+            assert_eq!(context(event, "c"), Some(json!({"additionalContext": "c"})));
+        }
+        assert_eq!(context("PreToolUse", "c"), None);
+        assert_eq!(notice("m"), None);
+    }
+}
