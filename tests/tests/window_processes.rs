@@ -1,8 +1,9 @@
 //! A window's CLI process, as maos watches it (issue 32 §4): a hook run through a wrapper that
 //! forks (`timeout 20 maos hook`, a script that does not `exec`) still names the CLI, so the
 //! window lives as long as the CLI does and ends when it dies; a window whose pid another
-//! process took is ended. Real `maosd` and `maos` processes, real parent processes (python3,
-//! standing in for a CLI) killed with SIGKILL.
+//! process took is ended; a window's end is final for its subagents (a late call of one of
+//! them brings back no ghost window or session). Real `maosd` and `maos` processes, real
+//! parent processes (python3, standing in for a CLI) killed with SIGKILL.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -295,5 +296,96 @@ fn a_dead_windows_pid_taken_by_another_process_is_ended() {
         Duration::from_secs(20),
         "the window whose process died is ended",
         || state_of(&env, "Same process") == "ended",
+    );
+}
+/// A window ends (SessionEnd) while a background subagent holds a lock: the subagent ends with
+/// it (its lock released, its end recorded as its window's), and the session completes. A
+/// call of that subagent arriving after the end (its SubagentStop, a last write) brings back
+/// no ghost: no new session, no new window; the write is refused, not left unlocked.
+#[test]
+fn a_windows_end_is_final_for_its_subagents() {
+    let env = Env::new();
+    let w = "cc-end";
+    let hook = |v: Value| env.hook("claude", &v);
+    hook(event(&env, w, "SessionStart", json!({"source": "startup"})));
+    hook(event(
+        &env,
+        w,
+        "UserPromptSubmit",
+        json!({"prompt": "Lead the work"}),
+    ));
+    let agent_call = json!({"tool_name": "Agent", "tool_use_id": "toolu_a",
+        "tool_input": {"description": "helper", "prompt": "help", "subagent_type": "general-purpose"}});
+    hook(event(&env, w, "PreToolUse", agent_call.clone()));
+    let mut launched = agent_call;
+    launched["tool_response"] = json!({"status": "async_launched", "agentId": "sub1"});
+    hook(event(&env, w, "PostToolUse", launched));
+    let sub = json!({"agent_id": "sub1", "agent_type": "general-purpose"});
+    hook(event(&env, w, "SubagentStart", sub.clone()));
+    let mut first = write(&env, w, "src/sub.rs");
+    first["agent_id"] = json!("sub1");
+    first["agent_type"] = json!("general-purpose");
+    assert_eq!(maos_tests::denial_reason(&hook(first.clone())), "");
+    let holders: Vec<Value> = env.maos_json(&["lock", "list"])["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|l| l["holder"].clone())
+        .collect();
+    let sub_id = agents(&env)
+        .into_iter()
+        .find(|a| !a["parent"].is_null())
+        .expect("the subagent")["id"]
+        .clone();
+    assert_eq!(holders, [sub_id.clone()]);
+
+    hook(event(
+        &env,
+        w,
+        "SessionEnd",
+        json!({"reason": "prompt_input_exit"}),
+    ));
+    let settled = |env: &Env| {
+        let sessions = env.maos_json(&["ps", "--all"]);
+        let all = sessions.as_array().expect("sessions");
+        assert_eq!(all.len(), 1, "one session, no ghost: {sessions:#}");
+        assert_eq!(all[0]["state"], "completed", "{sessions:#}");
+        let agents = all[0]["agents"].as_array().expect("agents");
+        assert_eq!(
+            agents.len(),
+            2,
+            "the window and its subagent, no more: {sessions:#}"
+        );
+        assert!(agents.iter().all(|a| a["state"] == "ended"), "{sessions:#}");
+        assert_eq!(env.maos_json(&["lock", "list"])["locks"], json!([]));
+    };
+    settled(&env);
+    let ended = env.events(&["--type", "agent_ended"]);
+    assert!(
+        ended.iter().any(|e| e["agent_id"] == sub_id
+            && e["data"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("its window"))),
+        "{ended:#?}"
+    );
+
+    // Late calls of the subagent: a write (refused, with the reason), its stop.
+    let mut late = first;
+    late["tool_input"]["file_path"] = json!(env.project.join("src/late.rs"));
+    let refused = maos_tests::denial_reason(&hook(late));
+    assert!(
+        refused.contains("window") && refused.contains("ended"),
+        "{refused:?}"
+    );
+    hook(event(&env, w, "SubagentStop", sub));
+    settled(&env);
+
+    // The window itself coming back (`claude --resume`) is a window again.
+    hook(event(&env, w, "SessionStart", json!({"source": "resume"})));
+    let sessions = env.maos_json(&["ps"]);
+    assert_eq!(
+        sessions.as_array().map(Vec::len),
+        Some(1),
+        "the resumed window works again: {sessions:#}"
     );
 }

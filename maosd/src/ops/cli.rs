@@ -92,6 +92,44 @@ fn live_window(st: &State, cli: &str) -> Option<(SessionId, AgentId)> {
         .map(|a| (a.session_id.clone(), a.id.clone()))
 }
 
+/// A subagent's call after its window ended (SessionEnd, or its CLI process gone): the agent
+/// it names, ended with the window (or the ended window when the subagent was never heard
+/// of). The window's end is final for its subagents: such a call registers nothing (no new
+/// window, no new session that nothing would ever end), and a write is refused rather than
+/// left without its lock. The window itself coming back (`claude --resume`, a prompt) is
+/// a main-thread call, not this.
+fn of_ended_window(st: &State, call: &HookCall) -> Option<AgentId> {
+    let sub = call.agent_id.as_deref()?;
+    if call.maos_agent.is_some() || live_window(st, &call.session_id).is_some() {
+        return None;
+    }
+    let cli = Some(call.session_id.as_str());
+    let newest = |agent: Option<&str>| {
+        st.sessions()
+            .iter()
+            .flat_map(|s| s.agents.iter())
+            .filter(|a| {
+                a.external_session_id.as_deref() == cli
+                    && a.external_agent_id.as_deref() == agent
+                    && a.spec.is_none()
+            })
+            .max_by_key(|a| a.created_at)
+    };
+    let window = newest(None).filter(|w| w.state.is_terminal())?;
+    let sub =
+        newest(Some(sub)).filter(|a| a.state.is_terminal() && a.created_at >= window.created_at);
+    Some(sub.unwrap_or(window).id.clone())
+}
+
+/// The answer to a call of a subagent whose window ended ([`of_ended_window`]).
+fn after_window_end(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) -> HookAnswer {
+    if call.event != "PreToolUse" || !call.writes_files() {
+        return answer(HookDecision::None, None, None);
+    }
+    let reason = "maos: this subagent's window has ended (its CLI said so, or its process is gone), and its locks with it; maos takes no lock for it any more. Do not write files now: finish, and say what is left to do.".to_string();
+    deny(tx, agent, call, "window_ended", reason)
+}
+
 /// The session this call belongs to: the one named by `MAOS_SESSION_ID`, else the one its
 /// window already works in, else the active live session, else a new running one made for
 /// the windows (it completes when the last of them ends).
@@ -678,6 +716,9 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
 /// What an agent CLI's hook event means for sessions, agents and locks, and the answer for
 /// the CLI.
 pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Hooked, ErrorBody> {
+    if let Some(agent) = of_ended_window(tx.state(), &call) {
+        return Ok(after_window_end(tx, &agent, &call).into());
+    }
     // A shell call's git commands (issue 31 §3): before anything is locked for it, what
     // they would discard or capture of others' work; after its files are locked, its turn
     // at the git index; at its end, the index is free again.
