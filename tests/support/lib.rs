@@ -24,6 +24,7 @@ pub mod claude;
 pub mod client;
 pub mod codex;
 pub mod conformance;
+pub mod copilot;
 pub mod daemon;
 pub mod dashboard;
 pub mod doctor;
