@@ -158,7 +158,7 @@ fn hooks(root: &Path, cli: Cli, other: bool) -> Hooks {
     let flag = install_flag(cli);
     let mut files = Vec::new();
     for user in [false, true] {
-        if let Ok(p) = install::settings_path(root, user, cli) {
+        if let Ok(p) = crate::clis::settings_path(root, user, cli) {
             if cli == Cli::Claude && !user {
                 files.push(p.with_file_name("settings.local.json"));
             }
@@ -169,7 +169,7 @@ fn hooks(root: &Path, cli: Cli, other: bool) -> Hooks {
     let mut out = Vec::new();
     let mut present = false;
     for (i, f) in files.iter().enumerate() {
-        let mut installed = install::installed(f, cli);
+        let mut installed = crate::clis::installed(f, cli);
         present |= matches!(installed, Ok(Installed::Yes | Installed::Partly(_)));
         if cli == Cli::Codex && matches!(installed, Ok(Installed::Yes | Installed::Partly(_))) {
             // Codex skips untrusted hooks silently: installed is not enough.

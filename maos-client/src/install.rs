@@ -2,6 +2,7 @@
 //! settings file, keeping every other setting and hook, idempotently; uninstall removes exactly
 //! what install added. A settings file that is not valid JSON is refused and left untouched.
 
+pub use crate::setup::{Consent, Installed};
 use std::path::{Path, PathBuf};
 
 use maos_proto::Cli;
@@ -97,24 +98,8 @@ fn entry(cli: Cli) -> Value {
     }
 }
 
-/// How far maos's hooks are installed in a settings file.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Installed {
-    /// No file, or no maos hook in it.
-    No,
-    /// Some events lack maos's hook (named).
-    Partly(Vec<&'static str>),
-    Yes,
-}
-
 /// Whether `path` has maos's hook on every event it needs (a broken file is an error).
 pub fn installed(path: &Path, cli: Cli) -> Result<Installed, String> {
-    match cli {
-        Cli::Copilot => return crate::copilot::installed(path),
-        Cli::Cursor => return crate::cursor::installed(path),
-        Cli::OpenCode => return crate::opencode::installed(path),
-        Cli::Claude | Cli::Codex | Cli::Gemini => {}
-    }
     let settings = read(path)?;
     // An entry of ours with another matcher (written by an older maos) misses tools.
     let current = |group: &Value, matcher: &Option<&str>| {
@@ -145,11 +130,11 @@ pub fn settings_path(root: &Path, user: bool, cli: Cli) -> Result<PathBuf, Strin
         // Codex reads the user's hooks from its home, `$CODEX_HOME` when set.
         return Ok(codex::home()?.join("hooks.json"));
     }
-    match cli {
-        Cli::Copilot => return crate::copilot::settings_path(root, user),
-        Cli::Cursor => return crate::cursor::settings_path(root, user),
-        Cli::OpenCode => return crate::opencode::settings_path(root, user),
-        Cli::Claude | Cli::Codex | Cli::Gemini => {}
+    if !matches!(cli, Cli::Claude | Cli::Codex | Cli::Gemini) {
+        return Err(format!(
+            "{} keeps its hooks in a file of its own, not in a settings file like Claude Code's",
+            cli.label()
+        ));
     }
     let base = if user {
         std::env::var_os("HOME")
@@ -163,7 +148,7 @@ pub fn settings_path(root: &Path, user: bool, cli: Cli) -> Result<PathBuf, Strin
         Cli::Claude => ".claude/settings.json",
         Cli::Codex => ".codex/hooks.json",
         Cli::Gemini => ".gemini/settings.json",
-        Cli::Copilot | Cli::Cursor | Cli::OpenCode => unreachable!("answered above"),
+        Cli::Copilot | Cli::Cursor | Cli::OpenCode => "",
     }))
 }
 
@@ -429,15 +414,6 @@ pub fn uninstall(path: &Path) -> Result<String, String> {
     }
     write_back_one(path, &settings)?;
     Ok(format!("maos hooks removed from {}", path.display()))
-}
-
-/// How `maos install-hooks --codex` may trust maos's hooks in Codex.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Consent {
-    /// `--yes`.
-    Given,
-    /// Ask on the terminal, if there is one.
-    Ask,
 }
 
 /// `maos install-hooks --codex`: the hooks, then Codex's trust of them (and of the project

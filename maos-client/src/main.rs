@@ -7,6 +7,7 @@
 extern crate maos_client;
 
 mod cli;
+mod clis;
 mod codex;
 mod copilot;
 mod cursor;
@@ -25,6 +26,7 @@ mod project;
 mod request;
 mod run;
 mod service;
+mod setup;
 mod shell;
 mod show;
 mod sibling;

@@ -412,7 +412,7 @@ mod tests {
         // Not its hooks file: one unknown key there could cost Cursor's hooks.
         assert_ne!(
             config_path(root, false, Cli::Cursor).unwrap(),
-            install::settings_path(root, false, Cli::Cursor).unwrap()
+            crate::clis::settings_path(root, false, Cli::Cursor).unwrap()
         );
     }
 

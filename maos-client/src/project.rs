@@ -142,27 +142,20 @@ pub fn for_install(cli: &crate::cli::Cli, user: bool, installing: bool) -> Res<S
 /// After `uninstall-hooks` in the project `root`: the `.maos/` that install-hooks created
 /// goes once no maos hook or MCP server of any CLI is left in the project's files, nothing
 /// is in it, and maos holds no data of the project. The line to print when it went.
-pub fn unmark(root: &Path) -> Result<Option<String>, String> {
+/// `left(cli)`: whether anything of maos's is left in the project's files of `cli` (an error:
+/// a file that cannot be read, which might hold some).
+pub fn unmark(
+    root: &Path,
+    left: impl Fn(maos_proto::Cli) -> Result<bool, String>,
+) -> Result<Option<String>, String> {
     use maos_proto::Cli;
     let marker = root.join(MARKER);
     let mut notes = crate::undo::Notes::load();
     if !notes.has_marker(&marker) {
         return Ok(None);
     }
-    // Anything of maos's left, or a file that cannot be read (it might hold some): kept.
-    let left = |cli: Cli| -> Result<bool, String> {
-        let hooks = crate::install::settings_path(root, false, cli)?;
-        let mcp = crate::mcpreg::config_path(root, false, cli)?;
-        Ok(
-            crate::install::installed(&hooks, cli)? != crate::install::Installed::No
-                || crate::mcpreg::registered(root, cli)?.contains(&mcp),
-        )
-    };
-    if Cli::ALL
-        .iter()
-        .copied()
-        .any(|cli| left(cli).unwrap_or(true))
-    {
+    // Anything of maos's left, or a file that cannot be read: kept.
+    if Cli::ALL.iter().any(|cli| left(*cli).unwrap_or(true)) {
         return Ok(None);
     }
     let data = paths::home_dir()

@@ -58,7 +58,7 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::InstallHooks(t) | Cmd::UninstallHooks(t) => {
             let root =
                 crate::project::for_install(cli, t.user, matches!(cli.cmd, Cmd::InstallHooks(_)))?;
-            let path = install::settings_path(std::path::Path::new(&root), t.user, t.cli())
+            let path = crate::clis::settings_path(std::path::Path::new(&root), t.user, t.cli())
                 .map_err(usage)?;
             // Codex's project hooks need the project's trust too (not the user's hooks);
             // Gemini CLI runs hooks only in a trusted folder.
@@ -109,7 +109,8 @@ pub fn run(cli: &Cli) -> Res {
                 };
                 if matches!(cli.cmd, Cmd::UninstallHooks(_))
                     && project.is_some()
-                    && let Some(line) = crate::project::unmark(root)?
+                    && let Some(line) =
+                        crate::project::unmark(root, |cli| crate::clis::left(root, cli))?
                 {
                     done = format!("{done}\n{line}");
                 }
