@@ -9,7 +9,7 @@ use serde_json::Value;
 
 pub use maos_core::export::{ExportedCheckpoint, FORMAT, SessionExport, VERSION};
 
-use crate::{AgentRecord, ErrorRecord, Note, NoteKind, SessionRecord};
+use maos_core::record::{AgentRecord, ContextUsage, ErrorRecord, Note, NoteKind, SessionRecord};
 
 /// Why a file cannot be imported (one line each).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -397,7 +397,7 @@ fn orchestrator(
         notes,
         policy: None,
         agents,
-        context: crate::ContextUsage::default(),
+        context: ContextUsage::default(),
         todos: Vec::new(),
         by_hooks: false,
     };

@@ -4,7 +4,6 @@
 use maos_core::{AgentId, AgentState, LockMode, Progress, SessionId, SessionState, Strategy, Ts};
 use serde::{Deserialize, Serialize};
 
-use super::StartedBy;
 use maos_core::record::{Activity, Cli, LockView, PsLock, SessionRecord};
 
 /// A session as `maos ps` shows it.
@@ -344,4 +343,36 @@ pub struct DbCheckView {
     pub wal_bytes: u64,
     /// `PRAGMA quick_check`: "ok", or the problems found.
     pub quick_check: String,
+}
+
+/// Who started the daemon. A client replaces an outdated daemon only when a client started it;
+/// one that a service manager owns is restarted through the service manager.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartedBy {
+    /// Started on demand by a `maos` client (`maosd --autostarted`).
+    Client,
+    /// Started by hand (`maosd` in a terminal), or not said (an older daemon).
+    #[default]
+    Manual,
+    /// Socket-activated by systemd (or `systemd-socket-activate`).
+    Systemd,
+    /// Socket-activated by launchd.
+    Launchd,
+}
+
+impl StartedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartedBy::Client => "client",
+            StartedBy::Manual => "manual",
+            StartedBy::Systemd => "systemd",
+            StartedBy::Launchd => "launchd",
+        }
+    }
+
+    /// Socket-activated by a service manager.
+    pub fn is_service(self) -> bool {
+        matches!(self, StartedBy::Systemd | StartedBy::Launchd)
+    }
 }
