@@ -93,7 +93,7 @@ pub fn user_text(body: &Value) -> String {
 }
 
 /// The `role: tool` messages of a request (tool results), in order.
-fn tool_messages(body: &Value) -> Vec<String> {
+pub fn tool_messages(body: &Value) -> Vec<String> {
     body["messages"]
         .as_array()
         .into_iter()
@@ -122,7 +122,7 @@ fn chunks(delta: Value, finish: &str) -> Answer {
 
 /// The answer of one model turn: the next call of `calls` after the `done` results that came
 /// back, else text.
-fn turn(calls: &[Call], done: usize) -> Answer {
+pub fn turn(calls: &[Call], done: usize) -> Answer {
     match calls.get(done) {
         Some(c) => chunks(
             json!({"role": "assistant", "content": null, "tool_calls": [{

@@ -26,12 +26,15 @@
 //! - sessionStart's `additionalContext` is a user message before the prompt.
 //! - A run takes 1 to 3 s.
 
-use maos_tests::conformance::{ps_agent, run_within, runnable};
+use std::time::Duration;
+
+use maos_tests::conformance::{Answer, Client, FakeApi, Gate, ps_agent, run_within, runnable};
 use maos_tests::copilot::{
-    CUE, Call, Copilot, SUB_CUE, abs, config_file, copilot, copilot_command, fake_model,
-    hooks_file, model_requests, run_copilot, tool_results, user_text,
+    CUE, Call, Copilot, RUN_DEADLINE, SUB_CUE, abs, config_file, copilot, copilot_command,
+    fake_model, hooks_file, model_requests, run_copilot, tool_messages, tool_results, turn,
+    user_text,
 };
-use maos_tests::{Env, Value, json};
+use maos_tests::{Env, Value, json, wait_until};
 
 /// The pinned client; `None` (after saying why) where it cannot run here.
 fn client() -> Option<Copilot> {
@@ -393,4 +396,72 @@ fn without_consent_copilot_runs_no_hook_and_doctor_names_the_fix() {
     assert!(out.status.success(), "copilot failed: {out:?}");
     assert!(env.project.join("after.txt").exists());
     assert_eq!(env.events(&["--type", "file_modified"]).len(), 1);
+}
+
+/// A Copilot window killed (its whole process group, `kill -9`) while it holds a lock sends
+/// no sessionEnd: maos notices its process is gone (the copilot process that runs the hook),
+/// ends its agent and releases the lock.
+#[test]
+fn a_copilot_window_killed_without_session_end_is_ended_by_maos() {
+    let Some((env, copilot)) = setup() else {
+        return;
+    };
+    // The window hangs after its write, holding orphan.txt's lock, until the test is over.
+    let (waiting, release) = (Gate::default(), Gate::default());
+    let (w, r) = (waiting.clone(), release.clone());
+    let write = vec![Call {
+        name: "create",
+        args: json!({"path": abs(&env, "orphan.txt"), "file_text": "left behind\n"}),
+    }];
+    let api = FakeApi::start(move |method, target, body| {
+        if method != "POST" || !target.ends_with("/chat/completions") {
+            return Answer::not_found();
+        }
+        let done = tool_messages(body).len();
+        if user_text(body).contains(CUE) && done > 0 {
+            w.open();
+            r.wait();
+        }
+        match user_text(body).contains(CUE) {
+            true => turn(&write, done),
+            false => turn(&[], 0),
+        }
+    });
+    let cmd = copilot_command(
+        &env,
+        &copilot,
+        &api,
+        &format!("{CUE}: write orphan.txt"),
+        &[],
+    );
+    let client = Client::start(cmd, RUN_DEADLINE, "copilot -p");
+    wait_until(RUN_DEADLINE, "the window's write is done", || {
+        waiting.is_open()
+    });
+    let window = agent_of(&env, "file_modified");
+    let locks = env.maos_json(&["lock", "list"]);
+    assert!(
+        matches!(&locks["locks"].as_array().expect("locks")[..],
+            [l] if l["path"] == "orphan.txt" && l["holder"] == window.as_str()),
+        "{locks}"
+    );
+    // Dropping the unfinished client kills its whole process group.
+    drop(client);
+    release.open();
+    // The daemon's sweep runs every 10 s; allow it a few rounds.
+    wait_until(
+        Duration::from_secs(40),
+        "maos ends the killed window",
+        || {
+            ps_agent(&env, &window)["state"] == "ended"
+                && env.maos_json(&["lock", "list"])["locks"] == json!([])
+        },
+    );
+    assert_eq!(
+        env.events(&["--type", "agent_ended"])
+            .iter()
+            .filter(|e| e["data"]["reason"] == "the window ended (complete)")
+            .count(),
+        0
+    );
 }
