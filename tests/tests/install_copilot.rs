@@ -390,3 +390,99 @@ fn with_the_daemon_unreachable_copilot_fails_open_unless_told_closed() {
     let answer: Value = serde_json::from_slice(&out.stdout).expect("an answer");
     assert_eq!(answer["permissionDecision"], "deny", "{answer}");
 }
+
+/// A subagent's subagent (Copilot's subagents have `task` too): its events name its parent
+/// subagent as their session (`parentAgentId`; its `subagentStart` has a `sessionId` seen
+/// nowhere else). Fed in the order Copilot 1.0.102 sent them, it is the window's, with the
+/// task its parent subagent gave it, and no second window appears.
+#[test]
+fn a_subagents_subagent_is_the_windows_not_a_window_of_its_own() {
+    let env = Env::new();
+    let cwd = env.project.to_string_lossy().into_owned();
+    let (root, child, nested) = (
+        "9ac7b8fe-f321-4867-882b-3be41f1ebb2d",
+        "c2b3b6ca-c186-4ddc-a644-d53645e83fe7",
+        "e690f300-be01-41ac-beb6-30cd100f0661",
+    );
+    let hook = |event: &str, v: Value| {
+        let mut v = v;
+        v["cwd"] = json!(cwd);
+        v["timestamp"] = json!(1);
+        let out = env.hook_at(
+            &env.project,
+            &["hook", "--cli", "copilot"],
+            v.to_string().into_bytes(),
+            &[("MAOS_COPILOT_EVENT", event)],
+            false,
+        );
+        assert!(out.status.success(), "{event}: {out:?}");
+        out
+    };
+    let task = |prompt: &str, kind: &str| json!({"description": "delegate", "prompt": prompt, "agent_type": kind, "name": "n"});
+    hook(
+        "sessionStart",
+        json!({"sessionId": root, "source": "new", "initialPrompt": "go"}),
+    );
+    hook(
+        "userPromptSubmitted",
+        json!({"sessionId": root, "prompt": "go"}),
+    );
+    hook(
+        "preToolUse",
+        json!({"sessionId": root, "toolName": "task",
+        "toolArgs": task("look around", "general-purpose")}),
+    );
+    hook(
+        "subagentStart",
+        json!({"sessionId": root, "agentName": "general-purpose",
+        "agentId": child, "agentType": "general-purpose", "parentAgentId": root}),
+    );
+    hook(
+        "userPromptSubmitted",
+        json!({"sessionId": child, "prompt": "look around",
+        "agentId": child, "agentType": "general-purpose", "parentAgentId": root}),
+    );
+    hook(
+        "preToolUse",
+        json!({"sessionId": child, "toolName": "task",
+        "toolArgs": task("write n.txt", "explore"), "agentId": child,
+        "agentType": "general-purpose", "parentAgentId": root}),
+    );
+    hook(
+        "subagentStart",
+        json!({"sessionId": "77b1f414-b338-4a8f-9f55-284359e102ed",
+        "agentName": "explore", "agentId": nested, "agentType": "explore",
+        "parentAgentId": child}),
+    );
+    hook(
+        "preToolUse",
+        json!({"sessionId": nested, "toolName": "create",
+        "toolArgs": {"path": format!("{cwd}/n.txt"), "file_text": "n\n"},
+        "agentId": nested, "agentType": "explore", "parentAgentId": child}),
+    );
+    let ps = env.maos_json(&["ps", "--all"]);
+    let agents: Vec<&Value> = ps
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter_map(|s| s["agents"].as_array())
+        .flatten()
+        .collect();
+    let windows: Vec<&&Value> = agents.iter().filter(|a| a["parent"].is_null()).collect();
+    let [window] = windows[..] else {
+        panic!("not one window: {agents:#?}")
+    };
+    assert_eq!(window["task"], "go", "{window}");
+    let locks = env.maos_json(&["lock", "list"]);
+    let [lock] = &locks["locks"].as_array().expect("locks")[..] else {
+        panic!("not one lock: {locks}")
+    };
+    assert_eq!(lock["path"], "n.txt", "{lock}");
+    let holder = agents
+        .iter()
+        .find(|a| a["id"] == lock["holder"])
+        .unwrap_or_else(|| panic!("no holder: {agents:#?}"));
+    assert_eq!(holder["role"], "explore", "{holder}");
+    assert_eq!(holder["task"], "delegate: write n.txt", "{holder}");
+    assert_ne!(holder["parent"], Value::Null, "{holder}");
+}

@@ -89,13 +89,14 @@ pub fn input_as(v: &mut Value, event: Option<&str>) {
         return;
     };
     // A subagent's own events name the subagent as their session: the window's session is
-    // its parent's.
+    // its parent's. (A subagent's subagent names its parent subagent there, and its
+    // `subagentStart` a `sessionId` seen nowhere else: its parent's id is the one they share.)
     let agent = string(o, "agentId");
     let session = match (string(o, "sessionId"), string(o, "parentAgentId")) {
-        (Some(s), Some(parent)) if agent.as_deref() == Some(s.as_str()) => Some(parent),
+        (_, Some(parent)) if agent.is_some() => Some(parent),
         (s, _) => s,
     };
-    let sub = agent.is_some() && session != agent;
+    let sub = agent.is_some();
     if let Some(s) = session {
         o.insert("session_id".into(), s.into());
     }
@@ -312,6 +313,25 @@ mod tests {
         );
         assert_eq!(stop.event, "SubagentStop");
         assert_eq!(stop.agent_id.as_deref(), Some(SUB));
+        // A subagent's subagent: its start (with a `sessionId` seen nowhere else) and its
+        // calls name the same session, its parent subagent's id.
+        const NESTED: &str = "e690f300-be01-41ac-beb6-30cd100f0661";
+        let start = read(
+            Some("subagentStart"),
+            json!({"sessionId": "77b1f414-b338-4a8f-9f55-284359e102ed", "agentName": "g",
+                   "agentId": NESTED, "agentType": "general-purpose", "parentAgentId": SUB}),
+        );
+        let call = read(
+            Some("preToolUse"),
+            json!({"sessionId": NESTED, "toolName": "view", "toolArgs": {},
+                   "agentId": NESTED, "parentAgentId": SUB}),
+        );
+        for c in [start, call] {
+            assert_eq!(
+                (c.session_id.as_str(), c.agent_id.as_deref()),
+                (SUB, Some(NESTED))
+            );
+        }
     }
 
     #[test]

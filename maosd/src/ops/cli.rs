@@ -713,9 +713,36 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
     answer(HookDecision::Allow, None, None)
 }
 
+/// A GitHub Copilot CLI subagent's subagent names its parent subagent (Copilot's id of it) as
+/// its session, never the window: the call is put in the window's CLI session, where its
+/// parent subagent is, so that it is that window's and claims the task its parent gave it.
+fn copilot_nested(st: &State, mut call: HookCall) -> HookCall {
+    if call.cli != Cli::Copilot
+        || call.agent_id.is_none()
+        || live_window(st, &call.session_id).is_some()
+    {
+        return call;
+    }
+    let parent = st
+        .sessions()
+        .iter()
+        .filter(|s| !s.state.is_terminal())
+        .flat_map(|s| s.agents.iter())
+        .find(|a| {
+            a.cli == Some(Cli::Copilot)
+                && a.external_agent_id.as_deref() == Some(call.session_id.as_str())
+        })
+        .and_then(|a| a.external_session_id.clone());
+    if let Some(window) = parent {
+        call.session_id = window;
+    }
+    call
+}
+
 /// What an agent CLI's hook event means for sessions, agents and locks, and the answer for
 /// the CLI.
 pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Hooked, ErrorBody> {
+    let call = copilot_nested(tx.state(), call);
     if let Some(agent) = of_ended_window(tx.state(), &call) {
         return Ok(after_window_end(tx, &agent, &call).into());
     }
