@@ -10,7 +10,7 @@
 //!   prompt; `maos restore-file` puts the holder's bytes back.
 //!   The same script through Codex's shell (maos's text a developer message of its own) and
 //!   Gemini CLI's `run_shell_command` (maos's text in `<hook_context>` of the function's
-//!   response).
+//!   response), and OpenCode's `bash` (maos's plugin appends maos's text to the tool's output).
 //! - A `git add && git commit` of the real window while the other window's git command has the
 //!   repository's index: the real window's hook waits for its turn, and once the other
 //!   command is done the commit succeeds; both commits are in `git log`.
@@ -27,7 +27,7 @@ use maos_tests::claude::{
 };
 use maos_tests::conformance::{runnable, short, window_of};
 use maos_tests::{Env, Value, json, wait_until};
-use maos_tests::{codex, gemini};
+use maos_tests::{codex, gemini, opencode};
 
 /// Claude Code with maos's hooks installed in a fresh environment; `None` (after saying why)
 /// where the client cannot run here.
@@ -386,5 +386,32 @@ fn gemini_cli_shell_script_rewriting_a_held_file_is_told_to_the_model_and_undone
             .all(|t| t.contains("<hook_context>maos: your command overwrote src/x.rs")),
         "{told:#?}"
     );
+    violated_told_and_undone(&env, &x, &told);
+}
+
+/// The same script through OpenCode's `bash`, with maos's plugin: the command runs; maos's
+/// PostToolUse context naming the file, the holder and `maos restore-file` reaches the model
+/// after the command's output in the tool's result (the plugin appends it); one
+/// `lock_violated` is recorded; `maos restore-file` puts the holder's bytes back.
+#[test]
+fn opencode_bash_script_rewriting_a_held_file_is_told_to_the_model_and_undone() {
+    let Some(bin) = runnable("OpenCode", opencode::opencode()) else {
+        return;
+    };
+    let env = Env::new();
+    env.maos_json(&["install-hooks", "--opencode"]);
+    let x = held_by_a_window(&env);
+    let api = opencode::fake_model(vec![opencode::Call {
+        name: "bash",
+        args: json!({"command": "python3 gen.py", "description": "a shell command"}),
+    }]);
+    let out = opencode::run_opencode(&env, &bin, &api, &format!("{}: generate", opencode::CUE));
+    assert!(out.status.success(), "opencode failed: {out:?}");
+    let results = opencode::tool_results(&api);
+    eprintln!("the model received: {results:#?}");
+    let told: Vec<String> = results
+        .into_iter()
+        .filter(|r| r.contains("maos restore-file src/x.rs"))
+        .collect();
     violated_told_and_undone(&env, &x, &told);
 }
