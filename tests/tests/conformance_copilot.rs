@@ -465,3 +465,73 @@ fn a_copilot_window_killed_without_session_end_is_ended_by_maos() {
         0
     );
 }
+
+/// A subagent's subagent (Copilot's subagents have `task` too): its write is its own, an agent
+/// under the window with the task its parent subagent gave it; no second window appears, and
+/// every agent is over when the run is.
+#[test]
+fn a_subagents_subagent_is_the_windows_not_a_window_of_its_own() {
+    let Some((env, copilot)) = setup() else {
+        return;
+    };
+    const NESTED_CUE: &str = "MAOS-NESTED";
+    let nested_prompt = format!("{NESTED_CUE}: write n.txt");
+    let window_calls = vec![Call {
+        name: "task",
+        args: json!({"description": "delegate", "prompt": format!("{SUB_CUE}: delegate"),
+                     "agent_type": "general-purpose", "name": "middle"}),
+    }];
+    let sub_calls = vec![Call {
+        name: "task",
+        // `explore` has no write tools.
+        args: json!({"description": "write n.txt", "prompt": nested_prompt,
+                     "agent_type": "task", "name": "writer"}),
+    }];
+    let nested_calls = vec![Call {
+        name: "create",
+        args: json!({"path": abs(&env, "n.txt"), "file_text": "nested\n"}),
+    }];
+    let api = FakeApi::start(move |method, target, body| {
+        if method != "POST" || !target.ends_with("/chat/completions") {
+            return Answer::not_found();
+        }
+        let (text, done) = (user_text(body), tool_messages(body).len());
+        if text.contains(NESTED_CUE) {
+            turn(&nested_calls, done)
+        } else if text.contains(SUB_CUE) {
+            turn(&sub_calls, done)
+        } else if text.contains(CUE) {
+            turn(&window_calls, done)
+        } else {
+            turn(&[], 0)
+        }
+    });
+    let prompt = format!("{CUE}: delegate twice");
+    let out = run_copilot(&env, &copilot, &api, &prompt);
+    assert!(out.status.success(), "copilot failed: {out:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("n.txt")).expect("written"),
+        "nested\n"
+    );
+    let writer = agent_of(&env, "file_modified");
+    let nested = ps_agent(&env, &writer);
+    assert_eq!(nested["role"], "task", "{nested}");
+    assert_eq!(
+        nested["task"],
+        format!("write n.txt: {nested_prompt}"),
+        "{nested}"
+    );
+    assert_ne!(nested["parent"], Value::Null, "{nested}");
+    let agents = maos_tests::conformance::ps_agents(&env);
+    let windows: Vec<&Value> = agents.iter().filter(|a| a["parent"].is_null()).collect();
+    assert!(
+        matches!(&windows[..], [w] if w["task"] == prompt.as_str() && w["state"] == "ended"),
+        "not one window, named by its prompt and ended: {agents:#?}"
+    );
+    assert!(
+        agents
+            .iter()
+            .all(|a| a["state"] == "ended" || a["state"] == "completed"),
+        "{agents:#?}"
+    );
+}
