@@ -227,6 +227,38 @@ fn input_maos_cannot_read_is_refused_in_one_line_and_changes_nothing() {
     assert_eq!(agents(&env).len(), 1);
 }
 
+/// No daemon to ask: the call goes through with nothing printed (Cursor shows no message for
+/// an allowed call), or with `MAOS_HOOK_FAIL=closed` the hook itself refuses a tool call in
+/// Cursor's form. maos installs no `failClosed` (see `crate::cursor`): this is how a team
+/// asks for fail-closed.
+#[test]
+fn an_unreachable_daemon_fails_open_or_closed_as_asked() {
+    let env = Env::new();
+    let input = json!({"conversation_id": WINDOW_A, "generation_id": "g", "hook_event_name": "preToolUse",
+        "workspace_roots": [env.project], "cwd": "", "tool_name": "Write", "tool_use_id": "call_1",
+        "tool_input": {"file_path": env.project.join("a.rs"), "content": "x"}});
+    for (fail, want) in [("open", false), ("closed", true)] {
+        let out = env.hook_at(
+            Path::new("/"),
+            &["hook", "--cli", "cursor"],
+            input.to_string().into_bytes(),
+            &[("MAOS_NO_AUTOSTART", "1"), ("MAOS_HOOK_FAIL", fail)],
+            false,
+        );
+        assert!(out.status.success(), "{fail}: {}", describe(&out));
+        match denied(&out) {
+            Some(reason) => {
+                assert!(want, "{fail}: denied: {reason}");
+                assert!(reason.contains("MAOS_HOOK_FAIL=closed"), "{reason}");
+            }
+            None => {
+                assert!(!want, "{fail}: not denied: {}", describe(&out));
+                assert!(out.stdout.is_empty(), "{fail}: {}", describe(&out));
+            }
+        }
+    }
+}
+
 fn hooks_file(env: &Env) -> PathBuf {
     env.project.join(".cursor/hooks.json")
 }
