@@ -47,7 +47,7 @@ use maos_tests::opencode::{
     CUE, Call, RUN_DEADLINE, fake_model, model_requests, opencode, opencode_command, run_opencode,
     run_opencode_with, system_text, tool_messages, tool_results, user_text,
 };
-use maos_tests::{Env, Value, json, wait_until};
+use maos_tests::{Env, Value, denial_reason, hook_input, json, wait_until};
 
 /// The client, and an environment whose project has maos's plugin installed; `None` (after
 /// saying why) where the client cannot run here.
@@ -561,5 +561,86 @@ fn an_opencode_window_killed_is_ended_by_maos() {
     assert_eq!(
         std::fs::read_to_string(env.project.join("orphan.txt")).expect("orphan.txt"),
         "left behind\n"
+    );
+}
+
+/// Two windows of different CLIs on one file: while an OpenCode window holds race.txt (its
+/// write done, its turn not over), a Claude Code window's Write of it is denied, naming the
+/// OpenCode window (as "an OpenCode window") and its task; once the OpenCode run is over, the
+/// same Write goes through.
+#[test]
+fn a_claude_code_window_is_told_an_opencode_window_holds_the_file() {
+    let Some((env, opencode)) = setup() else {
+        return;
+    };
+    let (waiting, release) = (Gate::default(), Gate::default());
+    let (w, r) = (waiting.clone(), release.clone());
+    let api = FakeApi::start(move |method, target, body| {
+        if method != "POST" || !target.ends_with("/chat/completions") {
+            return Answer::not_found();
+        }
+        let cued = body.get("tools").is_some() && user_text(body).contains(CUE);
+        match tool_messages(body).len() {
+            0 if cued => maos_tests::opencode::stream_answer(
+                0,
+                Some(&Call {
+                    name: "write",
+                    args: json!({"filePath": "race.txt", "content": "opencode's\n"}),
+                }),
+            ),
+            done if cued => {
+                w.open();
+                r.wait();
+                maos_tests::opencode::stream_answer(done, None)
+            }
+            done => maos_tests::opencode::stream_answer(done, None),
+        }
+    });
+    let prompt = format!("{CUE}: write race.txt for the parser");
+    let mut cmd = opencode_command(&env, &opencode, &api, &prompt, &[]);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let child = cmd.spawn().expect("spawn opencode");
+    wait_until(RUN_DEADLINE, "the OpenCode window's write is done", || {
+        waiting.is_open()
+    });
+    let file = env.project.join("race.txt");
+    let claude = |event: &str| {
+        let extra = match event {
+            "UserPromptSubmit" => json!({"prompt": "tidy the tests"}),
+            _ => json!({"tool_name": "Write",
+                        "tool_input": {"file_path": file, "content": "claude's\n"}}),
+        };
+        env.hook(
+            "claude",
+            &hook_input(&env.project, "claude-window", event, extra),
+        )
+    };
+    claude("UserPromptSubmit");
+    let reason = denial_reason(&claude("PreToolUse"));
+    eprintln!("the Claude Code window was told: {reason}");
+    assert!(reason.starts_with("maos: race.txt"), "{reason}");
+    assert!(reason.contains("an OpenCode window"), "{reason}");
+    assert!(
+        reason.contains(&prompt),
+        "the OpenCode window's task: {reason}"
+    );
+    release.open();
+    let out = child.wait_with_output().expect("opencode's output");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("race.txt"),
+        "opencode's\n"
+    );
+    // The OpenCode run is over: its lock is released, and the Claude Code window may write.
+    assert_eq!(denial_reason(&claude("PreToolUse")), "");
+    let claude_window = agent_of(&env, "tool_denied");
+    let locks = env.maos_json(&["lock", "list"]);
+    assert!(
+        matches!(&locks["locks"].as_array().expect("locks")[..],
+            [l] if l["path"] == "race.txt" && l["holder"] == claude_window.as_str()),
+        "{locks}"
     );
 }
