@@ -337,7 +337,7 @@ fn a_windows_end_is_final_for_its_subagents() {
         .find(|a| !a["parent"].is_null())
         .expect("the subagent")["id"]
         .clone();
-    assert_eq!(holders, [sub_id.clone()]);
+    assert_eq!(holders, std::slice::from_ref(&sub_id));
 
     hook(event(
         &env,
