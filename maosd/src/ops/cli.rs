@@ -548,7 +548,13 @@ pub fn describe(st: &State, id: &AgentId, now: Ts) -> String {
         } else {
             "window"
         };
-        words.push_str(&format!(", a {} {kind}", cli.label()));
+        let label = cli.label();
+        // "an OpenCode window", "a Codex window".
+        let article = match label.starts_with(['A', 'E', 'I', 'O', 'U']) {
+            true => "an",
+            false => "a",
+        };
+        words.push_str(&format!(", {article} {label} {kind}"));
     }
     let mut about = Vec::new();
     if !a.task.is_empty() && !is_placeholder_task(&a.task) {
