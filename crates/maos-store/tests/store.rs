@@ -6,7 +6,9 @@ use maos_core::record::{AgentRecord, ErrorRecord, EventRecord, PauseInfo, Sessio
 use maos_core::{
     AgentId, AgentState, CheckpointResult, SessionId, SessionState, Strategy, Workflow,
 };
-use maos_store::{Batch, EventQuery, SqliteStore as Store, StoreError, StoreOptions, Synchronous};
+use maos_store::{
+    Batch, EventQuery, Reader, SqliteStore as Store, StoreError, StoreOptions, Synchronous,
+};
 use serde_json::json;
 
 fn session(n: u128) -> SessionRecord {
@@ -207,7 +209,7 @@ async fn history_filters() {
         })
         .await
         .unwrap();
-    let r = store.reader();
+    let r = Reader::Sqlite(store.reader());
     let seqs = |v: Vec<EventRecord>| v.iter().map(|e| e.seq).collect::<Vec<_>>();
     let q = EventQuery {
         session_id: Some(s1.id.to_string()),
@@ -276,7 +278,10 @@ async fn a_full_database_refuses_writes_cleanly_and_recovers() {
     assert!(matches!(err, StoreError::Full(_)), "{err}");
     assert!(err.to_string().contains("full"), "{err}");
     // Nothing of the failed batch is visible, reads work, the file is sound.
-    let events = store.reader().events(&EventQuery::default()).await.unwrap();
+    let events = Reader::Sqlite(store.reader())
+        .events(&EventQuery::default())
+        .await
+        .unwrap();
     assert!(events.is_empty());
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
     // A write that fits still works.
@@ -524,7 +529,7 @@ async fn paging_and_text_filters_agree_with_the_live_matchers() {
         })
         .await
         .unwrap();
-    let r = store.reader();
+    let r = Reader::Sqlite(store.reader());
     let seqs = |v: Vec<EventRecord>| v.iter().map(|e| e.seq).collect::<Vec<_>>();
     // Forward: the oldest 4 after 10; back: the newest 4 before 10; both oldest first.
     let q = EventQuery {
