@@ -17,8 +17,28 @@ pub fn cli_process() -> Option<ProcessRef> {
     let own = std::fs::read_link("/proc/self/fd/1")
         .ok()
         .and_then(|l| stream(&l));
-    let parent = std::os::unix::process::parent_id();
-    cli_of(own, Ancestors { next: Some(parent) })
+    let ancestors = Ancestors {
+        next: Some(std::os::unix::process::parent_id()),
+        outs: own.is_some(),
+    };
+    cli_of(own, ancestors, |a| {
+        SHELLS.contains(&a.comm.as_str()) || exe_is_shell(a.pid)
+    })
+}
+
+/// Shells, by their comm or their executable's file name.
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "busybox",
+];
+
+/// Whether `pid` runs a shell's executable: a script's comm is its file's name, its
+/// interpreter is the shell.
+fn exe_is_shell(pid: u32) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| {
+        exe.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| SHELLS.contains(&n))
+    })
 }
 
 /// What [`cli_of`] needs of one ancestor.
@@ -27,8 +47,7 @@ struct Ancestor {
     pid: u32,
     ppid: u32,
     start_time: Option<u64>,
-    /// A shell, by its comm or its executable's name.
-    shell: bool,
+    comm: String,
     /// Its standard output, when that is a pipe or a socket (`pipe:[INODE]`, `socket:[INODE]`).
     out: Option<String>,
 }
@@ -37,9 +56,14 @@ struct Ancestor {
 const MAX_DEPTH: usize = 8;
 
 /// The CLI among `ancestors` (nearest first), this process's standard output being `own` (see
-/// [`cli_process`]). An ancestor whose parent is init (or none) is taken as it is: the walk
+/// [`cli_process`]); `shell` tells a shell (asked only of an ancestor that does not pass the
+/// hook's output on). An ancestor whose parent is init (or none) is taken as it is: the walk
 /// never climbs past it.
-fn cli_of(own: Option<String>, ancestors: impl Iterator<Item = Ancestor>) -> Option<ProcessRef> {
+fn cli_of(
+    own: Option<String>,
+    ancestors: impl Iterator<Item = Ancestor>,
+    shell: impl Fn(&Ancestor) -> bool,
+) -> Option<ProcessRef> {
     let mut carried = own;
     for a in ancestors.take(MAX_DEPTH) {
         let found = ProcessRef {
@@ -49,13 +73,17 @@ fn cli_of(own: Option<String>, ancestors: impl Iterator<Item = Ancestor>) -> Opt
         if a.ppid <= 1 {
             return Some(found);
         }
-        match &carried {
-            // It passes the answer on: a wrapper (or a shell that did not `exec`).
-            Some(c) if a.out.as_ref() == Some(c) => {}
-            // A shell writing elsewhere (into a pipeline): what it writes to is looked for.
-            Some(_) if a.shell => carried = a.out,
-            _ if a.shell => {}
-            _ => return Some(found),
+        let passes_on = carried.is_some() && a.out == carried;
+        if passes_on {
+            // A wrapper, or a shell that did not `exec`.
+            continue;
+        }
+        if !shell(&a) {
+            return Some(found);
+        }
+        // A shell writing elsewhere (into a pipeline): what it writes to is looked for.
+        if carried.is_some() {
+            carried = a.out;
         }
     }
     None
@@ -68,42 +96,41 @@ fn stream(link: &std::path::Path) -> Option<String> {
     (text.starts_with("pipe:[") || text.starts_with("socket:[")).then(|| text.to_string())
 }
 
-/// The ancestors of this process, nearest first, read from `/proc` one at a time.
+/// The ancestors of this process, nearest first, read from `/proc` one at a time: each one's
+/// stat (one read into a buffer on the stack), and its standard output if `outs`.
 struct Ancestors {
     next: Option<u32>,
+    outs: bool,
 }
 
 impl Iterator for Ancestors {
     type Item = Ancestor;
 
     fn next(&mut self) -> Option<Ancestor> {
-        const SHELLS: &[&str] = &[
-            "sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "busybox",
-        ];
+        use std::io::Read;
         let pid = self.next.take()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let mut buf = [0u8; 1024];
+        let n = std::fs::File::open(format!("/proc/{pid}/stat"))
+            .and_then(|mut f| f.read(&mut buf))
+            .ok()?;
+        let stat = std::str::from_utf8(&buf[..n]).ok()?;
         let (comm, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
         let mut fields = rest.split(' ');
         let ppid: u32 = fields.nth(1)?.parse().ok()?;
         // `starttime` is field 22 of the line; `rest` starts at field 3, and `nth(1)` took
         // fields 3 and 4 (ppid), so field 22 is the 18th after them.
         let start_time = fields.nth(17).and_then(|t| t.parse().ok());
-        // A script's comm is its file's name: its interpreter says it is a shell.
-        let shell = SHELLS.contains(&comm)
-            || std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| {
-                exe.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| SHELLS.contains(&n))
-            });
-        let out = std::fs::read_link(format!("/proc/{pid}/fd/1"))
-            .ok()
+        let out = self
+            .outs
+            .then(|| std::fs::read_link(format!("/proc/{pid}/fd/1")).ok())
+            .flatten()
             .and_then(|l| stream(&l));
         self.next = Some(ppid);
         Some(Ancestor {
             pid,
             ppid,
             start_time,
-            shell,
+            comm: comm.to_string(),
             out,
         })
     }
@@ -164,18 +191,24 @@ mod tests {
 
     const HOOK_PIPE: &str = "pipe:[100]";
 
+    /// An ancestor; a shell's comm is `sh` (or its executable is a shell: the same to
+    /// [`cli_of`], which asks `shell`).
     fn a(pid: u32, shell: bool, out: Option<&str>) -> Ancestor {
         Ancestor {
             pid,
             ppid: pid - 1,
             start_time: Some(u64::from(pid) * 10),
-            shell,
+            comm: if shell { "sh" } else { "node" }.to_string(),
             out: out.map(str::to_string),
         }
     }
 
+    fn is_shell(a: &Ancestor) -> bool {
+        a.comm == "sh"
+    }
+
     fn cli(own: Option<&str>, chain: &[Ancestor]) -> Option<u32> {
-        cli_of(own.map(str::to_string), chain.iter().cloned()).map(|p| p.pid)
+        cli_of(own.map(str::to_string), chain.iter().cloned(), is_shell).map(|p| p.pid)
     }
 
     /// The CLI's own standard output: a terminal (not a stream) or its own pipe.
@@ -238,7 +271,7 @@ mod tests {
             ppid: 1,
             ..a(60, true, Some(HOOK_PIPE))
         };
-        let found = cli_of(Some(HOOK_PIPE.into()), [orphan].into_iter());
+        let found = cli_of(Some(HOOK_PIPE.into()), [orphan].into_iter(), is_shell);
         assert_eq!(
             found,
             Some(ProcessRef {
