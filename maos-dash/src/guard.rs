@@ -9,8 +9,6 @@ use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::Dash;
-
 /// The header that carries the token.
 pub const TOKEN_HEADER: &str = "x-maos-token";
 
@@ -29,6 +27,13 @@ fn host_allowed(host: &str, port: u16) -> bool {
 /// The `token` parameter of a query string, if any.
 fn query_token(query: Option<&str>) -> Option<&str> {
     query?.split('&').find_map(|kv| kv.strip_prefix("token="))
+}
+
+/// What the guard checks every request against: the port the dashboard listens on (the only
+/// `Host` it answers) and its token.
+pub struct Dash {
+    pub port: u16,
+    pub token: String,
 }
 
 pub async fn guard(State(dash): State<Arc<Dash>>, req: Request, next: Next) -> Response {

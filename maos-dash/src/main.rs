@@ -38,12 +38,6 @@ struct Args {
 /// How long answers in flight may take once asked to stop (the event streams never end).
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// What every handler shares.
-pub struct Dash {
-    pub port: u16,
-    pub token: String,
-}
-
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("maos-dash: {message}");
     ExitCode::from(1)
@@ -104,7 +98,7 @@ fn main() -> ExitCode {
             Ok(s) => s,
             Err(e) => return fail(format!("cannot handle SIGTERM: {e}")),
         };
-        let dash = Arc::new(Dash { port, token });
+        let dash = Arc::new(guard::Dash { port, token });
         let running = maos_proto::dashboard::Running {
             pid: std::process::id(),
             port,
