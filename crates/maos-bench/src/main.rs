@@ -10,6 +10,7 @@
 //! method of `tools/ratio.py`).
 
 mod harness;
+mod opts;
 mod report;
 mod scenarios;
 mod workload;
@@ -18,6 +19,7 @@ use std::process::ExitCode;
 
 use maos_tests::client::Res;
 
+use crate::opts::Opts;
 use crate::report::{Metric, machine, markdown};
 use crate::scenarios::Scenario;
 use crate::scenarios::activation::scen_activation;
@@ -163,23 +165,6 @@ options:
   --rate N              dash-hook: events/s committed all along (default 200)
   --markdown            also print a markdown table (one row per metric, target, PASS/MISS)
 ";
-
-#[derive(Clone, Debug, Default)]
-pub struct Opts {
-    pub scenario: String,
-    pub clients: Option<usize>,
-    pub requests: Option<usize>,
-    pub duration: Option<f64>,
-    pub synchronous: Option<String>,
-    pub per_session: Option<usize>,
-    pub paths: Option<usize>,
-    pub wait_ms: Option<u64>,
-    pub agents: Option<usize>,
-    pub pace_ms: Option<u64>,
-    pub events: Option<usize>,
-    pub rate: Option<f64>,
-    pub markdown: bool,
-}
 
 fn parse_args() -> Res<Opts> {
     let mut args = std::env::args().skip(1);

@@ -11,8 +11,8 @@ use maos_proto::{Reply, Request};
 use maos_tests::client::Res;
 use maos_tests::daemon::{Daemon, reap_within};
 
-use crate::Opts;
 use crate::harness::{self, log_line_us, unix_us};
+use crate::opts::Opts;
 use crate::report::{Metric, label, median, pct, print_human};
 use crate::workload::populate;
 

@@ -9,8 +9,8 @@ use maos_core::AgentState;
 use maos_proto::{Reply, Request};
 use maos_tests::client::Res;
 
-use crate::Opts;
 use crate::harness::{self, log_line_us};
+use crate::opts::Opts;
 use crate::report::{Goal, Metric, label, pct, print_human};
 use crate::workload::show_session;
 

@@ -14,8 +14,8 @@ use maos_tests::Env;
 use maos_tests::client::Res;
 use maos_tests::daemon::Daemon;
 
-use crate::Opts;
 use crate::harness;
+use crate::opts::Opts;
 use crate::report::{Metric, label, pct, print_human};
 
 /// Raise this process's limit on open files to `want` (it holds one end of every connection).

@@ -31,8 +31,8 @@ use maos_tests::daemon::Daemon;
 use maos_tests::webdriver::{self, Browser};
 use serde_json::Value;
 
-use crate::Opts;
 use crate::harness::{self, spawn_timed};
+use crate::opts::Opts;
 use crate::report::{Goal, Metric, label, median, print_human};
 use crate::workload::{create_session, join_all, running_agent, toggle};
 

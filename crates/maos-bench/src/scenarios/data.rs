@@ -10,8 +10,8 @@ use maos_core::SessionOp;
 use maos_proto::{Reply, Request};
 use maos_tests::client::{Client, Res};
 
-use crate::Opts;
 use crate::harness::{self, spawn_timed};
+use crate::opts::Opts;
 use crate::report::{Goal, Metric, label, latency_rows, median, print_human};
 use crate::workload::{Toggler, create_session, running_agent};
 

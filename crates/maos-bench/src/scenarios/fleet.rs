@@ -16,8 +16,8 @@ use maos_tests::Env;
 use maos_tests::client::Res;
 use maos_tests::daemon::Daemon;
 
-use crate::Opts;
 use crate::harness;
+use crate::opts::Opts;
 use crate::report::{Goal, Metric, pct, print_human};
 use crate::scenarios::locks::{acquire_req, lock_files, release_req};
 use crate::workload::{Rng, create_session, join_all, running_agent};

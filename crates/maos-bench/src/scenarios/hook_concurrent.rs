@@ -11,8 +11,8 @@ use maos_proto::{Reply, Request};
 use maos_tests::client::Res;
 use maos_tests::daemon::Daemon;
 
-use crate::Opts;
 use crate::harness;
+use crate::opts::Opts;
 use crate::report::{Goal, Metric, label, latency_rows, print_human};
 
 /// The Claude Code session every simulated subagent belongs to.

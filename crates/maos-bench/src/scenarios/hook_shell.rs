@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use maos_tests::client::Res;
 
-use crate::Opts;
 use crate::harness::{self, spawn_timed};
+use crate::opts::Opts;
 use crate::report::{Metric, label, median, pct, print_human};
 
 /// A command as an agent sends one: build and test with their output trimmed, a loop over the

@@ -12,8 +12,8 @@ use maos_tests::client::remote;
 use maos_tests::daemon::Daemon;
 use maos_tests::procfs;
 
-use crate::Opts;
 use crate::harness;
+use crate::opts::Opts;
 use crate::report::{Goal, Metric, label, latency_rows_2, pct, print_human};
 use crate::workload::{Rng, WARMUP, create_session, event_stats, join_all, running_agent};
 

@@ -11,8 +11,8 @@ use maos_tests::client::Res;
 use maos_tests::daemon::Daemon;
 use serde_json::{Value, json};
 
-use crate::Opts;
 use crate::harness;
+use crate::opts::Opts;
 use crate::report::{Goal, Metric, latency_rows_2, pct, print_human};
 use crate::workload::{WARMUP, create_session, running_agent};
 

@@ -18,7 +18,7 @@ pub mod top;
 
 use maos_tests::client::Res;
 
-use crate::Opts;
+use crate::opts::Opts;
 use crate::report::Metric;
 
 /// One scenario: the options and the `synchronous` mode to run the daemon with.

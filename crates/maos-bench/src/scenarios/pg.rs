@@ -38,7 +38,7 @@ use maos_tests::postgres::Postgres;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::Opts;
+use crate::opts::Opts;
 use crate::report::{Metric, pct, print_human};
 use crate::workload::Rng;
 

@@ -10,8 +10,8 @@ use std::time::Instant;
 use maos_proto::Request;
 use maos_tests::client::Res;
 
-use crate::Opts;
 use crate::harness::{self, spawn_timed};
+use crate::opts::Opts;
 use crate::report::{Goal, Metric, label, median, pct, print_human};
 use crate::workload::populate;
 

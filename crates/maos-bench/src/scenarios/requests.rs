@@ -7,8 +7,8 @@ use maos_proto::{Reply, Request};
 use maos_tests::client::{Client, Res};
 use maos_tests::daemon::Daemon;
 
-use crate::Opts;
 use crate::harness;
+use crate::opts::Opts;
 use crate::report::{Goal, Metric, label, latency_rows, print_human};
 use crate::workload::{
     RunResult, Toggler, WARMUP, commit_stats, create_session, register, run_togglers, running_agent,

@@ -13,8 +13,8 @@ use maos_tests::client::{Client, Res};
 use maos_tests::daemon::Daemon;
 use maos_tests::procfs;
 
-use crate::Opts;
 use crate::harness::{self, log_marks, unix_us};
+use crate::opts::Opts;
 use crate::report::{Goal, Metric, group_thousands, label, median, ms, print_human};
 use crate::workload::{Toggler, fill_even, show_session};
 

@@ -9,8 +9,8 @@ use maos_proto::{EventFilter, Reply, Request};
 use maos_tests::client::Res;
 use maos_tests::tmux::Tmux;
 
-use crate::Opts;
 use crate::harness;
+use crate::opts::Opts;
 use crate::report::{Goal, Metric, label, pct, print_human};
 use crate::workload::{Toggler, create_session, running_agent};
 
