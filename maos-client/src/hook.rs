@@ -107,6 +107,28 @@ pub fn fast_args(
     Some(name.parse::<Cli>().map_err(|e| e.to_string()))
 }
 
+/// Largest subagent meta file read (Claude Code's are about 300 bytes).
+const MAX_META_FILE: u64 = 16 * 1024;
+
+/// The text of the regular file at `path`, if it is at most [`MAX_META_FILE`] bytes (opened
+/// without blocking: a FIFO put there never holds the hook up).
+fn read_small(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_META_FILE {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(MAX_META_FILE).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
 /// Largest patch file read for `apply_patch < FILE`.
 const MAX_PATCH_FILE: u64 = 8 * 1024 * 1024;
 
@@ -152,6 +174,15 @@ pub fn run(project: Option<PathBuf>, cli: Cli) -> ExitCode {
         }
     };
     let event = call.event.clone();
+    // A Claude Code subagent's call: the `Agent` call that started it, as Claude Code wrote
+    // it down, ties the two for certain (one small read; no file, no tie).
+    if cli == Cli::Claude
+        && let (Some(id), Some(transcript)) =
+            (&call.agent_id, input::text(&value, "transcript_path"))
+        && let Some(path) = input::meta_path(&transcript, id)
+    {
+        call.spawned_by = read_small(&path).as_deref().and_then(input::spawned_by_of);
+    }
     // `apply_patch < FILE` in a shell command: the patch's files are read from FILE.
     for (base, file) in input::shell_patch_files(&value) {
         match read_patch(call.cwd.as_deref(), base.as_deref(), &file) {

@@ -20,9 +20,10 @@ pub fn now() -> Ts {
     chrono::Utc::now().trunc_subsecs(6)
 }
 
-/// A subagent the CLI asked for (PreToolUse of `Agent`/`Task`) that no agent id is tied to
-/// for sure yet. The subagent's first event claims the oldest matching request; PostToolUse
-/// of the request (its `agentId`) settles which agent it really was.
+/// A subagent the CLI asked for (PreToolUse of `Agent`/`Task`) whose result has not come
+/// back yet. A subagent whose call names it (Claude Code's meta file, read by the hook) takes
+/// it for certain; else the subagent's first event claims the oldest open matching request (a
+/// guess); PostToolUse of the request (its `agentId`) settles which agent it really was.
 #[derive(Clone, Debug)]
 pub struct SpawnIntent {
     pub(crate) cli_session: String,
@@ -30,6 +31,8 @@ pub struct SpawnIntent {
     pub(crate) subagent_type: Option<String>,
     pub(crate) task: String,
     pub(crate) claimed_by: Option<AgentId>,
+    /// `claimed_by` is known, not guessed: no guess takes the request away.
+    pub(crate) certain: bool,
 }
 
 /// Default lease: ten minutes without any sign of life from the holder.

@@ -461,12 +461,17 @@ impl Run {
 
     /// Wait for the client to exit by itself (within [`RUN_DEADLINE`] of its start, else it is
     /// killed and the test fails); what it did.
-    pub fn finish(mut self) -> Output {
-        let left = RUN_DEADLINE.saturating_sub(self.started.elapsed());
+    pub fn finish(self) -> Output {
+        self.finish_within(RUN_DEADLINE)
+    }
+
+    /// [`Run::finish`] for a run of many turns, bounded by `deadline` instead.
+    pub fn finish_within(mut self, deadline: Duration) -> Output {
+        let left = deadline.saturating_sub(self.started.elapsed());
         let out = self.out.recv_timeout(left);
         self.end(out.is_err());
         let out = out
-            .unwrap_or_else(|_| panic!("claude did not finish within {RUN_DEADLINE:?}"))
+            .unwrap_or_else(|_| panic!("claude did not finish within {deadline:?}"))
             .expect("claude's output");
         eprintln!(
             "claude -p took {:?}: {}\nstdout: {}\nstderr: {}",

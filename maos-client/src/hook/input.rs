@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::io::Read;
 
-use maos_proto::{HookCall, SubagentResult, Todo, Written};
+use maos_proto::{HookCall, SpawnedBy, SubagentResult, Todo, Written};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -519,6 +519,46 @@ fn notification_of(prompt: &str) -> Option<(Option<String>, Option<SubagentResul
     Some((tool_use, result))
 }
 
+/// Longest `agent_id` that may name a file.
+const MAX_AGENT_ID: usize = 128;
+
+/// Longest `transcript_path` looked at.
+const MAX_TRANSCRIPT_PATH: usize = 4096;
+
+/// Where Claude Code (2.1.328 and newer) writes down which call started the subagent
+/// `agent_id` of the window whose transcript is `transcript_path`:
+/// `<transcript without .jsonl>/subagents/agent-<agent_id>.meta.json`, written before the
+/// subagent's first model request. `None` unless both are plausible: the id a short run of
+/// letters, digits, `-` and `_` (so never `/` or `..`), the transcript an absolute `.jsonl`
+/// path without `.` or `..` parts.
+pub fn meta_path(transcript_path: &str, agent_id: &str) -> Option<std::path::PathBuf> {
+    let id_ok = (1..=MAX_AGENT_ID).contains(&agent_id.len())
+        && agent_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    let dir = transcript_path.strip_suffix(".jsonl")?;
+    let path_ok = transcript_path.len() <= MAX_TRANSCRIPT_PATH
+        && dir.starts_with('/')
+        && !dir.ends_with('/')
+        && !dir.contains('\0')
+        && dir.split('/').all(|part| part != "." && part != "..");
+    (id_ok && path_ok).then(|| format!("{dir}/subagents/agent-{agent_id}.meta.json").into())
+}
+
+/// The call that started a subagent, from the text of its meta file ([`meta_path`]): its
+/// `toolUseId` (at most [`maos_proto::MAX_SPAWN_ID`] bytes, no control characters) and the
+/// first line of its `description`. `None` for anything else: no tie.
+pub fn spawned_by_of(meta: &str) -> Option<SpawnedBy> {
+    let v: Value = serde_json::from_str(meta).ok()?;
+    let id = text(&v, "toolUseId")?;
+    let id_ok =
+        (1..=maos_proto::MAX_SPAWN_ID).contains(&id.len()) && !id.chars().any(char::is_control);
+    id_ok.then(|| SpawnedBy {
+        tool_use_id: id,
+        description: text(&v, "description").as_deref().and_then(first_line),
+    })
+}
+
 /// The call from one hook input object (lenient: unknown fields ignored, most optional).
 pub fn call_of(v: &Value) -> Result<HookCall, String> {
     if !v.is_object() {
@@ -629,4 +669,100 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
 #[allow(dead_code)]
 pub fn parse<R: Read>(r: R, limit: u64) -> Result<HookCall, String> {
     call_of(&read_value(r, limit)?)
+}
+
+#[cfg(test)]
+mod meta_tests {
+    use super::{meta_path, spawned_by_of};
+    use maos_proto::SpawnedBy;
+
+    const T: &str = "/home/u/.claude/projects/-repo/0b6e.jsonl";
+
+    #[test]
+    fn the_meta_file_is_beside_the_transcript() {
+        assert_eq!(
+            meta_path(T, "a93809f18c546a571").as_deref(),
+            Some(std::path::Path::new(
+                "/home/u/.claude/projects/-repo/0b6e/subagents/agent-a93809f18c546a571.meta.json"
+            ))
+        );
+        assert!(meta_path(T, "sub_1-x").is_some());
+    }
+
+    #[test]
+    fn an_id_or_transcript_that_could_name_another_file_names_none() {
+        let long = "a".repeat(129);
+        for id in [
+            "",
+            "../x",
+            "a/b",
+            "..",
+            "a.b",
+            "a\0b",
+            "a b",
+            "é",
+            long.as_str(),
+        ] {
+            assert_eq!(meta_path(T, id), None, "{id:?}");
+        }
+        assert!(meta_path(T, &"a".repeat(128)).is_some());
+        let far = format!("/{}.jsonl", "d/".repeat(2100));
+        for t in [
+            "",
+            "rel/t.jsonl",
+            "/t.json",
+            "/a/../t.jsonl",
+            "/a/./t.jsonl",
+            "/a/.jsonl",
+            "/.jsonl",
+            "/a/\0/t.jsonl",
+            far.as_str(),
+        ] {
+            assert_eq!(meta_path(t, "abc"), None, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn the_meta_file_names_the_spawning_call() {
+        let meta = r#"{"agentType":"general-purpose","isBuiltIn":true,"description":"writer B",
+            "toolUseId":"toolu_01B","spawnDepth":1,"requestShape":"foreground",
+            "model":"claude-opus-5-5","modelNotNamed":true}"#;
+        assert_eq!(
+            spawned_by_of(meta),
+            Some(SpawnedBy {
+                tool_use_id: "toolu_01B".into(),
+                description: Some("writer B".into()),
+            })
+        );
+        let bare = r#"{"toolUseId":"t1","description":"  \n first line \nsecond"}"#;
+        assert_eq!(
+            spawned_by_of(bare).and_then(|s| s.description),
+            Some("first line".into())
+        );
+        assert_eq!(
+            spawned_by_of(r#"{"toolUseId":"t1"}"#),
+            Some(SpawnedBy {
+                tool_use_id: "t1".into(),
+                description: None,
+            })
+        );
+    }
+
+    #[test]
+    fn a_garbled_meta_file_ties_nothing() {
+        let long = format!(r#"{{"toolUseId":"{}"}}"#, "t".repeat(257));
+        for meta in [
+            "",
+            "{",
+            "[]",
+            "null",
+            r#"{"toolUseId":7}"#,
+            r#"{"toolUseId":""}"#,
+            r#"{"toolUseId":"a\nb"}"#,
+            r#"{"description":"x"}"#,
+            long.as_str(),
+        ] {
+            assert_eq!(spawned_by_of(meta), None, "{meta:?}");
+        }
+    }
 }

@@ -12,7 +12,7 @@ use maos_core::{
     AgentId, AgentOp, AgentState, HeldLock, LockError, LockMode, LockPath, LockRequest, SessionId,
     SessionOp, SessionState, Strategy, Ts, WaitPolicy, WaiterInfo,
 };
-use maos_proto::{ErrorBody, HookAnswer, HookCall, HookDecision};
+use maos_proto::{ErrorBody, HookAnswer, HookCall, HookDecision, SpawnedBy};
 use serde_json::json;
 
 use crate::locks::who;
@@ -255,13 +255,26 @@ fn caller(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId,
         return Ok(orch);
     };
     if let Some(id) = find(tx, sid, &call.session_id, Some(sub)) {
+        tie(tx, &id, call);
         return Ok(id);
     }
     let role = call.agent_type.as_deref().unwrap_or("subagent");
-    let claimed = claim(tx, &call.session_id, call.agent_type.as_deref());
-    let task = claimed
-        .map(|i| tx.spawn_intents_mut()[i].task.clone())
-        .unwrap_or_else(|| unknown_task(role, sub));
+    // The request its call names for certain, else a guess: the oldest open one.
+    let spawned = spawned_by(call);
+    let tied = spawned.and_then(|s| request_of(tx, &call.session_id, &s.tool_use_id));
+    let tied = tied.filter(|&i| !tx.spawn_intents_mut()[i].certain);
+    let claimed = tied.or_else(|| claim(tx, &call.session_id, call.agent_type.as_deref()));
+    let task = match (claimed, spawned) {
+        (Some(i), _) => tx.spawn_intents_mut()[i].task.clone(),
+        (
+            None,
+            Some(SpawnedBy {
+                description: Some(d),
+                ..
+            }),
+        ) => d.clone(),
+        (None, _) => unknown_task(role, sub),
+    };
     let id = register(
         tx,
         sid,
@@ -271,12 +284,120 @@ fn caller(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId,
         (&call.session_id, Some(sub)),
     )?;
     tx.agent_mut(&id).cli = Some(call.cli);
-    if let Some(i) = claimed {
-        let tool_use = tx.spawn_intents_mut()[i].tool_use_id.clone();
-        tx.spawn_intents_mut()[i].claimed_by = Some(id.clone());
-        tx.agent_mut(&id).tool_use_id = tool_use;
+    match claimed {
+        Some(i) => take(tx, &call.session_id, &id, i, tied.is_some()),
+        None => tx.agent_mut(&id).tool_use_id = spawned.map(|s| s.tool_use_id.clone()),
     }
     Ok(id)
+}
+
+/// The subagent tool call that started the calling subagent, as the CLI wrote it down (the
+/// hook read it), if it is one maos can use.
+fn spawned_by(call: &HookCall) -> Option<&SpawnedBy> {
+    call.agent_id.as_ref()?;
+    call.spawned_by
+        .as_ref()
+        .filter(|s| (1..=maos_proto::MAX_SPAWN_ID).contains(&s.tool_use_id.len()))
+}
+
+/// The request of the CLI session `cli` made by the tool call `tool_use_id`.
+fn request_of(tx: &mut Txn<'_>, cli: &str, tool_use_id: &str) -> Option<usize> {
+    tx.spawn_intents_mut()
+        .iter()
+        .position(|i| i.cli_session == cli && i.tool_use_id.as_deref() == Some(tool_use_id))
+}
+
+/// The calling subagent `agent` was started by the call its `spawned_by` names, for certain:
+/// it takes that request (a guess is corrected: [`take`]). A request another agent took for
+/// certain stays with it, and an agent tied for certain keeps its tie.
+fn tie(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
+    let Some(spawned) = spawned_by(call) else {
+        return;
+    };
+    let cli = call.session_id.as_str();
+    let intents = tx.spawn_intents_mut();
+    let mine = intents
+        .iter()
+        .position(|i| i.claimed_by.as_ref() == Some(agent));
+    if mine.is_some_and(|m| intents[m].certain) {
+        return;
+    }
+    match request_of(tx, cli, &spawned.tool_use_id) {
+        Some(i) if tx.spawn_intents_mut()[i].claimed_by.as_ref() == Some(agent) => {
+            tx.spawn_intents_mut()[i].certain = true;
+        }
+        Some(i) if !tx.spawn_intents_mut()[i].certain => take(tx, cli, agent, i, true),
+        Some(_) => {}
+        None => {
+            // Its request is settled or was never heard of. An agent still holding a
+            // guessed request gives it back; an agent that took none takes the call's id and
+            // description. One whose request was settled by its result keeps it.
+            let Some(m) = mine else {
+                let a = tx.agent_mut(agent);
+                if a.tool_use_id.is_none() {
+                    a.tool_use_id = Some(spawned.tool_use_id.clone());
+                    if let Some(d) = &spawned.description {
+                        a.task = d.clone();
+                    }
+                }
+                return;
+            };
+            tx.spawn_intents_mut()[m].claimed_by = None;
+            let (role, sub) = tx
+                .state()
+                .agent(agent)
+                .map(|a| (a.role.clone(), a.external_agent_id.clone()))
+                .unwrap_or_default();
+            let a = tx.agent_mut(agent);
+            a.tool_use_id = Some(spawned.tool_use_id.clone());
+            a.task = spawned
+                .description
+                .clone()
+                .unwrap_or_else(|| unknown_task(&role, sub.as_deref().unwrap_or_default()));
+        }
+    }
+}
+
+/// `agent` takes the request `i`: its task and tool call, `certain`ly or as a guess. The agent
+/// that had guessed it gives it back and takes the request `agent` had guessed in its place,
+/// else the oldest open one, else none (its task unknown again): never two agents with one
+/// task, and never a request taken for certain.
+fn take(tx: &mut Txn<'_>, cli: &str, agent: &AgentId, i: usize, certain: bool) {
+    let intents = tx.spawn_intents_mut();
+    let other = intents[i].claimed_by.clone().filter(|o| o != agent);
+    let mine = intents
+        .iter()
+        .position(|x| x.claimed_by.as_ref() == Some(agent) && !x.certain)
+        .filter(|&m| m != i);
+    if let Some(m) = mine {
+        intents[m].claimed_by = None;
+    }
+    intents[i].claimed_by = Some(agent.clone());
+    intents[i].certain |= certain;
+    let (task, tool_use_id) = (intents[i].task.clone(), intents[i].tool_use_id.clone());
+    let a = tx.agent_mut(agent);
+    a.task = task;
+    a.tool_use_id = tool_use_id;
+    let Some(other) = other else { return };
+    let (role, sub) = tx
+        .state()
+        .agent(&other)
+        .map(|a| (Some(a.role.clone()), a.external_agent_id.clone()))
+        .unwrap_or_default();
+    let (task, tool_use_id) = match mine.or_else(|| claim(tx, cli, role.as_deref())) {
+        Some(j) => {
+            let theirs = &mut tx.spawn_intents_mut()[j];
+            theirs.claimed_by = Some(other.clone());
+            (theirs.task.clone(), theirs.tool_use_id.clone())
+        }
+        None => {
+            let role = role.as_deref().unwrap_or_default();
+            (unknown_task(role, sub.as_deref().unwrap_or_default()), None)
+        }
+    };
+    let a = tx.agent_mut(&other);
+    a.task = task;
+    a.tool_use_id = tool_use_id;
 }
 
 /// Remember the window's CLI process (the first seen, or a new one after `claude --resume`),
@@ -355,6 +476,7 @@ fn request_subagent(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
         subagent_type: call.agent_type.clone(),
         task,
         claimed_by: None,
+        certain: false,
     });
 }
 
@@ -369,14 +491,14 @@ fn subagent_done(
     res: &maos_proto::SubagentResult,
 ) -> Result<(), ErrorBody> {
     let cli = call.session_id.as_str();
-    let intents = tx.spawn_intents_mut();
-    let linked = call.tool_use_id.as_ref().and_then(|t| {
-        intents
-            .iter()
-            .position(|i| i.cli_session == cli && i.tool_use_id.as_ref() == Some(t))
-    });
-    let intent = linked.map(|l| intents.remove(l));
-    // A background subagent's result names its tool call; its id may be another one.
+    let linked = call
+        .tool_use_id
+        .as_deref()
+        .and_then(|t| request_of(tx, cli, t));
+    let intent = linked.map(|l| tx.spawn_intents_mut()[l].clone());
+    // A background subagent's result names its tool call; its id may be another one. Not
+    // the agent that only guessed this call: it may well be another subagent.
+    let guessed = intent.as_ref().is_some_and(|i| !i.certain);
     let by_call = || {
         let t = call.tool_use_id.as_deref()?;
         let a = tx.state().session(sid)?.agents.iter().rev().find(|a| {
@@ -385,7 +507,9 @@ fn subagent_done(
         Some(a.id.clone())
     };
     let certain = find_any(tx, sid, cli, Some(&res.agent_id));
-    let found = certain.clone().or_else(by_call);
+    let found = certain
+        .clone()
+        .or_else(|| (!guessed).then(by_call).flatten());
     let agent = match found {
         Some(a) => a,
         None => {
@@ -417,48 +541,14 @@ fn subagent_done(
     {
         tx.agent_mut(&agent).tool_use_id = call.tool_use_id.clone();
     }
-    if let Some(intent) = &intent
-        && intent.claimed_by.as_ref() != Some(&agent)
-    {
+    if let Some(l) = linked {
         // A wrong guess: the agent gets this request, and the agent that took this request
-        // gets the one the agent had taken, else the next open one, else none.
-        let intents = tx.spawn_intents_mut();
-        let mine = intents
-            .iter()
-            .position(|i| i.claimed_by.as_ref() == Some(&agent));
-        if let Some(m) = mine {
-            intents[m].claimed_by = None;
+        // gets the one the agent had guessed, else the next open one, else none. The request
+        // is settled then: no later event takes it.
+        if intent.as_ref().and_then(|i| i.claimed_by.as_ref()) != Some(&agent) {
+            take(tx, cli, &agent, l, true);
         }
-        let mut retask = vec![(
-            agent.clone(),
-            intent.task.clone(),
-            intent.tool_use_id.clone(),
-        )];
-        if let Some(other) = &intent.claimed_by {
-            let (role, sub) = tx
-                .state()
-                .agent(other)
-                .map(|a| (Some(a.role.clone()), a.external_agent_id.clone()))
-                .unwrap_or_default();
-            retask.push(match mine.or_else(|| claim(tx, cli, role.as_deref())) {
-                Some(i) => {
-                    let theirs = &mut tx.spawn_intents_mut()[i];
-                    theirs.claimed_by = Some(other.clone());
-                    let (task, tool_use_id) = (theirs.task.clone(), theirs.tool_use_id.clone());
-                    (other.clone(), task, tool_use_id)
-                }
-                None => {
-                    let role = role.as_deref().unwrap_or_default();
-                    let task = unknown_task(role, sub.as_deref().unwrap_or_default());
-                    (other.clone(), task, None)
-                }
-            });
-        }
-        for (a, task, tool_use_id) in retask {
-            let a = tx.agent_mut(&a);
-            a.task = task;
-            a.tool_use_id = tool_use_id;
-        }
+        tx.spawn_intents_mut().remove(l);
     }
     if let Some(tokens) = res.total_tokens {
         let sid = tx.state().agent(&agent).map(|a| a.session_id.clone());

@@ -373,6 +373,11 @@ pub struct HookCall {
     /// PostToolUse of the subagent tool: the child's `agentId` and what it used.
     #[serde(default)]
     pub subagent: Option<SubagentResult>,
+    /// A subagent's call: the subagent tool call that started it, as the CLI recorded it
+    /// (Claude Code's `subagents/agent-<agentId>.meta.json`, read by the hook). It ties the
+    /// subagent to its request for certain; without it the order of events is a guess.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawned_by: Option<SpawnedBy>,
     /// `MAOS_SESSION_ID` / `MAOS_AGENT_ID` of an agent started by maos: they win over guessing.
     #[serde(default)]
     pub maos_session: Option<String>,
@@ -505,6 +510,19 @@ pub struct Written {
     pub bytes: u64,
     pub sha256: String,
 }
+
+/// The subagent tool call that started a subagent, as the CLI wrote it down.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnedBy {
+    /// The `tool_use_id` of the `Agent`/`Task` call (at most [`MAX_SPAWN_ID`] bytes).
+    pub tool_use_id: String,
+    /// That call's `description` (at most 200 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// Longest tool call id a [`SpawnedBy`] carries; a longer one ties nothing.
+pub const MAX_SPAWN_ID: usize = 256;
 
 /// A subagent tool's result (`tool_response` of PostToolUse `Agent`/`Task`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
