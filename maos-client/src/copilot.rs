@@ -127,7 +127,10 @@ fn with_hooks(path: &Path) -> Result<Map<String, Value>, String> {
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()));
     let Value::Object(hooks) = hooks else {
-        unreachable!("strip refused a hooks that is not an object")
+        return Err(format!(
+            "{}: \"hooks\" is not an object; left unchanged",
+            path.display()
+        ));
     };
     for (event, _) in EVENTS {
         match hooks
