@@ -83,7 +83,7 @@ pub fn input(v: &mut Value) {
 
 /// `v`, one hook input of GitHub Copilot CLI for `event` (Copilot's name; read from the input's
 /// fields when `None`), made the daemon's in place. Fields it does not know are left as they
-/// are (the daemon ignores them); a field of the wrong type is dropped.
+/// are (the daemon ignores them); an id or a name that is not a string is not taken.
 pub fn input_as(v: &mut Value, event: Option<&str>) {
     let Some(o) = v.as_object_mut() else {
         return;
