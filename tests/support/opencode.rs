@@ -16,6 +16,10 @@ const PACKAGE: &str = "opencode-ai";
 pub const VERSION: &str = "1.18.33";
 /// The model of the custom provider in `opencode.json` (`fake/m`).
 pub const MODEL: &str = "m";
+/// `OPENCODE_CONFIG_CONTENT` (one more config layer, read by OpenCode) selecting the fake
+/// provider's `gpt-5`, to which OpenCode 1.18.33 offers `apply_patch {patchText}` instead of
+/// `write` and `edit`.
+pub const GPT_MODEL: (&str, &str) = ("OPENCODE_CONFIG_CONTENT", r#"{"model":"fake/gpt-5"}"#);
 /// How long one `opencode run` may take before it is killed and the test fails.
 pub const RUN_DEADLINE: Duration = Duration::from_secs(90);
 /// The word in the prompt that makes the script play its tool calls.
@@ -192,7 +196,10 @@ pub fn prepare(env: &Env, api: &FakeApi) -> PathBuf {
             "name": "Fake",
             "options": {"baseURL": format!("http://127.0.0.1:{}/v1", api.port()),
                         "apiKey": "dummy"},
-            "models": {MODEL: {"name": MODEL, "tool_call": true}},
+            // `gpt-5`: OpenCode offers OpenAI's models `apply_patch` instead of `write` and
+            // `edit` (select it with [`GPT_MODEL`]).
+            "models": {MODEL: {"name": MODEL, "tool_call": true},
+                       "gpt-5": {"name": "gpt-5", "tool_call": true}},
         }},
         "model": format!("fake/{MODEL}"),
         "small_model": format!("fake/{MODEL}"),

@@ -644,3 +644,76 @@ fn a_claude_code_window_is_told_an_opencode_window_holds_the_file() {
         "{locks}"
     );
 }
+
+/// OpenCode gives OpenAI's models `apply_patch {patchText}` instead of `write` and `edit`: a
+/// patch that updates a held file is denied, naming the file and the holder (the file
+/// unchanged); a patch that adds a new file goes through, recorded for the window.
+#[test]
+fn apply_patch_of_a_held_file_is_denied_and_of_a_new_one_recorded() {
+    let Some((env, opencode)) = setup() else {
+        return;
+    };
+    env.session("conformance", &[]);
+    env.maos_json(&["session", "start"]);
+    let holder = env.agent(None, "holder", "owns held.txt");
+    env.maos_json(&["agent", "start", &holder]);
+    env.maos_json(&["lock", "acquire", "held.txt", "--agent", &holder]);
+    let file = env.project.join("held.txt");
+    std::fs::write(&file, "original\n").expect("write held.txt");
+    let api = fake_model(vec![
+        Call {
+            name: "apply_patch",
+            args: json!({"patchText": "*** Begin Patch\n*** Update File: held.txt\n@@\n-original\n+clobbered\n*** End Patch"}),
+        },
+        Call {
+            name: "apply_patch",
+            args: json!({"patchText": "*** Begin Patch\n*** Add File: fresh.txt\n+new file\n*** End Patch"}),
+        },
+    ]);
+    let out = run_opencode_with(
+        &env,
+        &opencode,
+        &api,
+        &format!("{CUE}: patch the files"),
+        &[maos_tests::opencode::GPT_MODEL],
+    );
+    assert!(out.status.success(), "opencode failed: {out:?}");
+    let offered: Vec<String> = model_requests(&api)
+        .first()
+        .and_then(|b| b["tools"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        offered.iter().any(|t| t == "apply_patch") && !offered.iter().any(|t| t == "write"),
+        "{offered:?}"
+    );
+    let results = tool_results(&api);
+    eprintln!("the model received: {results:#?}");
+    let [denied, allowed] = &results[..] else {
+        panic!("not two tool results: {results:?}")
+    };
+    let named = format!("holder ({})", holder.get(..12).unwrap_or(&holder));
+    assert!(
+        denied.contains("maos: held.txt") && denied.contains(&named),
+        "{denied}"
+    );
+    assert!(!allowed.contains("maos: "), "{allowed}");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "original\n");
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("fresh.txt")).expect("fresh.txt"),
+        "new file\n"
+    );
+    let denied = env.events(&["--type", "tool_denied"]);
+    assert!(
+        matches!(&denied[..], [d] if d["data"]["tool"] == "apply_patch"),
+        "{denied:?}"
+    );
+    let modified = env.events(&["--type", "file_modified"]);
+    assert!(
+        matches!(&modified[..], [m] if m["data"]["path"] == "fresh.txt"
+            && m["data"]["tool"] == "apply_patch"),
+        "{modified:?}"
+    );
+}
