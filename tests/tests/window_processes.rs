@@ -389,3 +389,94 @@ fn a_windows_end_is_final_for_its_subagents() {
         "the resumed window works again: {sessions:#}"
     );
 }
+
+/// A daemon of a fleet (on PostgreSQL) on machine `machine`, in the project `key`, whose
+/// sweep runs every 100 ms; a raw client of it.
+fn fleet_daemon(
+    pg: &maos_tests::postgres::Postgres,
+    machine: &str,
+    key: &str,
+) -> (Env, maos_tests::client::Client) {
+    let env = Env::new();
+    env.write_config(&format!(
+        "database_url = \"{}\"\nmachine = \"{machine}\"\n",
+        pg.url()
+    ));
+    std::fs::create_dir_all(env.project.join(".maos")).expect(".maos");
+    std::fs::write(
+        env.project.join(".maos/config.toml"),
+        format!("project = \"{key}\"\n"),
+    )
+    .expect("write the project's key");
+    let client = raw_client(&env);
+    (env, client)
+}
+
+/// A window a hook opened through `client` with the CLI process `p`, named by `prompt`.
+fn open_window(client: &mut maos_tests::client::Client, w: &str, p: ProcessRef, prompt: &str) {
+    client
+        .call(Request::Hook(Box::new(hook_call(w, "SessionStart", p))))
+        .expect("SessionStart");
+    let mut call = hook_call(w, "UserPromptSubmit", p);
+    call.summary = Some(prompt.into());
+    client
+        .call(Request::Hook(Box::new(call)))
+        .expect("UserPromptSubmit");
+}
+
+/// In a fleet, a window's pid is its own machine's: another machine's daemon, whose `/proc`
+/// is not that machine's, leaves the window to the daemon that watches it. Both daemons run
+/// on this host: machine-1's is stopped (SIGSTOP) when its window's CLI dies, so that only
+/// machine-2's sweeps see the pid gone.
+#[test]
+fn a_fleet_daemon_sweeps_only_its_own_machines_windows() {
+    let Some(pg) = maos_tests::postgres::postgres_or_skip() else {
+        return;
+    };
+    let (one, mut c1) = fleet_daemon(&pg, "machine-1", "acme/windows");
+    let (two, mut c2) = fleet_daemon(&pg, "machine-2", "acme/windows");
+    let mut cli = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .expect("sleep");
+    let p = ProcessRef {
+        pid: cli.id(),
+        start_time: Some(start_time(cli.id())),
+    };
+    open_window(&mut c1, "cc-m1", p, "Machine one's work");
+    /// Machine-1's daemon stopped until this is dropped (also by a failing assertion).
+    struct Stopped(u32);
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) of the test's own daemon.
+            unsafe { libc::kill(self.0 as libc::pid_t, libc::SIGCONT) };
+        }
+    }
+    let one_pid = one.daemon_pid();
+    // SAFETY: as above.
+    unsafe { libc::kill(one_pid as libc::pid_t, libc::SIGSTOP) };
+    let stopped = Stopped(one_pid);
+    let _ = cli.kill();
+    let _ = cli.wait();
+    // Machine-2's own window, whose CLI is gone too: once it is ended, machine-2 has swept.
+    let mut gone = std::process::Command::new("true").spawn().expect("true");
+    let q = ProcessRef {
+        pid: gone.id(),
+        start_time: Some(start_time(gone.id())),
+    };
+    let _ = gone.wait();
+    open_window(&mut c2, "cc-m2", q, "the sentinel");
+    wait_until(
+        Duration::from_secs(20),
+        "machine-2's sweep ends its own window whose CLI is gone",
+        || state_of(&two, "the sentinel") == "ended",
+    );
+    assert_eq!(state_of(&two, "Machine one's work"), "running");
+    // Machine-1's daemon runs again: its sweep ends its window.
+    drop(stopped);
+    wait_until(
+        Duration::from_secs(20),
+        "machine-1's sweep ends its window whose CLI is gone",
+        || state_of(&one, "Machine one's work") == "ended",
+    );
+}

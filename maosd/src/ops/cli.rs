@@ -1211,15 +1211,18 @@ fn settle(tx: &mut Txn<'_>, sid: &SessionId) {
 }
 
 /// End the windows whose CLI process is gone without a SessionEnd (Codex never sends one; a
-/// killed CLI cannot): at start and at every sweep. One look at `/proc` per live window.
+/// killed CLI cannot): at start and at every sweep. One look at `/proc` per live window, of
+/// this machine's windows only: in a fleet another machine's pid means nothing here, and its
+/// own daemon watches it.
 pub fn end_lost_windows(tx: &mut Txn<'_>) -> Result<usize, ErrorBody> {
+    let here = tx.state().machine.clone();
     let watched: Vec<(AgentId, maos_core::record::ProcessRef)> = tx
         .state()
         .sessions()
         .iter()
         .filter(|s| !s.state.is_terminal())
         .flat_map(|s| s.agents.iter())
-        .filter(|a| a.spec.is_none() && !a.state.is_terminal())
+        .filter(|a| a.spec.is_none() && !a.state.is_terminal() && a.machine == here)
         .filter_map(|a| Some((a.id.clone(), a.window?)))
         .collect();
     let mut ended = 0;
