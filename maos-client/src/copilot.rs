@@ -260,11 +260,28 @@ pub fn fix() -> String {
     "maos install-hooks --copilot --yes".to_string()
 }
 
-/// Whether Copilot runs the project's hooks in `root`, for `doctor`: `None` when maos's hooks
-/// are not in the project's file; else whether it does and the line that says why.
+/// Whether Copilot runs maos's hooks in `root`, for `doctor`: the repository's settings may
+/// turn every hook off (the user's hooks too), and the project's hooks need the folder's
+/// trust. `None` when there is nothing to say (no hook of maos's, or only the user's and
+/// nothing turns them off); else whether they run and the line that says why.
 pub fn trust_check(root: &Path) -> Option<(bool, String)> {
-    let project = settings_path(root, false).ok()?;
-    if installed(&project).ok()? == Installed::No {
+    let here = |user| {
+        settings_path(root, user)
+            .and_then(|p| installed(&p))
+            .is_ok_and(|i| i != Installed::No)
+    };
+    let (project, user) = (here(false), here(true));
+    if let Some(file) = (project || user).then(|| disabled_by(root)).flatten() {
+        return Some((
+            false,
+            format!(
+                "{}: disableAllHooks is true: GitHub Copilot CLI runs no hook in {} (maos's neither); remove it",
+                file.display(),
+                root.display()
+            ),
+        ));
+    }
+    if !project {
         return None;
     }
     Some(match Config::read() {
@@ -285,6 +302,17 @@ pub fn trust_check(root: &Path) -> Option<(bool, String)> {
             ),
         },
     })
+}
+
+/// The repository's settings file that turns every hook off (`disableAllHooks: true` in
+/// `.github/copilot/settings.json` or `settings.local.json`; Copilot 1.0.102 then runs none).
+fn disabled_by(root: &Path) -> Option<PathBuf> {
+    ["settings.json", "settings.local.json"]
+        .iter()
+        .map(|name| root.join(".github/copilot").join(name))
+        .find(|p| {
+            install::read(p).is_ok_and(|s| s.get("disableAllHooks") == Some(&Value::Bool(true)))
+        })
 }
 
 /// `install-hooks --copilot`: the line to print. The hooks into `path`, then (for the

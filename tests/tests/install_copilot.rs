@@ -486,3 +486,32 @@ fn a_subagents_subagent_is_the_windows_not_a_window_of_its_own() {
     assert_eq!(holder["task"], "delegate: write n.txt", "{holder}");
     assert_ne!(holder["parent"], Value::Null, "{holder}");
 }
+
+/// `disableAllHooks: true` in the repository's `.github/copilot/settings.json` or
+/// `settings.local.json` makes Copilot 1.0.102 run no hook at all (measured): doctor fails
+/// naming the file, for the user's hooks too.
+#[test]
+fn doctor_fails_where_the_repository_disables_all_hooks() {
+    let env = Env::new();
+    env.maos_json(&["install-hooks", "--copilot", "--yes"]);
+    let (_, checks) = doctor(&env);
+    assert_eq!(check(&checks, "GitHub Copilot CLI trust")["level"], "ok");
+    let local = env.project.join(".github/copilot/settings.local.json");
+    std::fs::create_dir_all(local.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&local, r#"{"disableAllHooks": true}"#).expect("write");
+    for user in [false, true] {
+        if user {
+            env.maos_json(&["uninstall-hooks", "--copilot"]);
+            env.maos_json(&["install-hooks", "--copilot", "--user"]);
+        }
+        let (code, checks) = doctor(&env);
+        assert_eq!(code, Some(1), "{checks:?}");
+        let trust = check(&checks, "GitHub Copilot CLI trust");
+        assert_eq!(trust["level"], "fail", "{trust}");
+        let detail = trust["detail"].as_str().expect("detail");
+        assert!(
+            detail.contains("settings.local.json") && detail.contains("disableAllHooks"),
+            "{detail}"
+        );
+    }
+}
