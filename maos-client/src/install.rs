@@ -42,10 +42,22 @@ const CODEX_EVENTS: &[(&str, Option<&str>)] = &[
     ("SessionStart", None),
     ("UserPromptSubmit", None),
     // Bash too: the daemon reads what a shell command writes (an `apply_patch` through the
-    // shell among it), and checks after it what it changed.
-    ("PreToolUse", Some("apply_patch|Bash|mcp__maos__.*")),
-    ("PostToolUse", Some("apply_patch|Bash")),
+    // shell among it), and checks after it what it changed. `spawn_agent` starts a subagent
+    // (0.171.0 names it so with its default tools, `collaborationspawn_agent` with
+    // `multi_agent_v2`; Codex anchors a matcher): the request's task, and after it the
+    // subagent's id.
+    (
+        "PreToolUse",
+        Some("apply_patch|Bash|mcp__maos__.*|(collaboration|multi_agent_v1)?spawn_agent"),
+    ),
+    (
+        "PostToolUse",
+        Some("apply_patch|Bash|(collaboration|multi_agent_v1)?spawn_agent"),
+    ),
     ("Stop", None),
+    // A subagent's start and end: its own agent, completed when it stops.
+    ("SubagentStart", None),
+    ("SubagentStop", None),
 ];
 
 /// Gemini CLI's (0.61.0): its write tools are `write_file` and `replace`. Its tool matchers

@@ -42,10 +42,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use maos_tests::codex::{
-    Step, cli_env, codex, configure, install, maos, model, patch_adding, received, run_codex,
+    RUN_DEADLINE, Step, cli_env, codex, configure, exec_command, install, maos, model, outputs,
+    patch_adding, received, run_codex, stream,
 };
-use maos_tests::conformance::FakeApi;
 use maos_tests::conformance::runnable;
+use maos_tests::conformance::{
+    Answer, Client, FakeApi, Gate, one_event, ps_agent, ps_agents, short, window_of,
+};
 use maos_tests::{Env, Value, json};
 
 /// The test environment with the fake model playing `steps`; `None` (after saying why) where
@@ -92,7 +95,9 @@ fn after_install_with_yes_a_fresh_codex_runs_maos_hooks() {
                 .is_some_and(|c| c.starts_with("maos hook"))
         })
         .collect();
-    assert_eq!(maos_hooks.len(), 5, "{listed:#?}");
+    // SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop, SubagentStart and
+    // SubagentStop.
+    assert_eq!(maos_hooks.len(), 7, "{listed:#?}");
     for h in &maos_hooks {
         assert_eq!(h["trustStatus"], "trusted", "{h}");
         assert_eq!(h["source"], "project", "{h}");
@@ -349,4 +354,184 @@ fn the_briefing_reaches_the_model_as_a_developer_message() {
             .any(|d| d.contains("MAOS-BRIEFING-MARK use the blue widget")),
         "no developer message with the briefing: {developer:#?}"
     );
+}
+
+/// The subagent's task in the tests of Codex's subagents.
+const SUBTASK: &str = "SUBTASK: write sub.txt for the parser";
+
+/// A fake Responses API whose window (its prompt has `MAOS-SPAWN`) spawns one subagent with
+/// Codex's `spawn_agent` of the tool namespace `ns` (`multi_agent_v1`, Codex's default, or
+/// `collaboration`, `multi_agent_v2`'s), then waits for it with `wait_agent`; the subagent
+/// (its prompt is [`SUBTASK`]) writes `sub.txt` with `apply_patch`, then holds its last answer:
+/// `reached` opens once it holds (its write done, its turn not over), and it answers once the
+/// test opens `go`.
+fn spawning_model(ns: &'static str, reached: Gate, go: Gate) -> FakeApi {
+    FakeApi::start(move |method, target, body| {
+        if method != "POST" || !target.starts_with("/v1/responses") {
+            return Answer::not_found();
+        }
+        let text = body.to_string();
+        let done = outputs(body);
+        let call = |id: &str, name: &str, args: Value| {
+            json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
+                   "namespace": ns, "name": name, "arguments": args.to_string(),
+                   "status": "completed"})
+        };
+        let item = if text.contains("MAOS-SPAWN") {
+            match &done[..] {
+                [] if ns == "collaboration" => call(
+                    "call_maos_root_0",
+                    "spawn_agent",
+                    json!({"task_name": "notes_writer", "message": SUBTASK,
+                           "fork_turns": "none"}),
+                ),
+                [] => call(
+                    "call_maos_root_0",
+                    "spawn_agent",
+                    json!({"message": SUBTASK, "agent_type": "worker"}),
+                ),
+                // v2 waits for any agent; v1 for the agent ids that spawn_agent returned.
+                [_] if ns == "collaboration" => call(
+                    "call_maos_root_1",
+                    "wait_agent",
+                    json!({"timeout_ms": 60000}),
+                ),
+                [(_, spawned)] => {
+                    let id = serde_json::from_str::<Value>(spawned).unwrap_or_default()["agent_id"]
+                        .clone();
+                    let targets = if id.is_null() { json!([]) } else { json!([id]) };
+                    call(
+                        "call_maos_root_1",
+                        "wait_agent",
+                        json!({"targets": targets, "timeout_ms": 60000}),
+                    )
+                }
+                _ => json!({"type": "message", "role": "assistant", "id": "msg_root_done",
+                            "content": [{"type": "output_text", "text": "Done."}]}),
+            }
+        } else if text.contains(SUBTASK) && done.is_empty() {
+            json!({"type": "custom_tool_call", "id": "ctc_sub_0",
+                   "call_id": "call_maos_sub_0", "name": "apply_patch",
+                   "input": patch_adding("sub.txt", "from the subagent"),
+                   "status": "completed"})
+        } else {
+            if text.contains(SUBTASK) {
+                reached.open();
+                go.wait();
+            }
+            json!({"type": "message", "role": "assistant", "id": "msg_done",
+                   "content": [{"type": "output_text", "text": "Done."}]})
+        };
+        Answer::sse(stream(done.len(), item))
+    })
+}
+
+/// A Codex window spawns a subagent with `spawn_agent` (the tool Codex 0.171.0 offers the model
+/// in its `multi_agent_v1` namespace, by default): the subagent is an agent of its own under
+/// the window, with its role and its task (the message it was spawned with), tied to the
+/// spawning call for certain (its `agent_id` comes back in `spawn_agent`'s result); its write
+/// takes the lock for it, and while it holds the file another window's write is denied naming
+/// that subagent and its task; its SubagentStop completes it.
+#[test]
+fn a_codex_subagent_is_its_own_agent_with_its_task() {
+    let Some(codex) = runnable("Codex", codex()) else {
+        return;
+    };
+    let (reached, go) = (Gate::default(), Gate::default());
+    let env = Env::new();
+    let api = spawning_model("multi_agent_v1", reached.clone(), go.clone());
+    configure(&env, &api);
+    install(&env);
+    let prompt = "MAOS-SPAWN: delegate the notes";
+    let client = Client::start(
+        exec_command(&env, &codex, prompt),
+        RUN_DEADLINE,
+        "codex exec",
+    );
+    maos_tests::wait_until(RUN_DEADLINE, "the subagent's write is done", || {
+        reached.is_open()
+    });
+    // Another window (a Claude Code one, as its hook sends it) wants the file.
+    let file = env.project.join("sub.txt");
+    let other = |event: &str, extra: Value| {
+        let out = env.hook(
+            "claude",
+            &maos_tests::hook_input(&env.project, "other-window", event, extra),
+        );
+        maos_tests::denial_reason(&out)
+    };
+    other("UserPromptSubmit", json!({"prompt": "tidy the notes"}));
+    let reason = other(
+        "PreToolUse",
+        json!({"tool_name": "Write", "tool_input": {"file_path": file, "content": "mine\n"}}),
+    );
+    go.open();
+    let out = client.finish();
+    assert!(out.status.success(), "codex failed: {out:?}");
+    eprintln!("the other window was told: {reason}");
+
+    let window = window_of(&env, prompt);
+    let agents = ps_agents(&env);
+    let subs: Vec<&Value> = agents
+        .iter()
+        .filter(|a| a["parent"] == window.as_str())
+        .collect();
+    let [sub] = subs[..] else {
+        panic!("not one subagent under the window: {agents:#?}")
+    };
+    let sub_id = sub["id"].as_str().expect("id");
+    assert_eq!(sub["role"], "worker", "{sub}");
+    assert_eq!(sub["task"], SUBTASK, "{sub}");
+    assert_eq!(sub["state"], "completed", "{sub}");
+    assert_eq!(ps_agent(&env, &window)["task"], prompt);
+    assert!(
+        reason.starts_with("maos: sub.txt") && reason.contains(short(sub_id)),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("a Codex subagent") && reason.contains(SUBTASK),
+        "the subagent and its task: {reason}"
+    );
+    let written = one_event(&env, "file_modified", "sub.txt");
+    assert_eq!(written["agent_id"], sub_id, "{written}");
+    let locked = one_event(&env, "lock_acquired", "sub.txt");
+    assert_eq!(locked["agent_id"], sub_id, "{locked}");
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("sub.txt"),
+        "from the subagent\n"
+    );
+}
+
+/// With Codex's `multi_agent_v2` (its `collaboration` namespace: `spawn_agent` with a
+/// `task_name`, whose result names no agent id) the subagent is still its own agent under the
+/// window, named by its task name and message, and its write is its own.
+#[test]
+fn a_codex_v2_subagent_is_named_by_its_task_name_and_message() {
+    let Some(codex) = runnable("Codex", codex()) else {
+        return;
+    };
+    let env = Env::new();
+    let go = Gate::default();
+    go.open();
+    let api = spawning_model("collaboration", Gate::default(), go);
+    configure(&env, &api);
+    install(&env);
+    let prompt = "MAOS-SPAWN: delegate the notes";
+    let mut cmd = exec_command(&env, &codex, prompt);
+    cmd.args(["--enable", "multi_agent_v2"]);
+    let out = maos_tests::conformance::run_within(cmd, RUN_DEADLINE, "codex exec");
+    assert!(out.status.success(), "codex failed: {out:?}");
+    let window = window_of(&env, prompt);
+    let agents = ps_agents(&env);
+    let subs: Vec<&Value> = agents
+        .iter()
+        .filter(|a| a["parent"] == window.as_str())
+        .collect();
+    let [sub] = subs[..] else {
+        panic!("not one subagent under the window: {agents:#?}")
+    };
+    assert_eq!(sub["task"], format!("notes_writer: {SUBTASK}"), "{sub}");
+    assert_eq!(sub["state"], "completed", "{sub}");
+    let written = one_event(&env, "file_modified", "sub.txt");
+    assert_eq!(written["agent_id"], sub["id"], "{written}");
 }

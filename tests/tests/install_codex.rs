@@ -71,7 +71,7 @@ fn yes_trusts_exactly_maos_hooks_and_uninstall_takes_it_back() {
     let out = maos(&env, &["install-hooks", "--codex", "--yes"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        text(&out).contains("Codex trusts maos's 5 hooks"),
+        text(&out).contains("Codex trusts maos's 7 hooks"),
         "{}",
         text(&out)
     );
@@ -88,6 +88,8 @@ fn yes_trusts_exactly_maos_hooks_and_uninstall_takes_it_back() {
         "pre_tool_use",
         "post_tool_use",
         "stop",
+        "subagent_start",
+        "subagent_stop",
     ] {
         let key = format!(
             "[hooks.state.\"{}:{event}:0:0\"]\ntrusted_hash = \"sha256:",
@@ -95,7 +97,7 @@ fn yes_trusts_exactly_maos_hooks_and_uninstall_takes_it_back() {
         );
         assert!(written.contains(&key), "{key} in {written}");
     }
-    assert_eq!(written.matches("trusted_hash").count(), 6, "{written}");
+    assert_eq!(written.matches("trusted_hash").count(), 8, "{written}");
     assert!(
         written.contains(&format!(
             "[projects.\"{}\"]\ntrust_level = \"trusted\"",
@@ -148,7 +150,7 @@ fn without_consent_the_hooks_are_installed_untrusted_and_doctor_names_the_fix() 
     assert_eq!(levels(&codex), ["fail"], "{codex:?}");
     let detail = &codex[0].1;
     assert!(
-        detail.contains("5 of maos's hooks not trusted")
+        detail.contains("7 of maos's hooks not trusted")
             && detail.contains("is not trusted, so Codex reads none of its hooks")
             && detail.contains("`maos install-hooks --codex --yes`"),
         "{detail}"
@@ -171,8 +173,14 @@ fn changed_trust_is_detected_and_fixed() {
     std::fs::write(
         &path,
         hooks
-            .replace("\"apply_patch|Bash|mcp__maos__.*\"", "\"apply_patch\"")
-            .replace("\"apply_patch|Bash\"", "\"apply_patch\""),
+            .replace(
+                "\"apply_patch|Bash|mcp__maos__.*|(collaboration|multi_agent_v1)?spawn_agent\"",
+                "\"apply_patch\"",
+            )
+            .replace(
+                "\"apply_patch|Bash|(collaboration|multi_agent_v1)?spawn_agent\"",
+                "\"apply_patch\"",
+            ),
     )
     .expect("write");
     let (code, codex) = doctor(&env);
@@ -203,7 +211,7 @@ fn user_hooks_live_in_codex_home() {
         written
             .matches(&format!("{}:", home.join("hooks.json").display()))
             .count(),
-        5,
+        7,
         "{written}"
     );
     assert!(!written.contains("[projects."), "{written}");
@@ -281,7 +289,7 @@ fn on_a_terminal_install_asks_before_trusting() {
         assert!(out.status.success(), "{}", text(&out));
         let said = text(&out);
         assert!(
-            said.contains("Codex runs hooks only once they are trusted. Trust maos's 5 hooks"),
+            said.contains("Codex runs hooks only once they are trusted. Trust maos's 7 hooks"),
             "{said}"
         );
         assert!(said.contains("[y/N]"), "{said}");

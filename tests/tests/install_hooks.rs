@@ -85,10 +85,10 @@ fn codex_and_fresh_projects_get_their_own_file() {
     let env = Env::new();
     env.maos_json(&["install-hooks", "--codex"]);
     let v = read(&env.project.join(".codex/hooks.json"));
-    // Codex writes files with apply_patch, and has no subagent or session-end events.
+    // Codex writes files with apply_patch, and starts subagents with spawn_agent.
     assert_eq!(
         v["hooks"]["PreToolUse"][0]["matcher"],
-        "apply_patch|Bash|mcp__maos__.*"
+        "apply_patch|Bash|mcp__maos__.*|(collaboration|multi_agent_v1)?spawn_agent"
     );
     let mut events: Vec<&String> = v["hooks"].as_object().expect("hooks").keys().collect();
     events.sort();
@@ -99,6 +99,8 @@ fn codex_and_fresh_projects_get_their_own_file() {
             "PreToolUse",
             "SessionStart",
             "Stop",
+            "SubagentStart",
+            "SubagentStop",
             "UserPromptSubmit"
         ]
     );

@@ -491,6 +491,42 @@ fn subagent_of(response: &Value) -> Option<SubagentResult> {
     })
 }
 
+/// Longest subagent id read from Codex's `spawn_agent` result.
+const MAX_SPAWNED_ID: usize = 256;
+
+/// PostToolUse of the subagent tool: Claude Code's `tool_response` object ([`subagent_of`]),
+/// or Codex's, a JSON text: `{"agent_id": "…", "nickname": "…"}` from its default
+/// `spawn_agent` (0.171.0), the id of the subagent whose events will carry it as their
+/// `agent_id` (at most [`MAX_SPAWNED_ID`] bytes, no control characters); `multi_agent_v2`'s
+/// result (`{"task_name": "/root/…"}`) names no agent and ties nothing.
+fn spawned_of(response: &Value) -> Option<SubagentResult> {
+    let Some(codex) = response.as_str() else {
+        return subagent_of(response);
+    };
+    let codex: Value = serde_json::from_str(codex).ok()?;
+    let id = text(&codex, "agent_id")
+        .filter(|id| (1..=MAX_SPAWNED_ID).contains(&id.len()))
+        .filter(|id| !id.chars().any(char::is_control))?;
+    Some(SubagentResult {
+        agent_id: id,
+        ..SubagentResult::default()
+    })
+}
+
+/// The task a subagent tool call gives: Claude Code's `prompt`, Codex's `message`, or the
+/// first text of Codex's `items`.
+fn spawn_prompt(input: &Value) -> Option<String> {
+    text(input, "prompt")
+        .or_else(|| text(input, "message"))
+        .or_else(|| {
+            input
+                .get("items")?
+                .as_array()?
+                .iter()
+                .find_map(|i| text(i, "text"))
+        })
+}
+
 /// The text inside the first `<name>…</name>` of `text`, trimmed.
 fn tag<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     let open = format!("<{name}>");
@@ -570,7 +606,7 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
     let tool = tool_name.as_deref().unwrap_or("");
     let input = v.get("tool_input").unwrap_or(&Value::Null);
     let post = event == "PostToolUse";
-    let spawn = matches!(tool, "Agent" | "Task");
+    let spawn = maos_proto::is_spawn_tool(tool);
     let prompt = (event == "UserPromptSubmit")
         .then(|| text(v, "prompt"))
         .flatten();
@@ -578,7 +614,8 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
     let summary = match (event.as_str(), &notification) {
         (_, Some(_)) => None,
         ("UserPromptSubmit", None) => prompt.as_deref().and_then(first_line),
-        _ => text(input, "description"),
+        // Codex's `spawn_agent` of `multi_agent_v2` names its agent's task (`task_name`).
+        _ => text(input, "description").or_else(|| spawn.then(|| text(input, "task_name"))?),
     };
     // A shell command that runs `apply_patch`: the patch's files, like the tool's.
     let shell = (tool == "Bash").then(|| shell_patch_paths(input)).flatten();
@@ -613,7 +650,9 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
         .map(|(_, bodies)| digest(&bodies.iter().map(String::as_str).collect::<Vec<_>>()));
     Ok(HookCall {
         agent_id: text(v, "agent_id"),
-        agent_type: text(v, "agent_type").or_else(|| text(input, "subagent_type")),
+        agent_type: text(v, "agent_type")
+            .or_else(|| text(input, "subagent_type"))
+            .or_else(|| spawn.then(|| text(input, "agent_type"))?),
         tool_use_id: match &notification {
             Some((tool_use, _)) => tool_use.clone(),
             None => text(v, "tool_use_id"),
@@ -625,7 +664,7 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
             .or_else(|| text(v, "trigger")),
         summary,
         prompt_line: spawn
-            .then(|| text(input, "prompt").and_then(|p| first_line(&p)))
+            .then(|| spawn_prompt(input).and_then(|p| first_line(&p)))
             .flatten(),
         written: post
             .then(|| written(tool, input).or(written_shell))
@@ -633,7 +672,7 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
         subagent: match notification {
             Some((_, result)) => result,
             None => (post && spawn)
-                .then(|| v.get("tool_response").and_then(subagent_of))
+                .then(|| v.get("tool_response").and_then(spawned_of))
                 .flatten(),
         },
         // A shell tool's command: the daemon reads which files it writes (maos-shell).

@@ -810,3 +810,71 @@ fn mcp_calls_of_maos_carry_their_arguments_digest() {
     .unwrap();
     assert_eq!(post.mcp_args, None);
 }
+
+/// Codex's subagent tool as its hooks send it (0.171.0): `spawn_agent` (its default tools) or
+/// `collaborationspawn_agent` (`multi_agent_v2`) is a spawn; its task is the `message` (or the
+/// first text of `items`) after the v2 `task_name`; its kind the v1 `agent_type`; the
+/// result's `agent_id` (a JSON text in `tool_response`) ties it, when it is one a subagent's
+/// events can carry. A v2 result, or anything else, ties nothing.
+#[test]
+fn codex_spawn_agent_is_a_subagent_request_and_its_result_ties_it() {
+    let call = |event: &str, tool: &str, input: Value, response: Option<Value>| {
+        let mut v = json!({"session_id": "c1", "hook_event_name": event, "tool_name": tool,
+                           "tool_input": input, "tool_use_id": "call_1", "turn_id": "t1"});
+        if let Some(r) = response {
+            v["tool_response"] = r;
+        }
+        call_of(&v).expect("a call")
+    };
+    let v1 = json!({"message": "write the notes\nand more", "agent_type": "worker"});
+    let pre = call("PreToolUse", "spawn_agent", v1.clone(), None);
+    assert!(pre.spawns_subagent());
+    assert_eq!(pre.prompt_line.as_deref(), Some("write the notes"));
+    assert_eq!(pre.agent_type.as_deref(), Some("worker"));
+    assert_eq!(pre.summary, None);
+    let id = "01a22367-8968-7e01-b6ff-8507f39d5426";
+    let done = json!(format!(r#"{{"agent_id":"{id}","nickname":"Bacon"}}"#));
+    let post = call("PostToolUse", "spawn_agent", v1.clone(), Some(done));
+    assert_eq!(
+        post.subagent.as_ref().map(|s| s.agent_id.as_str()),
+        Some(id)
+    );
+    let v2 = json!({"task_name": "notes", "message": "write the notes", "fork_turns": "none"});
+    let pre = call("PreToolUse", "collaborationspawn_agent", v2.clone(), None);
+    assert!(pre.spawns_subagent());
+    assert_eq!(pre.summary.as_deref(), Some("notes"));
+    assert_eq!(pre.prompt_line.as_deref(), Some("write the notes"));
+    assert_eq!(pre.agent_type, None);
+    let items = json!({"items": [{"type": "mention", "path": "app://x"},
+                                 {"type": "text", "text": "from items"}]});
+    let pre = call("PreToolUse", "spawn_agent", items, None);
+    assert_eq!(pre.prompt_line.as_deref(), Some("from items"));
+    // Results that tie nothing.
+    let long = "a".repeat(257);
+    for response in [
+        json!(r#"{"task_name":"/root/notes"}"#),
+        json!("not json"),
+        json!(format!(r#"{{"agent_id":"{long}"}}"#)),
+        json!(r#"{"agent_id":"a\nb"}"#),
+        json!(r#"{"agent_id":""}"#),
+        json!(r#"{"agent_id":7}"#),
+        json!(7),
+    ] {
+        let post = call(
+            "PostToolUse",
+            "collaborationspawn_agent",
+            v2.clone(),
+            Some(response),
+        );
+        assert_eq!(post.subagent, None, "{:?}", post.tool_name);
+    }
+    // Another tool's `agent_type` or `message` names no subagent.
+    let other = call(
+        "PreToolUse",
+        "Bash",
+        json!({"command": "ls", "agent_type": "x"}),
+        None,
+    );
+    assert!(!other.spawns_subagent());
+    assert_eq!((other.agent_type, other.prompt_line), (None, None));
+}

@@ -962,7 +962,7 @@ fn answer_of(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> 
             record_mcp_call(tx, &agent, &call);
             match call.tool_name.as_deref() {
                 _ if call.writes_files() => Ok(pre_write(tx, &sid, &agent, &call)),
-                Some("Agent" | "Task") => {
+                _ if call.spawns_subagent() => {
                     request_subagent(tx, &agent, &call);
                     Ok(answer(HookDecision::Allow, None, None))
                 }

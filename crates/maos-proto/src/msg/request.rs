@@ -474,6 +474,22 @@ impl HookCall {
             _ => false,
         }
     }
+
+    /// The call is of a tool that starts a subagent ([`is_spawn_tool`]).
+    pub fn spawns_subagent(&self) -> bool {
+        self.tool_name.as_deref().is_some_and(is_spawn_tool)
+    }
+}
+
+/// A tool that starts a subagent: Claude Code's `Agent` (`Task` before 2.1.63), Codex's
+/// `spawn_agent` as its hooks name it (0.171.0: `spawn_agent` from its default
+/// `multi_agent_v1` tools, `collaborationspawn_agent` with `multi_agent_v2`, the namespace
+/// run into the name as Codex does for its other namespaced tools).
+pub fn is_spawn_tool(tool: &str) -> bool {
+    matches!(
+        tool,
+        "Agent" | "Task" | "spawn_agent" | "multi_agent_v1spawn_agent" | "collaborationspawn_agent"
+    )
 }
 
 /// A git command in a shell call that discards or captures working-tree changes
