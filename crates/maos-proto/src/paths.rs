@@ -280,7 +280,10 @@ pub fn repository_key(
 /// Never changes between versions: it names the project's state directory.
 pub fn workspace_hash(root: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
-    format!("{:016x}", maos_core::fnv::fnv1a64(root.as_os_str().as_bytes()))
+    format!(
+        "{:016x}",
+        maos_core::fnv::fnv1a64(root.as_os_str().as_bytes())
+    )
 }
 
 #[cfg(test)]
