@@ -4,7 +4,8 @@
 //! (the event in snake case, the group's index in that event's list, the handler's in the
 //! group) and the hash is `sha256:` + the SHA-256 of the hook's normalized identity as
 //! compact JSON with sorted keys: `{"event_name", "hooks": [{"async", "command", "timeout",
-//! "type"}], "matcher"}` (checked against `codex app-server`'s `hooks/list`, Codex 0.169.0).
+//! "type"}], "matcher"}` (checked against `codex app-server`'s `hooks/list`, Codex 0.169.0 and
+//! 0.171.0).
 //! A project's `.codex/hooks.json` is read at all only in a trusted project:
 //! `[projects."<root>"] trust_level = "trusted"`. Codex's own `/hooks` review writes the
 //! first with `config/batchWrite`; this module writes exactly that for maos's entries, and
