@@ -171,7 +171,7 @@ async fn next_within(conn: &mut Conn, daemon: &Daemon, slot: &Slot, idle: Durati
 pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>, lanes: Arc<Lanes>) {
     let mut conn = Framed::new(stream, codec());
     let hello = tokio::time::timeout(HELLO_TIMEOUT, next(&mut conn, &daemon)).await;
-    let ours = crate::protocol();
+    let ours = crate::version::protocol();
     let welcome = ServerMsg::Welcome {
         protocol: ours,
         daemon_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -39,7 +39,7 @@ impl Daemon {
         DaemonStatus {
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            protocol: crate::protocol(),
+            protocol: crate::version::protocol(),
             started_at: self.started_at,
             uptime_secs: self.started.elapsed().as_secs_f64(),
             socket: self.config.socket.display().to_string(),

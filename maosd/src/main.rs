@@ -26,6 +26,7 @@ mod server;
 mod shellcmd;
 mod state;
 mod supervise;
+mod version;
 
 use std::process::ExitCode;
 
@@ -51,20 +52,6 @@ struct Args {
     /// by a newer client when its protocol is older.
     #[arg(long, hide = true)]
     autostarted: bool,
-}
-
-/// The protocol this daemon speaks: [`maos_proto::PROTOCOL_VERSION`], unless
-/// `MAOS_TEST_PROTOCOL` sets another number. That override exists for the end-to-end tests of
-/// the version handshake (an "outdated" or "newer" daemon without a second build); nothing else
-/// sets it.
-pub(crate) fn protocol() -> u32 {
-    static PROTOCOL: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *PROTOCOL.get_or_init(|| {
-        std::env::var("MAOS_TEST_PROTOCOL")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(maos_proto::PROTOCOL_VERSION)
-    })
 }
 
 fn init_logging(foreground: bool, config: &config::Config) -> Result<(), String> {

@@ -11,39 +11,18 @@ mod managed;
 mod mcp;
 mod phase;
 mod query;
+mod reply;
 mod session;
 
 pub use query::{event_query, resolve_filter};
+pub use reply::Outcome;
+pub(crate) use reply::{agent_reply, session_reply};
 
-use maos_core::{AgentId, SessionId};
-use maos_proto::{ErrorBody, ErrorCode, Reply};
-use maos_store::EventQuery;
+use maos_proto::{ErrorBody, Reply};
 
 pub(crate) use crate::ops::bad;
 use crate::router::ProjectRequest as Request;
 use crate::state::Txn;
-
-/// What handling a request produced.
-pub enum Outcome {
-    /// Boxed: a reply is large (a whole session), the other outcomes are small, and outcomes
-    /// are moved through the batch's list of answers.
-    Reply(Box<Reply>),
-    /// A lock request queued behind conflicting holders: the actor keeps the reply until the
-    /// wait ends (granted, timed out, deadlock victim, or the agent finished). `caller`: an MCP
-    /// call's caller, which the grant's answer names (`Reply::Mcp`).
-    Park {
-        wait: maos_core::WaitId,
-        caller: Option<Box<maos_proto::McpCaller>>,
-    },
-    /// A history read, run by the connection on the read pool (never by the actor).
-    History(EventQuery),
-}
-
-impl From<Reply> for Outcome {
-    fn from(r: Reply) -> Self {
-        Outcome::Reply(Box::new(r))
-    }
-}
 
 /// Apply one project request.
 pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
@@ -156,22 +135,4 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             Ok(Reply::FileRestored(*report).into())
         }
     }
-}
-
-/// The session, as the reply to a request that changed it.
-pub(crate) fn session_reply(tx: &Txn<'_>, id: &SessionId) -> Result<Outcome, ErrorBody> {
-    let s = tx.state().session(id).cloned().ok_or_else(|| {
-        ErrorBody::new(ErrorCode::Internal, "session vanished while being changed")
-    })?;
-    Ok(Reply::Session(Box::new(s)).into())
-}
-
-/// The agent, as the reply to a request that changed it.
-pub(crate) fn agent_reply(tx: &Txn<'_>, id: &AgentId) -> Result<Outcome, ErrorBody> {
-    let a = tx
-        .state()
-        .agent(id)
-        .cloned()
-        .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "agent vanished"))?;
-    Ok(Reply::Agent(Box::new(a)).into())
 }

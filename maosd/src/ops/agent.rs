@@ -4,7 +4,7 @@ use maos_core::{AgentId, AgentOp, AgentState, SessionId, find_cycle};
 use maos_proto::{AgentRecord, ErrorBody, ErrorCode, ErrorRecord};
 use serde_json::json;
 
-use super::{bad, invalid};
+use crate::error::{bad_request as bad, invalid};
 use crate::state::Txn;
 
 const MAX_TEXT: usize = 4096;
@@ -121,7 +121,7 @@ pub fn transition(
         let s = st
             .session(&sid)
             .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "agent without session"))?;
-        super::require_running(s, &format!("{op} agent {}", id.short()))?;
+        super::require::require_running(s, &format!("{op} agent {}", id.short()))?;
     }
     // Ended (or interrupted) by decision while its process runs: the process goes too. An
     // exit report clears `process` first, so a process that ended by itself is not signalled.

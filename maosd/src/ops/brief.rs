@@ -5,7 +5,7 @@ use maos_core::{AgentId, SessionId, Ts};
 use maos_proto::{Briefing, ErrorBody, ErrorCode, Note, NoteKind};
 use serde_json::json;
 
-use super::bad;
+use crate::error::bad_request as bad;
 use crate::state::{State, Txn};
 
 /// Longest note accepted, in bytes.

@@ -876,7 +876,7 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Hooked, ErrorBody> {
 /// [`hook`]'s answer to every call but a shell call's git turns.
 fn answer_of(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
     if call.session_id.trim().is_empty() {
-        return Err(super::bad("hook input has no session_id"));
+        return Err(crate::error::bad_request("hook input has no session_id"));
     }
     // A write that names no file cannot be locked; refused before anything is registered.
     if call.writes_files()
@@ -885,7 +885,7 @@ fn answer_of(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> 
         && call.elsewhere.is_empty()
         && matches!(call.event.as_str(), "PreToolUse" | "PostToolUse")
     {
-        return Err(super::bad(format!(
+        return Err(crate::error::bad_request(format!(
             "hook input: a {} call names no file it writes; nothing was done",
             call.tool_name.as_deref().unwrap_or("write")
         )));

@@ -7,7 +7,7 @@ use maos_core::{
 use maos_proto::{ErrorBody, ErrorCode, LockWait};
 use serde_json::json;
 
-use super::{bad, invalid};
+use crate::error::{bad_request as bad, invalid};
 use crate::locks::who;
 use crate::state::{State, Txn};
 

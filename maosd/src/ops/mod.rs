@@ -13,25 +13,8 @@ pub mod cli;
 pub mod lock;
 pub mod phase;
 pub mod process;
+mod require;
 pub mod session;
 pub mod violation;
 
-use maos_proto::{ErrorBody, SessionRecord};
-
-/// Work (starting agents, moving phases) happens only in a running session; the error says how
-/// to get there.
-pub fn require_running(s: &SessionRecord, what: &str) -> Result<(), ErrorBody> {
-    let hint = match s.state {
-        maos_core::SessionState::Running => return Ok(()),
-        maos_core::SessionState::Created => "; start it with `maos session start`",
-        maos_core::SessionState::Paused => "; resume it with `maos resume`",
-        _ => "",
-    };
-    Err(invalid(format!(
-        "cannot {what}: session {} is {}{hint}",
-        s.id.short(),
-        s.state
-    )))
-}
-
-pub use crate::error::{bad_request as bad, invalid};
+pub use crate::error::bad_request as bad;

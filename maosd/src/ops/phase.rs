@@ -5,7 +5,7 @@ use maos_core::{CheckpointResult, PhaseOp, SessionId, SessionOp};
 use maos_proto::{ErrorBody, ErrorCode, ErrorRecord};
 use serde_json::{Value, json};
 
-use super::{bad, invalid};
+use crate::error::{bad_request as bad, invalid};
 use crate::state::Txn;
 
 fn session<'a>(
@@ -36,7 +36,7 @@ pub fn transition(
 ) -> Result<(), ErrorBody> {
     let s = session(tx, sid)?;
     let sid = s.id.clone();
-    super::require_running(s, &format!("{op} a phase"))?;
+    super::require::require_running(s, &format!("{op} a phase"))?;
     let wf = &s.workflow;
     let not_found =
         |e: maos_core::WorkflowError| ErrorBody::new(ErrorCode::NotFound, e.to_string());

@@ -16,7 +16,7 @@ use maos_proto::{
 };
 use serde_json::json;
 
-use super::bad;
+use crate::error::bad_request as bad;
 use crate::run::{Effect, Launch, Runner, Started};
 use crate::state::Txn;
 
@@ -762,7 +762,7 @@ pub fn retry(
         )));
     }
     let next = s.state.retry().map_err(|e| {
-        super::invalid(format!(
+        crate::error::invalid(format!(
             "session {short}: {e}; only a failed session, or a failed agent of a live one, is retried"
         ))
     })?;
@@ -786,7 +786,7 @@ pub fn retry(
                 )));
             }
             a.state.retry().map_err(|e| {
-                super::invalid(format!(
+                crate::error::invalid(format!(
                     "agent {}: {e}; only a failed or cancelled agent is retried",
                     name_of(a)
                 ))
@@ -823,7 +823,7 @@ pub fn retry(
         }
     }
     if again.is_empty() {
-        return Err(super::invalid(format!(
+        return Err(crate::error::invalid(format!(
             "session {short} has no failed or cancelled agent to retry"
         )));
     }

@@ -7,7 +7,7 @@ use maos_core::{
 use maos_proto::{ErrorBody, ErrorCode, PauseInfo, SessionRecord, Target};
 use serde_json::json;
 
-use super::{bad, invalid};
+use crate::error::{bad_request as bad, invalid};
 use crate::state::Txn;
 
 /// Longest objective accepted (it is shown in tables and briefings, not a document store).
