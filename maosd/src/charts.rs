@@ -304,7 +304,7 @@ impl Charts {
             };
             let written = tokio::task::spawn_blocking(move || {
                 let body = serde_json::to_vec(&doc).map_err(std::io::Error::other)?;
-                crate::project::files::write_whole(&path, &body)
+                crate::files::write_whole(&path, &body)
             })
             .await;
             match written {

@@ -17,7 +17,7 @@ pub struct Daemon {
     pub shutdown: CancellationToken,
     pub config: Config,
     /// What each window wrote in other projects (scope.rs).
-    pub windows: crate::scope::Windows,
+    pub windows: crate::windows::Windows,
     started: Instant,
     started_at: Ts,
 }

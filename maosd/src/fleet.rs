@@ -10,11 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::project::Poker;
-
-/// A project this daemon opened, to be woken when another daemon commits in it: its
-/// notification channel and its actor.
-pub type Listen = (String, Poker);
+use crate::project::{Listen, Poker};
 
 /// Receive the fleet's notifications for the projects this daemon has open and wake their
 /// actors (each then runs a batch, which starts from what PostgreSQL holds: a lock released

@@ -7,6 +7,7 @@ mod config;
 mod conn;
 mod daemon;
 mod error;
+mod files;
 mod fleet;
 mod gc;
 mod keep;
@@ -27,6 +28,7 @@ mod shellcmd;
 mod state;
 mod supervise;
 mod version;
+mod windows;
 
 use std::process::ExitCode;
 

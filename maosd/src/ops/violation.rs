@@ -13,14 +13,6 @@ use serde_json::json;
 use crate::keep::{self, Check, Version};
 use crate::state::Txn;
 
-/// The shell tools, whose end is checked against every held file.
-pub fn is_shell(call: &HookCall) -> bool {
-    matches!(
-        call.tool_name.as_deref(),
-        Some("Bash" | "run_shell_command")
-    )
-}
-
 /// Forget the versions of files whose holder let go of them (no longer looked at, their
 /// violations no longer shown). Each hook call does it: the lock table is the authority.
 pub fn settle(tx: &Txn<'_>) {

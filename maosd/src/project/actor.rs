@@ -16,10 +16,10 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tracing::{debug, error, info, warn};
 
 use super::checkpointer::{self, Checkpoints};
-use super::files;
 use crate::charts::Charts;
 use crate::cmd::{self, Outcome};
 use crate::error::{actor_gone, handler_panicked, internal, storage_error};
+use crate::files;
 use crate::router::ProjectRequest;
 use crate::state::{Finished, State, Txn, Wakeup};
 
@@ -107,6 +107,10 @@ impl Poker {
         }
     }
 }
+
+/// A project this daemon opened, to be woken when another daemon commits in it: its
+/// notification channel and its actor.
+pub type Listen = (String, Poker);
 
 /// Handle to a project actor.
 #[derive(Clone)]

@@ -4,8 +4,7 @@
 
 mod actor;
 mod checkpointer;
-pub(crate) mod files;
 mod registry;
 
-pub use actor::{Poker, ProjectHandle, Subscription};
+pub use actor::{Listen, Poker, ProjectHandle, Subscription};
 pub use registry::Projects;

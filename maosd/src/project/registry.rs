@@ -11,7 +11,7 @@ use tokio::sync::Mutex;
 use tracing::{error, info, warn};
 
 use super::actor::{self, ProjectHandle};
-use super::files;
+use crate::files;
 
 /// Every open project, opened on first use.
 pub struct Projects {
@@ -24,7 +24,7 @@ pub struct Projects {
     /// wait for it here.
     opened: tokio::sync::Notify,
     /// In a fleet: where each opened project goes to be woken by other daemons' commits.
-    listen: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<crate::fleet::Listen>>,
+    listen: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<super::actor::Listen>>,
 }
 
 impl Projects {
@@ -41,7 +41,7 @@ impl Projects {
     }
 
     /// In a fleet: send every project opened from now on to the notification listener.
-    pub fn set_listener(&self, tx: tokio::sync::mpsc::UnboundedSender<crate::fleet::Listen>) {
+    pub fn set_listener(&self, tx: tokio::sync::mpsc::UnboundedSender<super::actor::Listen>) {
         let _ = self.listen.set(tx);
     }
 
