@@ -18,7 +18,7 @@ use crate::conformance::npm_package;
 use crate::{Env, Value, bin_dir, json};
 
 const PACKAGE: &str = "@anthropic-ai/claude-code";
-pub const VERSION: &str = "2.1.328";
+pub const VERSION: &str = "2.1.332";
 /// How long one `claude -p` run may take before it is killed and the test fails.
 pub const RUN_DEADLINE: Duration = Duration::from_secs(45);
 /// The prefix Claude Code puts before a `PreToolUse` denial of `Write` in the tool result.

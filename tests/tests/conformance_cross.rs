@@ -1,5 +1,5 @@
-//! Conformance across clients, with the real binaries: Claude Code 2.1.328 (`claude -p`
-//! against a fake Anthropic Messages API) and Codex 0.171.0 (and 0.169.0 before it) (`codex exec` against a fake
+//! Conformance across clients, with the real binaries: Claude Code 2.1.332 (and 2.1.328 before
+//! it) (`claude -p` against a fake Anthropic Messages API) and Codex 0.171.0 (and 0.169.0 before it) (`codex exec` against a fake
 //! Responses API), each with maos's hooks installed the way a user installs them, and the real
 //! maosd behind both. Each scenario checks three sides: what the models received, the disk, and
 //! maos's own view (`events`, `lock list`, `ps`).

@@ -13,10 +13,11 @@
 //! never its own or another pair's. Each finishes only once the other's second write was
 //! answered, so both live (and hold) through both denials. Twenty races run in one
 //! `claude -p` for foreground subagents (one pair after the other, as the main thread waits
-//! for each pair) and twenty for background ones (each pair launched as soon as the last
-//! one's launches came back, so pairs overlap); at the end every subagent must still carry
-//! its own task (a background launch's PostToolUse may come before its subagent's first
-//! event). Any wrong name fails, and the failure says how many of the forty were wrong.
+//! for each pair) and twenty for background ones (two pairs per answer of the main thread,
+//! four subagents racing, the next answer once they were all told); at the end every subagent
+//! must still carry its own task (a background launch's PostToolUse may come before its
+//! subagent's first event). Any wrong name fails, and the failure says how many of the forty
+//! were wrong.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -101,18 +102,20 @@ fn script(
             return say("ok");
         }
         // The next races whose launches did not come back yet.
-        let Some(first) =
-            (0..RACES).find(|r| !req.has(&spawn_id(*r, 'A')) || !req.has(&spawn_id(*r, 'B')))
-        else {
-            // Claude Code 2.1.328 in `-p` may exit once the main thread's turn is over while
-            // background subagents still run: the turn ends only when every subagent was told.
-            if background {
-                for race in 0..RACES {
-                    for side in ['A', 'B'] {
-                        req.after_result(&cross_id(race, side));
-                    }
+        let next =
+            (0..RACES).find(|r| !req.has(&spawn_id(*r, 'A')) || !req.has(&spawn_id(*r, 'B')));
+        if background {
+            // Background subagents run on after their launch came back: the next ones start
+            // once those before were both told (Claude Code 2.1.332 left some never started
+            // with a dozen running), and the turn ends (`-p` may exit, ending the rest) only
+            // when every one was.
+            for race in 0..next.unwrap_or(RACES) {
+                for side in ['A', 'B'] {
+                    req.after_result(&cross_id(race, side));
                 }
             }
+        }
+        let Some(first) = next else {
             return say("Done.");
         };
         let mut blocks = say("Writers.");
