@@ -1400,7 +1400,7 @@ mod tests {
             ids.push(a.id.clone());
             tx.insert_agent(a);
         }
-        crate::ops::process::signal_agents(&mut tx, &ids, true);
+        crate::ops::effects::signal_agents(&mut tx, &ids, true);
         let pgids: Vec<u32> = tx
             .effects
             .iter()

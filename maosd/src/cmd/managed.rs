@@ -53,7 +53,7 @@ pub fn retry(
 
 /// `maos recover [SESSION]`.
 pub fn recover(tx: &mut Txn<'_>, session: Option<&str>) -> Result<Outcome, ErrorBody> {
-    let report = process::recover(tx, session)?;
+    let report = crate::ops::recovery::recover(tx, session)?;
     Ok(Reply::Recovery(report).into())
 }
 
@@ -65,7 +65,7 @@ impl maos_core::validate::Facts for Live<'_> {
         self.0.is_launching(agent)
     }
     fn alive(&self, p: &maos_proto::ProcessInfo) -> bool {
-        process::live_process(Some(p))
+        crate::ops::effects::live_process(Some(p))
     }
     fn held(&self, agent: &AgentId) -> Vec<maos_core::LockPath> {
         self.0

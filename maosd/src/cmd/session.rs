@@ -4,7 +4,8 @@ use maos_core::{SessionId, SessionOp, Strategy};
 use maos_proto::{ErrorBody, Reply, Target};
 
 use super::{Outcome, agent_reply, bad, session_reply};
-use crate::ops::session::{self as ops, Paused};
+use crate::ops::pause::{self, Paused};
+use crate::ops::session as ops;
 use crate::state::{Named, Txn};
 
 pub fn create(
@@ -68,7 +69,7 @@ pub fn set_paused(
         },
         (name, target) => (st.resolve_session(name)?.id.clone(), target),
     };
-    match ops::set_paused(tx, &sid, target, pause, reason, by)? {
+    match pause::set_paused(tx, &sid, target, pause, reason, by)? {
         Paused::Session => session_reply(tx, &sid),
         // The change is the agent's: answer with the agent, not its whole session.
         Paused::Agent(id) => agent_reply(tx, &id),
@@ -83,6 +84,7 @@ pub fn archive(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {
 
 pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<Outcome, ErrorBody> {
     let id = ops::import(tx, path, text)?;
+    crate::ops::recovery::after_import(tx, &id)?;
     session_reply(tx, &id)
 }
 

@@ -130,7 +130,7 @@ pub fn transition(
         AgentOp::Complete | AgentOp::Fail | AgentOp::Cancel | AgentOp::Interrupt | AgentOp::End
     ) && tx.state().agent(&id).is_some_and(|a| a.process.is_some())
     {
-        super::process::stop_process(tx, &id);
+        super::effects::stop_process(tx, &id);
         tx.agent_mut(&id).process = None;
     }
     let now = tx.now;

@@ -10,9 +10,12 @@
 pub mod agent;
 pub mod brief;
 pub mod cli;
+pub mod effects;
 pub mod lock;
+pub mod pause;
 pub mod phase;
 pub mod process;
+pub mod recovery;
 mod require;
 pub mod session;
 pub mod violation;

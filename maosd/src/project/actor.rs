@@ -459,7 +459,7 @@ impl Actor {
             return Ok(None);
         };
         // This machine's processes follow what other daemons changed of their agents.
-        let effects = crate::ops::process::catch_up(&self.state, &fresh.sessions);
+        let effects = crate::ops::effects::catch_up(&self.state, &fresh.sessions);
         self.state.refresh(
             fresh.sessions,
             &fresh.gone,
@@ -616,7 +616,7 @@ impl Actor {
             }
         };
         // This machine's processes are stopped or running as their records say.
-        let held = crate::ops::process::hold_as_recorded(&self.state, crate::procs::stopped);
+        let held = crate::ops::effects::hold_as_recorded(&self.state, crate::procs::stopped);
         self.execute(held);
         let mut txn = Txn::new(&mut self.state);
         if let Some(f) = fresh {
@@ -626,9 +626,9 @@ impl Actor {
         let root = &self.root;
         let report = txn.atomic(|tx| {
             let report = if all {
-                crate::ops::process::recover(tx, None)
+                crate::ops::recovery::recover(tx, None)
             } else {
-                crate::ops::process::sweep(tx)
+                crate::ops::recovery::sweep(tx)
             }?;
             // Windows whose CLI is gone without a word: ended, their locks freed.
             let ended = crate::ops::cli::end_lost_windows(tx)?;
