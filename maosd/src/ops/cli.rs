@@ -7,7 +7,7 @@
 //! ([`end_lost_windows`]); a session the hooks made completes when its last window ends.
 
 use maos_core::mcp::{CallerRule, ClaimKey};
-use maos_core::record::{Activity, Cli, Denial, ProcessRef, Todo};
+use maos_core::record::{Activity, Cli, ProcessRef, Todo};
 use maos_core::{
     AgentId, AgentOp, AgentState, HeldLock, LockError, LockMode, LockPath, LockRequest, SessionId,
     SessionOp, SessionState, Strategy, Ts, WaitPolicy, WaiterInfo,
@@ -15,9 +15,13 @@ use maos_core::{
 use maos_proto::{ErrorBody, HookAnswer, HookCall, HookDecision, SpawnedBy};
 use serde_json::json;
 
+use self::answer::{
+    ago, answer, deny_held, describe, is_placeholder_task, one_line, placeholder_task,
+};
 use crate::locks::who;
 use crate::state::{SpawnIntent, State, Txn};
 
+mod answer;
 mod git;
 pub use git::Hooked;
 
@@ -58,23 +62,6 @@ pub fn hold_next_window(
     super::session::apply_session(tx, &id, SessionOp::Start, SessionState::Running, None, None);
     super::session::apply_session(tx, &id, SessionOp::Pause, SessionState::Paused, reason, by);
     Ok(id)
-}
-
-/// A window's task until its first prompt names it ("Claude Code main thread": older maos).
-fn placeholder_task(cli: Cli) -> String {
-    format!("{} window", cli.label())
-}
-
-fn is_placeholder_task(task: &str) -> bool {
-    task == "Claude Code main thread" || Cli::ALL.iter().any(|c| task == placeholder_task(*c))
-}
-
-fn answer(decision: HookDecision, reason: Option<String>, context: Option<String>) -> HookAnswer {
-    HookAnswer {
-        decision,
-        reason,
-        context,
-    }
 }
 
 /// The live agent of the window `cli` (its main thread) in a live session, wherever it is.
@@ -592,86 +579,6 @@ fn deny(
     reason: String,
 ) -> HookAnswer {
     deny_held(tx, agent, call, why, reason, None)
-}
-
-/// [`deny`], naming the agent that holds the file (a lock conflict). The agent's last call is
-/// then this refusal (`ps`'s NOW), and the reason names agents by their short ids.
-fn deny_held(
-    tx: &mut Txn<'_>,
-    agent: &AgentId,
-    call: &HookCall,
-    why: &str,
-    reason: String,
-    holder: Option<AgentId>,
-) -> HookAnswer {
-    let reason = maos_core::ids::shorten_all(&reason).into_owned();
-    tx.lock_event(
-        agent,
-        "tool_denied",
-        json!({ "tool": call.tool_name, "paths": call.paths, "why": why, "reason": reason }),
-    );
-    if let Some(tool) = &call.tool_name {
-        let denied = Activity {
-            tool: tool.clone(),
-            path: call.paths.first().cloned(),
-            at: tx.now,
-            denied: Some(Denial {
-                why: why.to_string(),
-                holder,
-            }),
-        };
-        tx.note_activity(agent, denied);
-    }
-    answer(HookDecision::Deny, Some(reason), None)
-}
-
-/// An agent as a model should know it: who (role and short id), which CLI window, its task,
-/// and what it is doing now (its current todo, else its last tool call and how long ago).
-pub fn describe(st: &State, id: &AgentId, now: Ts) -> String {
-    let Some(a) = st.agent(id) else {
-        return who(st, id);
-    };
-    let mut words = who(st, id);
-    if let Some(cli) = a.cli {
-        let kind = if a.parent.is_some() {
-            "subagent"
-        } else {
-            "window"
-        };
-        let label = cli.label();
-        // "an OpenCode window", "a Codex window".
-        let article = match label.starts_with(['A', 'E', 'I', 'O', 'U']) {
-            true => "an",
-            false => "a",
-        };
-        words.push_str(&format!(", {article} {label} {kind}"));
-    }
-    let mut about = Vec::new();
-    if !a.task.is_empty() && !is_placeholder_task(&a.task) {
-        about.push(format!("task: \"{}\"", one_line(&a.task, 120)));
-    }
-    let todo = st
-        .session(&a.session_id)
-        .and_then(|s| s.current_todo(&a.id));
-    if let Some(todo) = todo {
-        about.push(format!("now: {}", one_line(&todo.content, 120)));
-    } else if let Some(act) = st.activity(&a.id) {
-        about.push(format!("last: {}, {} ago", act.words(), ago(act.at, now)));
-    }
-    if !about.is_empty() {
-        words.push_str(&format!(" ({})", about.join("; ")));
-    }
-    words
-}
-
-/// A short duration for a model: "5s", "3m", "2h".
-fn ago(then: Ts, now: Ts) -> String {
-    let s = (now - then).num_seconds().max(0);
-    match s {
-        0..120 => format!("{s}s"),
-        120..7200 => format!("{}m", s / 60),
-        _ => format!("{}h", s / 3600),
-    }
 }
 
 /// Who holds or waits for the file ahead of the writer, in words for the model.
@@ -1243,14 +1150,5 @@ fn pause_why(p: Option<&maos_proto::PauseInfo>) -> String {
         Some((None, Some(r))) => format!(": {}", one_line(r, 300)),
         Some((Some(by), None)) => format!(" by {by}"),
         _ => String::new(),
-    }
-}
-
-/// A text on one line, at most `max` characters (it goes into a message for the model).
-fn one_line(s: &str, max: usize) -> String {
-    let line = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match line.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &line[..i]),
-        None => line,
     }
 }

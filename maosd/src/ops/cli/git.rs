@@ -7,8 +7,9 @@
 use maos_core::{AgentId, HeldLock, LockMode, LockPath, WaitPolicy};
 use maos_proto::{GitUse, HookAnswer, HookCall};
 
-use super::{Txn, deny_held, describe};
+use super::answer::{deny_held, describe};
 use crate::ops::lock::{self as ops, Taken};
+use crate::state::Txn;
 
 /// What a hook call comes to: an answer now, or a wait for the git index that the actor
 /// answers when it ends.
