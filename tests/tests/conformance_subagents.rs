@@ -106,9 +106,9 @@ fn script(
             (0..RACES).find(|r| !req.has(&spawn_id(*r, 'A')) || !req.has(&spawn_id(*r, 'B')));
         if background {
             // Background subagents run on after their launch came back: the next ones start
-            // once those before were both told (Claude Code 2.1.332 left some never started
-            // with a dozen running), and the turn ends (`-p` may exit, ending the rest) only
-            // when every one was.
+            // once those before were both told (with a dozen or more running, Claude Code
+            // 2.1.328 and 2.1.332 left some launched ones unstarted), and the turn ends (`-p`
+            // may exit, ending the rest) only when every one was.
             for race in 0..next.unwrap_or(RACES) {
                 for side in ['A', 'B'] {
                     req.after_result(&cross_id(race, side));
