@@ -95,27 +95,16 @@ pub fn installed(path: &Path) -> Result<Installed, String> {
     })
 }
 
-/// Remove maos's entries; drop the lists this leaves empty. Whether any went.
+/// Remove maos's entries; drop the lists this leaves empty (and `hooks` if it empties).
+/// Whether any went; a `hooks` that is not an object is refused, naming the file.
 fn strip(file: &mut Map<String, Value>, path: &Path) -> Result<bool, String> {
-    let Some(hooks) = file.get_mut("hooks") else {
-        return Ok(false);
-    };
-    let Value::Object(hooks) = hooks else {
+    if file.get("hooks").is_some_and(|h| !h.is_object()) {
         return Err(format!(
             "{}: \"hooks\" is not an object; left unchanged",
             path.display()
         ));
-    };
-    let mut changed = false;
-    for list in hooks.values_mut() {
-        if let Value::Array(entries) = list {
-            let before = entries.len();
-            entries.retain(|e| !is_ours(e));
-            changed |= entries.len() != before;
-        }
     }
-    hooks.retain(|_, list| !matches!(list, Value::Array(a) if a.is_empty()));
-    Ok(changed)
+    Ok(install::strip_entries(file, is_ours))
 }
 
 /// The hooks file with maos's current entries (an older maos's replaced).
@@ -233,22 +222,10 @@ fn real(p: &Path) -> PathBuf {
 
 /// maos's note of the folders it trusted: owner-only, written beside itself and renamed.
 fn write_record(path: &Path, noted: &Map<String, Value>) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     if let Some(dir) = path.parent() {
         paths::private_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let tmp = path.with_extension("json.maos-tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
-    f.write_all(install::json_text(noted)?.as_bytes())
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+    install::write_owner_only(path, &install::json_text(noted)?)
 }
 
 fn record_path() -> Result<PathBuf, String> {

@@ -172,24 +172,7 @@ pub fn installed(path: &Path) -> Result<Installed, String> {
 /// Remove maos's entries; drop the event lists this leaves empty, and `hooks` if it empties.
 /// True when something was removed.
 fn strip(m: &mut Map<String, Value>) -> bool {
-    let Some(Value::Object(hooks)) = m.get_mut("hooks") else {
-        return false;
-    };
-    let mut changed = false;
-    for list in hooks.values_mut() {
-        if let Value::Array(entries) = list {
-            let before = entries.len();
-            entries.retain(|e| !is_ours(e));
-            changed |= entries.len() != before;
-        }
-    }
-    if changed {
-        hooks.retain(|_, v| !v.as_array().is_some_and(Vec::is_empty));
-        if hooks.is_empty() {
-            m.remove("hooks");
-        }
-    }
-    changed
+    install::strip_entries(m, is_ours)
 }
 
 /// The file `path` with maos's entries in place of any older ones.

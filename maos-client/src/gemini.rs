@@ -8,7 +8,6 @@
 //! `--yes`), and notes that it did in `$MAOS_HOME/gemini-trust.json`, so that uninstall
 //! removes that rule and no other.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use maos_proto::{Cli, paths};
@@ -48,22 +47,10 @@ pub enum Trust {
 
 /// Write beside it and rename, owner-only (as Gemini CLI writes it).
 fn write_object(path: &Path, v: &Map<String, Value>) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let text = serde_json::to_string_pretty(v).map_err(|e| e.to_string())? + "\n";
-    let tmp = path.with_extension("json.maos-tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+    install::write_owner_only(path, &install::json_text(v)?)
 }
 
 /// The rules of the trust file, each checked as Gemini CLI checks them (a value that is not a

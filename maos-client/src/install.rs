@@ -348,24 +348,49 @@ fn commit(files: &[(&Path, String)], why: Why, new_mode: Option<u32>) -> Result<
 
 /// Remove maos's groups; drop event lists and the `hooks` object that this leaves empty.
 fn strip(settings: &mut Map<String, Value>) -> bool {
-    let Some(Value::Object(hooks)) = settings.get_mut("hooks") else {
+    strip_entries(settings, is_ours)
+}
+
+/// Remove the entries `ours` picks from every event list of `file`'s `hooks` object; drop the
+/// lists this leaves empty, and `hooks` if it empties. Whether any went (a `hooks` that is not
+/// an object has none). Every CLI's hooks file keeps its entries in such lists.
+pub fn strip_entries(file: &mut Map<String, Value>, ours: impl Fn(&Value) -> bool) -> bool {
+    let Some(Value::Object(hooks)) = file.get_mut("hooks") else {
         return false;
     };
     let mut changed = false;
     for list in hooks.values_mut() {
-        if let Value::Array(groups) = list {
-            let before = groups.len();
-            groups.retain(|g| !is_ours(g));
-            changed |= groups.len() != before;
+        if let Value::Array(entries) = list {
+            let before = entries.len();
+            entries.retain(|e| !ours(e));
+            changed |= entries.len() != before;
         }
     }
     if changed {
         hooks.retain(|_, v| !v.as_array().is_some_and(Vec::is_empty));
         if hooks.is_empty() {
-            settings.remove("hooks");
+            file.remove("hooks");
         }
     }
     changed
+}
+
+/// Write `text` to `path` owner-only (0600), beside it first and then renamed: a file of the
+/// user's that only they may read (a trust list, maos's notes). Its directory must exist.
+pub fn write_owner_only(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("json.maos-tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 pub fn install(path: &Path, cli: Cli) -> Result<String, String> {
