@@ -461,7 +461,7 @@ async fn request(
                         Err(e) if e.code == ErrorCode::ProjectUnloadable && hook_write => {
                             Ok(crate::router::unloadable_denial(&e.message))
                         }
-                        // A git command's wait for its turn at the index (ops/cli/git.rs).
+                        // A git command's wait for its turn at the index (ops/hook/git.rs).
                         r if hook => git_turn(r),
                         r => r,
                     }

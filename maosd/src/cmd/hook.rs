@@ -1,13 +1,13 @@
-//! `maos hook`: an agent CLI's hook event, answered for the CLI (see `crate::ops::cli`).
+//! `maos hook`: an agent CLI's hook event, answered for the CLI (see `crate::ops::hook`).
 
 use maos_proto::{ErrorBody, HookCall, Reply};
 
 use super::Outcome;
-use crate::ops::cli::Hooked;
+use crate::ops::hook::Hooked;
 use crate::state::Txn;
 
 pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
-    Ok(match crate::ops::cli::hook(tx, call)? {
+    Ok(match crate::ops::hook::hook(tx, call)? {
         Hooked::Answer(answer) => Reply::Hook(answer).into(),
         // A git command waiting for its turn at the index: the connection turns the grant
         // into the hook's answer (conn.rs).

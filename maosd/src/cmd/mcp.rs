@@ -5,7 +5,7 @@ use maos_core::record::Todo;
 use maos_proto::{ErrorBody, McpAction, McpCall, McpCaller, Reply};
 
 use super::Outcome;
-use crate::ops::cli;
+use crate::ops::hook;
 use crate::router::ProjectRequest;
 use crate::state::Txn;
 
@@ -21,7 +21,7 @@ pub fn call(
     refused: Option<ErrorBody>,
 ) -> Result<(Option<McpCaller>, ProjectRequest), ErrorBody> {
     let McpCall { caller: ev, action } = call;
-    let found = cli::mcp_caller(
+    let found = hook::mcp_caller(
         tx,
         ev.tool_use_id.as_deref(),
         ev.claim.as_ref(),
@@ -108,6 +108,6 @@ pub fn todos(tx: &mut Txn<'_>, agent: &str, items: Vec<Todo>) -> Result<Outcome,
     let items = maos_core::mcp::check_todos(items).map_err(crate::ops::bad)?;
     let a = crate::ops::lock::live_agent(tx.state(), agent)?;
     let (id, sid) = (a.id.clone(), a.session_id.clone());
-    cli::set_todos(tx, &sid, &id, items);
+    hook::set_todos(tx, &sid, &id, items);
     Ok(Reply::Done.into())
 }

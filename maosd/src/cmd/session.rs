@@ -51,7 +51,7 @@ pub fn set_paused(
         && matches!(target, Target::Session)
         && tx.state().active().is_none_or(|a| a.state.is_terminal())
     {
-        let id = crate::ops::cli::hold_next_window(tx, reason, by)?;
+        let id = crate::ops::hook::hold_next_window(tx, reason, by)?;
         return session_reply(tx, &id);
     }
     let st = tx.state();

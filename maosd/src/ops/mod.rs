@@ -9,8 +9,8 @@
 
 pub mod agent;
 pub mod brief;
-pub mod cli;
 pub mod effects;
+pub mod hook;
 pub mod lock;
 pub mod pause;
 pub mod phase;

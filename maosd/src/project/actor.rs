@@ -631,7 +631,7 @@ impl Actor {
                 crate::ops::recovery::sweep(tx)
             }?;
             // Windows whose CLI is gone without a word: ended, their locks freed.
-            let ended = crate::ops::cli::end_lost_windows(tx)?;
+            let ended = crate::ops::hook::end_lost_windows(tx)?;
             if ended > 0 {
                 info!(project = %root, windows = ended, "ended agent CLI windows whose process is gone");
             }
