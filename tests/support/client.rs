@@ -93,6 +93,17 @@ impl Client {
         self.call_inner(false, body)
     }
 
+    /// A project request whose refusal by the daemon is an answer, not a failure: `Err` only
+    /// when the connection failed (the request may or may not have been applied).
+    pub fn call_try(&mut self, body: Request) -> Res<Result<Reply, ErrorBody>> {
+        let id = self.send_request(true, body)?;
+        match read_frame(&mut self.r).map_err(|e| format!("read from maosd: {e}"))? {
+            ServerMsg::Response { id: rid, result } if rid == id => Ok(result),
+            ServerMsg::Error { error } => Ok(Err(error)),
+            other => Err(format!("unexpected answer: {other:?}")),
+        }
+    }
+
     fn call_inner(&mut self, project: bool, body: Request) -> Res<Reply> {
         let id = self.send_request(project, body)?;
         match read_frame(&mut self.r).map_err(|e| format!("read from maosd: {e}"))? {
