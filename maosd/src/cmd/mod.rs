@@ -20,7 +20,6 @@ pub(crate) use reply::{agent_reply, session_reply};
 
 use maos_proto::{ErrorBody, Reply};
 
-pub(crate) use crate::ops::bad;
 use crate::router::ProjectRequest as Request;
 use crate::state::Txn;
 

@@ -3,7 +3,8 @@
 use maos_core::{SessionId, SessionOp, Strategy};
 use maos_proto::{ErrorBody, Reply, Target};
 
-use super::{Outcome, agent_reply, bad, session_reply};
+use super::{Outcome, agent_reply, session_reply};
+use crate::ops::bad;
 use crate::ops::pause::{self, Paused};
 use crate::ops::session as ops;
 use crate::state::{Named, Txn};
