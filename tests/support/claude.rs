@@ -459,6 +459,11 @@ impl Run {
         }
     }
 
+    /// The client's pid (its process group's too).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// Wait for the client to exit by itself (within [`RUN_DEADLINE`] of its start, else it is
     /// killed and the test fails); what it did.
     pub fn finish(self) -> Output {
