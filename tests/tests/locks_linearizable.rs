@@ -1358,6 +1358,8 @@ fn replay() {
             Ret::NotFound
         } else if line.contains("NotHolder") {
             Ret::NotHolder
+        } else if line.contains("ret: Failed") {
+            Ret::Failed
         } else {
             Ret::Unknown
         };
