@@ -53,7 +53,9 @@ scenarios:
   lock        lock acquire (--no-wait, free file) and release round trips, 1 client
   contention  N agents (own client each) on P paths for D seconds: acquire with a short
               wait, release after each grant; durable grants/s, timeouts, deadlocks
-  hook        whole-process `maos hook` (PreToolUse Write) vs the empty binary, interleaved
+  hook        whole-process `maos hook` (PreToolUse Write) vs the empty binary, interleaved:
+              the same file each call (a renewal) and a new file each call (a fresh grant;
+              the agent gives them back every 16 calls, untimed)
   hook-shell  whole-process `maos hook` of a Claude Code Bash PreToolUse with a 2 KB command
               (pipes, && chains, a here-document, a sed -i of a free file: read by the daemon)
               interleaved with `hook`'s Write and the empty binary: p50/p99, median ratios;

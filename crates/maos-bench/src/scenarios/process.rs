@@ -15,38 +15,93 @@ use crate::opts::Opts;
 use crate::report::{Goal, Metric, label, median, pct, print_human};
 use crate::workload::populate;
 
-/// `maos hook` for a `PreToolUse` `Write` (2 KB of content) that takes its lock through the
-/// warm daemon, as a whole process, interleaved with the empty binary; and `python3 -c pass`
-/// for scale.
+/// `maos hook` for a `PreToolUse` `Write` (2 KB of content) through the warm daemon, as a
+/// whole process, interleaved with the empty binary, two ways: the same file each call (after
+/// the first, its lock is the agent's already: a renewal) and a new file each call (a fresh
+/// grant, a lock row committed before the answer: the common case, an agent writing a file for
+/// the first time; the agent holds at most [`HELD`] of them); and `python3 -c pass` for scale.
+/// At most this many fresh grants are held at once in `hook` (then given back, untimed).
+const HELD: usize = 16;
+
 pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let n = o.requests.unwrap_or(200);
     let d = harness::start(sync)?;
     let maos = harness::client_bin()?;
     let empty = harness::bin_dir()?.join("empty");
-    let input = d.env.root().join("pre-tool-use.json");
-    let body = serde_json::json!({
-        "session_id": "bench-session", "cwd": d.env.project, "hook_event_name": "PreToolUse",
-        "tool_name": "Write", "tool_use_id": "toolu_bench",
-        "tool_input": {"file_path": d.env.project.join("src/a.rs"), "content": "x".repeat(2000)},
-    });
-    fs::write(&input, body.to_string()).map_err(|e| format!("{}: {e}", input.display()))?;
-    let cmd = |bin: &Path, args: &[&str]| -> Res<Command> {
+    let write = |file: &str, tool_use: &str| -> Res<PathBuf> {
+        let input = d.env.root().join(format!("pre-tool-use-{tool_use}.json"));
+        let body = serde_json::json!({
+            "session_id": "bench-session", "cwd": d.env.project,
+            "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": tool_use,
+            "tool_input": {"file_path": d.env.project.join(file), "content": "x".repeat(2000)},
+        });
+        fs::write(&input, body.to_string()).map_err(|e| format!("{}: {e}", input.display()))?;
+        Ok(input)
+    };
+    let renewal = write("src/a.rs", "toolu_bench")?;
+    // One input per fresh call (the warm-up's too), each naming a file no call named before.
+    let fresh: Vec<PathBuf> = (0..n + 3)
+        .map(|i| {
+            write(
+                &format!("src/fresh/f{i:05}.rs"),
+                &format!("toolu_fresh{i:05}"),
+            )
+        })
+        .collect::<Res<_>>()?;
+    let cmd = |bin: &Path, args: &[&str], input: &Path| -> Res<Command> {
         let mut c = d.client_command(bin);
-        let stdin = fs::File::open(&input).map_err(|e| format!("{}: {e}", input.display()))?;
+        let stdin = fs::File::open(input).map_err(|e| format!("{}: {e}", input.display()))?;
         c.args(args).stdin(stdin);
         Ok(c)
     };
+    let mut next = fresh.iter();
+    let mut fresh_input = || next.next().ok_or_else(|| "out of fresh inputs".to_string());
     for _ in 0..3 {
-        spawn_timed(&mut cmd(&maos, &["hook"])?)?;
-        spawn_timed(&mut cmd(&empty, &[])?)?;
+        spawn_timed(&mut cmd(&maos, &["hook"], &renewal)?)?;
+        spawn_timed(&mut cmd(&maos, &["hook"], fresh_input()?)?)?;
+        spawn_timed(&mut cmd(&empty, &[], &renewal)?)?;
     }
-    let (mut ta, mut tb, mut r) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..n {
-        let x = spawn_timed(&mut cmd(&maos, &["hook"])?)?;
-        let y = spawn_timed(&mut cmd(&empty, &[])?)?;
+    let (mut ta, mut tf, mut tb, mut r, mut rf) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Each fresh call must have been a grant; the agent then gives those locks back (untimed),
+    // so that it holds at most HELD of them, as an agent does, not one more per call: every
+    // call renews all of the caller's leases, so the held count would be measured too.
+    let mut granted = 0;
+    let mut give_back = |since: usize| -> Res {
+        let held = fresh_locks(&d)?;
+        if held.len() != since {
+            return Err(format!(
+                "{since} fresh hook calls since the last release, but {} of their files are \
+                 locked (each should be a grant)",
+                held.len()
+            ));
+        }
+        granted += since;
+        let mut c = d.client()?;
+        for (agent, path) in held {
+            c.call(Request::LockRelease {
+                agent: Some(agent),
+                path,
+                cwd: Some(d.root.clone()),
+                force: false,
+                by: None,
+            })?;
+        }
+        Ok(())
+    };
+    give_back(3)?;
+    for i in 0..n {
+        if i > 0 && i % HELD == 0 {
+            give_back(HELD)?;
+        }
+        let x = spawn_timed(&mut cmd(&maos, &["hook"], &renewal)?)?;
+        let f = spawn_timed(&mut cmd(&maos, &["hook"], fresh_input()?)?)?;
+        let y = spawn_timed(&mut cmd(&empty, &[], &renewal)?)?;
         ta.push(x);
+        tf.push(f);
         tb.push(y);
         r.push(x / y);
+        rf.push(f / y);
     }
     // The interpreter itself, not a version manager's shim in front of it (pyenv's is a shell
     // script that costs more than Python).
@@ -60,8 +115,12 @@ pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let mut py = Vec::new();
     if let Some(python) = &python {
         for _ in 0..(n / 10).max(5) {
-            py.push(spawn_timed(&mut cmd(python, &["-c", "pass"])?)?);
+            py.push(spawn_timed(&mut cmd(python, &["-c", "pass"], &renewal)?)?);
         }
+    }
+    give_back(n - (n - 1) / HELD * HELD)?;
+    if granted != n + 3 {
+        return Err(format!("{} fresh hook calls but {granted} grants", n + 3));
     }
     let mut d = d;
     d.stop()?;
@@ -76,16 +135,34 @@ pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     };
     let name = label("`maos hook` PreToolUse Write", engine);
     let mut rows = vec![
-        Metric::new(&name, "median ratio to empty binary", median(&mut r), "×")
-            .goal(Goal::AtMost(most)),
-        Metric::new(&name, "`maos hook` median", hook * 1e6, "µs"),
+        Metric::new(
+            &name,
+            "fresh grant (new file each call): median ratio to empty binary",
+            median(&mut rf),
+            "×",
+        )
+        .goal(Goal::AtMost(most)),
+        Metric::new(
+            &name,
+            "renewal (same file each call): median ratio to empty binary",
+            median(&mut r),
+            "×",
+        )
+        .goal(Goal::AtMost(most)),
+        Metric::new(
+            &name,
+            "`maos hook` fresh grant median",
+            median(&mut tf) * 1e6,
+            "µs",
+        ),
+        Metric::new(&name, "`maos hook` renewal median", hook * 1e6, "µs"),
         Metric::new(&name, "empty binary median", median(&mut tb) * 1e6, "µs"),
     ];
     if !py.is_empty() {
         rows.push(
             Metric::new(
                 &name,
-                "`python3 -c pass` / `maos hook`",
+                "`python3 -c pass` / `maos hook` renewal",
                 median(&mut py) / hook,
                 "×",
             )
@@ -94,12 +171,27 @@ pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     }
     print_human(
         &format!(
-            "hook: whole-process `maos hook` ({}) vs `empty`, {n} interleaved runs, {heading}",
+            "hook: whole-process `maos hook` ({}) vs `empty`, {n} interleaved rounds (renewal, \
+             fresh grant, empty), {heading}",
             maos.display()
         ),
         &rows,
     );
     Ok(rows)
+}
+
+/// The locks held on `src/fresh/` files of the daemon's default project: (holder, path).
+fn fresh_locks(d: &maos_tests::daemon::Daemon) -> Res<Vec<(String, String)>> {
+    let mut c = d.client()?;
+    match c.call(Request::LockList { session: None })? {
+        maos_proto::Reply::Locks(l) => Ok(l
+            .locks
+            .into_iter()
+            .filter(|l| l.path.starts_with("src/fresh/"))
+            .map(|l| (l.holder.to_string(), l.path))
+            .collect()),
+        _ => Err("lock list answered something else".into()),
+    }
 }
 
 pub fn scen_ps(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
