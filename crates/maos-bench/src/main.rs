@@ -27,6 +27,8 @@ use crate::scenarios::agent_start::scen_agent_start;
 use crate::scenarios::connections::scen_connections;
 use crate::scenarios::dash::{scen_dash_hook, scen_dash_live, scen_dash_paint};
 use crate::scenarios::data::{scen_gc, scen_transfer};
+#[cfg(feature = "etcd")]
+use crate::scenarios::etcd::scen_fleet_etcd;
 use crate::scenarios::fleet::{scen_fleet_contention, scen_fleet_join};
 use crate::scenarios::hook_concurrent::scen_hook_concurrent;
 use crate::scenarios::hook_shell::scen_hook_shell;
@@ -132,6 +134,13 @@ scenarios:
               each (default 20, own client each), a random one of --paths files (default 1000)
               acquired without waiting and released at once for --duration s (default 5):
               durable grants/s in all, acquire p50/p99
+  fleet-etcd  built with --features etcd, run with MAOS_TEST_DATABASE=postgres; needs etcd
+              (the etcd-server package, or MAOS_BENCH_ETCD), started here on 127.0.0.1 in a
+              temporary directory: the same acquire (no wait) / release of a random one of
+              --paths files (default 1000) through maos's fleet and through etcd (txn
+              compare-and-put with a lease; txn delete at the put's revision), one client
+              alone then 3 x --clients (default 20; maos: 3 daemons), --duration s each
+              (default 5): round trip p50/p99, grants/s, side by side with the ratio
   connections not in `all` (it opens thousands of sockets): idle connections, then
               subscriptions, in steps up to --clients (default 4096); at each step the
               daemon's RSS, RSS per connection, open files, and --requests (default 50)
@@ -254,6 +263,17 @@ fn run(o: &Opts) -> Res {
         "pg-serialise" => one(scen_pg_serialise)?,
         "fleet-join" => one(scen_fleet_join)?,
         "fleet-contention" => one(scen_fleet_contention)?,
+        #[cfg(feature = "etcd")]
+        "fleet-etcd" => one(scen_fleet_etcd)?,
+        #[cfg(not(feature = "etcd"))]
+        "fleet-etcd" => {
+            return Err(
+                "this maos-bench was built without etcd's client: build it with \
+                        `cargo build --release -p maos-bench --features etcd` (its build needs \
+                        protoc, Debian package protobuf-compiler)"
+                    .into(),
+            );
+        }
         "dash-paint" => one(scen_dash_paint)?,
         "dash-live" => one(scen_dash_live)?,
         "dash-hook" => one(scen_dash_hook)?,

@@ -98,6 +98,103 @@ pub fn scen_fleet_join(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     Ok(rows)
 }
 
+/// What one contention run saw: grants and refusals in all, each acquire's round trip, each
+/// grant's acquire + release (ns), and the longest client's time (s).
+#[derive(Default)]
+pub(crate) struct Contention {
+    pub grants: u64,
+    pub refused: u64,
+    pub acquire: Vec<u64>,
+    pub pair: Vec<u64>,
+    pub elapsed: f64,
+}
+
+impl Contention {
+    pub fn merge(parts: Vec<Contention>) -> Contention {
+        let mut all = Contention::default();
+        for p in parts {
+            all.grants += p.grants;
+            all.refused += p.refused;
+            all.acquire.extend(p.acquire);
+            all.pair.extend(p.pair);
+            all.elapsed = all.elapsed.max(p.elapsed);
+        }
+        all.acquire.sort_unstable();
+        all.pair.sort_unstable();
+        all
+    }
+
+    pub fn per_sec(&self) -> f64 {
+        self.grants as f64 / self.elapsed
+    }
+}
+
+/// `daemons` fleet daemons on one project in PostgreSQL, `per` agents each (a client of its
+/// own each), every agent acquiring a random one of `files` files without waiting and
+/// releasing it at once, for `dur`. The daemons are stopped at the end.
+pub(crate) fn fleet_contention(
+    sync: &str,
+    daemons: usize,
+    per: usize,
+    files: usize,
+    dur: Duration,
+) -> Res<Contention> {
+    let mut started = Vec::new();
+    for _ in 0..daemons {
+        let d = harness::start(sync)?;
+        name_project(&d.env)?;
+        started.push(d);
+    }
+    let sid = {
+        let mut c = started[0].client()?;
+        create_session(&mut c, "bench: fleet contention", true)?
+    };
+    let barrier = Arc::new(Barrier::new(daemons * per + 1));
+    let mut handles = Vec::new();
+    let mut k = 0u64;
+    for d in &started {
+        let paths = Arc::new(lock_files(d, files)?);
+        let mut setup = d.client()?;
+        for _ in 0..per {
+            k += 1;
+            let aid = running_agent(&mut setup, &sid, &format!("agent{k}"))?;
+            let mut c = d.client()?;
+            let cwd = d.root.clone();
+            let (barrier, paths) = (barrier.clone(), paths.clone());
+            let mut rng = Rng(k.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            handles.push(std::thread::spawn(move || -> Res<Contention> {
+                let mut run = Contention::default();
+                barrier.wait();
+                let t0 = Instant::now();
+                while t0.elapsed() < dur {
+                    let p = &paths[rng.below(paths.len())];
+                    let (ns, result) = c.timed_try(acquire_req(&aid, p, &cwd, LockWait::NoWait))?;
+                    run.acquire.push(ns);
+                    match result {
+                        Ok(()) => {
+                            let back = c
+                                .timed(release_req(&aid, p, &cwd))
+                                .map_err(|e| format!("release {p}: {e}"))?;
+                            run.pair.push(ns + back);
+                            run.grants += 1;
+                        }
+                        Err(e) if e.code == ErrorCode::LockConflict => run.refused += 1,
+                        Err(e) => return Err(format!("acquire {p}: {}", e.message)),
+                    }
+                }
+                run.elapsed = t0.elapsed().as_secs_f64();
+                Ok(run)
+            }));
+        }
+    }
+    barrier.wait();
+    let run = Contention::merge(join_all(handles)?);
+    for mut d in started {
+        d.stop()?;
+    }
+    Ok(run)
+}
+
 pub fn scen_fleet_contention(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     if maos_tests::postgres::test_database_url().is_none() {
         return Err(
@@ -108,77 +205,17 @@ pub fn scen_fleet_contention(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let per = o.clients.unwrap_or(20);
     let files = o.paths.unwrap_or(1000);
     let secs = o.duration.unwrap_or(5.0);
-    let mut daemons = Vec::new();
-    for _ in 0..DAEMONS {
-        let d = harness::start(sync)?;
-        name_project(&d.env)?;
-        daemons.push(d);
-    }
-    let sid = {
-        let mut c = daemons[0].client()?;
-        create_session(&mut c, "bench: fleet contention", true)?
-    };
-    let dur = Duration::from_secs_f64(secs);
-    let barrier = Arc::new(Barrier::new(DAEMONS * per + 1));
-    let mut handles = Vec::new();
-    let mut k = 0u64;
-    for d in &daemons {
-        let paths = Arc::new(lock_files(d, files)?);
-        let mut setup = d.client()?;
-        for _ in 0..per {
-            k += 1;
-            let aid = running_agent(&mut setup, &sid, &format!("agent{k}"))?;
-            let mut c = d.client()?;
-            let cwd = d.root.clone();
-            let (barrier, paths) = (barrier.clone(), paths.clone());
-            let mut rng = Rng(k.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-            handles.push(std::thread::spawn(move || -> Res<(u64, Vec<u64>, f64)> {
-                let mut grants = 0;
-                let mut acquire = Vec::new();
-                barrier.wait();
-                let t0 = Instant::now();
-                while t0.elapsed() < dur {
-                    let p = &paths[rng.below(paths.len())];
-                    let (ns, result) = c.timed_try(acquire_req(&aid, p, &cwd, LockWait::NoWait))?;
-                    acquire.push(ns);
-                    match result {
-                        Ok(()) => {
-                            c.timed(release_req(&aid, p, &cwd))
-                                .map_err(|e| format!("release {p}: {e}"))?;
-                            grants += 1;
-                        }
-                        Err(e) if e.code == ErrorCode::LockConflict => {}
-                        Err(e) => return Err(format!("acquire {p}: {}", e.message)),
-                    }
-                }
-                Ok((grants, acquire, t0.elapsed().as_secs_f64()))
-            }));
-        }
-    }
-    barrier.wait();
-    let mut grants = 0;
-    let mut acquire = Vec::new();
-    let mut elapsed: f64 = 0.0;
-    for (g, a, e) in join_all(handles)? {
-        grants += g;
-        acquire.extend(a);
-        elapsed = elapsed.max(e);
-    }
-    for mut d in daemons {
-        d.stop()?;
-    }
-    acquire.sort_unstable();
+    let run = fleet_contention(sync, DAEMONS, per, files, Duration::from_secs_f64(secs))?;
+    let grants = run.grants;
     let name = format!("fleet contention, {DAEMONS} daemons x {per} agents x {files} paths");
     let rows = vec![
-        Metric::new(
-            &name,
-            "durable grants/s in all",
-            grants as f64 / elapsed,
-            "",
-        )
-        .goal(Goal::AtLeast(2000.0)),
-        Metric::new(&name, "acquire p50", pct(&acquire, 50.0), "µs"),
-        Metric::new(&name, "acquire p99", pct(&acquire, 99.0), "µs"),
+        // Issue 34's target on a quiet machine (≥ 2,000 with a build running beside it).
+        Metric::new(&name, "durable grants/s in all", run.per_sec(), "")
+            .goal(Goal::AtLeast(6000.0)),
+        Metric::new(&name, "acquire p50", pct(&run.acquire, 50.0), "µs"),
+        Metric::new(&name, "acquire p99", pct(&run.acquire, 99.0), "µs"),
+        Metric::new(&name, "acquire + release p50", pct(&run.pair, 50.0), "µs"),
+        Metric::new(&name, "refused (held by another)", run.refused as f64, ""),
     ];
     print_human(
         &format!(

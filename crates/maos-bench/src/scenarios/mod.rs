@@ -5,6 +5,8 @@ pub mod agent_start;
 pub mod connections;
 pub mod dash;
 pub mod data;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod fleet;
 pub mod hook_concurrent;
 pub mod hook_shell;
