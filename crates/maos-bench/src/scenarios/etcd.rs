@@ -34,12 +34,18 @@ struct Etcd {
     version: String,
 }
 
-/// A port on 127.0.0.1 that nothing listens on now.
-fn free_port() -> Res<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind 127.0.0.1: {e}"))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| format!("cannot read a bound port: {e}"))
+/// Two distinct ports on 127.0.0.1 that nothing listens on now (both held while the second is
+/// chosen, so they differ).
+fn free_ports() -> Res<(u16, u16)> {
+    let bind =
+        || TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind 127.0.0.1: {e}"));
+    let port = |l: &TcpListener| {
+        l.local_addr()
+            .map(|a| a.port())
+            .map_err(|e| format!("cannot read a bound port: {e}"))
+    };
+    let (a, b) = (bind()?, bind()?);
+    Ok((port(&a)?, port(&b)?))
 }
 
 /// A current-thread tokio runtime (one per client thread, as each maos agent has its own).
@@ -78,7 +84,7 @@ impl Etcd {
         let log2 = log
             .try_clone()
             .map_err(|e| format!("{}: {e}", dir.display()))?;
-        let (client, peer) = (free_port()?, free_port()?);
+        let (client, peer) = free_ports()?;
         let url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let child = Command::new(&bin)
