@@ -795,6 +795,10 @@ async fn subscribe(
     let mut backlog = true;
     loop {
         if backlog {
+            // Whether its session ended before (or, for a subscriber that fell behind, while
+            // it was catching up), looked at BEFORE the events are read: an end committed
+            // between the two reads is then among the events sent, never skipped.
+            let mut end = ends && (ended || session_ended_after(&reader, &query, last).await);
             query.after_seq = Some(last);
             let events = match reader.events(&query).await {
                 Ok(e) => e,
@@ -804,17 +808,18 @@ async fn subscribe(
                     return;
                 }
             };
-            let from = last;
             for event in events {
                 last = last.max(event.seq);
+                // An end committed after the look above: the live copy of it, no newer than
+                // `last`, would be skipped.
+                end |= ends && ends_session(&query, &event);
                 if !send(conn, &ServerMsg::Event { id, event }).await {
                     return;
                 }
             }
             backlog = false;
-            // Its session ended before (or, for a subscriber that fell behind, while it was
-            // catching up): nothing more will come.
-            if ends && (ended || session_ended_after(&reader, &query, from).await) {
+            // Nothing more will come.
+            if end {
                 end_of_stream(conn, id).await;
                 return;
             }
