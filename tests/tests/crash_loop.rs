@@ -1122,6 +1122,11 @@ fn acknowledged_writes_survive_kill_9_at_random_moments() {
         }
         tokens.extend(now.views.iter().map(|l| l.token));
 
+        // A kill before any write reached the daemon leaves no database to check yet (the
+        // project is opened by its first request): nothing can have been acknowledged then.
+        if totals.acked == 0 && !env.db_path().exists() {
+            continue;
+        }
         let integrity = env.integrity_check();
         assert_eq!(integrity, "ok", "{ctx}: PRAGMA integrity_check");
     }
