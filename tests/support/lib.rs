@@ -212,17 +212,25 @@ pub fn without_dac_override(cmd: &mut Command) {
 }
 
 /// Poll `cond` (every few milliseconds) until it holds; panic naming `what` after `timeout`.
-pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+pub fn wait_until(timeout: Duration, what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        holds_within(timeout, cond),
+        "timed out after {timeout:?} waiting until {what}"
+    );
+}
+
+/// Whether `cond` holds (polled every few milliseconds) before `timeout`: [`wait_until`] for
+/// a test that says more than "timed out" when it does not.
+pub fn holds_within(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_millis(1);
     loop {
         if cond() {
-            return;
+            return true;
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting until {what}"
-        );
+        if Instant::now() >= deadline {
+            return false;
+        }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(25));
     }

@@ -18,11 +18,11 @@
 //! call was answered. Every step waits on a condition (a file, an event), not on time.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use maos_tests::claude::{FakeModel, Run, agent, claude, say, tool_result_in, write};
 use maos_tests::conformance::runnable;
-use maos_tests::{Env, Value, json};
+use maos_tests::{Env, Value, holds_within, json};
 
 /// The main thread's prompt (its conversation's marker).
 const MAIN: &str = "MAOS-WINDOW-END: start a background writer, then finish";
@@ -38,20 +38,6 @@ const LATE_FILE: &str = "late.txt";
 const STEP: Duration = Duration::from_secs(20);
 /// How long maos may take to settle once the late call was answered.
 const SETTLE: Duration = Duration::from_secs(10);
-
-/// Whether `cond` holds (polled every few milliseconds) before `timeout`.
-fn holds_within(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
 
 /// The window's end as maos records it: the window's `agent_ended` from SessionEnd (`the
 /// window ended (REASON)`).
