@@ -423,6 +423,7 @@ const CRATES: &[&str] = &[
     "crates/maos-proto",
     "crates/maos-store",
     "crates/maos-shell",
+    "crates/maos-radar",
     "crates/maos-bench",
     "maos-client",
     "maos-dash",

@@ -16,6 +16,7 @@ pub mod patch;
 pub mod plan;
 pub mod progress;
 pub mod project_key;
+pub mod radar;
 pub mod record;
 pub mod recovery;
 pub mod schedule;

@@ -1,0 +1,392 @@
+//! The incremental engine: the worktrees on the radar, their last snapshots, and every pair's
+//! last result.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use maos_core::fnv::fnv1a64;
+use maos_core::radar::{RADAR_DIFF_CAP, RadarFile, RadarPair, RadarSide};
+use maos_core::time::Ts;
+
+use crate::git::Git;
+use crate::hunks::hunks;
+use crate::model::{RadarError, Snapshot};
+use crate::plan::{PairMemo, Step, step};
+
+/// A change in what the radar sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A pair that merged cleanly (or was never merged) now conflicts.
+    Appeared(RadarPair),
+    /// A conflicting pair conflicts differently (other files or other hunks).
+    Changed(RadarPair),
+    /// A conflicting pair no longer conflicts (or one side left the radar). `files` are the
+    /// files it conflicted on.
+    Cleared {
+        a: String,
+        b: String,
+        files: Vec<String>,
+    },
+}
+
+/// What one update did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Update {
+    pub changes: Vec<Change>,
+    /// Whether the worktree's snapshot is the one it had (nothing else was looked at).
+    pub unchanged: bool,
+    /// Pairs merged by git.
+    pub merged: usize,
+    /// Pairs whose last merge still holds.
+    pub kept: usize,
+    /// Pairs with no file changed on both sides (no merge needed).
+    pub disjoint: usize,
+}
+
+struct Worktree {
+    path: PathBuf,
+    /// The radar's own index file for this worktree.
+    index: PathBuf,
+    snap: Option<Snapshot>,
+}
+
+struct Pair {
+    memo: PairMemo,
+    /// The conflicting files, when there are any.
+    report: Option<RadarPair>,
+}
+
+/// The radar of one repository's worktrees.
+pub struct Radar {
+    git: Git,
+    cache: PathBuf,
+    worktrees: BTreeMap<String, Worktree>,
+    pairs: BTreeMap<(String, String), Pair>,
+    /// Merge bases by the two `HEAD`s (in order).
+    bases: HashMap<(String, String), Option<String>>,
+    /// The files a tree changed since a base, by (tree, base).
+    changed: HashMap<(String, String), Arc<BTreeSet<String>>>,
+}
+
+impl Radar {
+    /// A radar keeping its index files in `cache` (created if missing).
+    pub fn new(git: Git, cache: &Path) -> Result<Radar, RadarError> {
+        std::fs::create_dir_all(cache).map_err(|error| RadarError::Cache {
+            path: cache.display().to_string(),
+            error,
+        })?;
+        Ok(Radar {
+            git,
+            cache: cache.to_path_buf(),
+            worktrees: BTreeMap::new(),
+            pairs: BTreeMap::new(),
+            bases: HashMap::new(),
+            changed: HashMap::new(),
+        })
+    }
+
+    /// The worktrees on the radar, by the name they were added under.
+    pub fn worktrees(&self) -> impl Iterator<Item = &str> {
+        self.worktrees.keys().map(String::as_str)
+    }
+
+    /// A worktree's last snapshot.
+    pub fn snapshot(&self, worktree: &str) -> Option<&Snapshot> {
+        self.worktrees.get(worktree).and_then(|w| w.snap.as_ref())
+    }
+
+    /// Every pair that would conflict now.
+    pub fn conflicts(&self) -> impl Iterator<Item = &RadarPair> {
+        self.pairs.values().filter_map(|p| p.report.as_ref())
+    }
+
+    /// Puts the worktree at `path` (its root) on the radar under the name `path` as given, and
+    /// looks at it. Its index file starts as a copy of the worktree's own index, so that the
+    /// first snapshot reads only the files changed since git last looked.
+    pub fn watch(&mut self, path: &Path, now: Ts) -> Result<Update, RadarError> {
+        let name = path.display().to_string();
+        if !self.worktrees.contains_key(&name) {
+            let index = self
+                .cache
+                .join(format!("{:016x}.index", fnv1a64(name.as_bytes())));
+            // A worktree with no index yet starts from an empty one.
+            if !index.exists()
+                && let Ok(own) = self.git.index_path(path)
+            {
+                let _ = std::fs::copy(own, &index);
+            }
+            let worktree = Worktree {
+                path: path.to_path_buf(),
+                index,
+                snap: None,
+            };
+            self.worktrees.insert(name.clone(), worktree);
+        }
+        self.update(&name, now)
+    }
+
+    /// Takes a worktree off the radar: its conflicts are cleared.
+    pub fn forget(&mut self, worktree: &str) -> Vec<Change> {
+        let Some(w) = self.worktrees.remove(worktree) else {
+            return Vec::new();
+        };
+        let _ = std::fs::remove_file(&w.index);
+        let gone: Vec<(String, String)> = self
+            .pairs
+            .keys()
+            .filter(|(a, b)| a == worktree || b == worktree)
+            .cloned()
+            .collect();
+        let mut changes = Vec::new();
+        for key in gone {
+            if let Some(Pair {
+                report: Some(report),
+                ..
+            }) = self.pairs.remove(&key)
+            {
+                changes.push(cleared(&report));
+            }
+        }
+        self.evict();
+        changes
+    }
+
+    /// Snapshots `worktree` again and brings every pair it is in up to date: merged again
+    /// only where the files its snapshot changed meet the other side's changes.
+    pub fn update(&mut self, worktree: &str, now: Ts) -> Result<Update, RadarError> {
+        let w = self
+            .worktrees
+            .get(worktree)
+            .ok_or_else(|| RadarError::Unknown(worktree.to_string()))?;
+        let snap = self.git.snapshot(&w.path, &w.index)?;
+        let old = w.snap.clone();
+        if old.as_ref() == Some(&snap) {
+            return Ok(Update {
+                unchanged: true,
+                ..Update::default()
+            });
+        }
+        let moved = match &old {
+            Some(old) if old.tree != snap.tree => Some((
+                old.tree.clone(),
+                self.git.changed(&w.path, &old.tree, &snap.tree)?,
+            )),
+            Some(old) => Some((old.tree.clone(), BTreeSet::new())),
+            None => None,
+        };
+        if let Some(w) = self.worktrees.get_mut(worktree) {
+            w.snap = Some(snap);
+        }
+        let others: Vec<String> = self
+            .worktrees
+            .iter()
+            .filter(|(name, w)| name.as_str() != worktree && w.snap.is_some())
+            .map(|(name, _)| name.clone())
+            .collect();
+        let mut update = Update::default();
+        for other in others {
+            let moved = moved.as_ref().map(|(from, files)| (from.as_str(), files));
+            self.look(worktree, &other, moved, now, &mut update)?;
+        }
+        self.evict();
+        Ok(update)
+    }
+
+    /// Brings the pair of `moving` (which was just snapshotted again) and `other` up to date.
+    fn look(
+        &mut self,
+        moving: &str,
+        other: &str,
+        moved: Option<(&str, &BTreeSet<String>)>,
+        now: Ts,
+        update: &mut Update,
+    ) -> Result<(), RadarError> {
+        let (a, b) = if moving < other {
+            (moving, other)
+        } else {
+            (other, moving)
+        };
+        let key = (a.to_string(), b.to_string());
+        let (Some(wa), Some(wb)) = (self.worktrees.get(a), self.worktrees.get(b)) else {
+            return Ok(());
+        };
+        let (Some(sa), Some(sb)) = (wa.snap.clone(), wb.snap.clone()) else {
+            return Ok(());
+        };
+        let dir = wa.path.clone();
+        let base = match (&sa.head, &sb.head) {
+            (Some(ha), Some(hb)) => self.base(&dir, ha, hb)?,
+            _ => None,
+        };
+        let Some(base) = base else {
+            // No common history: nothing to merge against.
+            if let Some(Pair {
+                report: Some(report),
+                ..
+            }) = self.pairs.remove(&key)
+            {
+                update.changes.push(cleared(&report));
+            }
+            return Ok(());
+        };
+        let ca = self.changed_since(&dir, &sa.tree, &base)?;
+        let cb = self.changed_since(&dir, &sb.tree, &base)?;
+        let overlap: Vec<String> = ca.intersection(&cb).cloned().collect();
+        let now_memo = PairMemo {
+            base: base.clone(),
+            tree_a: sa.tree.clone(),
+            tree_b: sb.tree.clone(),
+        };
+        let previous = self.pairs.get(&key);
+        let decided = step(
+            previous.map(|p| &p.memo),
+            &now_memo,
+            !overlap.is_empty(),
+            moved,
+            &ca,
+            &cb,
+        );
+        let old_report = previous.and_then(|p| p.report.clone());
+        let report = match decided {
+            Step::Clear => {
+                update.disjoint += 1;
+                None
+            }
+            Step::Keep => {
+                update.kept += 1;
+                old_report.clone().map(|mut r| {
+                    r.a = side(a, &sa);
+                    r.b = side(b, &sb);
+                    r
+                })
+            }
+            Step::Merge => {
+                update.merged += 1;
+                let files = self.merge(&dir, &base, &sa.tree, &sb.tree)?;
+                (!files.is_empty()).then(|| RadarPair {
+                    a: side(a, &sa),
+                    b: side(b, &sb),
+                    base: base.clone(),
+                    merged_at: now,
+                    overlap,
+                    files,
+                })
+            }
+        };
+        match (&old_report, &report) {
+            (None, Some(new)) => update.changes.push(Change::Appeared(new.clone())),
+            (Some(old), None) => update.changes.push(cleared(old)),
+            (Some(old), Some(new)) if old.files != new.files => {
+                update.changes.push(Change::Changed(new.clone()))
+            }
+            _ => {}
+        }
+        self.pairs.insert(
+            key,
+            Pair {
+                memo: now_memo,
+                report,
+            },
+        );
+        Ok(())
+    }
+
+    /// git's merge of two trees: the conflicting files with their hunks and each side's diff.
+    fn merge(
+        &self,
+        dir: &Path,
+        base: &str,
+        tree_a: &str,
+        tree_b: &str,
+    ) -> Result<Vec<RadarFile>, RadarError> {
+        let out = self.git.merge(dir, base, tree_a, tree_b)?;
+        let mut files = Vec::with_capacity(out.conflicts.len());
+        for (path, kind) in out.conflicts {
+            let hunks = self
+                .git
+                .file(dir, &out.tree, &path)?
+                .map(|t| hunks(&t))
+                .unwrap_or_default();
+            let diff_a = self.git.diff(dir, base, tree_a, &path, RADAR_DIFF_CAP)?;
+            let diff_b = self.git.diff(dir, base, tree_b, &path, RADAR_DIFF_CAP)?;
+            files.push(RadarFile {
+                path,
+                kind,
+                hunks,
+                diff_a,
+                diff_b,
+            });
+        }
+        Ok(files)
+    }
+
+    fn base(&mut self, dir: &Path, ha: &str, hb: &str) -> Result<Option<String>, RadarError> {
+        let key = if ha <= hb {
+            (ha.to_string(), hb.to_string())
+        } else {
+            (hb.to_string(), ha.to_string())
+        };
+        if let Some(base) = self.bases.get(&key) {
+            return Ok(base.clone());
+        }
+        let base = if ha == hb {
+            Some(ha.to_string())
+        } else {
+            self.git.merge_base(dir, ha, hb)?
+        };
+        self.bases.insert(key, base.clone());
+        Ok(base)
+    }
+
+    fn changed_since(
+        &mut self,
+        dir: &Path,
+        tree: &str,
+        base: &str,
+    ) -> Result<Arc<BTreeSet<String>>, RadarError> {
+        let key = (tree.to_string(), base.to_string());
+        if let Some(set) = self.changed.get(&key) {
+            return Ok(set.clone());
+        }
+        let set = Arc::new(self.git.changed(dir, base, tree)?);
+        self.changed.insert(key, set.clone());
+        Ok(set)
+    }
+
+    /// Drops the cached bases and change sets no worktree's snapshot uses any more.
+    fn evict(&mut self) {
+        let trees: BTreeSet<&str> = self
+            .worktrees
+            .values()
+            .filter_map(|w| w.snap.as_ref())
+            .map(|s| s.tree.as_str())
+            .collect();
+        let heads: BTreeSet<&str> = self
+            .worktrees
+            .values()
+            .filter_map(|w| w.snap.as_ref().and_then(|s| s.head.as_deref()))
+            .collect();
+        self.changed
+            .retain(|(tree, _), _| trees.contains(tree.as_str()));
+        self.bases
+            .retain(|(a, b), _| heads.contains(a.as_str()) && heads.contains(b.as_str()));
+    }
+}
+
+fn side(worktree: &str, snap: &Snapshot) -> RadarSide {
+    RadarSide {
+        worktree: worktree.to_string(),
+        head: snap.head.clone(),
+        tree: snap.tree.clone(),
+        agents: Vec::new(),
+    }
+}
+
+fn cleared(report: &RadarPair) -> Change {
+    Change::Cleared {
+        a: report.a.worktree.clone(),
+        b: report.b.worktree.clone(),
+        files: report.files.iter().map(|f| f.path.clone()).collect(),
+    }
+}

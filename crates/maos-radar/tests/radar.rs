@@ -1,0 +1,260 @@
+//! The engine against real git repositories and worktrees (`git worktree add`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use chrono::Utc;
+use maos_radar::{Change, Git, Radar};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository with one commit and `n` linked worktrees on their own branches.
+struct Repo {
+    _dir: tempfile::TempDir,
+    main: PathBuf,
+    worktrees: Vec<PathBuf>,
+    cache: PathBuf,
+}
+
+fn repo(n: usize, files: &[(&str, &str)]) -> Repo {
+    let dir = tempfile::tempdir().unwrap();
+    let main = dir.path().join("main");
+    std::fs::create_dir(&main).unwrap();
+    git(&main, &["init", "-q", "-b", "main"]);
+    for (path, text) in files {
+        let p = main.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    std::fs::write(main.join(".gitignore"), "ignored/\n").unwrap();
+    git(&main, &["add", "-A"]);
+    git(&main, &["commit", "-q", "-m", "base"]);
+    let worktrees = (0..n)
+        .map(|i| {
+            let w = dir.path().join(format!("w {i}"));
+            git(
+                &main,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "-b",
+                    &format!("b{i}"),
+                    w.to_str().unwrap(),
+                ],
+            );
+            w
+        })
+        .collect();
+    let cache = dir.path().join("cache");
+    Repo {
+        _dir: dir,
+        main,
+        worktrees,
+        cache,
+    }
+}
+
+const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
+
+/// Everything git keeps of a worktree that the radar must not change.
+fn state(w: &Path) -> (Vec<u8>, String, String, String) {
+    let index = PathBuf::from(
+        git(
+            w,
+            &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+        )
+        .trim(),
+    );
+    (
+        std::fs::read(index).unwrap_or_default(),
+        git(w, &["rev-parse", "HEAD"]),
+        git(w, &["for-each-ref"]),
+        git(
+            w,
+            &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        ),
+    )
+}
+
+#[test]
+fn overlapping_uncommitted_edits_conflict_and_clear() {
+    let r = repo(2, &[("src/api.rs", TEN), ("other.txt", "x\n")]);
+    let (w0, w1) = (&r.worktrees[0], &r.worktrees[1]);
+    let mut radar = Radar::new(Git::new(), &r.cache).unwrap();
+    radar.watch(w0, Utc::now()).unwrap();
+    let up = radar.watch(w1, Utc::now()).unwrap();
+    assert!(up.changes.is_empty());
+
+    std::fs::write(w0.join("src/api.rs"), TEN.replace("5\n", "five\n")).unwrap();
+    let up = radar.update(&w0.display().to_string(), Utc::now()).unwrap();
+    assert!(up.changes.is_empty(), "one side changed: {up:?}");
+    assert_eq!(up.merged, 0);
+
+    let before = (state(w0), state(w1));
+    std::fs::write(w1.join("src/api.rs"), TEN.replace("5\n", "FIVE\n")).unwrap();
+    let after_write = state(w1);
+    let up = radar.update(&w1.display().to_string(), Utc::now()).unwrap();
+    assert_eq!(up.merged, 1);
+    let [Change::Appeared(pair)] = up.changes.as_slice() else {
+        panic!("{up:?}")
+    };
+    assert_eq!(pair.files.len(), 1);
+    let file = &pair.files[0];
+    assert_eq!(
+        (file.path.as_str(), file.kind.as_str()),
+        ("src/api.rs", "contents")
+    );
+    assert_eq!(file.hunks.len(), 1);
+    let (a, b) = (&file.hunks[0].a, &file.hunks[0].b);
+    // Side a is the worktree whose name sorts first ("w 0").
+    assert_eq!((a.as_str(), b.as_str()), ("five\n", "FIVE\n"));
+    assert_eq!(file.hunks[0].base.as_deref(), Some("5\n"));
+    assert!(
+        file.diff_a.contains("+five") && file.diff_b.contains("+FIVE"),
+        "{file:?}"
+    );
+    assert_eq!(pair.base, git(&r.main, &["rev-parse", "HEAD"]).trim());
+    assert_eq!(pair.overlap, vec!["src/api.rs".to_string()]);
+    assert_eq!(radar.conflicts().count(), 1);
+
+    // The radar wrote nothing any worktree's git keeps: index, HEAD, refs, status.
+    assert_eq!(state(w0), before.0);
+    assert_eq!(state(w1), after_write);
+
+    // The second side gives up its change: cleared.
+    std::fs::write(w1.join("src/api.rs"), TEN).unwrap();
+    let up = radar.update(&w1.display().to_string(), Utc::now()).unwrap();
+    assert!(
+        matches!(up.changes.as_slice(), [Change::Cleared { files, .. }] if files == &["src/api.rs"]),
+        "{up:?}"
+    );
+    assert_eq!(radar.conflicts().count(), 0);
+}
+
+#[test]
+fn same_file_other_lines_merge_cleanly_and_unrelated_files_are_not_merged() {
+    let r = repo(3, &[("a.txt", TEN), ("b.txt", TEN)]);
+    let mut radar = Radar::new(Git::new(), &r.cache).unwrap();
+    for w in &r.worktrees {
+        radar.watch(w, Utc::now()).unwrap();
+    }
+    let names: Vec<String> = r
+        .worktrees
+        .iter()
+        .map(|w| w.display().to_string())
+        .collect();
+    std::fs::write(r.worktrees[0].join("a.txt"), TEN.replace("1\n", "one\n")).unwrap();
+    radar.update(&names[0], Utc::now()).unwrap();
+    std::fs::write(r.worktrees[1].join("a.txt"), TEN.replace("10\n", "ten\n")).unwrap();
+    let up = radar.update(&names[1], Utc::now()).unwrap();
+    assert_eq!((up.merged, up.changes.len()), (1, 0), "{up:?}");
+    // Another file only: no merge at all.
+    std::fs::write(r.worktrees[2].join("b.txt"), "new\n").unwrap();
+    let up = radar.update(&names[2], Utc::now()).unwrap();
+    assert_eq!((up.merged, up.disjoint), (0, 2), "{up:?}");
+    // The same snapshot again: nothing looked at.
+    assert!(radar.update(&names[2], Utc::now()).unwrap().unchanged);
+}
+
+#[test]
+fn committed_untracked_and_odd_paths_count_and_ignored_files_do_not() {
+    let odd = "dir with space/new\nline é.txt";
+    let r = repo(2, &[("x.txt", TEN)]);
+    let (w0, w1) = (&r.worktrees[0], &r.worktrees[1]);
+    let mut radar = Radar::new(Git::new(), &r.cache).unwrap();
+    radar.watch(w0, Utc::now()).unwrap();
+    radar.watch(w1, Utc::now()).unwrap();
+    // Side 0 commits a new file; side 1 leaves the same path untracked with other text.
+    std::fs::create_dir_all(w0.join("dir with space")).unwrap();
+    std::fs::write(w0.join(odd), "zero\n").unwrap();
+    git(w0, &["add", "-A"]);
+    git(w0, &["commit", "-q", "-m", "zero"]);
+    std::fs::create_dir_all(w1.join("dir with space")).unwrap();
+    std::fs::write(w1.join(odd), "one\n").unwrap();
+    // Ignored files on both sides never matter.
+    for w in [w0, w1] {
+        std::fs::create_dir_all(w.join("ignored")).unwrap();
+        std::fs::write(w.join("ignored/x"), w.display().to_string()).unwrap();
+    }
+    radar.update(&w0.display().to_string(), Utc::now()).unwrap();
+    let up = radar.update(&w1.display().to_string(), Utc::now()).unwrap();
+    let [Change::Appeared(pair)] = up.changes.as_slice() else {
+        panic!("{up:?}")
+    };
+    let paths: Vec<&str> = pair.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, vec![odd]);
+    // Both added it: git's merge of two additions is a contents conflict with no base.
+    assert_eq!(pair.files[0].kind, "contents");
+    let hunk = &pair.files[0].hunks[0];
+    assert_eq!((hunk.a.as_str(), hunk.b.as_str()), ("zero\n", "one\n"));
+    assert!(pair.a.head.is_some() && pair.a.head != pair.b.head);
+    // The untracked file is still untracked: the radar's index is its own.
+    assert!(git(w1, &["status", "--porcelain"]).contains("??"));
+}
+
+#[test]
+fn a_write_elsewhere_keeps_the_pair_and_forgetting_clears_it() {
+    let r = repo(2, &[("a.txt", TEN), ("b.txt", TEN)]);
+    let (w0, w1) = (&r.worktrees[0], &r.worktrees[1]);
+    let names = [w0.display().to_string(), w1.display().to_string()];
+    let mut radar = Radar::new(Git::new(), &r.cache).unwrap();
+    radar.watch(w0, Utc::now()).unwrap();
+    radar.watch(w1, Utc::now()).unwrap();
+    std::fs::write(w0.join("a.txt"), "0\n").unwrap();
+    radar.update(&names[0], Utc::now()).unwrap();
+    std::fs::write(w1.join("a.txt"), "1\n").unwrap();
+    assert_eq!(
+        radar.update(&names[1], Utc::now()).unwrap().changes.len(),
+        1
+    );
+    // Side 0 writes a file side 1 never touched: the pair's result is kept, not merged.
+    std::fs::write(w0.join("b.txt"), "b\n").unwrap();
+    let up = radar.update(&names[0], Utc::now()).unwrap();
+    assert_eq!((up.merged, up.kept, up.changes.len()), (0, 1, 0), "{up:?}");
+    let pair = radar.conflicts().next().unwrap();
+    assert_eq!(pair.a.tree, radar.snapshot(&names[0]).unwrap().tree);
+    // Side 0 changes the conflicting file again: merged again, the hunk follows.
+    std::fs::write(w0.join("a.txt"), "00\n").unwrap();
+    let up = radar.update(&names[0], Utc::now()).unwrap();
+    assert_eq!(up.merged, 1);
+    assert!(
+        matches!(&up.changes[..], [Change::Changed(p)] if p.files[0].hunks[0].a == "00\n"),
+        "{up:?}"
+    );
+    let changes = radar.forget(&names[1]);
+    assert!(matches!(&changes[..], [Change::Cleared { .. }]));
+    assert_eq!(radar.conflicts().count(), 0);
+}
+
+#[test]
+fn git_is_new_enough() {
+    let (major, minor) = Git::new().version().unwrap();
+    assert!(
+        (major, minor) >= (2, 40),
+        "git {major}.{minor}: merge-tree of trees needs 2.40"
+    );
+}
