@@ -150,7 +150,7 @@ impl Config {
             format!(
                 "{}: not valid TOML ({}); nothing was changed",
                 path.display(),
-                maos_proto::frame::one_line(&e.to_string())
+                maos_core::text::escape_controls(&e.to_string())
             )
         })?;
         for (what, item) in [

@@ -179,7 +179,7 @@ fn read_toml(path: &Path) -> Result<DocumentMut, String> {
         format!(
             "{}: not valid TOML ({}); nothing was changed",
             path.display(),
-            maos_proto::frame::one_line(&e.to_string())
+            maos_core::text::escape_controls(&e.to_string())
         )
     })?;
     if doc.get("mcp_servers").is_some_and(|i| !i.is_table_like()) {

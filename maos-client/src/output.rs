@@ -2,6 +2,7 @@
 
 use crate::paint::Paint;
 use chrono::Utc;
+use maos_core::text::first_line;
 use maos_core::{AgentState, Progress, SessionState, Ts, ids::short};
 use maos_proto::{
     AgentRecord, DaemonStatus, EventRecord, LockCheck, LockList, Problem, PsAgent, PsSession,
@@ -54,15 +55,9 @@ pub fn age(ts: &Ts) -> String {
     human_secs((Utc::now() - *ts).as_seconds_f64())
 }
 
+/// The first line of `s` (untrimmed), at most `n` characters.
 pub fn clip(s: &str, n: usize) -> String {
-    let line = s.lines().next().unwrap_or("");
-    if line.chars().count() <= n {
-        line.to_string()
-    } else {
-        let mut out: String = line.chars().take(n.saturating_sub(1)).collect();
-        out.push('…');
-        out
-    }
+    maos_core::text::clip(s.lines().next().unwrap_or(""), n)
 }
 
 fn runtime(a: &AgentRecord) -> String {
@@ -142,16 +137,12 @@ pub fn doing_now(a: &PsAgent, now: Ts) -> String {
         .as_ref()
         .map(|act| format!("{}, {} ago", act.words(), ago(&act.at)));
     match (&a.todo, last) {
-        _ if a.state.is_terminal() => one_line(&a.task),
-        (Some(todo), Some(last)) => format!("{} ({last})", one_line(todo)),
-        (Some(todo), None) => one_line(todo),
+        _ if a.state.is_terminal() => first_line(&a.task).to_string(),
+        (Some(todo), Some(last)) => format!("{} ({last})", first_line(todo)),
+        (Some(todo), None) => first_line(todo).to_string(),
         (None, Some(last)) => last,
-        (None, None) => one_line(&a.task),
+        (None, None) => first_line(&a.task).to_string(),
     }
-}
-
-fn one_line(s: &str) -> String {
-    s.lines().next().unwrap_or("").trim().to_string()
 }
 
 /// Whether an agent is held: paused itself, or in a paused session, and not finished.
@@ -173,7 +164,9 @@ pub fn agent_state_word(a: &PsAgent, session: SessionState) -> String {
 /// shown beside it) its task, the window's first prompt.
 pub fn who(a: &PsAgent) -> String {
     match a.cli {
-        Some(c) if c.as_str() == a.role && !a.task.trim().is_empty() => one_line(&a.task),
+        Some(c) if c.as_str() == a.role && !a.task.trim().is_empty() => {
+            first_line(&a.task).to_string()
+        }
         _ => a.role.clone(),
     }
 }

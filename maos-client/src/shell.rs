@@ -170,7 +170,7 @@ struct Daemon {
 
 impl Daemon {
     fn failed(&mut self, msg: impl Into<String>) -> Option<Daemon> {
-        self.error = Some(maos_proto::frame::one_line(&msg.into()));
+        self.error = Some(maos_core::text::escape_controls(&msg.into()));
         Some(std::mem::take(self))
     }
 }

@@ -34,7 +34,7 @@ pub fn read<T: DeserializeOwned>(tool: &str, args: &Map<String, Value>) -> Resul
         let why = why.split(" at line ").next().unwrap_or(&why);
         format!(
             "bad arguments for {tool}: {}; see the tool's input schema",
-            shortened(&maos_proto::frame::one_line(why))
+            shortened(&maos_core::text::escape_controls(why))
         )
     })
 }

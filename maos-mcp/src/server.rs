@@ -51,7 +51,7 @@ fn fail(message: impl Into<String>) -> CallToolResult {
 }
 
 fn from_daemon(e: ErrorBody) -> CallToolResult {
-    fail(maos_proto::frame::one_line(&e.message))
+    fail(maos_core::text::escape_controls(&e.message))
 }
 
 /// A tool's answer: the JSON of what the daemon said (and whose call it was).
@@ -252,7 +252,7 @@ impl Maos {
             Ok(_) => fail("maosd gave an unexpected answer to lock_acquire"),
             Err(e) if e.code == ErrorCode::Deadlock => fail(format!(
                 "deadlock: {}",
-                maos_proto::frame::one_line(&e.message)
+                maos_core::text::escape_controls(&e.message)
             )),
             Err(e) => from_daemon(e),
         }

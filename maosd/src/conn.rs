@@ -103,7 +103,7 @@ async fn next(conn: &mut Conn, daemon: &Daemon) -> Next {
                     .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64));
                 Next::Bad {
                     id,
-                    message: maos_proto::frame::one_line(&format!("malformed request: {e}")),
+                    message: maos_core::text::escape_controls(&format!("malformed request: {e}")),
                 }
             }
         },

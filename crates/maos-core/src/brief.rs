@@ -52,6 +52,7 @@ use crate::record::{
     AgentRecord, AgentTodos, Cli, ContextUsage, LockView, NoteKind, PauseInfo, PsLock,
     SessionRecord,
 };
+use crate::text::{clip, collapse_and_clip, collapse_whitespace};
 use crate::{
     AgentId, AgentState, CheckpointResult, PhaseState, Progress, SessionId, SessionState, Strategy,
     Ts, ids::short,
@@ -543,7 +544,7 @@ fn pause_why(s: &SessionRecord) -> String {
         let _ = write!(out, " by {by}");
     }
     if let Some(r) = &p.reason {
-        let _ = write!(out, " ({})", one_line(r));
+        let _ = write!(out, " ({})", collapse_whitespace(r));
     }
     out
 }
@@ -629,8 +630,8 @@ fn next_step(s: &SessionRecord) -> String {
             return format!(
                 "Look at the failed agent {} (task: {}; {}): fix what failed, then run it again with `maos retry {}`, or record what you decided with `maos note decision TEXT --agent {}`.",
                 name(a),
-                clip(&one_line(&a.task), 120),
-                clip(&one_line(&why), 160),
+                collapse_and_clip(&a.task, 120),
+                collapse_and_clip(&why, 160),
                 sh_word(&spec.name),
                 a.id
             );
@@ -638,11 +639,11 @@ fn next_step(s: &SessionRecord) -> String {
         return format!(
             "Look at the failed agent {} (task: {}; {}): retry its task with a new agent (`maos agent register --session {} --role {} --task {}`), or record what you decided with `maos note decision TEXT --agent {}`.",
             name(a),
-            clip(&one_line(&a.task), 120),
-            clip(&one_line(&why), 160),
+            collapse_and_clip(&a.task, 120),
+            collapse_and_clip(&why, 160),
             s.id,
             sh_word(&a.role),
-            sh_word(&clip(&one_line(&a.task), 120)),
+            sh_word(&collapse_and_clip(&a.task, 120)),
             a.id
         );
     }
@@ -658,7 +659,7 @@ fn next_step(s: &SessionRecord) -> String {
         return format!(
             "Resume the interrupted agent {} (task: {}) with `maos resume --agent {}`.",
             name(a),
-            clip(&one_line(&a.task), 120),
+            collapse_and_clip(&a.task, 120),
             a.id
         );
     }
@@ -698,14 +699,14 @@ fn next_step(s: &SessionRecord) -> String {
         return format!(
             "Start {} (task: {}) with `maos agent start {}`{others}.",
             name(a),
-            clip(&one_line(&a.task), 120),
+            collapse_and_clip(&a.task, 120),
             a.id
         );
     }
     if !running.is_empty() {
         let work: Vec<String> = running
             .iter()
-            .map(|a| format!("{} on \"{}\"", name(a), clip(&one_line(&a.task), 80)))
+            .map(|a| format!("{} on \"{}\"", name(a), collapse_and_clip(&a.task, 80)))
             .collect();
         let waiting: Vec<String> = s
             .agents
@@ -742,7 +743,7 @@ fn next_step(s: &SessionRecord) -> String {
     if let Some(p) = s.notes.iter().find(|n| n.kind == NoteKind::Pending) {
         return format!(
             "Take up the pending work: {}.",
-            clip(&one_line(&p.text), 200).trim_end_matches('.')
+            collapse_and_clip(&p.text, 200).trim_end_matches('.')
         );
     }
     "Nothing is left: complete the session with `maos session complete`.".into()
@@ -756,20 +757,6 @@ fn sh_word(s: &str) -> String {
         return s.to_string();
     }
     format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// At most `n` characters, with "…" when cut.
-fn clip(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(n.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// "42s", "7m", "3h", "2d".
@@ -793,7 +780,7 @@ const CAPS: [usize; 7] = [12, 8, 5, 3, 2, 1, 0];
 /// The briefing as text: at most [`MAX_TEXT`] bytes, starting with "maos: " and ending with
 /// the next step. Lists are cut to fewer and fewer of their newest items until the whole fits.
 pub fn text(b: &Briefing) -> String {
-    let tail = format!("\nNext step: {}\n", clip(&one_line(&b.next_step), 600));
+    let tail = format!("\nNext step: {}\n", collapse_and_clip(&b.next_step, 600));
     let budget = MAX_TEXT - tail.len();
     let head = header(b);
     let lists = lists(b);
@@ -893,7 +880,9 @@ fn lists(b: &Briefing) -> Vec<List> {
         List::new("Decisions", &b.decisions, fact_line),
         List::new("Errors", &b.errors, fact_line),
         List::new("Failed or cancelled agents", &b.failed, agent),
-        List::new("Blockers", &b.blockers, |x: &Blocker| one_line(&x.text)),
+        List::new("Blockers", &b.blockers, |x: &Blocker| {
+            collapse_whitespace(&x.text)
+        }),
         List::new("Locks held", &b.locks, lock),
     ]
 }
@@ -904,7 +893,7 @@ fn todo_line(t: &AgentTodos) -> String {
         t.items
             .iter()
             .find(|i| i.status == status)
-            .map(|i| one_line(&i.content))
+            .map(|i| collapse_whitespace(&i.content))
     };
     let mut line = format!(
         "{} ({}): {}/{} done",
@@ -932,7 +921,7 @@ fn agent_line(b: &Briefing, a: &BriefAgent) -> String {
         "{}{inst} ({}): {}",
         a.role,
         short(a.id.as_str()),
-        clip(&one_line(&a.task), 120)
+        collapse_and_clip(&a.task, 120)
     );
     match a.state {
         AgentState::Running | AgentState::Resumable => {
@@ -970,7 +959,7 @@ fn agent_line(b: &Briefing, a: &BriefAgent) -> String {
         }
         AgentState::Completed | AgentState::Failed | AgentState::Cancelled | AgentState::Ended => {
             if let Some(o) = &a.outcome {
-                let _ = write!(line, " — {}", one_line(o));
+                let _ = write!(line, " — {}", collapse_whitespace(o));
             }
             if let Some(t) = a.ended_at {
                 let _ = write!(line, ", {}", when(t));
@@ -988,7 +977,7 @@ fn fact_line(f: &BriefFact) -> String {
     };
     format!(
         "{} ({}){who}",
-        clip(&one_line(&f.text), MAX_ITEM),
+        collapse_and_clip(&f.text, MAX_ITEM),
         when(f.at)
     )
 }
@@ -1004,7 +993,7 @@ fn header(b: &Briefing) -> String {
         b.state,
         b.strategy
     );
-    let _ = writeln!(out, "Objective: {}", clip(&one_line(&b.objective), 1000));
+    let _ = writeln!(out, "Objective: {}", collapse_and_clip(&b.objective, 1000));
     let mut dates = format!("Created {}", when(b.created_at));
     if let Some(t) = b.started_at {
         let _ = write!(dates, ", started {}", when(t));
@@ -1038,7 +1027,7 @@ fn context_line(c: &ContextUsage) -> Option<String> {
             let _ = write!(p, ", last {}", when(at));
         }
         if let Some(t) = &c.last_trigger {
-            let _ = write!(p, " ({})", clip(&one_line(t), 20));
+            let _ = write!(p, " ({})", collapse_and_clip(t, 20));
         }
         parts.push(p);
     }
@@ -1073,7 +1062,7 @@ fn progress_line(b: &Briefing) -> String {
     match (p.phase, &p.current_phase) {
         ((_, 0), _) => line.push_str(" (no phases)"),
         ((k, n), Some(name)) => {
-            let _ = write!(line, "; phase {k}/{n} \"{}\"", clip(&one_line(name), 80));
+            let _ = write!(line, "; phase {k}/{n} \"{}\"", collapse_and_clip(name, 80));
             match (
                 p.current_phase_elapsed_secs,
                 b.phases.iter().find(|x| x.current),
@@ -1126,7 +1115,7 @@ fn phases(out: &mut String, b: &Briefing, cap: usize) {
         let mut l = format!(
             "{}. {}: {}",
             ph.number,
-            clip(&one_line(&ph.name), 80),
+            collapse_and_clip(&ph.name, 80),
             ph.state
         );
         if ph.attempts > 1 {
@@ -1523,8 +1512,6 @@ mod tests {
 
     #[test]
     fn short_texts_and_durations() {
-        assert_eq!(clip("abcdef", 4), "abc…");
-        assert_eq!(one_line(" a\n  b\tc "), "a b c");
         assert_eq!(dur(59.9), "59s");
         assert_eq!(dur(3_700.0), "1h 1m");
         assert_eq!(

@@ -23,6 +23,7 @@ pub mod schedule;
 pub mod spec;
 pub mod state;
 pub mod term;
+pub mod text;
 pub mod time;
 pub mod validate;
 pub mod waitfor;

@@ -3,6 +3,7 @@
 //! `status`, `agents`, `completed_work`, `pending_tasks`, `decisions_made`, `errors`), which
 //! import turns into the same thing. Pure: no I/O, ids and the time come from the caller.
 
+use maos_core::text::escape_controls;
 use maos_core::{AgentId, AgentState, SessionId, SessionState, Strategy, Ts, Workflow};
 use serde::Deserialize;
 use serde_json::Value;
@@ -33,10 +34,6 @@ pub enum ImportError {
     },
 }
 
-fn one_line(s: String) -> String {
-    crate::frame::one_line(&s)
-}
-
 /// Read an import file: our format (any version up to [`VERSION`]) or the orchestrator shape.
 /// `now`, `session_id` and `agent_id` give what an orchestrator file lacks.
 pub fn parse(
@@ -45,8 +42,8 @@ pub fn parse(
     session_id: SessionId,
     mut agent_id: impl FnMut() -> AgentId,
 ) -> Result<SessionExport, ImportError> {
-    let v: Value =
-        serde_json::from_str(text).map_err(|e| ImportError::Json(one_line(e.to_string())))?;
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| ImportError::Json(escape_controls(&e.to_string())))?;
     let Some(obj) = v.as_object() else {
         return Err(ImportError::Unknown);
     };
@@ -57,7 +54,7 @@ pub fn parse(
         }
         let e: SessionExport = serde_json::from_value(v).map_err(|e| ImportError::Invalid {
             what: "maos-session file",
-            message: one_line(e.to_string()),
+            message: escape_controls(&e.to_string()),
         })?;
         check(&e)?;
         check_times(&e, now)?;

@@ -1,6 +1,7 @@
 //! Length-prefixed JSON frames over blocking std I/O (the daemon uses tokio-util's
 //! `LengthDelimitedCodec` with the same layout: 4-byte big-endian length, then the body).
 
+use maos_core::text::escape_controls;
 use serde::{Serialize, de::DeserializeOwned};
 use std::io::{self, Read, Write};
 
@@ -15,24 +16,10 @@ pub enum FrameError {
     TooLarge { len: usize, max: usize },
     /// serde_json quotes names from the input (an unknown variant or field) verbatim, so the
     /// message is made one line.
-    #[error("malformed message: {}", one_line(&.0.to_string()))]
+    #[error("malformed message: {}", escape_controls(&.0.to_string()))]
     Json(#[from] serde_json::Error),
     #[error("socket I/O failed: {0}")]
     Io(#[from] io::Error),
-}
-
-/// `text` on one line: control characters (a newline in a request name that an error message
-/// quotes) are written as escapes (`\n`, `\u{1b}`), everything else is left as it is.
-pub fn one_line(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Serialize `msg` as one frame (length prefix included).
@@ -129,19 +116,9 @@ mod tests {
             .to_string();
         assert!(e.contains(r"unknown variant `tele\nport\u{1b}[2J`"), "{e}");
         assert!(!e.chars().any(char::is_control), "{e:?}");
-        assert_eq!(one_line("a\tb\r\nc é ✓"), r"a\tb\r\nc é ✓");
     }
 
     proptest! {
-        #[test]
-        fn one_line_has_no_control_characters(s in "(?s).*") {
-            let l = one_line(&s);
-            prop_assert!(!l.chars().any(char::is_control));
-            if !s.chars().any(char::is_control) {
-                prop_assert_eq!(l, s);
-            }
-        }
-
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = read_frame::<_, crate::ClientMsg>(&mut &bytes[..]);

@@ -290,12 +290,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// serde_json's own message, as the daemon sends it back (`malformed request: {e}` through
-    /// `frame::one_line`), is one line.
+    /// `maos_core::text::escape_controls`), is one line.
     #[test]
     fn daemon_bad_request_messages_are_one_line(v in request_like()) {
         let body = serde_json::to_vec(&json!({"kind": "request", "id": 1, "body": v})).unwrap();
         if let Err(e) = serde_json::from_slice::<ClientMsg>(&body) {
-            one_line(&maos_proto::frame::one_line(&format!("malformed request: {e}")))?;
+            one_line(&maos_core::text::escape_controls(&format!("malformed request: {e}")))?;
         }
     }
 }

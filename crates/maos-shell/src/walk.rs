@@ -7,6 +7,7 @@ use brush_parser::ast::{
     SimpleCommand,
 };
 use brush_parser::{ParserOptions, SourceInfo, Token};
+use maos_core::text::collapse_whitespace;
 
 use crate::word::{Expanded, Vars, braces, expand, substitutions};
 use crate::{Analysis, Dir, How, MAX_DEPTH, MAX_LEN, MAX_NESTING, MAX_SUBSTITUTIONS, Write};
@@ -79,7 +80,7 @@ fn parse(text: &str, nesting: usize) -> Result<(brush_parser::ast::Program, usiz
         .name("maos-shell parse".to_owned())
         .stack_size(stack)
         .spawn(move || parse_bounded(&owned, nesting))
-        .map_err(|e| one_line(&format!("cannot analyse the command: {e}")))?
+        .map_err(|e| collapse_whitespace(&format!("cannot analyse the command: {e}")))?
         .join()
         .map_err(|_| "cannot parse the command: the parser failed".to_owned())?
 }
@@ -112,7 +113,7 @@ fn parse_bounded(
 ) -> Result<(brush_parser::ast::Program, usize), String> {
     let options = ParserOptions::default();
     let tokens = brush_parser::uncached_tokenize_str(text, &options.tokenizer_options())
-        .map_err(|e| one_line(&format!("cannot parse the command: {e}")))?;
+        .map_err(|e| collapse_whitespace(&format!("cannot parse the command: {e}")))?;
     // What the parser (and this crate's walk) recurse on: compound commands, and process
     // substitutions, which the parser reads out of word tokens. (Here-document bodies and
     // quoted strings are single tokens: they do not count.)
@@ -139,11 +140,7 @@ fn parse_bounded(
     }
     brush_parser::parse_tokens(&tokens, &options, &SourceInfo::default())
         .map(|p| (p, openers))
-        .map_err(|e| one_line(&format!("cannot parse the command: {e}")))
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+        .map_err(|e| collapse_whitespace(&format!("cannot parse the command: {e}")))
 }
 
 /// `/dev/null`, `/dev/stderr`, `/dev/fd/2`, `/proc/self/fd/1`: not files anyone holds.

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use maos_core::HeldLock;
 use maos_core::record::EventRecord;
+use maos_core::text::collapse_whitespace;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions, QueryBuilder, Row};
 
@@ -116,7 +117,7 @@ impl Fleet {
     pub fn new(url: &str, daemon: String, machine: String) -> Result<Fleet, StoreError> {
         let shown = redact(url);
         let opts: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| {
-            StoreError::BadUrl(format!("{shown}: {}", one_line(&e.to_string())))
+            StoreError::BadUrl(format!("{shown}: {}", collapse_whitespace(&e.to_string())))
         })?;
         // Statements are logged by the daemon's own spans, not per query.
         let opts = opts
@@ -178,7 +179,7 @@ impl Fleet {
                         let _ = c.close().await;
                         break;
                     }
-                    Ok(Err(e)) => one_line(&e.to_string()),
+                    Ok(Err(e)) => collapse_whitespace(&e.to_string()),
                     Err(_) => format!("no answer within {}s", PROBE_TIMEOUT.as_secs()),
                 };
                 tracing::debug!(error = %why, "the fleet's PostgreSQL does not answer");
@@ -273,7 +274,7 @@ impl Fleet {
         let result = sqlx::query_scalar::<_, String>("SHOW server_version")
             .fetch_one(&self.pool)
             .await
-            .map_err(|e| one_line(&StoreError::from(e).to_string()));
+            .map_err(|e| collapse_whitespace(&StoreError::from(e).to_string()));
         // A database no daemon migrated yet has no table of them: none to show.
         let members = match &result {
             Ok(_) => self.members().await.unwrap_or_default(),
@@ -1164,7 +1165,7 @@ pub(crate) fn unreachable(url: &str, e: StoreError) -> StoreError {
         | sqlx::Error::WorkerCrashed => StoreError::Unreachable(format!(
             "the fleet's PostgreSQL at {url} does not answer ({}); nothing was changed, retry \
              once it is back",
-            one_line(&cause.to_string())
+            collapse_whitespace(&cause.to_string())
         )),
         _ => e,
     }
@@ -1183,10 +1184,6 @@ pub fn redact(url: &str) -> String {
         Some((user, _)) => format!("{scheme}://{user}:***{host}"),
         None => url.to_string(),
     }
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ pub fn read_value<R: Read>(r: R, limit: u64) -> Result<Value, String> {
         )),
         Err(e) => Err(format!(
             "the input is not one JSON object ({})",
-            maos_proto::frame::one_line(&e.to_string())
+            maos_core::text::escape_controls(&e.to_string())
         )),
     }
 }

@@ -8,6 +8,7 @@
 
 use maos_core::mcp::{CallerRule, ClaimKey};
 use maos_core::record::{Activity, Cli, ProcessRef, Todo};
+use maos_core::text::collapse_and_clip;
 use maos_core::{
     AgentId, AgentOp, AgentState, HeldLock, LockError, LockMode, LockPath, LockRequest, SessionId,
     SessionOp, SessionState, Strategy, Ts, WaitPolicy, WaiterInfo,
@@ -15,9 +16,7 @@ use maos_core::{
 use maos_proto::{ErrorBody, HookAnswer, HookCall, HookDecision, SpawnedBy};
 use serde_json::json;
 
-use self::answer::{
-    ago, answer, deny_held, describe, is_placeholder_task, one_line, placeholder_task,
-};
+use self::answer::{ago, answer, deny_held, describe, is_placeholder_task, placeholder_task};
 use crate::locks::who;
 use crate::state::{SpawnIntent, State, Txn};
 
@@ -1146,8 +1145,8 @@ pub fn end_lost_windows(tx: &mut Txn<'_>) -> Result<usize, ErrorBody> {
 /// " by ana: review the schema first", from a pause's record (empty without one).
 fn pause_why(p: Option<&maos_proto::PauseInfo>) -> String {
     match p.map(|p| (p.by.as_deref(), p.reason.as_deref())) {
-        Some((Some(by), Some(r))) => format!(" by {by}: {}", one_line(r, 300)),
-        Some((None, Some(r))) => format!(": {}", one_line(r, 300)),
+        Some((Some(by), Some(r))) => format!(" by {by}: {}", collapse_and_clip(r, 300)),
+        Some((None, Some(r))) => format!(": {}", collapse_and_clip(r, 300)),
         Some((Some(by), None)) => format!(" by {by}"),
         _ => String::new(),
     }

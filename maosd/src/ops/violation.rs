@@ -6,6 +6,7 @@
 
 use std::collections::HashSet;
 
+use maos_core::text::collapse_and_clip;
 use maos_core::{AgentId, LockMode};
 use maos_proto::{HookCall, SeenFile};
 use serde_json::json;
@@ -111,17 +112,9 @@ fn who(tx: &Txn<'_>, id: &AgentId) -> String {
             "agent {} ({}: {})",
             id.short(),
             a.role,
-            one_line(&a.task, 120)
+            collapse_and_clip(&a.task, 120)
         ),
         None => format!("agent {}", id.short()),
-    }
-}
-
-fn one_line(s: &str, max: usize) -> String {
-    let line = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match line.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &line[..i]),
-        None => line,
     }
 }
 

@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use super::check::Loc;
 use super::model::PlanError;
+use crate::text::escape_controls;
 
 /// Byte ranges of the places `check` can name, recorded while reading the file.
 #[derive(Default)]
@@ -47,25 +48,6 @@ pub(super) fn error_at(text: &str, offset: usize, message: String) -> PlanError 
     PlanError {
         line,
         column,
-        message: one_line(message),
+        message: escape_controls(&message),
     }
-}
-
-/// A message stays on one line: it quotes keys and values as the file wrote them, and a
-/// quoted TOML key or string can hold a newline or other control characters.
-pub(super) fn one_line(message: String) -> String {
-    if !message.chars().any(char::is_control) {
-        return message;
-    }
-    message
-        .chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
 }

@@ -2,6 +2,7 @@
 //! logic: `super` and `super::git` both answer through it).
 
 use maos_core::record::{Activity, Cli, Denial};
+use maos_core::text::collapse_and_clip;
 use maos_core::{AgentId, Ts};
 use maos_proto::{HookAnswer, HookCall, HookDecision};
 use serde_json::json;
@@ -84,13 +85,13 @@ pub fn describe(st: &State, id: &AgentId, now: Ts) -> String {
     }
     let mut about = Vec::new();
     if !a.task.is_empty() && !is_placeholder_task(&a.task) {
-        about.push(format!("task: \"{}\"", one_line(&a.task, 120)));
+        about.push(format!("task: \"{}\"", collapse_and_clip(&a.task, 120)));
     }
     let todo = st
         .session(&a.session_id)
         .and_then(|s| s.current_todo(&a.id));
     if let Some(todo) = todo {
-        about.push(format!("now: {}", one_line(&todo.content, 120)));
+        about.push(format!("now: {}", collapse_and_clip(&todo.content, 120)));
     } else if let Some(act) = st.activity(&a.id) {
         about.push(format!("last: {}, {} ago", act.words(), ago(act.at, now)));
     }
@@ -107,14 +108,5 @@ pub fn ago(then: Ts, now: Ts) -> String {
         0..120 => format!("{s}s"),
         120..7200 => format!("{}m", s / 60),
         _ => format!("{}h", s / 3600),
-    }
-}
-
-/// A text on one line, at most `max` characters (it goes into a message for the model).
-pub fn one_line(s: &str, max: usize) -> String {
-    let line = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match line.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &line[..i]),
-        None => line,
     }
 }
