@@ -2,7 +2,10 @@
 //! marks its holder for the commit-time reconciliation, and every parked wait that ends gets its
 //! answer queued for after the commit.
 
-use maos_core::{AgentId, DeadlockVictim, HeldLock, LockPath, WaitId, WaitOutcome, WaiterInfo};
+use maos_core::{
+    Acquired, AgentId, DeadlockVictim, HeldLock, LockError, LockPath, LockRequest, WaitId,
+    WaitOutcome, WaiterInfo,
+};
 use maos_proto::{ErrorBody, ErrorCode, LockView, Reply, WaiterView};
 use serde_json::json;
 
@@ -113,10 +116,35 @@ impl Txn<'_> {
         self.refusal_event(sid.as_ref(), Some(holder), kind, data);
     }
 
+    /// Ask the lock table for one lock ([`maos_core::LockTable::acquire`]) at this
+    /// transaction's `now`; a lock got at once is recorded ([`Txn::taken`]). Queued and
+    /// refused requests are the caller's to record.
+    pub fn take(&mut self, req: LockRequest) -> Result<Acquired, LockError> {
+        let (now, token_before) = (self.now, self.state().locks.next_token());
+        let got = self.locks_mut().acquire(req, now);
+        if let Ok(Acquired::Granted(lock)) = &got {
+            self.taken(lock, token_before);
+        }
+        got
+    }
+
+    /// Take every lock now or none ([`maos_core::LockTable::acquire_all`]) at this
+    /// transaction's `now`; each lock got is recorded ([`Txn::taken`]).
+    pub fn take_all(&mut self, reqs: Vec<LockRequest>) -> Result<Vec<HeldLock>, LockError> {
+        let (now, token_before) = (self.now, self.state().locks.next_token());
+        let got = self.locks_mut().acquire_all(reqs, now);
+        if let Ok(locks) = &got {
+            for lock in locks {
+                self.taken(lock, token_before);
+            }
+        }
+        got
+    }
+
     /// A lock the requester got at once: a new grant (its token is at least `token_before`,
     /// the table's next token before the request) is recorded; a renewal of a lock it held
     /// only marks its lease for writing.
-    pub fn taken(&mut self, lock: &HeldLock, token_before: u64) {
+    fn taken(&mut self, lock: &HeldLock, token_before: u64) {
         if lock.token >= token_before {
             self.granted(lock, false);
         } else {

@@ -661,13 +661,8 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
     }
     // Every file of the call or none (a patch never keeps some of its locks). Its leases were
     // renewed already.
-    let (now, token_before) = (tx.now, tx.state().locks.next_token());
-    match tx.locks_mut().acquire_all(reqs, now) {
-        Ok(locks) => {
-            for lock in &locks {
-                tx.taken(lock, token_before);
-            }
-        }
+    match tx.take_all(reqs) {
+        Ok(_) => {}
         Err(LockError::Conflict {
             path,
             holders,

@@ -135,12 +135,10 @@ pub fn acquire(
     policy: WaitPolicy,
     ttl_us: i64,
 ) -> Result<Taken, ErrorBody> {
-    let now = tx.now;
     let born = live_agent(tx.state(), holder.as_str())?.created_at;
     let holder = holder.clone();
     // Expired leases were already reaped: every batch ticks the lock table first, at this
     // transaction's `now`.
-    let token_before = tx.state().locks.next_token();
     let req = LockRequest {
         holder: holder.clone(),
         born,
@@ -149,11 +147,8 @@ pub fn acquire(
         wait: policy,
         ttl_us,
     };
-    match tx.locks_mut().acquire(req, now) {
-        Ok(Acquired::Granted(lock)) => {
-            tx.taken(&lock, token_before);
-            Ok(Taken::Granted(lock))
-        }
+    match tx.take(req) {
+        Ok(Acquired::Granted(lock)) => Ok(Taken::Granted(lock)),
         Ok(Acquired::Queued {
             wait,
             victims,
