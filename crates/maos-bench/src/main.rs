@@ -36,6 +36,7 @@ use crate::scenarios::locks::{scen_contention, scen_lock};
 use crate::scenarios::mcp::scen_mcp;
 use crate::scenarios::pg::scen_pg_serialise;
 use crate::scenarios::process::{scen_hook, scen_ps, scen_serve};
+use crate::scenarios::radar::scen_radar;
 use crate::scenarios::requests::{
     scen_create, scen_register, scen_rss, scen_throughput, scen_update,
 };
@@ -146,6 +147,10 @@ scenarios:
               daemon's RSS, RSS per connection, open files, and --requests (default 50)
               whole-process `maos hook` writes of a file another window holds (denied):
               p50/p99; the figures max_connections' default comes from
+  radar       the conflict radar's engine (issue 35), in process: a repository of 10,000 files
+              and 10 linked worktrees with uncommitted work (all edit one shared file, two of
+              them clash); one write (to the shared file, or to a file of its own) to the
+              radar up to date, --requests writes of each kind (default 100): p50/p99/max
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
@@ -277,6 +282,7 @@ fn run(o: &Opts) -> Res {
         "dash-paint" => one(scen_dash_paint)?,
         "dash-live" => one(scen_dash_live)?,
         "dash-hook" => one(scen_dash_hook)?,
+        "radar" => one(scen_radar)?,
         "serve" => one(scen_serve)?,
         "all" => {
             let syncs: Vec<&str> = match o.synchronous.as_deref() {

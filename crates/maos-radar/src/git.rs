@@ -161,7 +161,16 @@ impl Git {
     /// The worktree's work as a tree, through the radar's own index file `index` (which keeps
     /// the files' stat data between snapshots, so unchanged files are not read again): `HEAD`,
     /// then `git add -A` and `git write-tree` into `index`.
-    pub fn snapshot(&self, worktree: &Path, index: &Path) -> Result<Snapshot, RadarError> {
+    ///
+    /// With `paths` (relative to the worktree's root), only those are looked at: the index
+    /// already holds the rest as the last snapshot saw it. A path git cannot take that way (one
+    /// that never existed) makes it look at everything.
+    pub fn snapshot(
+        &self,
+        worktree: &Path,
+        index: &Path,
+        paths: Option<&[String]>,
+    ) -> Result<Snapshot, RadarError> {
         let (code, head) = self.run(
             worktree,
             None,
@@ -169,12 +178,19 @@ impl Git {
             &[0, 1],
         )?;
         let head = (code == 0).then(|| String::from_utf8_lossy(&head).trim().to_string());
-        self.run(
-            worktree,
-            Some(index),
-            &["add", "-A", "--ignore-errors"],
-            &[0, 1],
-        )?;
+        let full: [&OsStr; 3] = ["add".as_ref(), "-A".as_ref(), "--ignore-errors".as_ref()];
+        let added = match paths {
+            Some(paths) => {
+                let mut args: Vec<&OsStr> = full.to_vec();
+                args.push("--".as_ref());
+                args.extend(paths.iter().map(|p| OsStr::new(p.as_str())));
+                self.run(worktree, Some(index), &args, &[0, 1]).is_ok()
+            }
+            None => false,
+        };
+        if !added {
+            self.run(worktree, Some(index), &full, &[0, 1])?;
+        }
         let (_, tree) = self.run(worktree, Some(index), &["write-tree"], &[0])?;
         Ok(Snapshot {
             head,

@@ -51,6 +51,18 @@ struct Worktree {
     snap: Option<Snapshot>,
 }
 
+/// A pair looked at, before its merge.
+struct Look {
+    key: (String, String),
+    sa: Snapshot,
+    sb: Snapshot,
+    /// Where its git commands run (side a's worktree).
+    dir: PathBuf,
+    memo: PairMemo,
+    overlap: Vec<String>,
+    step: Step,
+}
+
 struct Pair {
     memo: PairMemo,
     /// The conflicting files, when there are any.
@@ -155,11 +167,25 @@ impl Radar {
     /// Snapshots `worktree` again and brings every pair it is in up to date: merged again
     /// only where the files its snapshot changed meet the other side's changes.
     pub fn update(&mut self, worktree: &str, now: Ts) -> Result<Update, RadarError> {
+        self.update_paths(worktree, None, now)
+    }
+
+    /// [`Radar::update`] after writes to `paths` only (relative to the worktree's root): the
+    /// snapshot looks at those files alone (the rest of the worktree as the last snapshot saw
+    /// it), which is what makes one write cheap in a large worktree. `None`, or a worktree
+    /// never snapshotted, looks at everything.
+    pub fn update_paths(
+        &mut self,
+        worktree: &str,
+        paths: Option<&[String]>,
+        now: Ts,
+    ) -> Result<Update, RadarError> {
         let w = self
             .worktrees
             .get(worktree)
             .ok_or_else(|| RadarError::Unknown(worktree.to_string()))?;
-        let snap = self.git.snapshot(&w.path, &w.index)?;
+        let paths = if w.snap.is_some() { paths } else { None };
+        let snap = self.git.snapshot(&w.path, &w.index, paths)?;
         let old = w.snap.clone();
         if old.as_ref() == Some(&snap) {
             return Ok(Update {
@@ -185,23 +211,57 @@ impl Radar {
             .map(|(name, _)| name.clone())
             .collect();
         let mut update = Update::default();
+        let mut looks = Vec::with_capacity(others.len());
         for other in others {
             let moved = moved.as_ref().map(|(from, files)| (from.as_str(), files));
-            self.look(worktree, &other, moved, now, &mut update)?;
+            if let Some(look) = self.look(worktree, &other, moved, &mut update)? {
+                looks.push(look);
+            }
+        }
+        // The merges, which are most of the time, on every core (each is git processes).
+        let merging: Vec<&Look> = looks.iter().filter(|l| l.step == Step::Merge).collect();
+        let mut merged: Vec<Option<Result<Vec<RadarFile>, RadarError>>> =
+            (0..merging.len()).map(|_| None).collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let chunk = merging.len().div_ceil(threads).max(1);
+        let this = &*self;
+        std::thread::scope(|scope| {
+            for (looks, out) in merging.chunks(chunk).zip(merged.chunks_mut(chunk)) {
+                scope.spawn(move || {
+                    for (look, out) in looks.iter().zip(out.iter_mut()) {
+                        *out = Some(this.merge(
+                            &look.dir,
+                            &look.memo.base,
+                            &look.memo.tree_a,
+                            &look.memo.tree_b,
+                        ));
+                    }
+                });
+            }
+        });
+        let mut merged = merged.into_iter();
+        for look in looks {
+            let files = match look.step {
+                Step::Merge => Some(merged.next().flatten().unwrap_or_else(|| {
+                    Err(RadarError::Unknown("a merge that did not run".into()))
+                })?),
+                _ => None,
+            };
+            self.settle(look, files, now, &mut update);
         }
         self.evict();
         Ok(update)
     }
 
-    /// Brings the pair of `moving` (which was just snapshotted again) and `other` up to date.
+    /// Decides what the pair of `moving` (which was just snapshotted again) and `other` needs;
+    /// `None` when the pair is done with (no common history).
     fn look(
         &mut self,
         moving: &str,
         other: &str,
         moved: Option<(&str, &BTreeSet<String>)>,
-        now: Ts,
         update: &mut Update,
-    ) -> Result<(), RadarError> {
+    ) -> Result<Option<Look>, RadarError> {
         let (a, b) = if moving < other {
             (moving, other)
         } else {
@@ -209,10 +269,10 @@ impl Radar {
         };
         let key = (a.to_string(), b.to_string());
         let (Some(wa), Some(wb)) = (self.worktrees.get(a), self.worktrees.get(b)) else {
-            return Ok(());
+            return Ok(None);
         };
         let (Some(sa), Some(sb)) = (wa.snap.clone(), wb.snap.clone()) else {
-            return Ok(());
+            return Ok(None);
         };
         let dir = wa.path.clone();
         let base = match (&sa.head, &sb.head) {
@@ -228,27 +288,48 @@ impl Radar {
             {
                 update.changes.push(cleared(&report));
             }
-            return Ok(());
+            return Ok(None);
         };
         let ca = self.changed_since(&dir, &sa.tree, &base)?;
         let cb = self.changed_since(&dir, &sb.tree, &base)?;
         let overlap: Vec<String> = ca.intersection(&cb).cloned().collect();
-        let now_memo = PairMemo {
-            base: base.clone(),
+        let memo = PairMemo {
+            base,
             tree_a: sa.tree.clone(),
             tree_b: sb.tree.clone(),
         };
-        let previous = self.pairs.get(&key);
-        let decided = step(
-            previous.map(|p| &p.memo),
-            &now_memo,
+        let step = step(
+            self.pairs.get(&key).map(|p| &p.memo),
+            &memo,
             !overlap.is_empty(),
             moved,
             &ca,
             &cb,
         );
-        let old_report = previous.and_then(|p| p.report.clone());
-        let report = match decided {
+        Ok(Some(Look {
+            key,
+            sa,
+            sb,
+            dir,
+            memo,
+            overlap,
+            step,
+        }))
+    }
+
+    /// Records a pair's new result (`files`: what its merge found, when it was merged).
+    fn settle(&mut self, look: Look, files: Option<Vec<RadarFile>>, now: Ts, update: &mut Update) {
+        let Look {
+            key,
+            sa,
+            sb,
+            memo,
+            overlap,
+            step,
+            ..
+        } = look;
+        let old_report = self.pairs.get(&key).and_then(|p| p.report.clone());
+        let report = match step {
             Step::Clear => {
                 update.disjoint += 1;
                 None
@@ -256,18 +337,18 @@ impl Radar {
             Step::Keep => {
                 update.kept += 1;
                 old_report.clone().map(|mut r| {
-                    r.a = side(a, &sa);
-                    r.b = side(b, &sb);
+                    r.a = side(&key.0, &sa);
+                    r.b = side(&key.1, &sb);
                     r
                 })
             }
             Step::Merge => {
                 update.merged += 1;
-                let files = self.merge(&dir, &base, &sa.tree, &sb.tree)?;
+                let files = files.unwrap_or_default();
                 (!files.is_empty()).then(|| RadarPair {
-                    a: side(a, &sa),
-                    b: side(b, &sb),
-                    base: base.clone(),
+                    a: side(&key.0, &sa),
+                    b: side(&key.1, &sb),
+                    base: memo.base.clone(),
                     merged_at: now,
                     overlap,
                     files,
@@ -282,14 +363,7 @@ impl Radar {
             }
             _ => {}
         }
-        self.pairs.insert(
-            key,
-            Pair {
-                memo: now_memo,
-                report,
-            },
-        );
-        Ok(())
+        self.pairs.insert(key, Pair { memo, report });
     }
 
     /// git's merge of two trees: the conflicting files with their hunks and each side's diff.

@@ -258,3 +258,41 @@ fn git_is_new_enough() {
         "git {major}.{minor}: merge-tree of trees needs 2.40"
     );
 }
+
+#[test]
+fn a_named_write_looks_at_that_file_and_an_unknown_name_at_everything() {
+    let r = repo(2, &[("a.txt", TEN)]);
+    let (w0, w1) = (&r.worktrees[0], &r.worktrees[1]);
+    let names = [w0.display().to_string(), w1.display().to_string()];
+    let mut radar = Radar::new(Git::new(), &r.cache).unwrap();
+    radar.watch(w0, Utc::now()).unwrap();
+    radar.watch(w1, Utc::now()).unwrap();
+    std::fs::write(w0.join("a.txt"), "0\n").unwrap();
+    radar
+        .update_paths(&names[0], Some(&["a.txt".to_string()]), Utc::now())
+        .unwrap();
+    // A new file, named: taken; then a name that never existed: everything is looked at, so
+    // the unnamed write to a.txt is seen too.
+    std::fs::write(w1.join("new file.txt"), "n\n").unwrap();
+    radar
+        .update_paths(&names[1], Some(&["new file.txt".to_string()]), Utc::now())
+        .unwrap();
+    assert_eq!(radar.conflicts().count(), 0);
+    std::fs::write(w1.join("a.txt"), "1\n").unwrap();
+    let up = radar
+        .update_paths(&names[1], Some(&["never existed".to_string()]), Utc::now())
+        .unwrap();
+    assert!(
+        matches!(&up.changes[..], [Change::Appeared(p)] if p.files[0].path == "a.txt"),
+        "{up:?}"
+    );
+    // A deleted file, named: its deletion is seen (modify/delete against side 0).
+    std::fs::remove_file(w1.join("a.txt")).unwrap();
+    let up = radar
+        .update_paths(&names[1], Some(&["a.txt".to_string()]), Utc::now())
+        .unwrap();
+    assert!(
+        matches!(&up.changes[..], [Change::Changed(p)] if p.files[0].kind == "modify/delete"),
+        "{up:?}"
+    );
+}

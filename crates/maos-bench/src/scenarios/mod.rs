@@ -14,6 +14,7 @@ pub mod locks;
 pub mod mcp;
 pub mod pg;
 pub mod process;
+pub mod radar;
 pub mod requests;
 pub mod startup;
 pub mod top;
