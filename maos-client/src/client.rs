@@ -2,6 +2,7 @@
 //! handshake, one request at a time, or a subscription stream. No async runtime: this runs on
 //! every hook call, so its start-up cost is the product's latency.
 
+use maos_proto::req;
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -212,22 +213,22 @@ impl Limit {
 fn patience(body: &Request, base: Duration) -> Option<Duration> {
     use maos_proto::LockWait;
     match body {
-        Request::LockAcquire {
+        Request::LockAcquire(req::LockAcquire {
             wait: LockWait::Wait { ms },
             ..
-        } => Some(base + Duration::from_millis(*ms)),
-        Request::LockAcquire {
+        }) => Some(base + Duration::from_millis(*ms)),
+        Request::LockAcquire(req::LockAcquire {
             wait: LockWait::Forever,
             ..
-        }
+        })
         | Request::Mcp(_)
-        | Request::Backup { .. }
-        | Request::Restore { .. }
-        | Request::Export { .. }
-        | Request::Import { .. }
-        | Request::Gc { .. }
-        | Request::Purge { .. }
-        | Request::Repair { .. }
+        | Request::Backup(_)
+        | Request::Restore(_)
+        | Request::Export(_)
+        | Request::Import(_)
+        | Request::Gc(_)
+        | Request::Purge(_)
+        | Request::Repair(_)
         | Request::DbCheck
         | Request::DaemonStop => None,
         _ => Some(base),

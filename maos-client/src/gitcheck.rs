@@ -16,6 +16,7 @@
 //! command does; a daemon that fails to answer refuses the commit, saying why and how to
 //! commit anyway (`--no-verify`, `MAOS_GIT_CHECK=off`).
 
+use maos_proto::req;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
@@ -167,7 +168,10 @@ pub fn run(cli: &crate::cli::Cli) -> Res {
         return Ok(());
     }
     let mut client = Client::connect(true).map_err(|e| cannot_tell(e.body().message))?;
-    let locks = match client.request(Some(&root), Request::LockList { session: None }) {
+    let locks = match client.request(
+        Some(&root),
+        Request::LockList(req::LockList { session: None }),
+    ) {
         Ok(Reply::Locks(l)) => l.locks,
         Ok(_) => {
             return Err(cannot_tell(
@@ -202,7 +206,10 @@ pub fn run(cli: &crate::cli::Cli) -> Res {
     let mut agents: BTreeMap<AgentId, AgentRecord> = BTreeMap::new();
     let sessions: BTreeSet<String> = held.iter().map(|(_, l)| l.session_id.to_string()).collect();
     for s in sessions {
-        match client.request(Some(&root), Request::AgentList { session: Some(s) }) {
+        match client.request(
+            Some(&root),
+            Request::AgentList(req::AgentList { session: Some(s) }),
+        ) {
             Ok(Reply::Agents(list)) => agents.extend(list.into_iter().map(|a| (a.id.clone(), a))),
             Ok(_) => {
                 return Err(cannot_tell(

@@ -1,6 +1,7 @@
 //! The client side of managed sessions: `maos logs` (how recovery and validation reports read
 //! is in `output`).
 
+use maos_proto::req;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::time::Duration;
 
@@ -21,9 +22,9 @@ pub fn logs(cli: &Cli, agent: &str, follow: bool) -> Res {
     let ask = |client: &mut Client| -> Res<(String, maos_core::AgentState)> {
         match client.request(
             Some(&root),
-            Request::AgentLog {
+            Request::AgentLog(req::AgentLog {
                 agent: agent.to_string(),
-            },
+            }),
         )? {
             Reply::Log { path, state, .. } => Ok((path, state)),
             _ => Err(usage("the daemon gave an unexpected answer")),

@@ -1,6 +1,7 @@
 //! The request a command line asks for: ids, paths and flags as the daemon takes them.
 
 use maos_core::{AgentOp, PhaseOp, SessionOp, Ts};
+use maos_proto::req;
 use maos_proto::{EventFilter, LockWait, Request, Target};
 
 use crate::cli::{self, EventsArgs, LockCmd};
@@ -11,11 +12,11 @@ use crate::failure::{Res, usage};
 pub fn plan_request(path: &std::path::Path, start: bool) -> Res<Request> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("cannot read the plan {}: {e}", path.display())))?;
-    Ok(Request::SessionFromPlan {
+    Ok(Request::SessionFromPlan(req::SessionFromPlan {
         path: path.display().to_string(),
         text,
         start,
-    })
+    }))
 }
 
 /// Parse a time option (`--since`, `--until`): RFC 3339, or an age like 30s / 10m / 2h / 1d.
@@ -77,7 +78,7 @@ pub fn lock_request(cmd: &LockCmd) -> Res<Request> {
             wait,
             wait_forever,
             ttl,
-        } => Request::LockAcquire {
+        } => Request::LockAcquire(req::LockAcquire {
             agent: agent.clone(),
             path: path.clone(),
             cwd: cwd(),
@@ -93,26 +94,26 @@ pub fn lock_request(cmd: &LockCmd) -> Res<Request> {
                 .as_deref()
                 .map(|t| parse_duration("--ttl", t).map(|d| d.as_millis() as u64))
                 .transpose()?,
-        },
-        LockCmd::Release { path, agent, force } => Request::LockRelease {
+        }),
+        LockCmd::Release { path, agent, force } => Request::LockRelease(req::LockRelease {
             agent: agent.clone(),
             path: path.clone(),
             cwd: cwd(),
             force: *force,
             by: whoami(),
-        },
-        LockCmd::ReleaseAll { agent } => Request::LockReleaseAll {
+        }),
+        LockCmd::ReleaseAll { agent } => Request::LockReleaseAll(req::LockReleaseAll {
             agent: agent.clone(),
-        },
-        LockCmd::List { session } => Request::LockList {
+        }),
+        LockCmd::List { session } => Request::LockList(req::LockList {
             session: session.clone(),
-        },
-        LockCmd::Check { path, agent, mode } => Request::LockCheck {
+        }),
+        LockCmd::Check { path, agent, mode } => Request::LockCheck(req::LockCheck {
             agent: agent.clone(),
             path: path.clone(),
             cwd: cwd(),
             mode: lock_mode(mode)?,
-        },
+        }),
     })
 }
 
@@ -127,29 +128,29 @@ pub fn target(agent: &Option<String>, phase: &Option<String>) -> Target {
 }
 
 pub fn session_op(t: &cli::SessionTarget, op: SessionOp) -> Request {
-    Request::SessionTransition {
+    Request::SessionTransition(req::SessionTransition {
         session: t.session.clone(),
         op,
         reason: t.reason.clone(),
-    }
+    })
 }
 
 pub fn agent_op(t: &cli::AgentTarget, op: AgentOp) -> Request {
-    Request::AgentTransition {
+    Request::AgentTransition(req::AgentTransition {
         agent: t.agent.clone(),
         op,
         exit_code: t.exit_code,
         reason: t.reason.clone(),
-    }
+    })
 }
 
 pub fn phase_op(t: &cli::PhaseTarget, op: PhaseOp, artifacts: serde_json::Value) -> Request {
-    Request::PhaseTransition {
+    Request::PhaseTransition(req::PhaseTransition {
         session: t.session.clone(),
         phase: t.phase.clone(),
         op,
         artifacts,
-    }
+    })
 }
 
 pub fn event_filter(a: &EventsArgs) -> Res<EventFilter> {

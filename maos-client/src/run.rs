@@ -1,6 +1,7 @@
 //! Running a parsed command line: the commands that are one request and one reply, and
 //! those with more to do (`events --follow`, `daemon ...`, the local commands).
 
+use maos_proto::req;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -157,23 +158,23 @@ pub fn run(cli: &Cli) -> Res {
                 strategy,
                 phases,
                 ..
-            } => Request::SessionCreate {
+            } => Request::SessionCreate(req::SessionCreate {
                 objective: objective.clone().unwrap_or_default(),
                 strategy: strategy
                     .parse::<Strategy>()
                     .map_err(|e| usage(e.to_string()))?,
                 phases: phases.clone(),
-            },
-            SessionCmd::List { all } => Request::SessionList { all: *all },
-            SessionCmd::Show { session } => Request::SessionShow {
+            }),
+            SessionCmd::List { all } => Request::SessionList(req::SessionList { all: *all }),
+            SessionCmd::Show { session } => Request::SessionShow(req::SessionShow {
                 session: session.clone(),
-            },
-            SessionCmd::Activate { session } => Request::SessionActivate {
+            }),
+            SessionCmd::Activate { session } => Request::SessionActivate(req::SessionActivate {
                 session: session.clone(),
-            },
-            SessionCmd::Archive { session } => Request::SessionArchive {
+            }),
+            SessionCmd::Archive { session } => Request::SessionArchive(req::SessionArchive {
                 session: session.clone(),
-            },
+            }),
             SessionCmd::Start(t) => session_op(t, SessionOp::Start),
             SessionCmd::Complete(t) => session_op(t, SessionOp::Complete),
             SessionCmd::Fail(t) => session_op(t, SessionOp::Fail),
@@ -186,23 +187,23 @@ pub fn run(cli: &Cli) -> Res {
                 depends_on,
                 parent,
                 session,
-            } => Request::AgentRegister {
+            } => Request::AgentRegister(req::AgentRegister {
                 session: session.clone(),
                 role: role.clone(),
                 task: task.clone(),
                 depends_on: depends_on.clone(),
                 parent: parent.clone(),
-            },
+            }),
             AgentCmd::Start(t) => agent_op(t, AgentOp::Start),
             AgentCmd::Complete(t) => agent_op(t, AgentOp::Complete),
             AgentCmd::Fail(t) => agent_op(t, AgentOp::Fail),
             AgentCmd::Cancel(t) => agent_op(t, AgentOp::Cancel),
-            AgentCmd::List { session } => Request::AgentList {
+            AgentCmd::List { session } => Request::AgentList(req::AgentList {
                 session: session.clone(),
-            },
-            AgentCmd::Heartbeat { agent } => Request::Heartbeat {
+            }),
+            AgentCmd::Heartbeat { agent } => Request::Heartbeat(req::Heartbeat {
                 agent: agent.clone(),
-            },
+            }),
         },
         Cmd::Lock { cmd } => lock_request(cmd)?,
         Cmd::Phase { cmd } => match cmd {
@@ -225,20 +226,20 @@ pub fn run(cli: &Cli) -> Res {
                 };
                 phase_op(target, op, artifacts)
             }
-            PhaseCmd::Add { name, session } => Request::PhaseAdd {
+            PhaseCmd::Add { name, session } => Request::PhaseAdd(req::PhaseAdd {
                 session: session.clone(),
                 name: name.clone(),
-            },
+            }),
         },
         Cmd::Ps {
             all,
             watch: true,
             interval,
         } => return watch_ps(cli, *all, interval),
-        Cmd::Ps { all, .. } => Request::Ps { all: *all },
-        Cmd::History { limit } => Request::History {
+        Cmd::Ps { all, .. } => Request::Ps(req::Ps { all: *all }),
+        Cmd::History { limit } => Request::History(req::History {
             limit: Some(*limit),
-        },
+        }),
         Cmd::Run { plan, wait: true } => return run_and_wait(cli, plan),
         Cmd::Run { plan, .. } => plan_request(plan, true)?,
         Cmd::Export { session, output } => {
@@ -248,68 +249,68 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::Backup { output } => {
             transfer::backup_request(output.as_deref(), &cli.project_root()?)?
         }
-        Cmd::Repair { quarantine } => Request::Repair {
+        Cmd::Repair { quarantine } => Request::Repair(req::Repair {
             quarantine: *quarantine,
-        },
-        Cmd::RestoreFile { path, version } => Request::RestoreFile {
+        }),
+        Cmd::RestoreFile { path, version } => Request::RestoreFile(req::RestoreFile {
             path: path.clone(),
             cwd: std::env::current_dir()
                 .ok()
                 .map(|d| d.to_string_lossy().into_owned()),
             version: version.clone(),
-        },
-        Cmd::Restore { file, force } => Request::Restore {
+        }),
+        Cmd::Restore { file, force } => Request::Restore(req::Restore {
             path: std::fs::canonicalize(file)
                 .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?
                 .display()
                 .to_string(),
             force: *force,
-        },
+        }),
         Cmd::Gc {
             older_than,
             dry_run,
-        } => Request::Gc {
+        } => Request::Gc(req::Gc {
             older_than_secs: parse_duration("--older-than", older_than)?.as_secs(),
             dry_run: *dry_run,
-        },
+        }),
         Cmd::Logs { agent, follow } => return managed::logs(cli, agent, *follow),
-        Cmd::Retry { target } => Request::Retry {
+        Cmd::Retry { target } => Request::Retry(req::Retry {
             target: target.clone(),
             by: whoami(),
-        },
-        Cmd::Recover { session } => Request::Recover {
+        }),
+        Cmd::Recover { session } => Request::Recover(req::Recover {
             session: session.clone(),
-        },
-        Cmd::Validate { session } => Request::Validate {
+        }),
+        Cmd::Validate { session } => Request::Validate(req::Validate {
             session: session.clone(),
-        },
-        Cmd::Pause(a) => Request::Pause {
+        }),
+        Cmd::Pause(a) => Request::Pause(req::Pause {
             session: a.session.clone(),
             target: target(&a.agent, &a.phase),
             reason: a.reason.clone(),
             by: whoami(),
-        },
-        Cmd::Resume(a) => Request::Resume {
+        }),
+        Cmd::Resume(a) => Request::Resume(req::Resume {
             session: a.session.clone(),
             target: target(&a.agent, &a.phase),
             by: whoami(),
-        },
-        Cmd::Events(args) => Request::Events {
+        }),
+        Cmd::Events(args) => Request::Events(req::Events {
             filter: event_filter(args)?,
             limit: args.limit,
-        },
-        Cmd::Status { session } => Request::Status {
+        }),
+        Cmd::Status { session } => Request::Status(req::Status {
             session: session.clone(),
-        },
-        Cmd::Brief { session } => Request::Brief {
+        }),
+        Cmd::Brief { session } => Request::Brief(req::Brief {
             session: session.clone(),
-        },
-        Cmd::Note(n) => Request::Note {
+        }),
+        Cmd::Note(n) => Request::Note(req::Note {
             session: n.session.clone(),
             agent: n.agent.clone(),
             kind: n.kind.into(),
             text: n.text.join(" "),
-        },
+        }),
     };
     let root = cli.project_root()?;
     let mut client = Client::connect(true)?;
@@ -378,7 +379,10 @@ fn run_and_wait(cli: &Cli, plan: &std::path::Path) -> Res {
         client = Client::connect(true)?;
     };
     let mut client = Client::connect(true)?;
-    let s = match client.request(Some(&root), Request::SessionShow { session: Some(sid) })? {
+    let s = match client.request(
+        Some(&root),
+        Request::SessionShow(req::SessionShow { session: Some(sid) }),
+    )? {
         Reply::Session(s) => s,
         other => return show(cli.json, other),
     };
@@ -429,10 +433,10 @@ pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
     if let Some(limit) = args.limit {
         let reply = client.request(
             Some(&root),
-            Request::Events {
+            Request::Events(req::Events {
                 filter: filter.clone(),
                 limit: Some(limit),
-            },
+            }),
         )?;
         if let Reply::Events(events) = reply {
             filter.after_seq = Some(events.last().map_or(u64::MAX, |e| e.seq));
@@ -495,8 +499,12 @@ pub fn follow(cli: &Cli, args: &EventsArgs) -> Res {
 /// `events --follow SESSION` once the session has ended: one line on stderr saying so, exit 0.
 fn followed_session_ended(root: &str, filter: &maos_proto::EventFilter) -> Res {
     let session = filter.session.clone();
-    let shown = Client::connect(false)
-        .and_then(|mut c| c.request(Some(root), Request::SessionShow { session }));
+    let shown = Client::connect(false).and_then(|mut c| {
+        c.request(
+            Some(root),
+            Request::SessionShow(req::SessionShow { session }),
+        )
+    });
     match shown {
         Ok(Reply::Session(s)) => eprintln!(
             "maos: session {} has ended ({}): no more events will come",
@@ -524,9 +532,9 @@ fn follow_archived(
     let mut client = Client::connect(true)?;
     let record = match client.request(
         Some(root),
-        Request::SessionShow {
+        Request::SessionShow(req::SessionShow {
             session: Some(session.clone()),
-        },
+        }),
     ) {
         Ok(Reply::Session(s)) => s,
         _ => return Err(ClientError::Remote(missing).into()),
@@ -534,10 +542,10 @@ fn follow_archived(
     if !shown {
         let events = match client.request(
             Some(root),
-            Request::Events {
+            Request::Events(req::Events {
                 filter: filter.clone(),
                 limit: None,
-            },
+            }),
         )? {
             Reply::Events(events) => events,
             _ => Vec::new(),
@@ -574,9 +582,9 @@ fn watch_ps(cli: &Cli, all: bool, interval: &str) -> Res {
     let mut client = Some(Client::connect(false)?);
     loop {
         let reply = match client.as_mut() {
-            Some(c) => c.request(Some(&root), Request::Ps { all }),
+            Some(c) => c.request(Some(&root), Request::Ps(req::Ps { all })),
             None => Client::connect(false).and_then(|mut c| {
-                let r = c.request(Some(&root), Request::Ps { all });
+                let r = c.request(Some(&root), Request::Ps(req::Ps { all }));
                 client = Some(c);
                 r
             }),

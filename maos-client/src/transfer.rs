@@ -1,5 +1,6 @@
 //! `maos export` and `maos import`: a session as a file, and a file as a session.
 
+use maos_proto::req;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -29,12 +30,15 @@ pub fn export(cli: &Cli, session: Option<&str>, output: Option<&Path>) -> Res {
     let session = match session {
         Some(s) => s.to_string(),
         // The export is read from the database by id: the actor names the active session.
-        None => match client.request(Some(&root), Request::SessionShow { session: None })? {
+        None => match client.request(
+            Some(&root),
+            Request::SessionShow(req::SessionShow { session: None }),
+        )? {
             Reply::Session(s) => s.id.to_string(),
             _ => return Err(usage("the daemon gave an unexpected answer")),
         },
     };
-    let reply = client.request(Some(&root), Request::Export { session })?;
+    let reply = client.request(Some(&root), Request::Export(req::Export { session }))?;
     let Reply::Export(file) = reply else {
         return Err(usage("the daemon gave an unexpected answer"));
     };
@@ -119,9 +123,9 @@ pub fn backup_request(output: Option<&Path>, project: &str) -> Res<Request> {
             path.display()
         )));
     }
-    Ok(Request::Backup {
+    Ok(Request::Backup(req::Backup {
         path: path.display().to_string(),
-    })
+    }))
 }
 
 /// The request for `maos import FILE`: the daemon reads the file's text (and names what is
@@ -142,8 +146,8 @@ pub fn import_request(file: &Path) -> Res<Request> {
         return Err(too_big(len));
     }
     let text = std::fs::read_to_string(file).map_err(cannot)?;
-    Ok(Request::Import {
+    Ok(Request::Import(req::Import {
         path: file.display().to_string(),
         text,
-    })
+    }))
 }

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use maos_client::client::whoami;
 use maos_core::ids::{PrefixError, short};
 use maos_core::{AgentOp, SessionOp};
+use maos_proto::req;
 use maos_proto::{Reply, Request, Target};
 use serde::Deserialize;
 use serde_json::json;
@@ -110,28 +111,28 @@ pub async fn act(headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> 
         None => Target::Session,
     };
     let body = match (a.action, agent.clone()) {
-        (Verb::Pause, _) => Request::Pause {
+        (Verb::Pause, _) => Request::Pause(req::Pause {
             session: Some(session.clone()),
             target,
             reason,
             by,
-        },
-        (Verb::Resume, _) => Request::Resume {
+        }),
+        (Verb::Resume, _) => Request::Resume(req::Resume {
             session: Some(session.clone()),
             target,
             by,
-        },
-        (Verb::Cancel, None) => Request::SessionTransition {
+        }),
+        (Verb::Cancel, None) => Request::SessionTransition(req::SessionTransition {
             session: Some(session.clone()),
             op: SessionOp::Cancel,
             reason,
-        },
-        (Verb::Cancel, Some(agent)) => Request::AgentTransition {
+        }),
+        (Verb::Cancel, Some(agent)) => Request::AgentTransition(req::AgentTransition {
             agent,
             op: AgentOp::Cancel,
             exit_code: None,
             reason,
-        },
+        }),
     };
     ask(Some(project), body).await?;
     let what = match &agent {
@@ -146,9 +147,9 @@ pub async fn act(headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> 
 async fn agent_of(project: &str, session: &str, name: &str) -> Result<String, ApiError> {
     let agents = match ask(
         Some(project.to_string()),
-        Request::AgentList {
+        Request::AgentList(req::AgentList {
             session: Some(session.to_string()),
-        },
+        }),
     )
     .await?
     {

@@ -6,6 +6,7 @@ use axum::extract::Query;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maos_client::client::{Client, ClientError};
+use maos_proto::req;
 use maos_proto::{ErrorCode, Reply, Request};
 use serde::Deserialize;
 use serde_json::json;
@@ -140,7 +141,7 @@ pub struct SessionsQuery {
 /// session also has its ETA (`maos status`), when there is one.
 pub async fn sessions(Query(q): Query<SessionsQuery>) -> Result<Response, ApiError> {
     let project = open_project(q.project).await?;
-    let sessions = match ask(Some(project.clone()), Request::Ps { all: true }).await? {
+    let sessions = match ask(Some(project.clone()), Request::Ps(req::Ps { all: true })).await? {
         Reply::Ps(sessions) => sessions,
         _ => return Err(ApiError::unexpected()),
     };
@@ -148,9 +149,9 @@ pub async fn sessions(Query(q): Query<SessionsQuery>) -> Result<Response, ApiErr
     for s in sessions {
         let mut eta = None;
         if !s.state.is_terminal() {
-            let status = Request::Status {
+            let status = Request::Status(req::Status {
                 session: Some(s.id.to_string()),
-            };
+            });
             if let Ok(Reply::Status(st)) = ask(Some(project.clone()), status).await {
                 eta = st.progress.eta;
             }

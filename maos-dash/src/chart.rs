@@ -5,6 +5,7 @@
 use axum::Json;
 use axum::extract::Query;
 use axum::response::{IntoResponse, Response};
+use maos_proto::req;
 use maos_proto::{Reply, Request};
 use serde::Deserialize;
 
@@ -49,12 +50,12 @@ pub async fn gantt(Query(q): Query<ChartQuery>) -> Result<Response, ApiError> {
     // The daemon checks the window (and answers 400 with one line) and names the session.
     match ask(
         Some(project),
-        Request::Gantt {
+        Request::Gantt(req::Gantt {
             session,
             from_ms,
             to_ms,
             width_px,
-        },
+        }),
     )
     .await?
     {

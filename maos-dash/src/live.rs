@@ -138,10 +138,10 @@ fn newest(project: &str) -> Option<u64> {
     match c
         .request(
             Some(project),
-            maos_proto::Request::Events {
+            maos_proto::Request::Events(maos_proto::req::Events {
                 filter: EventFilter::default(),
                 limit: Some(1),
-            },
+            }),
         )
         .ok()?
     {

@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use maos_client::output::{doing_now, is_held};
 use maos_core::lock::LockPath;
 use maos_core::waitfor::{Claim, wait_for};
+use maos_proto::req;
 use maos_proto::{EventFilter, FilterNames, LockList, Reply, Request};
 use serde::Deserialize;
 use serde_json::json;
@@ -59,9 +60,9 @@ pub async fn session(Query(q): Query<SessionQuery>) -> Result<Response, ApiError
     let wanted = session_param(q.session)?;
     let status = match ask(
         Some(project.clone()),
-        Request::Status {
+        Request::Status(req::Status {
             session: Some(wanted),
-        },
+        }),
     )
     .await?
     {
@@ -69,15 +70,15 @@ pub async fn session(Query(q): Query<SessionQuery>) -> Result<Response, ApiError
         _ => return Err(ApiError::unexpected()),
     };
     let id = status.session.id.to_string();
-    let ps = match ask(Some(project.clone()), Request::Ps { all: true }).await? {
+    let ps = match ask(Some(project.clone()), Request::Ps(req::Ps { all: true })).await? {
         Reply::Ps(sessions) => sessions.into_iter().find(|s| s.id.as_str() == id),
         _ => return Err(ApiError::unexpected()),
     };
     let locks = match ask(
         Some(project),
-        Request::LockList {
+        Request::LockList(req::LockList {
             session: Some(id.clone()),
-        },
+        }),
     )
     .await
     {
@@ -246,10 +247,10 @@ pub async fn timeline(Query(q): Query<TimelineQuery>) -> Result<Response, ApiErr
     filter.check_named(&TIMELINE_NAMES).map_err(ApiError::bad)?;
     match ask(
         Some(project),
-        Request::Events {
+        Request::Events(req::Events {
             filter,
             limit: Some(limit + 1),
-        },
+        }),
     )
     .await?
     {
@@ -275,9 +276,9 @@ pub async fn brief(Query(q): Query<SessionQuery>) -> Result<Response, ApiError> 
     let session = session_param(q.session)?;
     match ask(
         Some(project),
-        Request::Brief {
+        Request::Brief(req::Brief {
             session: Some(session),
-        },
+        }),
     )
     .await?
     {

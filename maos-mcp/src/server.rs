@@ -2,6 +2,7 @@
 //! when it acts for one ([`Maos::caller`]), sends one daemon request and answers with the
 //! reply's JSON. Every failure is a tool error (`isError`) of one sentence, and changes nothing.
 
+use maos_proto::req;
 use std::time::Duration;
 
 use maos_core::LockMode;
@@ -160,13 +161,13 @@ impl Maos {
     /// Release a lock granted to a call that was cancelled meanwhile (its caller never learns
     /// of it): as maosd does for a waiter whose connection closed.
     async fn give_back(&self, lock: maos_core::record::LockView) {
-        let body = Request::LockRelease {
+        let body = Request::LockRelease(req::LockRelease {
             agent: Some(lock.holder.to_string()),
             path: lock.path,
             cwd: None,
             force: false,
             by: Some("maos mcp: the call that took it was cancelled".to_string()),
-        };
+        });
         let _ = self.daemon.ask(body, Duration::ZERO).await;
     }
 
@@ -271,7 +272,7 @@ impl Maos {
             Ok(r) => r,
             Err(e) => return Ok(e),
         };
-        Ok(match self.ask(Request::Ps { all: r.all }).await {
+        Ok(match self.ask(Request::Ps(req::Ps { all: r.all })).await {
             Ok(Reply::Ps(sessions)) => ok(json!({ "sessions": sessions })),
             Ok(_) => fail("maosd gave an unexpected answer to status"),
             Err(e) => e,
@@ -291,12 +292,12 @@ impl Maos {
         if let Err(e) = args::text("the path", &r.path, MAX_PATH) {
             return Ok(fail(e));
         }
-        let body = Request::LockCheck {
+        let body = Request::LockCheck(req::LockCheck {
             agent: None,
             path: r.path,
             cwd: self.cwd(),
             mode: LockMode::Write,
-        };
+        });
         Ok(match self.ask(body).await {
             Ok(Reply::LockCheck(c)) => ok(json!({
                 "path": c.path, "held_by": c.holders, "waiting": c.queued,
@@ -320,7 +321,10 @@ impl Maos {
             return Ok(fail(e));
         }
         Ok(
-            match self.ask(Request::LockList { session: r.session }).await {
+            match self
+                .ask(Request::LockList(req::LockList { session: r.session }))
+                .await
+            {
                 Ok(Reply::Locks(l)) => ok(json!(l)),
                 Ok(_) => fail("maosd gave an unexpected answer to locks"),
                 Err(e) => e,
@@ -521,10 +525,10 @@ impl Maos {
             oldest_first: r.after.is_some(),
             ..EventFilter::default()
         };
-        let body = Request::Events {
+        let body = Request::Events(req::Events {
             filter,
             limit: Some(limit),
-        };
+        });
         Ok(match self.ask(body).await {
             Ok(Reply::Events(mut events)) => {
                 events.sort_by_key(|e| e.seq);
@@ -539,14 +543,17 @@ impl Maos {
 
 impl Maos {
     async fn brief_text(&self, session: Option<String>) -> Result<String, CallToolResult> {
-        match self.ask(Request::Brief { session }).await? {
+        match self.ask(Request::Brief(req::Brief { session })).await? {
             Reply::Brief(b) => Ok(b.text),
             _ => Err(fail("maosd gave an unexpected answer to brief")),
         }
     }
 
     async fn locks_json(&self) -> Result<Value, CallToolResult> {
-        match self.ask(Request::LockList { session: None }).await? {
+        match self
+            .ask(Request::LockList(req::LockList { session: None }))
+            .await?
+        {
             Reply::Locks(l) => Ok(json!(l)),
             _ => Err(fail("maosd gave an unexpected answer to locks")),
         }

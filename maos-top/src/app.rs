@@ -1,6 +1,7 @@
 //! `maos top`'s state and what the keys do: the watched projects, the table's selection, the
 //! filter, a pending confirmation, the events view, and the requests an action sends.
 
+use maos_proto::req;
 use std::time::{Duration, Instant};
 
 use maos_client::client::{Client, ClientError, whoami};
@@ -133,10 +134,10 @@ impl App {
             .map(|p| {
                 let reply = self.request(
                     Some(p),
-                    Request::Events {
+                    Request::Events(req::Events {
                         filter: EventFilter::default(),
                         limit: Some(model::RECENT as u32),
-                    },
+                    }),
                 );
                 match reply {
                     Ok(Reply::Events(events)) => {
@@ -159,7 +160,7 @@ impl App {
             if !std::mem::take(&mut self.stale[p]) {
                 continue;
             }
-            match self.request(Some(p), Request::Ps { all: self.all }) {
+            match self.request(Some(p), Request::Ps(req::Ps { all: self.all })) {
                 Ok(Reply::Ps(sessions)) => self.projects[p].sessions = sessions,
                 Ok(_) => {}
                 Err(ClientError::Unavailable(_)) => self.stale[p] = true,
@@ -176,7 +177,10 @@ impl App {
             self.status = None;
             return;
         };
-        self.status = match self.request(Some(project), Request::Status { session: Some(id) }) {
+        self.status = match self.request(
+            Some(project),
+            Request::Status(req::Status { session: Some(id) }),
+        ) {
             Ok(Reply::Status(v)) => Some(*v),
             _ => None,
         };
@@ -379,39 +383,39 @@ impl App {
         let (project, body) = match action {
             Action::Pause(s) => {
                 let (p, session, target) = target_of(s);
-                let body = Request::Pause {
+                let body = Request::Pause(req::Pause {
                     session: Some(session),
                     target,
                     reason,
                     by: whoami(),
-                };
+                });
                 (p, body)
             }
             Action::Resume(s) => {
                 let (p, session, target) = target_of(s);
-                let body = Request::Resume {
+                let body = Request::Resume(req::Resume {
                     session: Some(session),
                     target,
                     by: whoami(),
-                };
+                });
                 (p, body)
             }
             Action::Cancel(Subject::Session { project, id }) => (
                 project,
-                Request::SessionTransition {
+                Request::SessionTransition(req::SessionTransition {
                     session: Some(id),
                     op: SessionOp::Cancel,
                     reason,
-                },
+                }),
             ),
             Action::Cancel(Subject::Agent { project, id, .. }) => (
                 project,
-                Request::AgentTransition {
+                Request::AgentTransition(req::AgentTransition {
                     agent: id,
                     op: AgentOp::Cancel,
                     exit_code: None,
                     reason,
-                },
+                }),
             ),
         };
         match self.request(Some(project), body) {
@@ -441,10 +445,10 @@ impl App {
                 },
             ),
         };
-        let body = Request::Events {
+        let body = Request::Events(req::Events {
             filter,
             limit: Some(EVENTS_LOADED),
-        };
+        });
         match self.request(Some(project), body) {
             Ok(Reply::Events(events)) => {
                 self.events = Some(EventsView {

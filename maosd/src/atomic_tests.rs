@@ -17,9 +17,7 @@ fn handle(tx: &mut Txn<'_>, r: Request) -> Result<Outcome, ErrorBody> {
     use crate::router::{ProjectRequest, ProjectRoute, Route};
     match Route::of(r) {
         Route::Project(ProjectRoute::Actor { request, .. }) => cmd::handle(tx, request),
-        Route::Project(ProjectRoute::Import { path, text }) => {
-            cmd::handle(tx, ProjectRequest::Import { path, text })
-        }
+        Route::Project(ProjectRoute::Import(r)) => cmd::handle(tx, ProjectRequest::Import(r)),
         _ => panic!("not a request the actor applies"),
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use maos_proto::{
     ClientKind, ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, HookCall, MAX_FRAME_LEN,
-    Reply, ServerMsg,
+    Reply, ServerMsg, req,
 };
 use maos_store::EventQuery;
 use tokio::net::UnixStream;
@@ -144,7 +144,7 @@ fn waits(route: &Route) -> bool {
         return false;
     };
     let wait = match request {
-        ProjectRequest::LockAcquire { wait, .. } => wait,
+        ProjectRequest::LockAcquire(r) => &r.wait,
         ProjectRequest::Mcp { call, .. } => match &call.action {
             McpAction::LockAcquire { wait, .. } => wait,
             _ => return false,
@@ -306,7 +306,7 @@ async fn request(
     };
     let root = project.ok_or_else(|| bad_request("this request needs a project root"))?;
     match call {
-        ProjectRoute::Restore { path, force } => {
+        ProjectRoute::Restore(req::Restore { path, force }) => {
             let from = std::path::Path::new(&path);
             let check = maos_store::check_backup(from)
                 .await
@@ -320,7 +320,7 @@ async fn request(
                 events: check.events,
             }))
         }
-        ProjectRoute::RestoreFile { path, cwd, version } => {
+        ProjectRoute::RestoreFile(req::RestoreFile { path, cwd, version }) => {
             crate::keep::check_restore_path(&path)?;
             let key = lock_key(&root, &path, &cwd)?;
             let store = crate::keep::store_dir(&daemon.config.home, &root);
@@ -335,22 +335,22 @@ async fn request(
             .map_err(|e| internal(format_args!("maos restore-file: {e}")))??;
             actor(handle, ProjectRequest::FileRestored(Box::new(report)), None).await
         }
-        ProjectRoute::Repair { quarantine } => {
+        ProjectRoute::Repair(req::Repair { quarantine }) => {
             let report = daemon.projects.repair(&root, quarantine).await;
             *cache = None;
             report.map(Reply::Repaired)
         }
-        ProjectRoute::Gc {
-            older_than,
+        ProjectRoute::Gc(req::Gc {
+            older_than_secs,
             dry_run,
-        } => {
+        }) => {
             let handle = daemon.projects.existing(&root).await?;
             let sync = daemon.config.synchronous == maos_store::Synchronous::Full;
             crate::gc::run(
                 &daemon.config.home,
                 &root,
                 &handle,
-                older_than,
+                Duration::from_secs(older_than_secs),
                 dry_run,
                 sync,
             )
@@ -362,25 +362,25 @@ async fn request(
             Err(e) if e.code == ErrorCode::NotFound => read.empty_answer().ok_or(e),
             Err(e) => Err(e),
         },
-        ProjectRoute::Import { path, text } => {
+        ProjectRoute::Import(import) => {
             let handle = cached(daemon, cache, root, true).await?;
-            reads::import_check(handle, &path, &text).await?;
-            actor(handle, ProjectRequest::Import { path, text }, None).await
+            reads::import_check(handle, &import.path, &import.text).await?;
+            actor(handle, ProjectRequest::Import(import), None).await
         }
-        ProjectRoute::Gantt {
+        ProjectRoute::Gantt(req::Gantt {
             session,
             from_ms,
             to_ms,
             width_px,
-        } => {
+        }) => {
             let window =
                 maos_core::gantt::Window::checked(from_ms, to_ms, width_px).map_err(bad_request)?;
             let handle = cached(daemon, cache, root, false).await?;
             let found = actor(
                 handle,
-                ProjectRequest::SessionShow {
+                ProjectRequest::SessionShow(req::SessionShow {
                     session: Some(session.clone()),
-                },
+                }),
                 Some(&ArchivedRead::Session(session)),
             )
             .await?;
@@ -421,8 +421,8 @@ async fn request(
                 judge_outside(daemon, &root, call).await;
             }
             // What a plan asks of this machine (its programs, its directories), likewise.
-            if let ProjectRequest::SessionFromPlan { path, text, .. } = &request {
-                crate::plancheck::check(&root, path, text)?;
+            if let ProjectRequest::SessionFromPlan(plan) = &request {
+                crate::plancheck::check(&root, &plan.path, &plan.text)?;
             }
             let create = request.creates_project();
             // A write through a hook is refused while the project's state cannot be loaded,

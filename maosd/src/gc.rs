@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use maos_core::SessionId;
-use maos_proto::{ErrorBody, ErrorCode, GcEntry, GcReport};
+use maos_proto::{ErrorBody, ErrorCode, GcEntry, GcReport, req};
 
 use crate::error::{file_error, internal, storage_error};
 use crate::project::ProjectHandle;
@@ -83,7 +83,7 @@ pub async fn run(
             Err(e) => return Err(internal(e)),
         }
         handle
-            .request(ProjectRequest::Purge { session: id })
+            .request(ProjectRequest::Purge(req::Purge { session: id }))
             .await?;
         report.sessions.push(GcEntry {
             id: sid,
@@ -100,7 +100,7 @@ pub async fn run(
 /// before the oldest session left began go with the sessions deleted.
 async fn sweep_kept(home: &Path, root: &str, handle: &ProjectHandle) {
     let oldest = match handle
-        .request(ProjectRequest::SessionList { all: true })
+        .request(ProjectRequest::SessionList(req::SessionList { all: true }))
         .await
     {
         Ok(crate::cmd::Outcome::Reply(r)) => match *r {

@@ -3,7 +3,7 @@
 //! the actor sees it (the database must not have its ids, archived ones included), and
 //! `session show` / `events` of an archived session.
 
-use maos_proto::{ErrorBody, ErrorCode, Reply};
+use maos_proto::{ErrorBody, ErrorCode, Reply, req};
 
 use crate::error::{prefix_error, storage_error};
 use crate::project::ProjectHandle;
@@ -13,16 +13,18 @@ use crate::router::{ArchivedRead, ReadRequest};
 pub async fn answer(handle: &ProjectHandle, read: ReadRequest) -> Result<Reply, ErrorBody> {
     match read {
         ReadRequest::DbCheck => health(handle, None).await.map(Reply::DbCheck),
-        ReadRequest::Backup { path } => health(handle, Some(std::path::Path::new(&path)))
-            .await
-            .map(Reply::Backup),
-        ReadRequest::History { limit } => handle
+        ReadRequest::Backup(req::Backup { path }) => {
+            health(handle, Some(std::path::Path::new(&path)))
+                .await
+                .map(Reply::Backup)
+        }
+        ReadRequest::History(req::History { limit }) => handle
             .reader()
             .history(limit)
             .await
             .map(Reply::History)
             .map_err(|e| storage_error(&e)),
-        ReadRequest::Export { session } => export(handle, &session).await,
+        ReadRequest::Export(req::Export { session }) => export(handle, &session).await,
     }
 }
 
@@ -52,11 +54,8 @@ pub async fn archived(handle: &ProjectHandle, read: &ArchivedRead) -> Result<Rep
             Ok(Reply::Export(e)) => Ok(Reply::Session(Box::new(e.session))),
             other => other,
         },
-        ArchivedRead::Events {
-            session,
-            filter,
-            limit,
-        } => {
+        ArchivedRead::Events(req::Events { filter, limit }) => {
+            let session = filter.session.as_deref().unwrap_or_default();
             let id = session_id(handle, session).await?;
             let query = crate::cmd::event_query(filter, Some(id), None, *limit);
             handle

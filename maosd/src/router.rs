@@ -4,13 +4,10 @@
 //! and retention's (gc), the read pool's ([`ReadRequest`]), and the project actor's
 //! ([`ProjectRequest`], applied by `cmd::handle`). Pure: nothing here touches a file.
 
-use std::time::Duration;
-
-use maos_core::record::Todo;
-use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy};
+use maos_core::LockMode;
 use maos_proto::{
-    AgentExit, Elsewhere, ErrorBody, EventFilter, HookCall, LockList, LockWait, McpAction, McpCall,
-    NoteKind, RecoveryReport, Reply, Request, Target,
+    AgentExit, Elsewhere, ErrorBody, HookCall, LockList, McpAction, McpCall, RecoveryReport, Reply,
+    Request, req,
 };
 
 /// Where one request goes.
@@ -32,32 +29,23 @@ pub enum DaemonRequest {
 /// How a project's request is answered.
 pub enum ProjectRoute {
     /// `maos restore`: the registry closes the project, replaces its database, opens it again.
-    Restore { path: String, force: bool },
+    Restore(req::Restore),
     /// `maos repair` (and `maos doctor`): the registry closes the project if it is open, the
     /// rows maos cannot read are found (and with `quarantine` moved aside), it opens again.
-    Repair { quarantine: bool },
+    Repair(req::Repair),
     /// `maos restore-file`: the connection finds the kept version and writes the file back
     /// (`keep.rs`), then the actor records it ([`ProjectRequest::FileRestored`]).
-    RestoreFile {
-        path: String,
-        cwd: Option<String>,
-        version: Option<String>,
-    },
+    RestoreFile(req::RestoreFile),
     /// `maos gc`: exports read from the read pool, then one purge per session by the actor.
-    Gc { older_than: Duration, dry_run: bool },
+    Gc(req::Gc),
     /// Answered from the read pool; the actor never sees it.
     Read(ReadRequest),
     /// An import: the read pool checks that the database has none of its ids (archived ones
     /// included), then the actor applies [`ProjectRequest::Import`].
-    Import { path: String, text: String },
+    Import(req::Import),
     /// A session's Gantt chart: the actor (or, archived, the database) names the session,
     /// then the project's charts answer (`crate::charts`).
-    Gantt {
-        session: String,
-        from_ms: Option<i64>,
-        to_ms: Option<i64>,
-        width_px: u32,
-    },
+    Gantt(req::Gantt),
     /// Applied by the project actor. `archived`: where the actor does not have the session
     /// (it is archived), the answer the database gives instead.
     Actor {
@@ -69,9 +57,9 @@ pub enum ProjectRoute {
 /// The requests the read pool answers.
 pub enum ReadRequest {
     DbCheck,
-    Backup { path: String },
-    History { limit: Option<u32> },
-    Export { session: String },
+    Backup(req::Backup),
+    History(req::History),
+    Export(req::Export),
 }
 
 /// The refusal of a hook's write while the project's state cannot be loaded (`why`).
@@ -89,7 +77,7 @@ impl ReadRequest {
     /// What the read answers for a project with nothing recorded, without creating it.
     pub fn empty_answer(&self) -> Option<Reply> {
         match self {
-            Self::History { .. } => Some(Reply::History(Vec::new())),
+            Self::History(_) => Some(Reply::History(Vec::new())),
             _ => None,
         }
     }
@@ -99,162 +87,54 @@ impl ReadRequest {
 /// database when the actor does not have it.
 pub enum ArchivedRead {
     Session(String),
-    Events {
-        session: String,
-        filter: EventFilter,
-        limit: Option<u32>,
-    },
+    /// Its filter names the session.
+    Events(req::Events),
 }
 
-/// The requests the project actor applies: the wire's project requests, field for field.
+/// The requests the project actor applies: the wire's own request structs, routed whole.
 #[derive(Clone, Debug)]
 pub enum ProjectRequest {
-    SessionCreate {
-        objective: String,
-        strategy: Strategy,
-        phases: Vec<String>,
-    },
-    SessionList {
-        all: bool,
-    },
-    SessionShow {
-        session: Option<String>,
-    },
-    SessionActivate {
-        session: String,
-    },
-    SessionTransition {
-        session: Option<String>,
-        op: SessionOp,
-        reason: Option<String>,
-    },
-    AgentRegister {
-        session: Option<String>,
-        role: String,
-        task: String,
-        depends_on: Vec<String>,
-        parent: Option<String>,
-    },
-    AgentTransition {
-        agent: String,
-        op: AgentOp,
-        exit_code: Option<i32>,
-        reason: Option<String>,
-    },
-    AgentList {
-        session: Option<String>,
-    },
-    PhaseAdd {
-        session: Option<String>,
-        name: String,
-    },
-    PhaseTransition {
-        session: Option<String>,
-        phase: Option<String>,
-        op: PhaseOp,
-        artifacts: serde_json::Value,
-    },
-    Pause {
-        session: Option<String>,
-        target: Target,
-        reason: Option<String>,
-        by: Option<String>,
-    },
-    Resume {
-        session: Option<String>,
-        target: Target,
-        by: Option<String>,
-    },
-    Ps {
-        all: bool,
-    },
-    Events {
-        filter: EventFilter,
-        limit: Option<u32>,
-    },
-    Status {
-        session: Option<String>,
-    },
+    SessionCreate(req::SessionCreate),
+    SessionList(req::SessionList),
+    SessionShow(req::SessionShow),
+    SessionActivate(req::SessionActivate),
+    SessionTransition(req::SessionTransition),
+    AgentRegister(req::AgentRegister),
+    AgentTransition(req::AgentTransition),
+    AgentList(req::AgentList),
+    PhaseAdd(req::PhaseAdd),
+    PhaseTransition(req::PhaseTransition),
+    Pause(req::Pause),
+    Resume(req::Resume),
+    Ps(req::Ps),
+    Events(req::Events),
+    Status(req::Status),
     /// `path`: a project-relative key once [`ProjectRequest::resolve_paths`] ran.
-    LockAcquire {
-        agent: String,
-        path: String,
-        cwd: Option<String>,
-        mode: LockMode,
-        wait: LockWait,
-        ttl_ms: Option<u64>,
-    },
-    LockRelease {
-        agent: Option<String>,
-        path: String,
-        cwd: Option<String>,
-        force: bool,
-        by: Option<String>,
-    },
-    LockReleaseAll {
-        agent: String,
-    },
-    LockList {
-        session: Option<String>,
-    },
-    LockCheck {
-        agent: Option<String>,
-        path: String,
-        cwd: Option<String>,
-        mode: LockMode,
-    },
-    Heartbeat {
-        agent: String,
-    },
+    LockAcquire(req::LockAcquire),
+    LockRelease(req::LockRelease),
+    LockReleaseAll(req::LockReleaseAll),
+    LockList(req::LockList),
+    LockCheck(req::LockCheck),
+    Heartbeat(req::Heartbeat),
     Hook(Box<HookCall>),
-    Brief {
-        session: Option<String>,
-    },
-    Note {
-        session: Option<String>,
-        agent: Option<String>,
-        kind: NoteKind,
-        text: String,
-    },
+    Brief(req::Brief),
+    Note(req::Note),
     AgentExited(Box<AgentExit>),
-    SessionFromPlan {
-        path: String,
-        text: String,
-        start: bool,
-    },
-    AgentLog {
-        agent: String,
-    },
-    Recover {
-        session: Option<String>,
-    },
-    Retry {
-        target: Option<String>,
-        by: Option<String>,
-    },
-    Validate {
-        session: Option<String>,
-    },
-    SessionArchive {
-        session: String,
-    },
-    Import {
-        path: String,
-        text: String,
-    },
-    Purge {
-        session: String,
-    },
+    SessionFromPlan(req::SessionFromPlan),
+    AgentLog(req::AgentLog),
+    Recover(req::Recover),
+    Retry(req::Retry),
+    Validate(req::Validate),
+    SessionArchive(req::SessionArchive),
+    Import(req::Import),
+    Purge(req::Purge),
     /// `refused`: why the action's path does not resolve (the caller is still named, so that
     /// the hook's record of the call answers it; see `cmd::mcp`).
     Mcp {
         call: Box<McpCall>,
         refused: Option<ErrorBody>,
     },
-    Todos {
-        agent: String,
-        items: Vec<Todo>,
-    },
+    Todos(req::Todos),
     /// Not on the wire: `maos restore-file` put `path` back to `version` (the connection
     /// wrote it), keeping the content it replaced; recorded (`file_restored`).
     FileRestored(Box<maos_proto::FileRestoreReport>),
@@ -276,199 +156,66 @@ impl Route {
             Request::Ping => Route::Daemon(DaemonRequest::Ping),
             Request::DaemonStatus => Route::Daemon(DaemonRequest::Status),
             Request::DaemonStop => Route::Daemon(DaemonRequest::Stop),
-            Request::Restore { path, force } => project(ProjectRoute::Restore { path, force }),
-            Request::Repair { quarantine } => project(ProjectRoute::Repair { quarantine }),
-            Request::RestoreFile { path, cwd, version } => {
-                project(ProjectRoute::RestoreFile { path, cwd, version })
-            }
-            Request::Gc {
-                older_than_secs,
-                dry_run,
-            } => project(ProjectRoute::Gc {
-                older_than: Duration::from_secs(older_than_secs),
-                dry_run,
-            }),
+            Request::Restore(r) => project(ProjectRoute::Restore(r)),
+            Request::Repair(r) => project(ProjectRoute::Repair(r)),
+            Request::RestoreFile(r) => project(ProjectRoute::RestoreFile(r)),
+            Request::Gc(r) => project(ProjectRoute::Gc(r)),
             Request::DbCheck => read(ReadRequest::DbCheck),
-            Request::Backup { path } => read(ReadRequest::Backup { path }),
-            Request::History { limit } => read(ReadRequest::History { limit }),
-            Request::Export { session } => read(ReadRequest::Export { session }),
-            Request::Import { path, text } => project(ProjectRoute::Import { path, text }),
-            Request::SessionShow { session } => project(ProjectRoute::Actor {
-                archived: session.clone().map(|s| Box::new(ArchivedRead::Session(s))),
-                request: P::SessionShow { session },
+            Request::Backup(r) => read(ReadRequest::Backup(r)),
+            Request::History(r) => read(ReadRequest::History(r)),
+            Request::Export(r) => read(ReadRequest::Export(r)),
+            Request::Import(r) => project(ProjectRoute::Import(r)),
+            Request::Gantt(r) => project(ProjectRoute::Gantt(r)),
+            Request::SessionShow(r) => project(ProjectRoute::Actor {
+                archived: r
+                    .session
+                    .clone()
+                    .map(|s| Box::new(ArchivedRead::Session(s))),
+                request: P::SessionShow(r),
             }),
             // An agent's events are the actor's alone: an archived session has no live agent.
-            Request::Events { filter, limit } => project(ProjectRoute::Actor {
-                archived: match (&filter.session, &filter.agent) {
-                    (Some(session), None) => Some(Box::new(ArchivedRead::Events {
-                        session: session.clone(),
-                        filter: filter.clone(),
-                        limit,
-                    })),
+            Request::Events(r) => project(ProjectRoute::Actor {
+                archived: match (&r.filter.session, &r.filter.agent) {
+                    (Some(_), None) => Some(Box::new(ArchivedRead::Events(r.clone()))),
                     _ => None,
                 },
-                request: P::Events { filter, limit },
+                request: P::Events(r),
             }),
-            Request::SessionCreate {
-                objective,
-                strategy,
-                phases,
-            } => actor(P::SessionCreate {
-                objective,
-                strategy,
-                phases,
-            }),
-            Request::SessionList { all } => actor(P::SessionList { all }),
-            Request::SessionActivate { session } => actor(P::SessionActivate { session }),
-            Request::SessionTransition {
-                session,
-                op,
-                reason,
-            } => actor(P::SessionTransition {
-                session,
-                op,
-                reason,
-            }),
-            Request::AgentRegister {
-                session,
-                role,
-                task,
-                depends_on,
-                parent,
-            } => actor(P::AgentRegister {
-                session,
-                role,
-                task,
-                depends_on,
-                parent,
-            }),
-            Request::AgentTransition {
-                agent,
-                op,
-                exit_code,
-                reason,
-            } => actor(P::AgentTransition {
-                agent,
-                op,
-                exit_code,
-                reason,
-            }),
-            Request::AgentList { session } => actor(P::AgentList { session }),
-            Request::PhaseAdd { session, name } => actor(P::PhaseAdd { session, name }),
-            Request::PhaseTransition {
-                session,
-                phase,
-                op,
-                artifacts,
-            } => actor(P::PhaseTransition {
-                session,
-                phase,
-                op,
-                artifacts,
-            }),
-            Request::Pause {
-                session,
-                target,
-                reason,
-                by,
-            } => actor(P::Pause {
-                session,
-                target,
-                reason,
-                by,
-            }),
-            Request::Resume {
-                session,
-                target,
-                by,
-            } => actor(P::Resume {
-                session,
-                target,
-                by,
-            }),
-            Request::Ps { all } => actor(P::Ps { all }),
-            Request::Status { session } => actor(P::Status { session }),
-            Request::LockAcquire {
-                agent,
-                path,
-                cwd,
-                mode,
-                wait,
-                ttl_ms,
-            } => actor(P::LockAcquire {
-                agent,
-                path,
-                cwd,
-                mode,
-                wait,
-                ttl_ms,
-            }),
-            Request::LockRelease {
-                agent,
-                path,
-                cwd,
-                force,
-                by,
-            } => actor(P::LockRelease {
-                agent,
-                path,
-                cwd,
-                force,
-                by,
-            }),
-            Request::LockReleaseAll { agent } => actor(P::LockReleaseAll { agent }),
-            Request::LockList { session } => actor(P::LockList { session }),
-            Request::LockCheck {
-                agent,
-                path,
-                cwd,
-                mode,
-            } => actor(P::LockCheck {
-                agent,
-                path,
-                cwd,
-                mode,
-            }),
-            Request::Heartbeat { agent } => actor(P::Heartbeat { agent }),
+            Request::SessionCreate(r) => actor(P::SessionCreate(r)),
+            Request::SessionList(r) => actor(P::SessionList(r)),
+            Request::SessionActivate(r) => actor(P::SessionActivate(r)),
+            Request::SessionTransition(r) => actor(P::SessionTransition(r)),
+            Request::AgentRegister(r) => actor(P::AgentRegister(r)),
+            Request::AgentTransition(r) => actor(P::AgentTransition(r)),
+            Request::AgentList(r) => actor(P::AgentList(r)),
+            Request::PhaseAdd(r) => actor(P::PhaseAdd(r)),
+            Request::PhaseTransition(r) => actor(P::PhaseTransition(r)),
+            Request::Pause(r) => actor(P::Pause(r)),
+            Request::Resume(r) => actor(P::Resume(r)),
+            Request::Ps(r) => actor(P::Ps(r)),
+            Request::Status(r) => actor(P::Status(r)),
+            Request::LockAcquire(r) => actor(P::LockAcquire(r)),
+            Request::LockRelease(r) => actor(P::LockRelease(r)),
+            Request::LockReleaseAll(r) => actor(P::LockReleaseAll(r)),
+            Request::LockList(r) => actor(P::LockList(r)),
+            Request::LockCheck(r) => actor(P::LockCheck(r)),
+            Request::Heartbeat(r) => actor(P::Heartbeat(r)),
             Request::Hook(call) => actor(P::Hook(call)),
-            Request::Brief { session } => actor(P::Brief { session }),
-            Request::Gantt {
-                session,
-                from_ms,
-                to_ms,
-                width_px,
-            } => project(ProjectRoute::Gantt {
-                session,
-                from_ms,
-                to_ms,
-                width_px,
-            }),
-            Request::Note {
-                session,
-                agent,
-                kind,
-                text,
-            } => actor(P::Note {
-                session,
-                agent,
-                kind,
-                text,
-            }),
+            Request::Brief(r) => actor(P::Brief(r)),
+            Request::Note(r) => actor(P::Note(r)),
             Request::AgentExited(exit) => actor(P::AgentExited(exit)),
-            Request::SessionFromPlan { path, text, start } => {
-                actor(P::SessionFromPlan { path, text, start })
-            }
-            Request::AgentLog { agent } => actor(P::AgentLog { agent }),
-            Request::Recover { session } => actor(P::Recover { session }),
-            Request::Retry { target, by } => actor(P::Retry { target, by }),
-            Request::Validate { session } => actor(P::Validate { session }),
-            Request::SessionArchive { session } => actor(P::SessionArchive { session }),
-            Request::Purge { session } => actor(P::Purge { session }),
+            Request::SessionFromPlan(r) => actor(P::SessionFromPlan(r)),
+            Request::AgentLog(r) => actor(P::AgentLog(r)),
+            Request::Recover(r) => actor(P::Recover(r)),
+            Request::Retry(r) => actor(P::Retry(r)),
+            Request::Validate(r) => actor(P::Validate(r)),
+            Request::SessionArchive(r) => actor(P::SessionArchive(r)),
+            Request::Purge(r) => actor(P::Purge(r)),
             Request::Mcp(call) => actor(P::Mcp {
                 call,
                 refused: None,
             }),
-            Request::Todos { agent, items } => actor(P::Todos { agent, items }),
+            Request::Todos(r) => actor(P::Todos(r)),
         }
     }
 }
@@ -481,7 +228,7 @@ impl ProjectRequest {
     pub fn creates_project(&self) -> bool {
         matches!(
             self,
-            Self::SessionCreate { .. } | Self::SessionFromPlan { .. } | Self::Hook(_)
+            Self::SessionCreate(_) | Self::SessionFromPlan(_) | Self::Hook(_)
         )
     }
 
@@ -497,15 +244,15 @@ impl ProjectRequest {
     /// or problems), without creating it; None for the requests that need something there.
     pub fn empty_answer(&self) -> Option<Reply> {
         Some(match self {
-            Self::Ps { .. } => Reply::Ps(Vec::new()),
-            Self::SessionList { .. } => Reply::Sessions(Vec::new()),
-            Self::Events { .. } => Reply::Events(Vec::new()),
-            Self::LockList { .. } => Reply::Locks(LockList {
+            Self::Ps(_) => Reply::Ps(Vec::new()),
+            Self::SessionList(_) => Reply::Sessions(Vec::new()),
+            Self::Events(_) => Reply::Events(Vec::new()),
+            Self::LockList(_) => Reply::Locks(LockList {
                 locks: Vec::new(),
                 waiters: Vec::new(),
             }),
-            Self::Validate { .. } => Reply::Validation(Vec::new()),
-            Self::Recover { .. } => Reply::Recovery(RecoveryReport::default()),
+            Self::Validate(_) => Reply::Validation(Vec::new()),
+            Self::Recover(_) => Reply::Recovery(RecoveryReport::default()),
             _ => return None,
         })
     }
@@ -524,12 +271,12 @@ impl ProjectRequest {
             resolve(path, cwd)
         };
         match self {
-            ProjectRequest::LockAcquire {
+            ProjectRequest::LockAcquire(req::LockAcquire {
                 path, cwd, mode, ..
-            }
-            | ProjectRequest::LockCheck {
+            })
+            | ProjectRequest::LockCheck(req::LockCheck {
                 path, cwd, mode, ..
-            } => {
+            }) => {
                 // A workspace lock is the whole project, whatever path was named.
                 *path = match mode {
                     LockMode::Workspace => String::new(),
@@ -537,7 +284,7 @@ impl ProjectRequest {
                 };
                 *cwd = None;
             }
-            ProjectRequest::LockRelease { path, cwd, .. } => {
+            ProjectRequest::LockRelease(req::LockRelease { path, cwd, .. }) => {
                 *path = resolve(path, cwd)?;
                 *cwd = None;
             }

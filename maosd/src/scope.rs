@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use maos_proto::{ErrorBody, ErrorCode, HookCall, HookDecision, Reply};
+use maos_proto::{ErrorBody, ErrorCode, HookCall, HookDecision, Reply, req};
 use tracing::debug;
 
 use crate::cmd::Outcome;
@@ -45,7 +45,12 @@ pub async fn hard_links(handle: &ProjectHandle, root: &Path, keys: &[String]) ->
     if linked.is_empty() {
         return Vec::new();
     }
-    let list = match ask(handle, ProjectRequest::LockList { session: None }).await {
+    let list = match ask(
+        handle,
+        ProjectRequest::LockList(req::LockList { session: None }),
+    )
+    .await
+    {
         Ok(Reply::Locks(list)) => list,
         _ => return Vec::new(),
     };

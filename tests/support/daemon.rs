@@ -220,7 +220,7 @@ mod tests {
         assert!(crate::alive(first));
         let reply = d
             .client()
-            .and_then(|mut c| c.call(Request::Ps { all: true }));
+            .and_then(|mut c| c.call(Request::Ps(maos_proto::req::Ps { all: true })));
         assert!(
             matches!(reply, Ok(Reply::Ps(ref l)) if l.is_empty()),
             "{reply:?}"

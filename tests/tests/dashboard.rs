@@ -3,6 +3,7 @@
 //! one, with a wrong `Host`, or an action with the token only in the URL is refused with a
 //! status and one line; with the token, the page and the JSON API answer from the daemon.
 
+use maos_proto::req;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
@@ -956,12 +957,12 @@ fn the_daemon_keeps_each_sessions_chart_and_rebuilds_it_the_same_from_disk() {
     env.maos_json(&["agent", "start", &a]);
     let root = Env::project_root(&env.project);
     let chart = |c: &mut Client| -> Value {
-        match c.call(Request::Gantt {
+        match c.call(Request::Gantt(req::Gantt {
             session: sid[..10].to_string(),
             from_ms: None,
             to_ms: None,
             width_px: 1_000,
-        }) {
+        })) {
             Ok(Reply::Gantt(g)) => {
                 let mut v = serde_json::to_value(g).expect("a chart serializes");
                 // Only `now` moves between two asks.
@@ -1014,22 +1015,22 @@ fn the_daemon_keeps_each_sessions_chart_and_rebuilds_it_the_same_from_disk() {
         (None, None, 10_001, "width: 10001 is not a number of pixels"),
     ] {
         let e = c
-            .call(Request::Gantt {
+            .call(Request::Gantt(req::Gantt {
                 session: sid.clone(),
                 from_ms,
                 to_ms,
                 width_px,
-            })
+            }))
             .expect_err("a bad window is refused");
         assert!(e.contains(says) && !e.contains('\n'), "{e}");
     }
     let e = c
-        .call(Request::Gantt {
+        .call(Request::Gantt(req::Gantt {
             session: "sess_nope".into(),
             from_ms: None,
             to_ms: None,
             width_px: 10,
-        })
+        }))
         .expect_err("an unknown session");
     assert!(e.contains("sess_nope") && !e.contains('\n'), "{e}");
     assert_eq!(chart(&mut c), live, "nothing changed");
@@ -1059,12 +1060,12 @@ fn a_stopped_daemon_saves_each_chart_and_the_next_starts_from_it_while_it_still_
         // Started again if stopped.
         env.maos_json(&["ps"]);
         let mut c = Client::connect(&env.socket, &root).expect("connect");
-        match c.call(Request::Gantt {
+        match c.call(Request::Gantt(req::Gantt {
             session: sid.clone(),
             from_ms: None,
             to_ms: None,
             width_px: 10_000,
-        }) {
+        })) {
             Ok(Reply::Gantt(g)) => g.rows[0].locks.iter().map(|l| l.path.clone()).collect(),
             other => panic!("a chart was asked for: {other:?}"),
         }

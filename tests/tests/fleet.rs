@@ -730,7 +730,7 @@ fn a_new_clone_on_another_daemon_sees_the_sessions_the_fleet_has() {
 #[test]
 fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
     use maos_core::LockMode;
-    use maos_proto::{LockWait, Reply, Request};
+    use maos_proto::{LockWait, Reply, Request, req};
     use std::collections::{BTreeMap, HashSet};
 
     let Some(pg) = postgres_or_skip() else { return };
@@ -772,15 +772,15 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
                         let agent = mine[(r % 3) as usize].clone();
                         let path = PATHS[((r >> 8) % 4) as usize].to_string();
                         let req = if (r >> 16) % 3 == 0 {
-                            Request::LockRelease {
+                            Request::LockRelease(req::LockRelease {
                                 agent: Some(agent),
                                 path,
                                 cwd: Some(root.clone()),
                                 force: false,
                                 by: None,
-                            }
+                            })
                         } else {
-                            Request::LockAcquire {
+                            Request::LockAcquire(req::LockAcquire {
                                 agent,
                                 path,
                                 cwd: Some(root.clone()),

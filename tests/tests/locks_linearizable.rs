@@ -14,6 +14,7 @@
 //! that the checker and the specification reject broken histories (a double grant, a token
 //! going backwards, a release by someone else, a grant before a lease ran out).
 
+use maos_proto::req;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -826,24 +827,24 @@ fn wire_agent(
         let (kind, path) = pick_op(&mut rng);
         let ttl = pick_ttl(&mut rng);
         let body = match kind {
-            0 => Request::LockAcquire {
+            0 => Request::LockAcquire(req::LockAcquire {
                 agent: id.to_string(),
                 path: PATHS[path as usize].to_string(),
                 cwd: None,
                 mode: LockMode::Write,
                 wait: LockWait::NoWait,
                 ttl_ms: Some((ttl / MS) as u64),
-            },
-            1 => Request::LockRelease {
+            }),
+            1 => Request::LockRelease(req::LockRelease {
                 agent: Some(id.to_string()),
                 path: PATHS[path as usize].to_string(),
                 cwd: None,
                 force: false,
                 by: None,
-            },
-            _ => Request::Heartbeat {
+            }),
+            _ => Request::Heartbeat(req::Heartbeat {
                 agent: id.to_string(),
-            },
+            }),
         };
         let inv = now_us();
         let answer = c.call_try(body);

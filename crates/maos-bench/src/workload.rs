@@ -1,6 +1,7 @@
 //! Workload helpers: sessions and running agents made through the wire client, clients that
 //! pause and resume their agents, and runs of many such clients at once.
 
+use maos_proto::req;
 use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -30,34 +31,34 @@ impl Rng {
 
 /// A session with three phases (started if `start`): its id.
 pub fn create_session(c: &mut Client, objective: &str, start: bool) -> Res<String> {
-    let reply = c.call(Request::SessionCreate {
+    let reply = c.call(Request::SessionCreate(req::SessionCreate {
         objective: objective.to_string(),
         strategy: Default::default(),
         phases: vec!["plan".into(), "build".into(), "review".into()],
-    })?;
+    }))?;
     let Reply::Session(s) = reply else {
         return Err(format!("session_create answered {reply:?}"));
     };
     let id = s.id.to_string();
     if start {
-        c.call(Request::SessionTransition {
+        c.call(Request::SessionTransition(req::SessionTransition {
             session: Some(id.clone()),
             op: SessionOp::Start,
             reason: None,
-        })?;
+        }))?;
     }
     Ok(id)
 }
 
 /// The request registering an agent of `role` in `session`.
 pub fn register(session: &str, role: &str) -> Request {
-    Request::AgentRegister {
+    Request::AgentRegister(req::AgentRegister {
         session: Some(session.to_string()),
         role: role.to_string(),
         task: format!("benchmark task for {role}"),
         depends_on: Vec::new(),
         parent: None,
-    }
+    })
 }
 
 /// Register an agent in `session` and start it (Running).
@@ -67,12 +68,12 @@ pub fn running_agent(c: &mut Client, session: &str, role: &str) -> Res<String> {
         return Err("agent_register answered something else than an agent".into());
     };
     let id = a.id.to_string();
-    c.call(Request::AgentTransition {
+    c.call(Request::AgentTransition(req::AgentTransition {
         agent: id.clone(),
         op: AgentOp::Start,
         exit_code: None,
         reason: None,
-    })?;
+    }))?;
     Ok(id)
 }
 
@@ -81,18 +82,18 @@ pub fn toggle(session: &str, agent: &str, paused: bool) -> Request {
     let target = Target::Agent(agent.to_string());
     let session = Some(session.to_string());
     if paused {
-        Request::Resume {
+        Request::Resume(req::Resume {
             session,
             target,
             by: None,
-        }
+        })
     } else {
-        Request::Pause {
+        Request::Pause(req::Pause {
             session,
             target,
             reason: None,
             by: None,
-        }
+        })
     }
 }
 
@@ -128,14 +129,14 @@ pub fn event_stats(d: &Daemon, agents: &[String], types: &[&str]) -> Res<(usize,
     let mut stamps = std::collections::HashSet::new();
     let mut events = 0;
     for a in agents {
-        let reply = c.call(Request::Events {
+        let reply = c.call(Request::Events(req::Events {
             filter: maos_proto::EventFilter {
                 agent: Some(a.clone()),
                 types: types.iter().map(|t| t.to_string()).collect(),
                 ..Default::default()
             },
             limit: None,
-        })?;
+        }))?;
         let Reply::Events(list) = reply else {
             return Err("events answered something else".into());
         };
@@ -281,9 +282,9 @@ pub fn populate(d: &Daemon, sessions: usize, per: usize) -> Res {
 }
 
 pub fn show_session(c: &mut Client, session: &str) -> Res<maos_proto::SessionRecord> {
-    match c.call(Request::SessionShow {
+    match c.call(Request::SessionShow(req::SessionShow {
         session: Some(session.to_string()),
-    })? {
+    }))? {
         Reply::Session(s) => Ok(*s),
         _ => Err("session_show answered something else than a session".into()),
     }

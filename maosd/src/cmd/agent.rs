@@ -1,23 +1,23 @@
 //! `maos agent register`: names resolved to ids within the session, then the operation.
 
 use maos_core::AgentId;
-use maos_proto::ErrorBody;
+use maos_proto::{ErrorBody, req};
 
 use super::{Outcome, agent_reply};
 use crate::state::Txn;
 
-pub fn register(
-    tx: &mut Txn<'_>,
-    session: Option<&str>,
-    role: String,
-    task: String,
-    depends_on: Vec<String>,
-    parent: Option<String>,
-) -> Result<Outcome, ErrorBody> {
+pub fn register(tx: &mut Txn<'_>, r: req::AgentRegister) -> Result<Outcome, ErrorBody> {
+    let req::AgentRegister {
+        session,
+        role,
+        task,
+        depends_on,
+        parent,
+    } = r;
     crate::ops::agent::check_text("role", &role)?;
     crate::ops::agent::check_text("task", &task)?;
     let st = tx.state();
-    let sid = st.resolve_session(session)?.id.clone();
+    let sid = st.resolve_session(session.as_deref())?.id.clone();
     let mut deps: Vec<AgentId> = Vec::new();
     for d in &depends_on {
         let a = st.resolve_agent(d, Some(&sid)).map_err(|e| {

@@ -3,23 +3,19 @@
 //! the project's live state with its locks, and notes are recorded with their caps.
 
 use maos_core::Ts;
-use maos_proto::{Briefing, ErrorBody, NoteKind};
+use maos_proto::{Briefing, ErrorBody, req};
 
 use super::Outcome;
 use crate::state::{State, Txn};
 
 /// `maos note KIND TEXT [--agent ID]`: the agent must belong to the session. Answers the
 /// session.
-pub fn note(
-    tx: &mut Txn<'_>,
-    session: Option<&str>,
-    agent: Option<&str>,
-    kind: NoteKind,
-    text: String,
-) -> Result<Outcome, ErrorBody> {
+pub fn note(tx: &mut Txn<'_>, r: req::Note) -> Result<Outcome, ErrorBody> {
     let st = tx.state();
-    let sid = st.resolve_session(session)?.id.clone();
-    let agent = agent
+    let sid = st.resolve_session(r.session.as_deref())?.id.clone();
+    let agent = r
+        .agent
+        .as_deref()
         .map(|a| {
             st.resolve_agent(a, Some(&sid))
                 .map(|a| (a.id.clone(), !a.state.is_terminal()))
@@ -31,7 +27,7 @@ pub fn note(
                 })
         })
         .transpose()?;
-    crate::ops::brief::note(tx, &sid, agent, kind, &text)?;
+    crate::ops::brief::note(tx, &sid, agent, r.kind, &r.text)?;
     // An action answers with the record it changed: the session, its new note last.
     super::session_reply(tx, &sid)
 }
@@ -64,7 +60,13 @@ mod tests {
         let sid = st.sessions()[0].id.clone();
         for i in 0..3 {
             let mut tx = Txn::new(&mut st);
-            note(&mut tx, None, None, NoteKind::Done, format!("new {i}")).expect("a note");
+            let r = req::Note {
+                session: None,
+                agent: None,
+                kind: maos_proto::NoteKind::Done,
+                text: format!("new {i}"),
+            };
+            note(&mut tx, r).expect("a note");
             let _ = tx.finish();
         }
         let notes = &st.session(&sid).expect("the session").notes;

@@ -1,7 +1,7 @@
 //! Requests about managed sessions and agents (plans, exits, recovery, validation, logs).
 
-use maos_core::{AgentId, AgentOp, SessionId};
-use maos_proto::{AgentExit, ErrorBody, Reply};
+use maos_core::{AgentId, SessionId};
+use maos_proto::{AgentExit, ErrorBody, Reply, req};
 
 use super::{Outcome, agent_reply, session_reply};
 use crate::ops::process;
@@ -19,15 +19,9 @@ pub fn from_plan(
 }
 
 /// `maos agent start|complete|...`.
-pub fn agent_op(
-    tx: &mut Txn<'_>,
-    name: &str,
-    op: AgentOp,
-    exit_code: Option<i32>,
-    reason: Option<String>,
-) -> Result<Outcome, ErrorBody> {
-    let id = tx.state().resolve_agent(name, None)?.id.clone();
-    process::agent_op(tx, &id, op, exit_code, reason)?;
+pub fn agent_op(tx: &mut Txn<'_>, r: req::AgentTransition) -> Result<Outcome, ErrorBody> {
+    let id = tx.state().resolve_agent(&r.agent, None)?.id.clone();
+    process::agent_op(tx, &id, r.op, r.exit_code, r.reason)?;
     agent_reply(tx, &id)
 }
 

@@ -2,7 +2,7 @@
 //! whose call it is, and an agent's task list.
 
 use maos_core::record::Todo;
-use maos_proto::{ErrorBody, McpAction, McpCall, McpCaller, Reply};
+use maos_proto::{ErrorBody, McpAction, McpCall, McpCaller, Reply, req};
 
 use super::Outcome;
 use crate::ops::hook;
@@ -66,40 +66,40 @@ pub fn call(
             mode,
             wait,
             ttl_ms,
-        } => ProjectRequest::LockAcquire {
+        } => ProjectRequest::LockAcquire(req::LockAcquire {
             agent: named()?,
             path,
             cwd,
             mode,
             wait,
             ttl_ms,
-        },
-        McpAction::LockRelease { path, cwd } => ProjectRequest::LockRelease {
+        }),
+        McpAction::LockRelease { path, cwd } => ProjectRequest::LockRelease(req::LockRelease {
             agent: Some(named()?),
             path,
             cwd,
             force: false,
             by: None,
-        },
-        McpAction::LockRenew => ProjectRequest::Heartbeat { agent: named()? },
-        McpAction::LockCheck { path, cwd, mode } => ProjectRequest::LockCheck {
+        }),
+        McpAction::LockRenew => ProjectRequest::Heartbeat(req::Heartbeat { agent: named()? }),
+        McpAction::LockCheck { path, cwd, mode } => ProjectRequest::LockCheck(req::LockCheck {
             agent: agent.clone(),
             path,
             cwd,
             mode,
-        },
-        McpAction::Progress { items } => ProjectRequest::Todos {
+        }),
+        McpAction::Progress { items } => ProjectRequest::Todos(req::Todos {
             agent: named()?,
             items,
-        },
+        }),
         // The caller's session, whichever is active.
-        McpAction::Note { kind, text } => ProjectRequest::Note {
+        McpAction::Note { kind, text } => ProjectRequest::Note(req::Note {
             session: session.clone(),
             agent: Some(named()?),
             kind,
             text,
-        },
-        McpAction::Brief => ProjectRequest::Brief { session },
+        }),
+        McpAction::Brief => ProjectRequest::Brief(req::Brief { session }),
     };
     Ok((caller, request))
 }

@@ -23,98 +23,47 @@ use maos_proto::{ErrorBody, Reply};
 use crate::router::ProjectRequest as Request;
 use crate::state::Txn;
 
-/// Apply one project request.
+/// Apply one project request: each handler takes its request's struct whole.
 pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
     match body {
-        Request::SessionCreate {
-            objective,
-            strategy,
-            phases,
-        } => session::create(tx, objective, strategy, phases),
-        Request::SessionList { all } => query::session_list(tx.state(), all),
-        Request::SessionShow { session } => query::session_show(tx.state(), session.as_deref()),
-        Request::SessionActivate { session } => session::activate(tx, &session),
-        Request::SessionTransition {
-            session,
-            op,
-            reason,
-        } => session::transition(tx, session.as_deref(), op, reason),
-        Request::AgentRegister {
-            session,
-            role,
-            task,
-            depends_on,
-            parent,
-        } => agent::register(tx, session.as_deref(), role, task, depends_on, parent),
-        Request::AgentTransition {
-            agent,
-            op,
-            exit_code,
-            reason,
-        } => managed::agent_op(tx, &agent, op, exit_code, reason),
-        Request::AgentList { session } => query::agent_list(tx.state(), session.as_deref()),
-        Request::PhaseAdd { session, name } => phase::add(tx, session.as_deref(), &name),
-        Request::PhaseTransition {
-            session,
-            phase,
-            op,
-            artifacts,
-        } => phase::transition(tx, session.as_deref(), phase.as_deref(), op, artifacts),
-        Request::Pause {
-            session,
-            target,
-            reason,
-            by,
-        } => session::set_paused(tx, session.as_deref(), target, true, reason, by),
-        Request::Resume {
-            session,
-            target,
-            by,
-        } => session::set_paused(tx, session.as_deref(), target, false, None, by),
-        Request::Ps { all } => query::ps(tx.state(), all, tx.now),
-        Request::Events { filter, limit } => query::events(tx.state(), &filter, limit),
-        Request::Status { session } => query::status(tx.state(), session.as_deref(), tx.now),
-        Request::LockAcquire {
-            agent,
-            path,
-            mode,
-            wait,
-            ttl_ms,
-            ..
-        } => lock::acquire(tx, &agent, &path, mode, wait, ttl_ms),
-        Request::LockRelease {
-            agent,
-            path,
-            force,
-            by,
-            ..
-        } => lock::release(tx, agent.as_deref(), &path, force, by),
-        Request::LockReleaseAll { agent } => lock::release_all(tx, &agent),
-        Request::LockList { session } => lock::list(tx.state(), session.as_deref()),
-        Request::LockCheck {
-            agent, path, mode, ..
-        } => lock::check(tx.state(), agent.as_deref(), &path, mode),
-        Request::Heartbeat { agent } => lock::heartbeat(tx, &agent),
-        Request::Hook(call) => hook::hook(tx, *call),
-        Request::Brief { session } => brief::brief(tx.state(), session.as_deref(), tx.now)
-            .map(|b| Reply::Brief(Box::new(b)).into()),
-        Request::Note {
-            session,
-            agent,
-            kind,
-            text,
-        } => brief::note(tx, session.as_deref(), agent.as_deref(), kind, text),
-        Request::AgentExited(exit) => managed::exited(tx, *exit),
-        Request::SessionFromPlan { path, text, start } => {
-            managed::from_plan(tx, &path, &text, start)
+        Request::SessionCreate(r) => session::create(tx, r),
+        Request::SessionList(r) => query::session_list(tx.state(), r.all),
+        Request::SessionShow(r) => query::session_show(tx.state(), r.session.as_deref()),
+        Request::SessionActivate(r) => session::activate(tx, &r.session),
+        Request::SessionTransition(r) => session::transition(tx, r),
+        Request::AgentRegister(r) => agent::register(tx, r),
+        Request::AgentTransition(r) => managed::agent_op(tx, r),
+        Request::AgentList(r) => query::agent_list(tx.state(), r.session.as_deref()),
+        Request::PhaseAdd(r) => phase::add(tx, r),
+        Request::PhaseTransition(r) => phase::transition(tx, r),
+        Request::Pause(r) => {
+            session::set_paused(tx, r.session.as_deref(), r.target, true, r.reason, r.by)
         }
-        Request::AgentLog { agent } => managed::log(tx, &agent),
-        Request::Recover { session } => managed::recover(tx, session.as_deref()),
-        Request::Retry { target, by } => managed::retry(tx, target.as_deref(), by),
-        Request::Validate { session } => managed::validate(tx, session.as_deref()),
-        Request::SessionArchive { session } => session::archive(tx, &session),
-        Request::Import { path, text } => session::import(tx, &path, &text),
-        Request::Purge { session } => session::purge(tx, &session),
+        Request::Resume(r) => {
+            session::set_paused(tx, r.session.as_deref(), r.target, false, None, r.by)
+        }
+        Request::Ps(r) => query::ps(tx.state(), r.all, tx.now),
+        Request::Events(r) => query::events(tx.state(), &r.filter, r.limit),
+        Request::Status(r) => query::status(tx.state(), r.session.as_deref(), tx.now),
+        Request::LockAcquire(r) => lock::acquire(tx, &r.agent, &r.path, r.mode, r.wait, r.ttl_ms),
+        Request::LockRelease(r) => lock::release(tx, r.agent.as_deref(), &r.path, r.force, r.by),
+        Request::LockReleaseAll(r) => lock::release_all(tx, &r.agent),
+        Request::LockList(r) => lock::list(tx.state(), r.session.as_deref()),
+        Request::LockCheck(r) => lock::check(tx.state(), r.agent.as_deref(), &r.path, r.mode),
+        Request::Heartbeat(r) => lock::heartbeat(tx, &r.agent),
+        Request::Hook(call) => hook::hook(tx, *call),
+        Request::Brief(r) => brief::brief(tx.state(), r.session.as_deref(), tx.now)
+            .map(|b| Reply::Brief(Box::new(b)).into()),
+        Request::Note(r) => brief::note(tx, r),
+        Request::AgentExited(exit) => managed::exited(tx, *exit),
+        Request::SessionFromPlan(r) => managed::from_plan(tx, &r.path, &r.text, r.start),
+        Request::AgentLog(r) => managed::log(tx, &r.agent),
+        Request::Recover(r) => managed::recover(tx, r.session.as_deref()),
+        Request::Retry(r) => managed::retry(tx, r.target.as_deref(), r.by),
+        Request::Validate(r) => managed::validate(tx, r.session.as_deref()),
+        Request::SessionArchive(r) => session::archive(tx, &r.session),
+        Request::Import(r) => session::import(tx, &r.path, &r.text),
+        Request::Purge(r) => session::purge(tx, &r.session),
         Request::Mcp { call, refused } => {
             // The caller named and the action applied in one transaction: the action is the
             // request it stands for, made for that agent.
@@ -128,7 +77,7 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
                 other => other,
             })
         }
-        Request::Todos { agent, items } => mcp::todos(tx, &agent, items),
+        Request::Todos(r) => mcp::todos(tx, &r.agent, r.items),
         Request::FileRestored(report) => {
             crate::ops::violation::restored(tx, &report);
             Ok(Reply::FileRestored(*report).into())

@@ -1,27 +1,19 @@
 //! Phase requests.
 
-use maos_core::PhaseOp;
-use maos_proto::ErrorBody;
-use serde_json::Value;
+use maos_proto::{ErrorBody, req};
 
 use super::{Outcome, session_reply};
 use crate::state::Txn;
 
-pub fn transition(
-    tx: &mut Txn<'_>,
-    session: Option<&str>,
-    phase: Option<&str>,
-    op: PhaseOp,
-    artifacts: Value,
-) -> Result<Outcome, ErrorBody> {
-    let sid = tx.state().resolve_session(session)?.id.clone();
-    crate::ops::phase::transition(tx, &sid, phase, op, artifacts)?;
+pub fn transition(tx: &mut Txn<'_>, r: req::PhaseTransition) -> Result<Outcome, ErrorBody> {
+    let sid = tx.state().resolve_session(r.session.as_deref())?.id.clone();
+    crate::ops::phase::transition(tx, &sid, r.phase.as_deref(), r.op, r.artifacts)?;
     session_reply(tx, &sid)
 }
 
 /// `maos phase add NAME`.
-pub fn add(tx: &mut Txn<'_>, session: Option<&str>, name: &str) -> Result<Outcome, ErrorBody> {
-    let sid = tx.state().resolve_session(session)?.id.clone();
-    crate::ops::phase::add(tx, &sid, name)?;
+pub fn add(tx: &mut Txn<'_>, r: req::PhaseAdd) -> Result<Outcome, ErrorBody> {
+    let sid = tx.state().resolve_session(r.session.as_deref())?.id.clone();
+    crate::ops::phase::add(tx, &sid, &r.name)?;
     session_reply(tx, &sid)
 }

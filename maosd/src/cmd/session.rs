@@ -1,7 +1,7 @@
 //! Session requests: create, activate, transitions, pause and resume, archive, import, purge.
 
-use maos_core::{SessionId, SessionOp, Strategy};
-use maos_proto::{ErrorBody, Reply, Target};
+use maos_core::SessionId;
+use maos_proto::{ErrorBody, Reply, Target, req};
 
 use super::{Outcome, agent_reply, session_reply};
 use crate::ops::bad;
@@ -9,12 +9,12 @@ use crate::ops::pause::{self, Paused};
 use crate::ops::session as ops;
 use crate::state::{Named, Txn};
 
-pub fn create(
-    tx: &mut Txn<'_>,
-    objective: String,
-    strategy: Strategy,
-    phases: Vec<String>,
-) -> Result<Outcome, ErrorBody> {
+pub fn create(tx: &mut Txn<'_>, r: req::SessionCreate) -> Result<Outcome, ErrorBody> {
+    let req::SessionCreate {
+        objective,
+        strategy,
+        phases,
+    } = r;
     let id = ops::create(tx, objective, strategy, phases)?;
     session_reply(tx, &id)
 }
@@ -25,14 +25,9 @@ pub fn activate(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {
     session_reply(tx, &id)
 }
 
-pub fn transition(
-    tx: &mut Txn<'_>,
-    name: Option<&str>,
-    op: SessionOp,
-    reason: Option<String>,
-) -> Result<Outcome, ErrorBody> {
-    let id = tx.state().resolve_session(name)?.id.clone();
-    ops::transition(tx, &id, op, reason, None)?;
+pub fn transition(tx: &mut Txn<'_>, r: req::SessionTransition) -> Result<Outcome, ErrorBody> {
+    let id = tx.state().resolve_session(r.session.as_deref())?.id.clone();
+    ops::transition(tx, &id, r.op, r.reason, None)?;
     session_reply(tx, &id)
 }
 

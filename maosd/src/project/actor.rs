@@ -576,13 +576,13 @@ impl Actor {
             for view in lost {
                 info!(agent = %view.holder, path = %view.path, "a lock was granted to a waiter that went away; releasing it");
                 let (reply, _) = oneshot::channel();
-                let body = ProjectRequest::LockRelease {
+                let body = ProjectRequest::LockRelease(maos_proto::req::LockRelease {
                     agent: Some(view.holder.to_string()),
                     path: view.path,
                     cwd: None,
                     force: false,
                     by: Some("maosd: its waiter went away before the grant reached it".into()),
-                };
+                });
                 if me.send(Cmd::Request { body, reply }).await.is_err() {
                     return;
                 }

@@ -1,6 +1,7 @@
 //! Managed agents, part 2: one agent's start, from the daemon's decision to its pid committed,
 //! over a plan of many agents run in sequence.
 
+use maos_proto::req;
 use std::fmt::Write as _;
 use std::fs;
 use std::time::{Duration, Instant};
@@ -32,11 +33,11 @@ pub fn scen_agent_start(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     }
     let cpu0 = d.cpu_secs();
     let t = Instant::now();
-    let reply = c.call(Request::SessionFromPlan {
+    let reply = c.call(Request::SessionFromPlan(req::SessionFromPlan {
         path: "bench-agent-start.toml".into(),
         text,
         start: true,
-    })?;
+    }))?;
     let Reply::Session(rec) = reply else {
         return Err("session_from_plan answered something else than a session".into());
     };
@@ -46,14 +47,14 @@ pub fn scen_agent_start(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     // plan) is too big to ask for every few milliseconds without loading the daemon.
     let ended = ["session_completed", "session_failed", "session_cancelled"];
     loop {
-        let Reply::Events(end) = c.call(Request::Events {
+        let Reply::Events(end) = c.call(Request::Events(req::Events {
             filter: maos_proto::EventFilter {
                 session: Some(sid.clone()),
                 types: ended.iter().map(|k| k.to_string()).collect(),
                 ..Default::default()
             },
             limit: Some(1),
-        })?
+        }))?
         else {
             return Err("events answered something else".into());
         };
@@ -90,14 +91,14 @@ pub fn scen_agent_start(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         "agent_process_started",
         "agent_process_exited",
     ];
-    let Reply::Events(events) = c.call(Request::Events {
+    let Reply::Events(events) = c.call(Request::Events(req::Events {
         filter: maos_proto::EventFilter {
             session: Some(sid.clone()),
             types: kinds.iter().map(|k| k.to_string()).collect(),
             ..Default::default()
         },
         limit: None,
-    })?
+    }))?
     else {
         return Err("events answered something else".into());
     };

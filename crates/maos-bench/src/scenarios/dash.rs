@@ -16,6 +16,7 @@
 //! lock, its PostToolUse, Bash runs), lock releases, notes, writes denied on a file another
 //! agent holds, lock waits that time out, pauses and resumes.
 
+use maos_proto::req;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -87,18 +88,18 @@ impl Worker {
             0 => Some((self.hook("PreToolUse", "Write", vec![own]), 1)),
             1 => Some((self.hook("PostToolUse", "Write", vec![own]), 1)),
             2 => Some((
-                Request::LockRelease {
+                Request::LockRelease(req::LockRelease {
                     agent: Some(self.aid.clone()),
                     path: own,
                     cwd: Some(self.cwd.clone()),
                     force: false,
                     by: None,
-                },
+                }),
                 1,
             )),
             3 => Some((self.hook("PostToolUse", "Bash", Vec::new()), 1)),
             4 if cycle % 4 == 0 => Some((
-                Request::Note {
+                Request::Note(req::Note {
                     session: Some(self.sid.clone()),
                     agent: Some(self.aid.clone()),
                     kind: if cycle % 8 == 0 {
@@ -107,7 +108,7 @@ impl Worker {
                         NoteKind::Done
                     },
                     text: format!("agent {k}: step {cycle} done, {} builds", self.dir),
-                },
+                }),
                 1,
             )),
             // A write to the file agent 0 holds: denied.
@@ -117,14 +118,14 @@ impl Worker {
             )),
             // A wait for it that times out (lock_wait, lock_timeout).
             6 if k > 0 && cycle % 16 == k % 16 => Some((
-                Request::LockAcquire {
+                Request::LockAcquire(req::LockAcquire {
                     agent: self.aid.clone(),
                     path: self.shared.clone(),
                     cwd: Some(self.cwd.clone()),
                     mode: LockMode::Write,
                     wait: LockWait::Wait { ms: 2 },
                     ttl_ms: None,
-                },
+                }),
                 2,
             )),
             7 if cycle % 25 == 24 => Some((toggle(&self.sid, &self.aid, false), 1)),
@@ -143,7 +144,7 @@ impl Worker {
     fn step(&mut self) -> Res<usize> {
         loop {
             if let Some((req, events)) = self.next() {
-                let waits = matches!(req, Request::LockAcquire { .. });
+                let waits = matches!(req, Request::LockAcquire(_));
                 match self.c.timed_try(req)?.1 {
                     // The wait for the held file times out: that is the point.
                     Err(e) if !waits => return Err(maos_tests::client::remote(&e)),
@@ -185,14 +186,14 @@ fn team(d: &Daemon, objective: &str) -> Res<(String, Vec<Worker>)> {
         });
     }
     let holder = workers[0].aid.clone();
-    workers[0].c.call(Request::LockAcquire {
+    workers[0].c.call(Request::LockAcquire(req::LockAcquire {
         agent: holder,
         path: shared,
         cwd: Some(cwd),
         mode: LockMode::Write,
         wait: LockWait::NoWait,
         ttl_ms: Some(24 * 3600 * 1000),
-    })?;
+    }))?;
     Ok((sid, workers))
 }
 
@@ -235,10 +236,10 @@ fn drive(
 
 /// The project's newest event's sequence number.
 fn newest(c: &mut Client) -> Res<u64> {
-    match c.call(Request::Events {
+    match c.call(Request::Events(req::Events {
         filter: EventFilter::default(),
         limit: Some(1),
-    })? {
+    }))? {
         Reply::Events(e) => Ok(e.last().map_or(0, |e| e.seq)),
         _ => Err("events answered something else".into()),
     }

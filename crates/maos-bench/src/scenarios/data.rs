@@ -1,6 +1,7 @@
 //! The data lifecycle: `maos export` and `maos import` of a large session as whole processes,
 //! and `gc` of many finished sessions while another client keeps updating.
 
+use maos_proto::req;
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
@@ -43,13 +44,13 @@ pub fn scen_transfer(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         t.step()?;
     }
     let session_events = |c: &mut Client| -> Res<usize> {
-        match c.call(Request::Events {
+        match c.call(Request::Events(req::Events {
             filter: maos_proto::EventFilter {
                 session: Some(sid.clone()),
                 ..maos_proto::EventFilter::default()
             },
             limit: None,
-        })? {
+        }))? {
             Reply::Events(e) => Ok(e.len()),
             _ => Err("events answered something else".into()),
         }
@@ -137,11 +138,11 @@ pub fn scen_gc(_o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     for s in 0..SESSIONS {
         let sid = create_session(&mut c, &format!("bench: gc session {s}"), true)?;
         running_agent(&mut c, &sid, "dev")?;
-        c.call(Request::SessionTransition {
+        c.call(Request::SessionTransition(req::SessionTransition {
             session: Some(sid),
             op: SessionOp::Complete,
             reason: None,
-        })?;
+        }))?;
     }
     let live = create_session(&mut c, "bench: gc, the live session", true)?;
     let agent = running_agent(&mut c, &live, "dev")?;
@@ -162,10 +163,10 @@ pub fn scen_gc(_o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         })
     };
     let t0 = Instant::now();
-    let reply = c.call(Request::Gc {
+    let reply = c.call(Request::Gc(req::Gc {
         older_than_secs: 0,
         dry_run: false,
-    });
+    }));
     let gc_secs = t0.elapsed().as_secs_f64();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut lat = updates
@@ -180,7 +181,8 @@ pub fn scen_gc(_o: &Opts, sync: &str) -> Res<Vec<Metric>> {
             report.sessions.len()
         ));
     }
-    let Reply::Sessions(left) = c.call(Request::SessionList { all: true })? else {
+    let Reply::Sessions(left) = c.call(Request::SessionList(req::SessionList { all: true }))?
+    else {
         return Err("session_list answered something else".into());
     };
     if left.len() != 1 {

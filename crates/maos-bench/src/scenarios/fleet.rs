@@ -8,6 +8,7 @@
 //!   each), acquiring a random one of 1,000 files without waiting and releasing it at once:
 //!   durable grants per second in all, and the round trips.
 
+use maos_proto::req;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -62,7 +63,7 @@ pub fn scen_fleet_join(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         let t0 = Instant::now();
         let mut d = Daemon::start(env, &bin, &["--synchronous", sync])?;
         let mut c = d.client()?;
-        let Reply::Ps(list) = c.call(Request::Ps { all: false })? else {
+        let Reply::Ps(list) = c.call(Request::Ps(req::Ps { all: false }))? else {
             return Err("ps answered something else".into());
         };
         let took = t0.elapsed();

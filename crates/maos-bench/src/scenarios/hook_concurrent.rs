@@ -1,6 +1,7 @@
 //! Concurrent hooks: subagents of one Claude session, each its own thread spawning `maos hook`
 //! processes, paced and back-to-back; then a check that every agent holds its locks.
 
+use maos_proto::req;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -261,13 +262,13 @@ fn drive_hooks(
 /// timeline as `file_modified`, with no `tool_denied`. Nothing is queued.
 fn check_hook_state(d: &Daemon, agents: &[HookAgent], runs: &[&HookRun]) -> Res {
     let mut c = d.client()?;
-    let listed = c.call(Request::AgentList { session: None });
+    let listed = c.call(Request::AgentList(req::AgentList { session: None }));
     let Reply::Agents(records) =
         listed.map_err(|e| format!("after the runs, the session's agents: {e}"))?
     else {
         return Err("agent_list answered something else".into());
     };
-    let Reply::Locks(locks) = c.call(Request::LockList { session: None })? else {
+    let Reply::Locks(locks) = c.call(Request::LockList(req::LockList { session: None }))? else {
         return Err("lock_list answered something else".into());
     };
     if !locks.waiters.is_empty() {
@@ -309,14 +310,14 @@ fn check_hook_state(d: &Daemon, agents: &[HookAgent], runs: &[&HookRun]) -> Res 
                 ));
             }
         }
-        let Reply::Events(events) = c.call(Request::Events {
+        let Reply::Events(events) = c.call(Request::Events(req::Events {
             filter: maos_proto::EventFilter {
                 agent: Some(rec.id.to_string()),
                 types: vec!["file_modified".into(), "tool_denied".into()],
                 ..Default::default()
             },
             limit: None,
-        })?
+        }))?
         else {
             return Err("events answered something else".into());
         };

@@ -1,6 +1,7 @@
 //! Locks: acquire and release round trips of free files, and many agents contending for a
 //! few paths; every acknowledged grant checked to be on the timeline.
 
+use maos_proto::req;
 use std::fs;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -35,24 +36,24 @@ pub(crate) fn lock_files(d: &Daemon, n: usize) -> Res<Vec<String>> {
 
 /// A write lock on `path` (relative to the project root, sent as the agent's cwd).
 pub(crate) fn acquire_req(agent: &str, path: &str, cwd: &str, wait: LockWait) -> Request {
-    Request::LockAcquire {
+    Request::LockAcquire(req::LockAcquire {
         agent: agent.to_string(),
         path: path.to_string(),
         cwd: Some(cwd.to_string()),
         mode: LockMode::Write,
         wait,
         ttl_ms: None,
-    }
+    })
 }
 
 pub(crate) fn release_req(agent: &str, path: &str, cwd: &str) -> Request {
-    Request::LockRelease {
+    Request::LockRelease(req::LockRelease {
         agent: Some(agent.to_string()),
         path: path.to_string(),
         cwd: Some(cwd.to_string()),
         force: false,
         by: None,
-    }
+    })
 }
 
 /// The acknowledged grants must all be on the timeline: (grants per commit, mean).

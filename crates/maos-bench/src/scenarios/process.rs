@@ -1,6 +1,7 @@
 //! What a whole client process costs: `maos ps` and `maos hook` against a warm daemon,
 //! interleaved with the empty binary; and `serve`, a populated daemon for outside tools.
 
+use maos_proto::req;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -79,13 +80,13 @@ pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         granted += since;
         let mut c = d.client()?;
         for (agent, path) in held {
-            c.call(Request::LockRelease {
+            c.call(Request::LockRelease(req::LockRelease {
                 agent: Some(agent),
                 path,
                 cwd: Some(d.root.clone()),
                 force: false,
                 by: None,
-            })?;
+            }))?;
         }
         Ok(())
     };
@@ -183,7 +184,7 @@ pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
 /// The locks held on `src/fresh/` files of the daemon's default project: (holder, path).
 fn fresh_locks(d: &maos_tests::daemon::Daemon) -> Res<Vec<(String, String)>> {
     let mut c = d.client()?;
-    match c.call(Request::LockList { session: None })? {
+    match c.call(Request::LockList(req::LockList { session: None }))? {
         maos_proto::Reply::Locks(l) => Ok(l
             .locks
             .into_iter()
@@ -248,9 +249,9 @@ pub fn scen_ps(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         let mut c = d.client()?;
         hello.push(t.elapsed().as_nanos() as u64);
         let t = Instant::now();
-        let reply = c.call(Request::Ps { all: false })?;
+        let reply = c.call(Request::Ps(req::Ps { all: false }))?;
         ps.push(t.elapsed().as_nanos() as u64);
-        ps_raw.push(c.timed(Request::Ps { all: false })?);
+        ps_raw.push(c.timed(Request::Ps(req::Ps { all: false }))?);
         if reply_bytes == 0 {
             reply_bytes = serde_json::to_vec(&reply).map_or(0, |v| v.len());
         }

@@ -1,6 +1,7 @@
 //! Request round trips through one connected client, and many clients at once: state updates,
 //! session creation, agent registration, throughput, and the daemon's memory after a fill.
 
+use maos_proto::req;
 use std::time::Duration;
 
 use maos_proto::{Reply, Request};
@@ -78,11 +79,11 @@ pub fn scen_create(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let n = o.requests.unwrap_or(2000);
     let mut d = harness::start(sync)?;
     let mut samples = timed_requests(&d, WARM, n, |i, _| {
-        Ok(Request::SessionCreate {
+        Ok(Request::SessionCreate(req::SessionCreate {
             objective: format!("bench: session {i}"),
             strategy: Default::default(),
             phases: vec!["plan".into(), "build".into(), "review".into()],
-        })
+        }))
     })?;
     d.stop()?;
     let name = label("create", sync);
@@ -236,7 +237,7 @@ pub fn scen_rss(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let db = harness::db_bytes(&d);
     // A read of everything live, to make sure the state is all there and counts nothing extra.
     let mut c = d.client()?;
-    let Reply::Ps(list) = c.call(Request::Ps { all: true })? else {
+    let Reply::Ps(list) = c.call(Request::Ps(req::Ps { all: true }))? else {
         return Err("ps answered something else".into());
     };
     let agents: usize = list.iter().map(|s| s.agents.len()).sum();

@@ -1,6 +1,7 @@
 //! Managed agents, part 1: daemon start-up with recovery. Many managed sessions with live
 //! agents, the daemon and some agents killed -9, then timed restarts.
 
+use maos_proto::req;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -253,7 +254,7 @@ fn restart_timed(d: &mut Daemon) -> Res<Restart> {
     };
     let accept = t0.elapsed();
     loop {
-        let (_, result) = c.timed_try(Request::Ps { all: false })?;
+        let (_, result) = c.timed_try(Request::Ps(req::Ps { all: false }))?;
         match result {
             Ok(()) => break,
             Err(e)
@@ -274,7 +275,7 @@ fn restart_timed(d: &mut Daemon) -> Res<Restart> {
 
 /// (running, resumable, failed, other) agents of the project's live sessions.
 fn agent_counts(c: &mut Client) -> Res<[usize; 4]> {
-    let Reply::Ps(list) = c.call(Request::Ps { all: false })? else {
+    let Reply::Ps(list) = c.call(Request::Ps(req::Ps { all: false }))? else {
         return Err("ps answered something else".into());
     };
     let mut n = [0; 4];
@@ -319,11 +320,11 @@ pub fn scen_startup(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     let mut pairs = Vec::with_capacity(SESSIONS * AGENTS);
     let mut doomed = Vec::new();
     for s in 0..SESSIONS {
-        let reply = c.call(Request::SessionFromPlan {
+        let reply = c.call(Request::SessionFromPlan(req::SessionFromPlan {
             path: format!("bench-startup-{s:03}.toml"),
             text: startup_plan(s, AGENTS, RESUMABLE, &fleet.go)?,
             start: true,
-        })?;
+        }))?;
         let Reply::Session(rec) = reply else {
             return Err("session_from_plan answered something else than a session".into());
         };
@@ -418,7 +419,7 @@ pub fn scen_startup(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
             // What the request itself costs once the project is open (not decoded).
             let mut warm = (0..5)
                 .map(|_| {
-                    c.timed(Request::Ps { all: false })
+                    c.timed(Request::Ps(req::Ps { all: false }))
                         .map(|ns| ns as f64 / 1e6)
                 })
                 .collect::<Res<Vec<f64>>>()?;

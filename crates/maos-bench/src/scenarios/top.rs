@@ -2,6 +2,7 @@
 //! reach their screens. Each view is a real `maos-top` in its own tmux terminal (80×24) that
 //! notes every frame it draws (`MAOS_TOP_TRACE`: time and newest event shown).
 
+use maos_proto::req;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -89,10 +90,10 @@ pub fn scen_top(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     std::thread::sleep(IDLE);
     let idle_watched = d.cpu_secs() - cpu0;
 
-    let Reply::Events(before) = c.call(Request::Events {
+    let Reply::Events(before) = c.call(Request::Events(req::Events {
         filter: EventFilter::default(),
         limit: Some(1),
-    })?
+    }))?
     else {
         return Err("events answered something else".into());
     };
@@ -112,13 +113,13 @@ pub fn scen_top(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     }
     let rate = n as f64 / start.elapsed().as_secs_f64();
     let mut c = t.client;
-    let Reply::Events(events) = c.call(Request::Events {
+    let Reply::Events(events) = c.call(Request::Events(req::Events {
         filter: EventFilter {
             after_seq: Some(after),
             ..EventFilter::default()
         },
         limit: None,
-    })?
+    }))?
     else {
         return Err("events answered something else".into());
     };

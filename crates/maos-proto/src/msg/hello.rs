@@ -138,11 +138,11 @@ mod tests {
         let msg = ClientMsg::Request {
             id: 7,
             project: Some("/p".into()),
-            body: Request::SessionTransition {
+            body: Request::SessionTransition(crate::req::SessionTransition {
                 session: None,
                 op: SessionOp::Pause,
                 reason: Some("lunch".into()),
-            },
+            }),
         };
         let v = serde_json::to_value(&msg).unwrap();
         assert_eq!(v["kind"], "request");

@@ -8,6 +8,7 @@ mod event;
 mod hello;
 mod kept;
 mod reply;
+pub mod req;
 mod request;
 mod view;
 
@@ -23,5 +24,6 @@ pub use maos_core::record::{
     Note, NoteKind, PauseInfo, ProcessInfo, ProcessRef, PsLock, SessionRecord, Todo,
 };
 pub use reply::*;
+pub use req::{LockWait, Target};
 pub use request::*;
 pub use view::*;

@@ -1,304 +1,73 @@
 //! Every request the daemon understands, and what some of them carry: a hook call, a managed
 //! agent's exit, a lock request's wait policy.
 
-use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy, Ts};
+use maos_core::{LockMode, Ts};
 use serde::{Deserialize, Serialize};
 
-use super::EventFilter;
+use super::req::{self, LockWait};
 use maos_core::mcp::ClaimKey;
 use maos_core::record::{Cli, NoteKind, ProcessRef, Todo};
 
-/// What a pause or resume applies to inside a session.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "scope", content = "name", rename_all = "snake_case")]
-pub enum Target {
-    Session,
-    Agent(String),
-    Phase(String),
-}
-
-/// Every request the daemon understands. Sessions and agents are named by id or unique prefix;
-/// `None` for a session means the project's active session.
+/// Every request the daemon understands: its name (`"request"`) and, for most, one struct of
+/// [`req`] that carries it, whose fields are the request's JSON (the daemon's router, its
+/// handlers and `maos mcp` use that same struct). Sessions and agents are named by id or
+/// unique prefix; `None` for a session means the project's active session.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "request", rename_all = "snake_case")]
 pub enum Request {
     Ping,
     DaemonStatus,
     DaemonStop,
-    SessionCreate {
-        objective: String,
-        #[serde(default)]
-        strategy: Strategy,
-        #[serde(default)]
-        phases: Vec<String>,
-    },
-    SessionList {
-        #[serde(default)]
-        all: bool,
-    },
-    SessionShow {
-        #[serde(default)]
-        session: Option<String>,
-    },
-    SessionActivate {
-        session: String,
-    },
-    SessionTransition {
-        #[serde(default)]
-        session: Option<String>,
-        op: SessionOp,
-        #[serde(default)]
-        reason: Option<String>,
-    },
-    AgentRegister {
-        #[serde(default)]
-        session: Option<String>,
-        role: String,
-        task: String,
-        #[serde(default)]
-        depends_on: Vec<String>,
-        #[serde(default)]
-        parent: Option<String>,
-    },
-    AgentTransition {
-        agent: String,
-        op: AgentOp,
-        #[serde(default)]
-        exit_code: Option<i32>,
-        #[serde(default)]
-        reason: Option<String>,
-    },
-    AgentList {
-        #[serde(default)]
-        session: Option<String>,
-    },
-    /// Grow a running session's plan by one phase, appended after the others.
-    PhaseAdd {
-        #[serde(default)]
-        session: Option<String>,
-        name: String,
-    },
-    PhaseTransition {
-        #[serde(default)]
-        session: Option<String>,
-        /// Name, or number (1-based); None = the current phase.
-        #[serde(default)]
-        phase: Option<String>,
-        op: PhaseOp,
-        /// Free JSON recorded on the phase when it completes or fails.
-        #[serde(default)]
-        artifacts: serde_json::Value,
-    },
-    Pause {
-        #[serde(default)]
-        session: Option<String>,
-        target: Target,
-        #[serde(default)]
-        reason: Option<String>,
-        #[serde(default)]
-        by: Option<String>,
-    },
-    Resume {
-        #[serde(default)]
-        session: Option<String>,
-        target: Target,
-        #[serde(default)]
-        by: Option<String>,
-    },
-    Ps {
-        #[serde(default)]
-        all: bool,
-    },
-    Events {
-        #[serde(default)]
-        filter: EventFilter,
-        #[serde(default)]
-        limit: Option<u32>,
-    },
-    Status {
-        #[serde(default)]
-        session: Option<String>,
-    },
-    /// Take a lock for an agent. `path` is absolute or relative to `cwd`; the daemon resolves
-    /// it to a project-relative key (symlinks and worktrees included).
-    LockAcquire {
-        agent: String,
-        path: String,
-        #[serde(default)]
-        cwd: Option<String>,
-        mode: LockMode,
-        #[serde(default)]
-        wait: LockWait,
-        /// Lease length; the daemon's default when absent.
-        #[serde(default)]
-        ttl_ms: Option<u64>,
-    },
-    /// Release one lock. Only its holder may, unless `force` (logged with `by`).
-    LockRelease {
-        #[serde(default)]
-        agent: Option<String>,
-        path: String,
-        #[serde(default)]
-        cwd: Option<String>,
-        #[serde(default)]
-        force: bool,
-        #[serde(default)]
-        by: Option<String>,
-    },
-    /// Release every lock of an agent and end its waits.
-    LockReleaseAll {
-        agent: String,
-    },
-    LockList {
-        #[serde(default)]
-        session: Option<String>,
-    },
-    /// Would this agent be blocked on this path, and by whom?
-    LockCheck {
-        #[serde(default)]
-        agent: Option<String>,
-        path: String,
-        #[serde(default)]
-        cwd: Option<String>,
-        #[serde(default = "default_check_mode")]
-        mode: LockMode,
-    },
+    SessionCreate(req::SessionCreate),
+    SessionList(req::SessionList),
+    SessionShow(req::SessionShow),
+    SessionActivate(req::SessionActivate),
+    SessionTransition(req::SessionTransition),
+    AgentRegister(req::AgentRegister),
+    AgentTransition(req::AgentTransition),
+    AgentList(req::AgentList),
+    PhaseAdd(req::PhaseAdd),
+    PhaseTransition(req::PhaseTransition),
+    Pause(req::Pause),
+    Resume(req::Resume),
+    Ps(req::Ps),
+    Events(req::Events),
+    Status(req::Status),
+    LockAcquire(req::LockAcquire),
+    LockRelease(req::LockRelease),
+    LockReleaseAll(req::LockReleaseAll),
+    LockList(req::LockList),
+    LockCheck(req::LockCheck),
     /// The project's database health (`maos doctor`).
     DbCheck,
-    /// Finished sessions, newest first, archived ones included (`maos history`).
-    History {
-        #[serde(default)]
-        limit: Option<u32>,
-    },
-    /// Delete finished sessions that ended more than `older_than_secs` ago, each exported to
-    /// the project's `exports/` directory first (`maos gc`); `dry_run` only lists them.
-    Gc {
-        older_than_secs: u64,
-        #[serde(default)]
-        dry_run: bool,
-    },
-    /// Delete one finished session (full id) with everything it recorded. `maos gc` sends it
-    /// once the session is exported; there is no command for it on its own.
-    Purge {
-        session: String,
-    },
-    /// A consistent copy of the project's database, taken while the daemon serves, written to
-    /// `path` (absolute, must not exist) (`maos backup`).
-    Backup {
-        path: String,
-    },
-    /// Replace the project's database with a backup (`maos restore`): `path` (absolute) is
-    /// checked first; the old database is kept aside. Refused while sessions are live, unless
-    /// `force`.
-    Restore {
-        path: String,
-        #[serde(default)]
-        force: bool,
-    },
-    /// `maos restore-file`: put back the holder's last kept version of `path` (or the kept
-    /// `version`, a SHA-256 or a prefix of one), keeping the content it replaces first.
-    RestoreFile {
-        path: String,
-        #[serde(default)]
-        cwd: Option<String>,
-        #[serde(default)]
-        version: Option<String>,
-    },
-    /// The rows of the project's database that maos cannot read (`maos doctor`), and with
-    /// `quarantine`, those rows moved aside with every row of their sessions so that the
-    /// project loads again (`maos repair --quarantine`).
-    Repair {
-        #[serde(default)]
-        quarantine: bool,
-    },
-    /// One session with its timeline and checkpoints, archived or not (`maos export`).
-    Export {
-        session: String,
-    },
-    /// A session file, maos's own or an orchestrator's (`maos import`): its path (for
-    /// messages) and text.
-    Import {
-        path: String,
-        text: String,
-    },
-    /// Take a finished session out of the daemon's memory and `ps`; it stays in the database
-    /// (its events too) and in `maos history` (`maos session archive`).
-    SessionArchive {
-        session: String,
-    },
+    History(req::History),
+    Gc(req::Gc),
+    Purge(req::Purge),
+    Backup(req::Backup),
+    Restore(req::Restore),
+    RestoreFile(req::RestoreFile),
+    Repair(req::Repair),
+    Export(req::Export),
+    Import(req::Import),
+    SessionArchive(req::SessionArchive),
     /// A managed agent's process ended: its supervisor reports (see `AgentExit`).
     AgentExited(Box<AgentExit>),
-    /// A session from a plan file (`maos session create --plan`, `maos run`): the file's path
-    /// (for error messages) and its text; `start` also starts it.
-    SessionFromPlan {
-        path: String,
-        text: String,
-        #[serde(default)]
-        start: bool,
-    },
-    /// Where a managed agent's output goes (`maos logs`).
-    AgentLog {
-        agent: String,
-    },
-    /// A new attempt of a managed session's failed agents, or of one failed agent
-    /// (`maos retry`): `target` names a session or an agent (`None`: the active session).
-    Retry {
-        #[serde(default)]
-        target: Option<String>,
-        #[serde(default)]
-        by: Option<String>,
-    },
-    /// Reconcile managed sessions with their processes now (`maos recover`).
-    Recover {
-        #[serde(default)]
-        session: Option<String>,
-    },
-    /// What does not add up (`maos validate`).
-    Validate {
-        #[serde(default)]
-        session: Option<String>,
-    },
-    /// A sign of life: renews every lease of the agent.
-    Heartbeat {
-        agent: String,
-    },
+    SessionFromPlan(req::SessionFromPlan),
+    AgentLog(req::AgentLog),
+    Retry(req::Retry),
+    Recover(req::Recover),
+    Validate(req::Validate),
+    Heartbeat(req::Heartbeat),
     /// One hook call of an agent CLI (`maos hook`).
     Hook(Box<HookCall>),
-    /// Where a session stands (`maos brief`): built from live state only.
-    Brief {
-        #[serde(default)]
-        session: Option<String>,
-    },
-    /// Record a fact for the briefing (`maos note`).
-    Note {
-        #[serde(default)]
-        session: Option<String>,
-        /// The agent the note is about (an agent of that session).
-        #[serde(default)]
-        agent: Option<String>,
-        kind: NoteKind,
-        text: String,
-    },
+    Brief(req::Brief),
+    Note(req::Note),
     /// One tool call of `maos mcp` that acts for an agent, in one round trip: the daemon names
     /// the caller from `caller` (see [`McpEvidence`]) and applies `action` for that agent in the
     /// same transaction. The answer is [`crate::Reply::Mcp`].
     Mcp(Box<McpCall>),
-    /// An agent's task list as it now stands, replacing the last one (`maos mcp`'s progress
-    /// tool; a CLI's own `TodoWrite` arrives through its hook).
-    Todos {
-        agent: String,
-        items: Vec<Todo>,
-    },
-    /// A session's Gantt chart (the dashboard): the daemon keeps it folded as events commit.
-    /// Times are milliseconds since 1970; `to_ms` defaults to the session's end, or now.
-    Gantt {
-        session: String,
-        #[serde(default)]
-        from_ms: Option<i64>,
-        #[serde(default)]
-        to_ms: Option<i64>,
-        width_px: u32,
-    },
+    Todos(req::Todos),
+    Gantt(req::Gantt),
 }
 
 impl Request {
@@ -308,24 +77,24 @@ impl Request {
             self,
             Request::Ping
                 | Request::DaemonStatus
-                | Request::SessionList { .. }
-                | Request::SessionShow { .. }
-                | Request::AgentList { .. }
-                | Request::Ps { .. }
-                | Request::Events { .. }
-                | Request::Status { .. }
-                | Request::LockList { .. }
-                | Request::LockCheck { .. }
+                | Request::SessionList(_)
+                | Request::SessionShow(_)
+                | Request::AgentList(_)
+                | Request::Ps(_)
+                | Request::Events(_)
+                | Request::Status(_)
+                | Request::LockList(_)
+                | Request::LockCheck(_)
                 | Request::DbCheck
-                | Request::History { .. }
-                | Request::Export { .. }
-                | Request::Backup { .. }
-                | Request::Gc { dry_run: true, .. }
-                | Request::Repair { quarantine: false }
-                | Request::AgentLog { .. }
-                | Request::Validate { .. }
-                | Request::Brief { .. }
-                | Request::Gantt { .. }
+                | Request::History(_)
+                | Request::Export(_)
+                | Request::Backup(_)
+                | Request::Gc(req::Gc { dry_run: true, .. })
+                | Request::Repair(req::Repair { quarantine: false })
+                | Request::AgentLog(_)
+                | Request::Validate(_)
+                | Request::Brief(_)
+                | Request::Gantt(_)
         )
     }
 }
@@ -578,10 +347,6 @@ pub struct AgentExit {
     pub claude_session_id: Option<String>,
 }
 
-fn default_check_mode() -> LockMode {
-    LockMode::Write
-}
-
 /// What tells the daemon which agent made an MCP tool call (see `maos_core::mcp`), the first
 /// that answers winning: the call's tool use id (Claude Code's `_meta`), else the oldest hook
 /// record of the same CLI process, tool and arguments (`claim`), else `MAOS_AGENT_ID`, else
@@ -650,19 +415,6 @@ impl McpAction {
     }
 }
 
-/// How long a lock request may wait for conflicting holders.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "policy", rename_all = "snake_case")]
-pub enum LockWait {
-    /// Refuse at once with `lock_conflict`.
-    #[default]
-    NoWait,
-    /// Wait up to `ms` milliseconds, then `lock_timeout`.
-    Wait { ms: u64 },
-    /// Wait until granted (or a deadlock ends the wait).
-    Forever,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -670,12 +422,12 @@ mod tests {
     #[test]
     fn writes_are_classified() {
         assert!(Request::DaemonStop.is_write());
-        assert!(!Request::Ps { all: true }.is_write());
+        assert!(!Request::Ps(req::Ps { all: true }).is_write());
     }
 
     #[test]
     fn brief_is_a_read_and_note_a_write() {
-        assert!(!Request::Brief { session: None }.is_write());
+        assert!(!Request::Brief(req::Brief { session: None }).is_write());
         let note: Request = serde_json::from_value(serde_json::json!(
             {"request": "note", "kind": "decision", "text": "use SQLite"}
         ))
@@ -683,7 +435,7 @@ mod tests {
         assert!(note.is_write());
         assert!(matches!(
             note,
-            Request::Note { session: None, agent: None, kind: NoteKind::Decision, ref text }
+            Request::Note(req::Note { session: None, agent: None, kind: NoteKind::Decision, ref text })
                 if text == "use SQLite"
         ));
     }

@@ -1,0 +1,380 @@
+//! One struct per request: what each request carries, shared by the wire ([`super::Request`]
+//! holds them, and their JSON is the request's, field for field), the daemon's router and its
+//! handlers, and `maos mcp`. Sessions and agents are named by id or unique prefix; `None` for
+//! a session means the project's active session.
+
+use maos_core::record::{NoteKind, Todo};
+use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy};
+use serde::{Deserialize, Serialize};
+
+use super::EventFilter;
+
+/// What a pause or resume applies to inside a session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "scope", content = "name", rename_all = "snake_case")]
+pub enum Target {
+    Session,
+    Agent(String),
+    Phase(String),
+}
+
+/// How long a lock request may wait for conflicting holders.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "snake_case")]
+pub enum LockWait {
+    /// Refuse at once with `lock_conflict`.
+    #[default]
+    NoWait,
+    /// Wait up to `ms` milliseconds, then `lock_timeout`.
+    Wait { ms: u64 },
+    /// Wait until granted (or a deadlock ends the wait).
+    Forever,
+}
+
+fn default_check_mode() -> LockMode {
+    LockMode::Write
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionCreate {
+    pub objective: String,
+    #[serde(default)]
+    pub strategy: Strategy,
+    #[serde(default)]
+    pub phases: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionList {
+    #[serde(default)]
+    pub all: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionShow {
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionActivate {
+    pub session: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionTransition {
+    #[serde(default)]
+    pub session: Option<String>,
+    pub op: SessionOp,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentRegister {
+    #[serde(default)]
+    pub session: Option<String>,
+    pub role: String,
+    pub task: String,
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    #[serde(default)]
+    pub parent: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentTransition {
+    pub agent: String,
+    pub op: AgentOp,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentList {
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// Grow a running session's plan by one phase, appended after the others.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseAdd {
+    #[serde(default)]
+    pub session: Option<String>,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTransition {
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Name, or number (1-based); None = the current phase.
+    #[serde(default)]
+    pub phase: Option<String>,
+    pub op: PhaseOp,
+    /// Free JSON recorded on the phase when it completes or fails.
+    #[serde(default)]
+    pub artifacts: serde_json::Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pause {
+    #[serde(default)]
+    pub session: Option<String>,
+    pub target: Target,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub by: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Resume {
+    #[serde(default)]
+    pub session: Option<String>,
+    pub target: Target,
+    #[serde(default)]
+    pub by: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ps {
+    #[serde(default)]
+    pub all: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Events {
+    #[serde(default)]
+    pub filter: EventFilter,
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// Take a lock for an agent. `path` is absolute or relative to `cwd`; the daemon resolves
+/// it to a project-relative key (symlinks and worktrees included).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockAcquire {
+    pub agent: String,
+    pub path: String,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    pub mode: LockMode,
+    #[serde(default)]
+    pub wait: LockWait,
+    /// Lease length; the daemon's default when absent.
+    #[serde(default)]
+    pub ttl_ms: Option<u64>,
+}
+
+/// Release one lock. Only its holder may, unless `force` (logged with `by`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockRelease {
+    #[serde(default)]
+    pub agent: Option<String>,
+    pub path: String,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub force: bool,
+    #[serde(default)]
+    pub by: Option<String>,
+}
+
+/// Release every lock of an agent and end its waits.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockReleaseAll {
+    pub agent: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockList {
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// Would this agent be blocked on this path, and by whom?
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockCheck {
+    #[serde(default)]
+    pub agent: Option<String>,
+    pub path: String,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default = "default_check_mode")]
+    pub mode: LockMode,
+}
+
+/// Finished sessions, newest first, archived ones included (`maos history`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// Delete finished sessions that ended more than `older_than_secs` ago, each exported to
+/// the project's `exports/` directory first (`maos gc`); `dry_run` only lists them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Gc {
+    pub older_than_secs: u64,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// Delete one finished session (full id) with everything it recorded. `maos gc` sends it
+/// once the session is exported; there is no command for it on its own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Purge {
+    pub session: String,
+}
+
+/// A consistent copy of the project's database, taken while the daemon serves, written to
+/// `path` (absolute, must not exist) (`maos backup`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Backup {
+    pub path: String,
+}
+
+/// Replace the project's database with a backup (`maos restore`): `path` (absolute) is
+/// checked first; the old database is kept aside. Refused while sessions are live, unless
+/// `force`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Restore {
+    pub path: String,
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `maos restore-file`: put back the holder's last kept version of `path` (or the kept
+/// `version`, a SHA-256 or a prefix of one), keeping the content it replaces first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RestoreFile {
+    pub path: String,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+/// The rows of the project's database that maos cannot read (`maos doctor`), and with
+/// `quarantine`, those rows moved aside with every row of their sessions so that the
+/// project loads again (`maos repair --quarantine`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Repair {
+    #[serde(default)]
+    pub quarantine: bool,
+}
+
+/// One session with its timeline and checkpoints, archived or not (`maos export`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Export {
+    pub session: String,
+}
+
+/// A session file, maos's own or an orchestrator's (`maos import`): its path (for
+/// messages) and text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Import {
+    pub path: String,
+    pub text: String,
+}
+
+/// Take a finished session out of the daemon's memory and `ps`; it stays in the database
+/// (its events too) and in `maos history` (`maos session archive`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionArchive {
+    pub session: String,
+}
+
+/// A session from a plan file (`maos session create --plan`, `maos run`): the file's path
+/// (for error messages) and its text; `start` also starts it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionFromPlan {
+    pub path: String,
+    pub text: String,
+    #[serde(default)]
+    pub start: bool,
+}
+
+/// Where a managed agent's output goes (`maos logs`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentLog {
+    pub agent: String,
+}
+
+/// A new attempt of a managed session's failed agents, or of one failed agent
+/// (`maos retry`): `target` names a session or an agent (`None`: the active session).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Retry {
+    #[serde(default)]
+    pub target: Option<String>,
+    #[serde(default)]
+    pub by: Option<String>,
+}
+
+/// Reconcile managed sessions with their processes now (`maos recover`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Recover {
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// What does not add up (`maos validate`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Validate {
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// A sign of life: renews every lease of the agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub agent: String,
+}
+
+/// Where a session stands (`maos brief`): built from live state only.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Brief {
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// Record a fact for the briefing (`maos note`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Note {
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The agent the note is about (an agent of that session).
+    #[serde(default)]
+    pub agent: Option<String>,
+    pub kind: NoteKind,
+    pub text: String,
+}
+
+/// An agent's task list as it now stands, replacing the last one (`maos mcp`'s progress
+/// tool; a CLI's own `TodoWrite` arrives through its hook).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Todos {
+    pub agent: String,
+    pub items: Vec<Todo>,
+}
+
+/// A session's Gantt chart (the dashboard): the daemon keeps it folded as events commit.
+/// Times are milliseconds since 1970; `to_ms` defaults to the session's end, or now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Gantt {
+    pub session: String,
+    #[serde(default)]
+    pub from_ms: Option<i64>,
+    #[serde(default)]
+    pub to_ms: Option<i64>,
+    pub width_px: u32,
+}
