@@ -243,8 +243,21 @@ impl Txn<'_> {
         self.outcomes(outcomes);
     }
 
-    /// A sign of life: renew the agent's leases.
+    /// A sign of life (any request naming the agent): renew those of the agent's leases that
+    /// ran for more than a twentieth of their length ([`maos_core::LockTable::renew_due`]), so
+    /// a hook call costs nothing per lock its agent holds. Returns how many it renewed.
     pub fn renew(&mut self, agent: &AgentId) -> usize {
+        let now = self.now;
+        let n = self.locks_mut().renew_due(agent, now);
+        if n > 0 {
+            self.touch_holder(agent);
+        }
+        n
+    }
+
+    /// An explicit heartbeat: renew every lease of the agent to now + its length. Returns how
+    /// many locks the agent holds.
+    pub fn renew_all(&mut self, agent: &AgentId) -> usize {
         let now = self.now;
         let n = self.locks_mut().renew(agent, now);
         if n > 0 {

@@ -17,4 +17,4 @@ mod tests;
 
 pub use model::*;
 pub use path::{LockPath, LockPathError, MAX_PATH, check_path_len};
-pub use table::{LockSavepoint, LockTable};
+pub use table::{LockSavepoint, LockTable, RENEW_SLACK};

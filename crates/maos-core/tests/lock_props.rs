@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::TimeZone;
 use maos_core::{
     Acquired, AgentId, CycleEdge, HeldLock, LockError, LockMode, LockPath, LockRequest, LockTable,
-    Ts, WaitId, WaitOutcome, WaitPolicy, WaiterInfo,
+    RENEW_SLACK, Ts, WaitId, WaitOutcome, WaitPolicy, WaiterInfo,
 };
 use proptest::prelude::{
     Just, ProptestConfig, Strategy, TestCaseError, prop_assert, prop_assert_eq, prop_oneof,
@@ -73,6 +73,10 @@ enum Op {
     Renew {
         who: usize,
     },
+    /// A sign of life: [`LockTable::renew_due`].
+    RenewDue {
+        who: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -100,6 +104,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0usize..16).prop_map(|pick| Op::Cancel { pick }),
         2 => (0i64..12).prop_map(|advance| Op::Tick { advance }),
         1 => (0..AGENTS).prop_map(|who| Op::Renew { who }),
+        1 => (0..AGENTS).prop_map(|who| Op::RenewDue { who }),
     ]
 }
 
@@ -449,6 +454,20 @@ impl Model {
                     prop_assert!(l.expires_at > now);
                 }
             }
+            Op::RenewDue { who } => {
+                let holder = agent(who);
+                let n = self.lt.renew_due(&holder, now);
+                let mine: Vec<&HeldLock> =
+                    held_before.iter().filter(|l| l.holder == holder).collect();
+                prop_assert!(n <= mine.len());
+                for l in self.lt.held_by(&holder) {
+                    let before = mine.iter().find(|b| b.token == l.token);
+                    prop_assert!(before.is_some_and(|b| l.expires_at >= b.expires_at));
+                    let ttl = self.lt.ttl_of(l.token).unwrap_or(0);
+                    let least = now + chrono::TimeDelta::microseconds(ttl - ttl / RENEW_SLACK);
+                    prop_assert!(l.expires_at >= least);
+                }
+            }
         }
         self.invariants()
     }
@@ -623,6 +642,7 @@ fn apply(lt: &mut LockTable, op: &Op, now: &mut i64) -> String {
             format!("{:?}", lt.tick(t(*now)))
         }
         Op::Renew { who } => format!("{:?}", lt.renew(&agent(who), t(*now))),
+        Op::RenewDue { who } => format!("{:?}", lt.renew_due(&agent(who), t(*now))),
     }
 }
 
@@ -693,5 +713,134 @@ proptest! {
         }
         lt.release_savepoint(sp);
         prop_assert_eq!(observe(&lt), observe(&twin));
+    }
+}
+
+// ---- signs of life: `renew_due` against the exact `renew` ----
+
+/// One step of the lease comparison: time in milliseconds, so that a sign of life often comes
+/// within a twentieth of a lease of the last one.
+#[derive(Clone, Debug)]
+enum LeaseOp {
+    Acquire {
+        who: usize,
+        path: usize,
+        ttl_ms: i64,
+    },
+    Release {
+        who: usize,
+        path: usize,
+    },
+    Life {
+        who: usize,
+    },
+    Advance {
+        ms: i64,
+    },
+    Tick,
+}
+
+fn lease_op() -> impl Strategy<Value = LeaseOp> {
+    prop_oneof![
+        3 => (0..AGENTS, 1..PATHS.len(), 1i64..4_000)
+            .prop_map(|(who, path, ttl_ms)| LeaseOp::Acquire { who, path, ttl_ms }),
+        1 => (0..AGENTS, 1..PATHS.len()).prop_map(|(who, path)| LeaseOp::Release { who, path }),
+        6 => (0..AGENTS).prop_map(|who| LeaseOp::Life { who }),
+        4 => (0i64..400).prop_map(|ms| LeaseOp::Advance { ms }),
+        2 => Just(LeaseOp::Tick),
+    ]
+}
+
+fn ms(at: i64) -> Ts {
+    t(0) + chrono::TimeDelta::milliseconds(at)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// A sign of life through `renew_due` against the same history with every sign of life
+    /// renewing every lease exactly (`renew`, what a sign of life did before): the same locks,
+    /// tokens and answers, each lease ending at most `ttl / RENEW_SLACK` earlier and never
+    /// later, until a tick reaps a lease early, and that only within its bound.
+    #[test]
+    fn a_sign_of_life_renews_within_a_twentieth_of_the_exact_lease(
+        ops in proptest::collection::vec(lease_op(), 1..120),
+    ) {
+        let (mut lazy, mut exact) = (LockTable::new(1), LockTable::new(1));
+        let mut now = 0;
+        for op in &ops {
+            match *op {
+                LeaseOp::Acquire { who, path, ttl_ms } => {
+                    let req = LockRequest {
+                        holder: agent(who),
+                        born: born(&agent(who)),
+                        path: LockPath::new(PATHS[path]).unwrap_or_else(|_| LockPath::root()),
+                        mode: LockMode::Write,
+                        wait: WaitPolicy::NoWait,
+                        ttl_us: ttl_ms * 1_000,
+                    };
+                    // A grant (or a renewal through acquire) answers the new lease: the same in
+                    // both; a refusal names the same holders (whose leases may differ).
+                    let answer = |r: Result<Acquired, LockError>| match r {
+                        Ok(a) => format!("{a:?}"),
+                        Err(LockError::Conflict { holders, .. }) => {
+                            format!("{:?}", holders.iter().map(|l| l.token).collect::<Vec<_>>())
+                        }
+                        Err(e) => format!("{e:?}"),
+                    };
+                    let a = answer(lazy.acquire(req.clone(), ms(now)));
+                    let b = answer(exact.acquire(req, ms(now)));
+                    prop_assert_eq!(a, b);
+                }
+                LeaseOp::Release { who, path } => {
+                    let path = LockPath::new(PATHS[path]).unwrap_or_else(|_| LockPath::root());
+                    let a = lazy.release(&agent(who), &path, false, ms(now)).map(|r| r.0.len());
+                    let b = exact.release(&agent(who), &path, false, ms(now)).map(|r| r.0.len());
+                    prop_assert_eq!(a.is_ok(), b.is_ok());
+                    prop_assert_eq!(a.ok(), b.ok());
+                }
+                LeaseOp::Life { who } => {
+                    let n = lazy.renew_due(&agent(who), ms(now));
+                    let held = exact.renew(&agent(who), ms(now));
+                    prop_assert!(n <= held);
+                }
+                LeaseOp::Advance { ms } => now += ms,
+                LeaseOp::Tick => {
+                    let (a, _) = lazy.tick(ms(now));
+                    let (b, _) = exact.tick(ms(now));
+                    let b: BTreeSet<u64> = b.iter().map(|l| l.token).collect();
+                    // Every lease the exact table reaps, the lazy one reaps too; one it reaps
+                    // alone had at most its slack left in the exact table.
+                    for token in &b {
+                        prop_assert!(a.iter().any(|l| l.token == *token));
+                    }
+                    let early: Vec<&HeldLock> = a.iter().filter(|l| !b.contains(&l.token)).collect();
+                    for l in &early {
+                        let ttl = exact.ttl_of(l.token).unwrap_or(0);
+                        let left = exact.get(l.token).map(|e| e.expires_at - ms(now));
+                        prop_assert!(left.is_some_and(|d| d <= chrono::TimeDelta::microseconds(ttl / RENEW_SLACK)));
+                    }
+                    if !early.is_empty() {
+                        // The histories part here (the exact table still holds those locks).
+                        return Ok(());
+                    }
+                }
+            }
+            // The same locks and tokens; each lease within the bound.
+            let a: Vec<&HeldLock> = lazy.held().collect();
+            let b: Vec<&HeldLock> = exact.held().collect();
+            prop_assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(&b) {
+                prop_assert_eq!((&x.holder, &x.path, x.token), (&y.holder, &y.path, y.token));
+                let ttl = exact.ttl_of(y.token).unwrap_or(0);
+                prop_assert_eq!(lazy.ttl_of(x.token), Some(ttl));
+                prop_assert!(x.expires_at <= y.expires_at, "{:?} after {:?}", x, y);
+                prop_assert!(
+                    y.expires_at - x.expires_at <= chrono::TimeDelta::microseconds(ttl / RENEW_SLACK),
+                    "{:?} more than a twentieth before {:?}", x, y
+                );
+            }
+            prop_assert_eq!(lazy.next_deadline().is_some(), exact.next_deadline().is_some());
+        }
     }
 }

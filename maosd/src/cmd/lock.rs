@@ -77,7 +77,7 @@ pub fn release_all(tx: &mut Txn<'_>, agent: &str) -> Result<Outcome, ErrorBody> 
 
 pub fn heartbeat(tx: &mut Txn<'_>, agent: &str) -> Result<Outcome, ErrorBody> {
     let holder = ops::live_agent(tx.state(), agent)?.id.clone();
-    let leases = tx.renew(&holder);
+    let leases = tx.renew_all(&holder);
     Ok(Reply::Renewed { leases }.into())
 }
 

@@ -416,6 +416,35 @@ fn renew_extends_leases() {
 }
 
 #[test]
+fn a_sign_of_life_renews_only_leases_past_a_twentieth() {
+    let mut lt = LockTable::new(1);
+    // Leases of 10 s (RENEW_SLACK = 20: renewed once less than 9.5 s are left).
+    granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
+    granted(lt.acquire(req(1, "g", W, NoWait), t(1)));
+    let ms = |m: i64| t(0) + chrono::TimeDelta::milliseconds(m);
+    // At 0.4 s neither is due: nothing moves.
+    assert_eq!(lt.renew_due(&agent(1), ms(400)), 0);
+    assert_eq!(lt.get(1).map(|l| l.expires_at), Some(t(10)));
+    // At 0.6 s the first is (9.4 s left), the second is not (10.4 s).
+    assert_eq!(lt.renew_due(&agent(1), ms(600)), 1);
+    assert_eq!(lt.get(1).map(|l| l.expires_at), Some(ms(10_600)));
+    assert_eq!(lt.get(2).map(|l| l.expires_at), Some(t(11)));
+    assert_eq!(lt.renew_due(&agent(2), ms(600)), 0);
+    // At 5 s both are due, and go to now + 10 s.
+    assert_eq!(lt.renew_due(&agent(1), t(5)), 2);
+    assert!(lt.held().all(|l| l.expires_at == t(15)));
+    // Undone by a savepoint's rollback, index included: the same sign of life renews again.
+    let sp = lt.savepoint();
+    assert_eq!(lt.renew_due(&agent(1), t(9)), 2);
+    lt.rollback_to(sp);
+    assert!(lt.held().all(|l| l.expires_at == t(15)));
+    assert_eq!(lt.renew_due(&agent(1), t(9)), 2);
+    // Released locks leave the index.
+    lt.release_all(&agent(1), t(9));
+    assert_eq!(lt.renew_due(&agent(1), t(30)), 0);
+}
+
+#[test]
 fn wait_timeout_via_tick() {
     let mut lt = LockTable::new(1);
     granted(lt.acquire(req(1, "f", W, NoWait), t(0)));
