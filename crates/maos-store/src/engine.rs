@@ -96,6 +96,40 @@ impl Store {
         }
     }
 
+    /// In a fleet, start a batch of lock requests on `paths` alone with per-path turns
+    /// ([`PgStore::begin_paths`]); `None` on SQLite, where [`Store::begin`] serves.
+    pub async fn begin_paths(
+        &mut self,
+        known: u64,
+        paths: &[&str],
+    ) -> Option<Result<Fresh, StoreError>> {
+        match self {
+            Store::Sqlite(_) => None,
+            Store::Postgres(s) => {
+                let url = s.url();
+                let keys = s.path_keys(paths.iter().copied());
+                Some((s.begin_paths(known, &keys).await).map_err(|e| pg::unreachable(&url, e)))
+            }
+        }
+    }
+
+    /// End a begun batch whose changes were undone in memory: the next batch reads every
+    /// lock row again.
+    pub async fn abandon(&mut self) {
+        if let Store::Postgres(s) = self {
+            s.abandon().await;
+        }
+    }
+
+    /// Whether the last commit's events were numbered past others' this daemon has not read
+    /// (per-path turns): the next batch reads them back, in order, with those.
+    pub fn renumbered(&self) -> bool {
+        match self {
+            Store::Sqlite(_) => false,
+            Store::Postgres(s) => s.renumbered(),
+        }
+    }
+
     /// In a fleet, what tells the other daemons this one committed (see [`Notifier`]).
     pub fn notifier(&self, daemon: &str) -> Option<Notifier> {
         match self {

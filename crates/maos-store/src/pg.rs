@@ -402,6 +402,12 @@ pub struct PgStore {
     daemon: Arc<str>,
     /// The end (exclusive) of the fencing-token block this batch numbers grants from.
     tokens_end: u64,
+    /// The batch under way took per-path turns ([`PgStore::begin_paths`]): other batches of
+    /// the project may commit beside it, so its events are numbered at its commit.
+    shared: bool,
+    /// The last commit's events were numbered past others' committed beside it (their
+    /// events come before this batch's, and this daemon has not read them yet).
+    renumbered: bool,
 }
 
 /// What a batch starts from in a fleet: PostgreSQL's clock, a fresh block of tokens, and what
@@ -481,6 +487,8 @@ impl PgStore {
             waits_known: false,
             daemon: fleet.daemon().into(),
             tokens_end: 0,
+            shared: false,
+            renumbered: false,
         })
     }
 
@@ -563,22 +571,53 @@ impl PgStore {
     /// Start a batch: its transaction, the project's key locked until it ends, and what
     /// changed since the daemon last knew the project at event `known`.
     pub async fn begin(&mut self, known: u64) -> Result<Fresh, StoreError> {
+        self.begin_turn(known, None).await
+    }
+
+    /// Start a batch of lock requests alone (per-path turns, DESIGN.md §10): the project's
+    /// key shared, then `keys` ([`path_keys`]: merged, sorted, each exclusive or shared), so
+    /// that batches on other paths of the project run beside this one. What it reads is as
+    /// [`PgStore::begin`]'s; its events are numbered when it commits.
+    pub async fn begin_paths(
+        &mut self,
+        known: u64,
+        keys: &[(i64, bool)],
+    ) -> Result<Fresh, StoreError> {
+        self.begin_turn(known, Some(keys)).await
+    }
+
+    async fn begin_turn(
+        &mut self,
+        known: u64,
+        keys: Option<&[(i64, bool)]>,
+    ) -> Result<Fresh, StoreError> {
         // A batch that never ended (its future dropped) is rolled back by sqlx on drop.
         self.tx = None;
+        self.shared = false;
         let mut tx = self.pool.begin_with(BEGIN_BATCH).await?;
-        // What this daemon has not seen comes with the key's lock, in the same round trip.
+        // What this daemon has not seen comes with the keys' locks, in the same round trip.
         let known_lock_seq = if self.waits_known { self.lock_seq } else { -1 };
+        let (path_keys, path_excl): (Option<Vec<i64>>, Option<Vec<bool>>) = match keys {
+            Some(k) => (
+                Some(k.iter().map(|(k, _)| *k).collect()),
+                Some(k.iter().map(|(_, x)| *x).collect()),
+            ),
+            None => (None, None),
+        };
         let row = sqlx::query(
             "SELECT now_us, last_seq, lock_seq, token, changed::text AS changed,
                  events::text AS events, locks::text AS locks, waits::text AS waits
-             FROM maos_begin($1, $2, $3, $4)",
+             FROM maos_begin_paths($1, $2, $3, $4, $5, $6)",
         )
         .bind(&*self.key)
         .bind(i64::try_from(known).unwrap_or(i64::MAX))
         .bind(known_lock_seq)
         .bind(&*self.daemon)
+        .bind(path_keys)
+        .bind(path_excl)
         .fetch_one(&mut *tx)
         .await?;
+        self.shared = keys.is_some();
         let last_seq = row.int_opt("last_seq")?.unwrap_or(0).max(0) as u64;
         let lock_seq = row.int_opt("lock_seq")?.unwrap_or(0);
         let token_start = row.int("token")?.max(1) as u64;
@@ -658,6 +697,46 @@ impl PgStore {
         }
     }
 
+    /// End a batch whose changes the daemon undid in memory: as [`PgStore::end`], and the
+    /// next batch reads every lock row again (memory no longer matches the rows it read).
+    pub async fn abandon(&mut self) {
+        self.end().await;
+        self.lock_seq = -1;
+    }
+
+    /// The advisory keys of a batch of lock requests on `paths` (normalized project-relative
+    /// lock paths, `""` the root), for [`PgStore::begin_paths`]: each path exclusive, each of
+    /// its ancestor directories (the root included) shared, a key wanted both ways taken
+    /// exclusive, sorted so that every batch takes its keys in the same order. Two locks can
+    /// conflict only on one path, or when one's path contains the other's (a directory or
+    /// workspace lock and what is under it): the batches then want that path exclusive and
+    /// shared, so they follow each other.
+    pub fn path_keys<'p>(&self, paths: impl IntoIterator<Item = &'p str>) -> Vec<(i64, bool)> {
+        let mut keys = std::collections::BTreeMap::new();
+        let mut put = |path: &str, exclusive: bool| {
+            let text = format!("maos path\n{}\n{path}", self.key);
+            let key = maos_core::fnv::fnv1a64(text.as_bytes()) as i64;
+            *keys.entry(key).or_insert(false) |= exclusive;
+        };
+        for path in paths {
+            put(path, true);
+            if !path.is_empty() {
+                put("", false);
+                for (i, _) in path.match_indices('/') {
+                    put(&path[..i], false);
+                }
+            }
+        }
+        keys.into_iter().collect()
+    }
+
+    /// Whether the last commit's events were numbered past events that other daemons
+    /// committed beside it, which this daemon has not read: its own events are then read back
+    /// with those by the next batch, in order, rather than published at once.
+    pub fn renumbered(&self) -> bool {
+        self.renumbered
+    }
+
     /// Write the batch begun by [`PgStore::begin`] and commit its transaction; returns only
     /// after PostgreSQL committed it.
     pub async fn commit(&mut self, b: &Batch<'_>) -> Result<(), StoreError> {
@@ -700,11 +779,15 @@ impl PgStore {
         let waits = rows::json(&b.waits)?;
         let unwaits = rows::json(&b.unwaits)?;
         let ended_waits = rows::json(&b.ended_waits)?;
+        self.renumbered = false;
+        let shared = std::mem::take(&mut self.shared);
         let sql = write_batch_sql(&[
+            (shared, CTE_PROJECT_NUMBERED),
             (!sessions.is_empty(), CTE_SESSIONS),
             (!b.phases_of.is_empty(), CTE_PHASES),
             (!b.agents.is_empty(), CTE_AGENTS),
-            (!b.events.is_empty(), CTE_EVENTS),
+            (!b.events.is_empty() && !shared, CTE_EVENTS),
+            (!b.events.is_empty() && shared, CTE_EVENTS_NUMBERED),
             (!b.unlocks.is_empty(), CTE_UNLOCKS),
             (!b.locks.is_empty(), CTE_LOCKS),
             (!b.unwaits.is_empty(), CTE_UNWAITS),
@@ -712,7 +795,7 @@ impl PgStore {
             (!b.ended_waits.is_empty(), CTE_ENDED_WAITS),
             (!b.checkpoints.is_empty(), CTE_CHECKPOINTS),
         ]);
-        let lock_seq: i64 = sqlx::query_scalar(&sql)
+        let (base, lock_seq): (i64, i64) = sqlx::query_as(&sql)
             .bind(&*self.key)
             .bind(rows.sessions)
             .bind(rows.phases)
@@ -759,7 +842,20 @@ impl PgStore {
             }
         }
         tx.commit().await?;
-        self.lock_seq = lock_seq;
+        if shared {
+            // Batches beside this one may have moved the counters first: this daemon knows
+            // the lock rows at the new `lock_seq` only if it knew them just before this
+            // batch's move, and its events' numbers only if none came before them.
+            let before = lock_seq - i64::from(locks_moved);
+            self.lock_seq = if before == self.lock_seq {
+                lock_seq
+            } else {
+                -1
+            };
+            self.renumbered = base != b.base_seq as i64;
+        } else {
+            self.lock_seq = lock_seq;
+        }
         Ok(())
     }
 
@@ -792,8 +888,17 @@ async fn read_locks(
 /// with rows to write are in it: each clause costs its table's opening (with its indexes) even
 /// when it has nothing to do, which made an empty clause list cost more than a lock's whole
 /// batch. Every statement binds all the parameters; a clause left out just ignores its own.
+///
+/// A batch that took per-path turns ([`PgStore::begin_paths`]) has `CTE_PROJECT_NUMBERED`
+/// first instead: its events are numbered from the project's `last_seq` as it stands when the
+/// batch's `UPDATE projects` gets the row (batches beside it may have moved it since its
+/// start), still under that row, which the transaction holds to its commit, so a project's
+/// events still commit in `seq` order without gaps.
 fn write_batch_sql(with: &[(bool, &str)]) -> String {
     let ctes: Vec<&str> = with.iter().filter(|(on, _)| *on).map(|(_, c)| *c).collect();
+    if ctes.first() == Some(&CTE_PROJECT_NUMBERED) {
+        return format!("WITH\n{}\nSELECT base, lock_seq FROM u", ctes.join(",\n"));
+    }
     if ctes.is_empty() {
         return UPDATE_PROJECT.to_string();
     }
@@ -858,6 +963,20 @@ e AS (
   SELECT $1, r.seq, r.ts, r.session_id, r.agent_id, r.type, r.data::jsonb
   FROM jsonb_to_recordset($5::jsonb) AS r(seq bigint, ts bigint, session_id text,
       agent_id text, type text, data text))";
+/// The project's counters moved by a batch that took per-path turns: `$13 - $14` events (the
+/// daemon numbered them from `$14`, the last one it knew), numbered from `base` instead.
+const CTE_PROJECT_NUMBERED: &str = "\
+u AS (
+  UPDATE projects SET last_seq = last_seq + ($13 - $14),
+      lock_seq = lock_seq + CASE WHEN $15 THEN 1 ELSE 0 END
+  WHERE key = $1
+  RETURNING last_seq - ($13 - $14) AS base, lock_seq)";
+const CTE_EVENTS_NUMBERED: &str = "\
+e AS (
+  INSERT INTO session_events (project, seq, ts, session_id, agent_id, type, data)
+  SELECT $1, u.base + (r.seq - $14), r.ts, r.session_id, r.agent_id, r.type, r.data::jsonb
+  FROM u, jsonb_to_recordset($5::jsonb) AS r(seq bigint, ts bigint, session_id text,
+      agent_id text, type text, data text))";
 /// A batch's transaction plans no bitmap scans. Locks and lock waits are inserted and deleted
 /// at the rate of grants, so between two autovacuum runs (a minute apart at the least) their
 /// indexes hold thousands of entries of rows already gone. A bitmap scan fetches each of them
@@ -911,7 +1030,7 @@ UPDATE projects SET last_seq = CASE WHEN last_seq = $14 THEN greatest(last_seq, 
     ELSE maos_stale($1, last_seq, $14) END,
     lock_seq = lock_seq + CASE WHEN $15 THEN 1 ELSE 0 END
 WHERE key = $1
-RETURNING lock_seq";
+RETURNING $14::bigint AS base, lock_seq";
 
 /// Everything a deleted session recorded goes with it (`maos gc`), after the batch's inserts.
 const PURGE: [&str; 7] = [
