@@ -55,13 +55,37 @@ impl Checkpointer {
         let _ = sqlx::Connection::close(self.conn).await;
     }
 
-    /// Empty the WAL file once every frame is in the database (the project is idle): a
-    /// restart after a crash then has no log to read, and the disk gets the space back. It
-    /// holds off a writer only for as long as the truncation takes.
-    pub async fn truncate(&mut self) -> Result<(), StoreError> {
-        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+    /// What SQLite's `data_version` says on this connection: it changes when another
+    /// connection (the daemon's writer) commits, and only then.
+    pub async fn data_version(&mut self) -> Result<i64, StoreError> {
+        let v: i64 = sqlx::query_scalar("PRAGMA data_version")
             .fetch_one(&mut self.conn)
             .await?;
+        Ok(v)
+    }
+
+    /// Once every frame is in the database: restart the WAL from its start with one small
+    /// write of this connection's own (a `meta` row that means nothing else), so that the WAL
+    /// header SQLite writes and fsyncs when a log restarts is written here, off the commit
+    /// path, and the next commit appends to a log whose header is already synced. The
+    /// connection's `journal_size_limit` (0) truncates the file to that write at the restart:
+    /// an idle project's WAL is one page, and the disk gets the rest back. When a reader
+    /// still uses the old log SQLite cannot restart it; the write then only appends, and the
+    /// restart is left to a later commit, as it was before.
+    pub async fn restart(&mut self) -> Result<(), StoreError> {
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut self.conn)
+            .await?;
+        let wrote = sqlx::query(
+            "INSERT INTO meta (key, value) VALUES ('wal_restart', 1) \
+             ON CONFLICT (key) DO UPDATE SET value = 1 - value",
+        )
+        .execute(&mut self.conn)
+        .await;
+        let end = if wrote.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        let ended = sqlx::query(end).execute(&mut self.conn).await;
+        wrote?;
+        ended?;
         Ok(())
     }
 }
@@ -160,9 +184,15 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// A connection of its own for background checkpoints.
+    /// A connection of its own for background checkpoints (and the WAL's restarts: see
+    /// [`Checkpointer::restart`]).
     pub async fn checkpointer(&self) -> Result<Checkpointer, StoreError> {
-        let conn = self.checkpoint.clone().connect().await?;
+        let conn = self
+            .checkpoint
+            .clone()
+            .pragma("journal_size_limit", "0")
+            .connect()
+            .await?;
         Ok(Checkpointer { conn })
     }
 

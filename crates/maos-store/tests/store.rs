@@ -596,3 +596,93 @@ async fn paging_and_text_filters_agree_with_the_live_matchers() {
         );
     }
 }
+
+/// The WAL header's checkpoint sequence and salts (bytes 12..24): a log restart changes them.
+fn wal_epoch(db: &std::path::Path) -> Vec<u8> {
+    let wal = std::fs::read(db.with_extension("db-wal")).unwrap();
+    wal[12..24].to_vec()
+}
+
+/// Once the background checkpoint copied every frame back, a commit restarts the WAL itself
+/// (a new header, fsynced inside that commit). The checkpointer's `restart` does it on its own
+/// connection instead: the next commit then appends to the log (same header), the file is cut
+/// to the restart's write, and the writer's commits are what `data_version` sees, not the
+/// checkpointer's own write. The project still loads as it was.
+#[tokio::test]
+async fn the_checkpointer_restarts_the_wal_so_that_a_commit_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("maos.db");
+    let mut store = Store::open(path.clone(), StoreOptions::default())
+        .await
+        .unwrap();
+    let s1 = session(1);
+    let mut seq = 0;
+    let mut commit_one = async |store: &mut Store| {
+        seq += 1;
+        let events = [event(seq, &s1, "x")];
+        let sessions = if seq == 1 { vec![&s1] } else { vec![] };
+        store
+            .commit(&Batch {
+                phases_of: sessions.clone(),
+                sessions,
+                events: &events,
+                ..Batch::default()
+            })
+            .await
+            .unwrap();
+    };
+    let mut cp = store.checkpointer().await.unwrap();
+    // Without the restart: everything copied back, and the next commit restarts the log.
+    for _ in 0..200 {
+        commit_one(&mut store).await;
+    }
+    let (frames, copied) = cp.run().await.unwrap();
+    assert!(frames > 0 && frames == copied, "{frames} {copied}");
+    let before = wal_epoch(&path);
+    let big = std::fs::metadata(path.with_extension("db-wal"))
+        .unwrap()
+        .len();
+    commit_one(&mut store).await;
+    assert_ne!(
+        wal_epoch(&path),
+        before,
+        "a commit restarts a copied-back WAL"
+    );
+
+    // With it: the restart is the checkpointer's, the commit after it appends.
+    let (frames, copied) = cp.run().await.unwrap();
+    assert!(frames > 0 && frames == copied, "{frames} {copied}");
+    let version = cp.data_version().await.unwrap();
+    cp.restart().await.unwrap();
+    let restarted = wal_epoch(&path);
+    let small = std::fs::metadata(path.with_extension("db-wal"))
+        .unwrap()
+        .len();
+    assert!(
+        small < big && small <= 32 + 4 * (24 + 4096),
+        "{small} bytes after {big}"
+    );
+    assert_eq!(
+        cp.data_version().await.unwrap(),
+        version,
+        "its own write is not a commit"
+    );
+    commit_one(&mut store).await;
+    assert_eq!(
+        wal_epoch(&path),
+        restarted,
+        "the commit appended to the restarted log"
+    );
+    assert_ne!(
+        cp.data_version().await.unwrap(),
+        version,
+        "the writer's commit is seen"
+    );
+    // A second restart with nothing copied back yet only appends (the log is in use).
+    cp.restart().await.unwrap();
+    assert_eq!(wal_epoch(&path), restarted);
+    cp.close().await;
+    let loaded = store.load().await.unwrap();
+    assert_eq!(loaded.last_seq, seq);
+    assert_eq!(store.integrity_check().await.unwrap(), "ok");
+}

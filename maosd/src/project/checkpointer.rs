@@ -1,7 +1,8 @@
 //! The background WAL checkpointer: on its own connection it copies committed WAL frames back
-//! into the database file every second, so that commits rarely pay for it, and empties a WAL
-//! that stayed idle for a whole tick. Stopped (and its connection closed) before the store
-//! closes, so the store's last close deletes the WAL.
+//! into the database file every second, so that commits rarely pay for it, and once every
+//! frame is back it restarts the WAL with a small write of its own, so that no commit pays for
+//! the restart's header fsync either (and the file shrinks to that write). Stopped (and its
+//! connection closed) before the store closes, so the store's last close deletes the WAL.
 
 use maos_proto::ErrorBody;
 use maos_store::Store;
@@ -40,23 +41,41 @@ pub(super) async fn spawn(store: &Store, root: String) -> Result<Option<Checkpoi
     let task = tokio::spawn(async move {
         let mut every = tokio::time::interval(CHECKPOINT_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The WAL's frame count at the last tick: unchanged and fully copied back means no
-        // commit for a whole tick, and the WAL is emptied.
-        let mut last = 0;
+        // `data_version` when this connection last restarted the WAL: while it stays the same,
+        // nothing was committed since, and the WAL is left alone (its one frame must not be
+        // copied back: a commit after a complete checkpoint restarts the log itself, writing
+        // and fsyncing its header inside the commit).
+        let mut restarted_at = None;
         loop {
             tokio::select! {
                 _ = every.tick() => {}
                 () = stopped.cancelled() => break,
             }
-            match cp.run().await {
-                Ok((frames, copied)) if frames > 0 && frames == copied && frames == last => {
-                    match cp.truncate().await {
-                        Ok(()) => debug!(project = %root, frames, "idle: WAL emptied"),
-                        Err(e) => warn!(project = %root, error = %e, "cannot empty the WAL"),
-                    }
-                    last = 0;
+            let version = match cp.data_version().await {
+                Ok(v) => v,
+                Err(e) => {
+                    warn!(project = %root, error = %e, "cannot read the WAL's data version");
+                    continue;
                 }
-                Ok((frames, _)) => last = frames,
+            };
+            if restarted_at == Some(version) {
+                continue;
+            }
+            match cp.run().await {
+                // Every frame copied back (or none yet): the log starts again from here.
+                Ok((frames, copied)) if frames >= 0 && frames == copied => {
+                    match cp.restart().await {
+                        Ok(()) => {
+                            debug!(project = %root, frames, "WAL copied back and restarted");
+                            restarted_at = Some(version);
+                        }
+                        Err(e) => {
+                            warn!(project = %root, error = %e, "cannot restart the WAL");
+                            restarted_at = None;
+                        }
+                    }
+                }
+                Ok(_) => restarted_at = None,
                 Err(e) => warn!(project = %root, error = %e, "background WAL checkpoint failed"),
             }
         }
