@@ -37,6 +37,7 @@ use crate::scenarios::mcp::scen_mcp;
 use crate::scenarios::pg::scen_pg_serialise;
 use crate::scenarios::process::{scen_hook, scen_ps, scen_serve};
 use crate::scenarios::radar::scen_radar;
+use crate::scenarios::radar_corpus::scen_radar_corpus;
 use crate::scenarios::requests::{
     scen_create, scen_register, scen_rss, scen_throughput, scen_update,
 };
@@ -151,6 +152,12 @@ scenarios:
               and 10 linked worktrees with uncommitted work (all edit one shared file, two of
               them clash); one write (to the shared file, or to a file of its own) to the
               radar up to date, --requests writes of each kind (default 100): p50/p99/max
+  radar-corpus
+              the radar's prediction against `git merge` on pairs of commits of real
+              repositories (--repo PATH, repeatable; default: this workspace's own): the
+              newest --requests merges (default 100) give their parents and consecutive
+              merges' branch tips; precision and recall by pair and by file; --out FILE
+              writes the pairs and git's outcomes as a corpus description
   serve       start a populated daemon, print its environment, stop on Enter (for ratio.py)
 
 options:
@@ -179,6 +186,8 @@ options:
                         stops after 90 s and the total reached is reported); dash-paint:
                         events of the big session (default 200,000)
   --rate N              dash-hook: events/s committed all along (default 200)
+  --repo PATH           radar-corpus: a repository (a worktree or a git directory)
+  --out FILE            radar-corpus: write the corpus description there
   --markdown            also print a markdown table (one row per metric, target, PASS/MISS)
 ";
 
@@ -211,6 +220,8 @@ fn parse_args() -> Res<Opts> {
                 o.synchronous = Some(v);
             }
             "--markdown" => o.markdown = true,
+            "--repo" => o.repos.push(args.next().ok_or("--repo needs a path")?),
+            "--out" => o.out = Some(args.next().ok_or("--out needs a file")?),
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
             s if o.scenario.is_empty() => o.scenario = s.to_string(),
             s => return Err(format!("unexpected argument {s:?}")),
@@ -283,6 +294,7 @@ fn run(o: &Opts) -> Res {
         "dash-live" => one(scen_dash_live)?,
         "dash-hook" => one(scen_dash_hook)?,
         "radar" => one(scen_radar)?,
+        "radar-corpus" => one(scen_radar_corpus)?,
         "serve" => one(scen_serve)?,
         "all" => {
             let syncs: Vec<&str> = match o.synchronous.as_deref() {

@@ -16,4 +16,7 @@ pub struct Opts {
     pub events: Option<usize>,
     pub rate: Option<f64>,
     pub markdown: bool,
+    /// radar-corpus: the repositories (`--repo`, repeatable) and where to write the corpus.
+    pub repos: Vec<String>,
+    pub out: Option<String>,
 }

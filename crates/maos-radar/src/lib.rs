@@ -11,8 +11,10 @@
 //!
 //! Floors: `model` (errors, snapshots) and the pure modules `hunks` (conflict markers),
 //! `parse` (git's `-z` outputs) and `plan` (which pairs to merge) at the bottom; `git` (every
-//! git process) above them; `radar` (the incremental engine) on top.
+//! git process) above them; `radar` (the incremental engine) above; `corpus` (the correctness
+//! corpus's runner, for the bench and the corpus test) on top.
 
+pub mod corpus;
 mod git;
 mod hunks;
 mod model;

@@ -15,6 +15,7 @@ pub mod mcp;
 pub mod pg;
 pub mod process;
 pub mod radar;
+pub mod radar_corpus;
 pub mod requests;
 pub mod startup;
 pub mod top;
