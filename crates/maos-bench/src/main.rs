@@ -180,7 +180,8 @@ options:
   --agents N            hook-concurrent: subagents, one process at a time each (default 20);
                         agent-start: agents in the plan (default 200)
   --pace-ms N           hook-concurrent: one call per agent every N ms in the paced run
-                        (default 50, i.e. 400 calls/s for 20 agents)
+                        (default 50, i.e. 400 calls/s for 20 agents); hook: a pause of N ms
+                        before each round (an agent between tool calls; default none)
   --events N            startup: pause/resume events per session (rounded up to an even
                         number per agent), filled in full (default: 10,000, but the fill
                         stops after 90 s and the total reached is reported); dash-paint:

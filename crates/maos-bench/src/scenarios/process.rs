@@ -95,6 +95,11 @@ pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         if i > 0 && i % HELD == 0 {
             give_back(HELD)?;
         }
+        // Paced like an agent between tool calls (`--pace-ms`): the daemon's background WAL
+        // checkpoint runs between rounds, as it does between an agent's writes.
+        if let Some(ms) = o.pace_ms {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
         let x = spawn_timed(&mut cmd(&maos, &["hook"], &renewal)?)?;
         let f = spawn_timed(&mut cmd(&maos, &["hook"], fresh_input()?)?)?;
         let y = spawn_timed(&mut cmd(&empty, &[], &renewal)?)?;
@@ -173,8 +178,11 @@ pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
     print_human(
         &format!(
             "hook: whole-process `maos hook` ({}) vs `empty`, {n} interleaved rounds (renewal, \
-             fresh grant, empty), {heading}",
-            maos.display()
+             fresh grant, empty){}, {heading}",
+            maos.display(),
+            o.pace_ms
+                .map(|ms| format!(", {ms} ms before each round"))
+                .unwrap_or_default()
         ),
         &rows,
     );
