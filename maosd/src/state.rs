@@ -226,6 +226,13 @@ impl State {
         self.next_seq - 1
     }
 
+    /// The events from `first` on were committed under other numbers (a fleet's per-path
+    /// turns numbered them after other daemons' events): this daemon knows the timeline up to
+    /// `first - 1` only, and the next batch reads the rest back from PostgreSQL.
+    pub fn forget_events_from(&mut self, first: u64) {
+        self.next_seq = self.next_seq.min(first.max(1));
+    }
+
     /// The active session, if any.
     pub fn active(&self) -> Option<&SessionRecord> {
         self.sessions.iter().find(|s| s.active)
@@ -1048,6 +1055,40 @@ impl<'a> Txn<'a> {
             purged: self.purged.iter().collect(),
             base_seq: st.last_seq().saturating_sub(self.events.len() as u64),
         }
+    }
+
+    /// Whether this prepared transaction ([`Txn::prepare`]) writes nothing but lock rows and
+    /// lock events, each lock row (written or deleted) one that `allowed` accepts by its
+    /// token: no session, agent, phase, wait, checkpoint or process work, and no waiter to
+    /// answer. A fleet's per-path turns may commit only such a transaction.
+    pub fn only_locks(&self, allowed: impl Fn(&State, u64) -> bool) -> bool {
+        const LOCK_EVENTS: [&str; 4] = [
+            "lock_acquired",
+            "lock_released",
+            "lock_expired",
+            "conflict_detected",
+        ];
+        self.undo.is_empty()
+            && self.dirty_sessions.is_empty()
+            && self.dirty_phases.is_empty()
+            && self.dirty_agents.is_empty()
+            && self.checkpoints.is_empty()
+            && self.effects.is_empty()
+            && self.wakeups.is_empty()
+            && self.ended_waits.is_empty()
+            && self.wait_rows.is_empty()
+            && self.wait_deletes.is_empty()
+            && self.archived.is_empty()
+            && self.purged.is_empty()
+            && self
+                .events
+                .iter()
+                .all(|e| LOCK_EVENTS.contains(&e.kind.as_str()))
+            && self
+                .lock_rows
+                .iter()
+                .chain(&self.lock_deletes)
+                .all(|t| allowed(self.st, *t))
     }
 
     /// Whether the lock table changed (a failed commit then reloads it from the database).

@@ -10,6 +10,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use maos_core::LockPath;
 use maos_proto::{ErrorBody, EventFilter, EventRecord, ProjectInfo};
 use maos_store::{EventQuery, Reader, Store, StoreOptions};
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -314,6 +315,15 @@ impl Actor {
     }
 
     async fn batch(&mut self, mut cmds: Vec<Cmd>, rx: &mut mpsc::Receiver<Cmd>) {
+        // In a fleet, lock requests alone take per-path turns (DESIGN.md §10): beside the
+        // other daemons' batches on other paths. What turns out to need more goes on below,
+        // in the project's own turn.
+        if let Some(paths) = self.path_turn(&cmds) {
+            match self.path_batch(cmds, paths).await {
+                Some(back) => cmds = back,
+                None => return,
+            }
+        }
         // In a fleet the batch starts in PostgreSQL: what other daemons changed comes into
         // memory first. Without it no request may be applied.
         let fresh = match self.begin().await {
@@ -448,6 +458,138 @@ impl Actor {
         }
     }
 
+    /// The paths of a fleet batch that may take per-path turns, `None` for one that takes the
+    /// project's turn. Only lock acquires and releases (and pokes) qualify, while this daemon
+    /// has no lock wait of its own: a wait is recorded, granted and checked for deadlocks in
+    /// the project's turn. The paths are the requests' lock keys (resolved on arrival).
+    fn path_turn(&self, cmds: &[Cmd]) -> Option<Vec<LockPath>> {
+        use crate::router::ProjectRequest as P;
+        if !matches!(self.store, Store::Postgres(_))
+            || self.stopping.is_some()
+            || !self.parked.is_empty()
+            || cmds.is_empty()
+            || self.state.locks.waiters().iter().any(|w| !w.foreign)
+        {
+            return None;
+        }
+        let mut paths = Vec::new();
+        for c in cmds {
+            match c {
+                Cmd::Poke => {}
+                Cmd::Request {
+                    body: P::LockAcquire(r),
+                    ..
+                } => paths.push(crate::ops::lock::key(&r.path, r.mode).ok()?),
+                Cmd::Request {
+                    body: P::LockRelease(r),
+                    ..
+                } => paths.push(LockPath::new(&r.path).ok()?),
+                _ => return None,
+            }
+        }
+        paths.sort();
+        paths.dedup();
+        Some(paths)
+    }
+
+    /// A batch of lock requests on `paths` in per-path turns: PostgreSQL's transaction holds
+    /// the project's key shared and the paths' keys ([`maos_store::PgStore::path_keys`]), so
+    /// it may change only locks on those paths (and under them). Applied as any batch; if it
+    /// changed anything else (a lease of another path ran out, a request would wait, a
+    /// renewal of another path is due), it is undone in memory and in PostgreSQL and the
+    /// requests are handed back, to run in the project's turn. `None`: done and answered.
+    async fn path_batch(&mut self, cmds: Vec<Cmd>, paths: Vec<LockPath>) -> Option<Vec<Cmd>> {
+        let keys: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
+        let begun = self.store.begin_paths(self.state.last_seq(), &keys).await?;
+        let fresh = match begun.map_err(|e| storage_error(&e)) {
+            Ok(f) => self.took(f),
+            Err(e) => {
+                warn!(project = %self.root, error = %e.message, "cannot begin the batch; it fails");
+                self.refuse(cmds.into_iter(), &e);
+                return None;
+            }
+        };
+        let token_start = self.state.locks.next_token();
+        let mut txn = Txn::new(&mut self.state);
+        fresh.apply(&mut txn);
+        let covers = |p: &LockPath| paths.iter().any(|k| k.contains(p));
+        // The locks this batch may delete: those on its paths as PostgreSQL holds them now.
+        let mine: std::collections::HashSet<u64> = txn
+            .state()
+            .locks
+            .held()
+            .filter(|l| covers(&l.path))
+            .map(|l| l.token)
+            .collect();
+        txn.tick_locks();
+        let mut asked = Vec::new();
+        let mut replies = Vec::new();
+        for cmd in cmds {
+            let Cmd::Request { body, reply } = cmd else {
+                continue;
+            };
+            if reply.is_closed() {
+                continue;
+            }
+            let result = txn
+                .atomic(|tx| cmd::handle(tx, body.clone()))
+                .unwrap_or_else(|_| {
+                    error!("a request handler panicked; the request failed, the daemon goes on");
+                    Err(handler_panicked())
+                });
+            replies.push((result, txn.is_dirty()));
+            asked.push((body, reply));
+        }
+        txn.prepare_waits();
+        let dirty = txn.is_dirty();
+        if dirty {
+            txn.prepare();
+        }
+        let only_paths = txn.only_locks(|st, token| {
+            mine.contains(&token)
+                || (token >= token_start && st.locks.get(token).is_some_and(|l| covers(&l.path)))
+        });
+        if !only_paths
+            || replies
+                .iter()
+                .any(|(r, _)| matches!(r, Ok(Outcome::Park { .. })))
+        {
+            debug!(project = %self.root, "a batch of lock requests needs the project's turn");
+            txn.rollback();
+            self.store.abandon().await;
+            self.reload_locks(&internal("the batch moved to the project's turn"))
+                .await;
+            return Some(
+                asked
+                    .into_iter()
+                    .map(|(body, reply)| Cmd::Request { body, reply })
+                    .collect(),
+            );
+        }
+        let done = if dirty {
+            write(&mut self.store, txn).await
+        } else {
+            self.store.end().await;
+            Commit::Nothing
+        };
+        let wakeups = match self.settle(done, "commit failed; batch rolled back").await {
+            Ok(wakeups) => wakeups,
+            Err(err) => {
+                for (result, after_change) in &mut replies {
+                    if *after_change {
+                        *result = Err(err.clone());
+                    }
+                }
+                Vec::new()
+            }
+        };
+        for ((_, reply), (result, _)) in asked.into_iter().zip(replies) {
+            let _ = reply.send(result);
+        }
+        self.wake(wakeups);
+        None
+    }
+
     /// Start a batch in the store. In a fleet: what other daemons changed is taken into memory
     /// (sessions, the event counter; their events go to this daemon's subscribers), and the
     /// rest (PostgreSQL's clock, the token block, the lock rows) is returned for the batch's
@@ -458,6 +600,12 @@ impl Actor {
         else {
             return Ok(None);
         };
+        Ok(Some(self.took(fresh)))
+    }
+
+    /// What a fleet batch's start read: other daemons' changes into memory, their events to
+    /// this daemon's subscribers; the rest for the batch's transaction.
+    fn took(&mut self, fresh: maos_store::Fresh) -> Begun {
         // This machine's processes follow what other daemons changed of their agents.
         let effects = crate::ops::effects::catch_up(&self.state, &fresh.sessions);
         self.state.refresh(
@@ -473,11 +621,11 @@ impl Actor {
         // Before the batch's transaction: a fresh block is not a change to write.
         self.state.locks.raise_next_token(fresh.token_start);
         self.pg_clock = Some((fresh.now, tokio::time::Instant::now()));
-        Ok(Some(Begun {
+        Begun {
             now: fresh.now,
             locks: fresh.locks,
             waits: fresh.waits,
-        }))
+        }
     }
 
     /// Answer a batch that cannot be applied: every request fails with `err`, subscriptions
@@ -672,7 +820,21 @@ impl Actor {
     async fn settle(&mut self, done: Commit, failed: &str) -> Result<Vec<Wakeup>, ErrorBody> {
         match done {
             Commit::Nothing => Ok(Vec::new()),
-            Commit::Done(done) => {
+            Commit::Done(mut done) => {
+                // Per-path turns: other daemons' events took the numbers before this batch's
+                // ones. They are read back with those, in order, by the next batch (which a
+                // follower here does not wait for), not published now.
+                if self.store.renumbered() {
+                    if let Some(first) = done.events.first() {
+                        self.state.forget_events_from(first.seq);
+                    }
+                    done.events.clear();
+                    if self.events.receiver_count() > 1
+                        && let Some(me) = self.me.upgrade()
+                    {
+                        let _ = me.try_send(Cmd::Poke);
+                    }
+                }
                 let wakeups = self.committed(done);
                 if let Some(n) = &self.notifier {
                     n.send();
@@ -732,6 +894,11 @@ async fn commit(store: &mut Store, mut txn: Txn<'_>) -> Commit {
         return Commit::Nothing;
     }
     txn.prepare();
+    write(store, txn).await
+}
+
+/// Write a prepared transaction ([`Txn::prepare`]); roll it back in memory if that fails.
+async fn write(store: &mut Store, txn: Txn<'_>) -> Commit {
     match store.commit(&txn.batch()).await {
         Ok(()) => Commit::Done(txn.finish()),
         Err(error) => {
