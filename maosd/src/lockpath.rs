@@ -47,6 +47,29 @@ const MAX_LINKS: u32 = 40;
 /// as it is. With it, why that may be wrong when a prefix could not be read (a loop of links,
 /// a directory that cannot be searched): then the path is only maos's best guess.
 pub fn landing(path: &Path) -> (PathBuf, Option<String>) {
+    let (real, doubt, _) = landed(path);
+    (real, doubt)
+}
+
+/// [`landing`], and whether every directory above the result is canonical: true when the
+/// missing tail appended held no `..` (so the longest existing directory above it is a prefix
+/// of a canonical path; a race with a new directory aside).
+fn landed(path: &Path) -> (PathBuf, Option<String>, bool) {
+    // The common case, a file about to be created in a directory that exists: one lstat and
+    // the directory's resolution, instead of resolving the whole path, failing on its last
+    // component, and resolving the directory again. A dangling link is there for lstat, so it
+    // takes the general way below, which follows it.
+    if let (Some(dir), Some(name)) = (path.parent(), path.file_name())
+        && std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        && let Ok(real) = std::fs::canonicalize(dir)
+    {
+        return (real.join(name), None, true);
+    }
+    landing_walk(path)
+}
+
+/// [`landed`] the general way: the longest existing prefix resolved, dangling links followed.
+fn landing_walk(path: &Path) -> (PathBuf, Option<String>, bool) {
     let mut path = path.to_path_buf();
     let mut doubt = None;
     for _ in 0..=MAX_LINKS {
@@ -60,7 +83,8 @@ pub fn landing(path: &Path) -> (PathBuf, Option<String>) {
                         out.push(c);
                     }
                     // The tail may contain `..` that only now can be applied.
-                    return (lexical(&out), doubt);
+                    let plain = doubt.is_none() && !tail.iter().any(|c| c == "..");
+                    return (lexical(&out), doubt, plain);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     // A dangling link: writing through it creates its target.
@@ -80,17 +104,17 @@ pub fn landing(path: &Path) -> (PathBuf, Option<String>) {
                 Some(Component::Normal(name)) => tail.push(name.to_os_string()),
                 Some(Component::ParentDir) => tail.push("..".into()),
                 Some(Component::CurDir) => {}
-                _ => return (lexical(&path), doubt),
+                _ => return (lexical(&path), doubt, false),
             }
             match existing.parent() {
                 Some(parent) => existing = parent.to_path_buf(),
-                None => return (lexical(&path), doubt),
+                None => return (lexical(&path), doubt, false),
             }
         };
         path = next;
     }
     let why = format!("{}: more than {MAX_LINKS} symbolic links", path.display());
-    (lexical(&path), Some(why))
+    (lexical(&path), Some(why), false)
 }
 
 /// Where a path an agent names lands, for the project rooted at `root`.
@@ -110,12 +134,22 @@ pub enum Landing {
 /// started in its directory would use ([`maos_proto::paths::find_project`], from the file's
 /// nearest existing directory). None outside every project.
 pub fn owner(real: &Path) -> Option<PathBuf> {
-    let dir = real
-        .ancestors()
+    maos_proto::paths::find_project(nearest_dir(real))
+}
+
+/// [`owner`] of a path whose directories are canonical (what [`landed`] says): the same
+/// answer without resolving that directory again.
+fn owner_canonical(real: &Path) -> Option<PathBuf> {
+    let home = maos_proto::paths::canonical_home();
+    maos_proto::paths::find_project_canonical(nearest_dir(real), home.as_deref())
+}
+
+/// `real`'s nearest existing directory above it.
+fn nearest_dir(real: &Path) -> &Path {
+    real.ancestors()
         .skip(1)
         .find(|d| d.is_dir())
-        .unwrap_or(Path::new("/"));
-    maos_proto::paths::find_project(dir)
+        .unwrap_or(Path::new("/"))
 }
 
 /// `real`'s path relative to the project rooted at `root`: under it, or in one of its linked
@@ -151,8 +185,13 @@ pub fn place(root: &Path, cwd: &Path, input: &str) -> Result<Landing, ErrorBody>
     };
     // Symlinks first, then `..`: `link/../x` is the parent of wherever `link` points, as the
     // kernel sees it, not the `x` next to `link`.
-    let (real, doubt) = landing(&joined);
-    match owner(&real) {
+    let (real, doubt, canonical) = landed(&joined);
+    let owner = if canonical {
+        owner_canonical(&real)
+    } else {
+        owner(&real)
+    };
+    match owner {
         Some(other) if other != root => {
             if let Some(rel) = relative_to(&other, &real) {
                 let key = key_of(input, &rel)?;
@@ -400,6 +439,55 @@ mod tests {
         assert_eq!(
             resolve(&root, &root, "alias/x.rs").unwrap().as_str(),
             "src/x.rs"
+        );
+    }
+
+    /// The short way (a new file in an existing directory: one lstat, the directory resolved
+    /// once; its project found without resolving it again) lands every path where the whole
+    /// walk does, links swapped under the path included.
+    #[test]
+    fn the_short_way_lands_where_the_whole_walk_does() {
+        let (t, root) = setup();
+        let base = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(base.join("elsewhere/.git")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), root.join("src/link")).unwrap();
+        std::os::unix::fs::symlink(base.join("gone.rs"), root.join("src/dangling")).unwrap();
+        std::fs::write(root.join("src/exists.rs"), "x").unwrap();
+        for rel in [
+            "src/new.rs",
+            "src/exists.rs",
+            "src/link/new.rs",
+            "src/dangling",
+            "new/dir/x.rs",
+            "src/link",
+        ] {
+            let p = root.join(rel);
+            let (real, doubt, canonical) = landed(&p);
+            let found = if canonical {
+                owner_canonical(&real)
+            } else {
+                owner(&real)
+            };
+            let (w_real, w_doubt, _) = landing_walk(&p);
+            let w_owner = owner(&w_real);
+            assert_eq!(
+                (&real, &doubt, &found),
+                (&w_real, &w_doubt, &w_owner),
+                "{rel}"
+            );
+        }
+        // Swap the directory for a link after a first placement: the next one follows it.
+        assert_eq!(
+            place(&root, &root, "src/sub/f.rs").unwrap(),
+            Landing::Project(LockPath::new("src/sub/f.rs").unwrap())
+        );
+        std::os::unix::fs::symlink(base.join("elsewhere"), root.join("src/sub")).unwrap();
+        assert_eq!(
+            place(&root, &root, "src/sub/f.rs").unwrap(),
+            Landing::Elsewhere {
+                project: base.join("elsewhere"),
+                key: LockPath::new("f.rs").unwrap()
+            }
         );
     }
 

@@ -185,11 +185,14 @@ pub const MARKER: &str = ".maos";
 /// only; never spawns git.
 pub fn find_project(start: &Path) -> Option<PathBuf> {
     let start = fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
-    let home = canonical_home();
-    for dir in start
-        .ancestors()
-        .filter(|d| !never_implicit(d, home.as_deref()))
-    {
+    find_project_canonical(&start, canonical_home().as_deref())
+}
+
+/// [`find_project`] from a directory that is already canonical, with the canonical home
+/// directory given: no path is resolved again (the daemon places every file a hook writes
+/// this way, from a path it has just resolved).
+pub fn find_project_canonical(start: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    for dir in start.ancestors().filter(|d| !never_implicit(d, home)) {
         let git = dir.join(".git");
         if let Ok(meta) = fs::metadata(&git) {
             if meta.is_dir() {
