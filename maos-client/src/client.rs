@@ -214,11 +214,19 @@ fn patience(body: &Request, base: Duration) -> Option<Duration> {
     use maos_proto::LockWait;
     match body {
         Request::LockAcquire(req::LockAcquire {
-            wait: LockWait::Wait { ms },
+            lock:
+                req::Acquire {
+                    wait: LockWait::Wait { ms },
+                    ..
+                },
             ..
         }) => Some(base + Duration::from_millis(*ms)),
         Request::LockAcquire(req::LockAcquire {
-            wait: LockWait::Forever,
+            lock:
+                req::Acquire {
+                    wait: LockWait::Forever,
+                    ..
+                },
             ..
         })
         | Request::Mcp(_)

@@ -80,25 +80,31 @@ pub fn lock_request(cmd: &LockCmd) -> Res<Request> {
             ttl,
         } => Request::LockAcquire(req::LockAcquire {
             agent: agent.clone(),
-            path: path.clone(),
-            cwd: cwd(),
-            mode: lock_mode(mode)?,
-            wait: match (wait, wait_forever) {
-                (_, true) => LockWait::Forever,
-                (Some(w), false) => LockWait::Wait {
-                    ms: parse_duration("--wait", w)?.as_millis() as u64,
+            lock: req::Acquire {
+                at: req::LockAt {
+                    path: path.clone(),
+                    cwd: cwd(),
                 },
-                (None, false) => LockWait::NoWait,
+                mode: lock_mode(mode)?,
+                wait: match (wait, wait_forever) {
+                    (_, true) => LockWait::Forever,
+                    (Some(w), false) => LockWait::Wait {
+                        ms: parse_duration("--wait", w)?.as_millis() as u64,
+                    },
+                    (None, false) => LockWait::NoWait,
+                },
+                ttl_ms: ttl
+                    .as_deref()
+                    .map(|t| parse_duration("--ttl", t).map(|d| d.as_millis() as u64))
+                    .transpose()?,
             },
-            ttl_ms: ttl
-                .as_deref()
-                .map(|t| parse_duration("--ttl", t).map(|d| d.as_millis() as u64))
-                .transpose()?,
         }),
         LockCmd::Release { path, agent, force } => Request::LockRelease(req::LockRelease {
             agent: agent.clone(),
-            path: path.clone(),
-            cwd: cwd(),
+            at: req::LockAt {
+                path: path.clone(),
+                cwd: cwd(),
+            },
             force: *force,
             by: whoami(),
         }),
@@ -110,8 +116,10 @@ pub fn lock_request(cmd: &LockCmd) -> Res<Request> {
         }),
         LockCmd::Check { path, agent, mode } => Request::LockCheck(req::LockCheck {
             agent: agent.clone(),
-            path: path.clone(),
-            cwd: cwd(),
+            at: req::LockAt {
+                path: path.clone(),
+                cwd: cwd(),
+            },
             mode: lock_mode(mode)?,
         }),
     })

@@ -163,8 +163,10 @@ impl Maos {
     async fn give_back(&self, lock: maos_core::record::LockView) {
         let body = Request::LockRelease(req::LockRelease {
             agent: Some(lock.holder.to_string()),
-            path: lock.path,
-            cwd: None,
+            at: req::LockAt {
+                path: lock.path,
+                cwd: None,
+            },
             force: false,
             by: Some("maos mcp: the call that took it was cancelled".to_string()),
         });
@@ -200,16 +202,18 @@ impl Maos {
                 "wait_ms is at most {MAX_WAIT_MS} and ttl_ms at most 86400000 (one day)"
             ));
         }
-        let action = McpAction::LockAcquire {
-            path: r.path,
-            cwd: self.cwd(),
+        let action = McpAction::LockAcquire(req::Acquire {
+            at: req::LockAt {
+                path: r.path,
+                cwd: self.cwd(),
+            },
             mode: r.mode.into(),
             wait: match wait_ms {
                 0 => LockWait::NoWait,
                 ms => LockWait::Wait { ms },
             },
             ttl_ms: r.ttl_ms,
-        };
+        });
         let body = self.mcp_request(&meta, "lock_acquire", &a, action);
         let wait = Duration::from_millis(wait_ms);
         // A wait holds a slot of its own lane while it waits; past the bound it is refused
@@ -294,8 +298,10 @@ impl Maos {
         }
         let body = Request::LockCheck(req::LockCheck {
             agent: None,
-            path: r.path,
-            cwd: self.cwd(),
+            at: req::LockAt {
+                path: r.path,
+                cwd: self.cwd(),
+            },
             mode: LockMode::Write,
         });
         Ok(match self.ask(body).await {
@@ -376,10 +382,10 @@ impl Maos {
         if let Err(e) = args::text("the path", &r.path, MAX_PATH) {
             return Ok(fail(e));
         }
-        let action = McpAction::LockRelease {
+        let action = McpAction::LockRelease(req::LockAt {
             path: r.path,
             cwd: self.cwd(),
-        };
+        });
         Ok(match self.act(&meta, "lock_release", &a, action).await {
             Ok((caller, Reply::Released(locks))) => ok(json!({
                 "released": locks, "caller": caller.as_ref().map(caller_json),
@@ -404,8 +410,10 @@ impl Maos {
         }
         // Without a caller, checked as nobody: every conflicting lock shows.
         let action = McpAction::LockCheck {
-            path: r.path,
-            cwd: self.cwd(),
+            at: req::LockAt {
+                path: r.path,
+                cwd: self.cwd(),
+            },
             mode: r.mode.map(Into::into).unwrap_or(LockMode::Write),
         };
         Ok(match self.act(&meta, "lock_check", &a, action).await {

@@ -15,7 +15,13 @@ use crate::cmd::{self, Outcome};
 /// Apply a wire request the way the daemon does: routed, then handled by the actor.
 fn handle(tx: &mut Txn<'_>, r: Request) -> Result<Outcome, ErrorBody> {
     use crate::router::{ProjectRequest, ProjectRoute, Route};
-    match Route::of(r) {
+    // The tests name paths by their keys.
+    let key = |at: &maos_proto::req::LockAt| {
+        maos_core::LockPath::new(&at.path)
+            .map_err(|e| ErrorBody::new(maos_proto::ErrorCode::PathOutsideWorkspace, e.to_string()))
+    };
+    match Route::of(r, &key) {
+        Route::Refused(e) => Err(e),
         Route::Project(ProjectRoute::Actor { request, .. }) => cmd::handle(tx, request),
         Route::Project(ProjectRoute::Import(r)) => cmd::handle(tx, ProjectRequest::Import(r)),
         _ => panic!("not a request the actor applies"),

@@ -144,9 +144,9 @@ fn waits(route: &Route) -> bool {
         return false;
     };
     let wait = match request {
-        ProjectRequest::LockAcquire(r) => &r.wait,
+        ProjectRequest::LockAcquire(k) => &k.req.lock.wait,
         ProjectRequest::Mcp { call, .. } => match &call.action {
-            McpAction::LockAcquire { wait, .. } => wait,
+            McpAction::LockAcquire(a) => &a.wait,
             _ => return false,
         },
         _ => return false,
@@ -245,7 +245,7 @@ pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>, lanes: Arc<Lanes>) {
                 send_error(&mut conn, ErrorCode::BadRequest, "hello sent twice".into()).await;
             }
             Next::Msg(ClientMsg::Request { id, project, body }) => {
-                let route = Route::of(body);
+                let route = Route::of(body, &|at| lock_key(project.as_deref(), at));
                 let stop = matches!(route, Route::Daemon(DaemonRequest::Stop));
                 // A lock wait holds its connection as long as it waits: in the long-lived lane.
                 let declared = slot.kind();
@@ -302,6 +302,7 @@ async fn request(
         Route::Daemon(DaemonRequest::Ping) => return Ok(Reply::Pong),
         Route::Daemon(DaemonRequest::Status) => return Ok(Reply::Daemon(daemon.status().await)),
         Route::Daemon(DaemonRequest::Stop) => return Ok(Reply::Done),
+        Route::Refused(e) => return Err(e),
         Route::Project(call) => call,
     };
     let root = project.ok_or_else(|| bad_request("this request needs a project root"))?;
@@ -322,7 +323,7 @@ async fn request(
         }
         ProjectRoute::RestoreFile(req::RestoreFile { path, cwd, version }) => {
             crate::keep::check_restore_path(&path)?;
-            let key = lock_key(&root, &path, &cwd)?;
+            let key = lock_key(Some(&root), &req::LockAt { path, cwd })?.to_string();
             let store = crate::keep::store_dir(&daemon.config.home, &root);
             let real_root = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone().into());
             let handle = cached(daemon, cache, root, false).await?;
@@ -402,9 +403,6 @@ async fn request(
             if let Some(refused) = request.over_long_write() {
                 return refused;
             }
-            // Resolving touches the filesystem (symlinks, worktrees), so it happens here, not
-            // in the actor.
-            request.resolve_paths(|path, cwd| lock_key(&root, path, cwd))?;
             // What the daemon finds of a call is its own to say.
             if let ProjectRequest::Hook(call) = &mut request {
                 call.drop_daemon_fields();
@@ -538,13 +536,15 @@ async fn actor(
 }
 
 /// The project-relative key of a path an agent named (relative to `cwd`, or to the root).
-fn lock_key(root: &str, path: &str, cwd: &Option<String>) -> Result<String, ErrorBody> {
+fn lock_key(root: Option<&str>, at: &req::LockAt) -> Result<maos_core::LockPath, ErrorBody> {
+    let root = root.ok_or_else(|| bad_request("this request needs a project root"))?;
     let root = std::fs::canonicalize(root)
         .map_err(|e| ErrorBody::new(ErrorCode::NotFound, format!("project root {root}: {e}")))?;
-    let cwd = cwd
+    let cwd = at
+        .cwd
         .as_deref()
         .map_or_else(|| root.clone(), std::path::PathBuf::from);
-    crate::lockpath::resolve(&root, &cwd, path).map(|p| p.as_str().to_string())
+    crate::lockpath::resolve(&root, &cwd, &at.path)
 }
 
 /// A hook call that waited for its turn at the git index: granted, it goes on; a wait that

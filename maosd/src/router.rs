@@ -4,14 +4,17 @@
 //! and retention's (gc), the read pool's ([`ReadRequest`]), and the project actor's
 //! ([`ProjectRequest`], applied by `cmd::handle`). Pure: nothing here touches a file.
 
-use maos_core::LockMode;
+use maos_core::{LockMode, LockPath};
+use maos_proto::req::{self, LockAt};
 use maos_proto::{
     AgentExit, Elsewhere, ErrorBody, HookCall, LockList, McpAction, McpCall, RecoveryReport, Reply,
-    Request, req,
+    Request,
 };
 
 /// Where one request goes.
 pub enum Route {
+    /// Refused before it goes anywhere: a lock request whose path does not resolve.
+    Refused(ErrorBody),
     /// Answered by the daemon itself: no project.
     Daemon(DaemonRequest),
     /// About one project: the request must name its root.
@@ -109,12 +112,11 @@ pub enum ProjectRequest {
     Ps(req::Ps),
     Events(req::Events),
     Status(req::Status),
-    /// `path`: a project-relative key once [`ProjectRequest::resolve_paths`] ran.
-    LockAcquire(req::LockAcquire),
-    LockRelease(req::LockRelease),
+    LockAcquire(Keyed<req::LockAcquire>),
+    LockRelease(Keyed<req::LockRelease>),
     LockReleaseAll(req::LockReleaseAll),
     LockList(req::LockList),
-    LockCheck(req::LockCheck),
+    LockCheck(Keyed<req::LockCheck>),
     Heartbeat(req::Heartbeat),
     Hook(Box<HookCall>),
     Brief(req::Brief),
@@ -128,11 +130,11 @@ pub enum ProjectRequest {
     SessionArchive(req::SessionArchive),
     Import(req::Import),
     Purge(req::Purge),
-    /// `refused`: why the action's path does not resolve (the caller is still named, so that
-    /// the hook's record of the call answers it; see `cmd::mcp`).
+    /// `key`: the action's path resolved, or why it does not resolve (the caller is still
+    /// named then, so that the hook's record of the call answers it; see `cmd::mcp`).
     Mcp {
         call: Box<McpCall>,
-        refused: Option<ErrorBody>,
+        key: Result<Option<LockPath>, ErrorBody>,
     },
     Todos(req::Todos),
     /// Not on the wire: `maos restore-file` put `path` back to `version` (the connection
@@ -140,9 +142,43 @@ pub enum ProjectRequest {
     FileRestored(Box<maos_proto::FileRestoreReport>),
 }
 
+/// A lock request with the key its path resolved to on arrival: the actor works on keys, and
+/// the path is never parsed again.
+#[derive(Clone, Debug)]
+pub struct Keyed<T> {
+    pub req: T,
+    pub key: LockPath,
+}
+
+/// How a lock request's path becomes its key: it touches the filesystem (symlinks,
+/// worktrees), so the connection supplies it and the actor never runs it.
+pub type Resolve<'a> = &'a dyn Fn(&LockAt) -> Result<LockPath, ErrorBody>;
+
+/// The key of a lock request's path. A workspace lock is the whole project, whatever path was
+/// named; a path longer than [`maos_core::MAX_PATH`] is refused before it is resolved.
+fn key(at: &LockAt, mode: LockMode, resolve: Resolve) -> Result<LockPath, ErrorBody> {
+    if mode == LockMode::Workspace {
+        return Ok(LockPath::root());
+    }
+    maos_core::check_path_len(&at.path)
+        .map_err(|why| ErrorBody::new(maos_proto::ErrorCode::BadRequest, why))?;
+    resolve(at)
+}
+
+/// The key of an MCP action's path, if it has one.
+fn mcp_key(action: &McpAction, resolve: Resolve) -> Result<Option<LockPath>, ErrorBody> {
+    match action {
+        McpAction::LockAcquire(a) => key(&a.at, a.mode, resolve).map(Some),
+        McpAction::LockCheck { at, mode } => key(at, *mode, resolve).map(Some),
+        McpAction::LockRelease(at) => key(at, LockMode::Write, resolve).map(Some),
+        _ => Ok(None),
+    }
+}
+
 impl Route {
-    /// Classify a request: the only match on the wire's [`Request`] in the daemon.
-    pub fn of(body: Request) -> Route {
+    /// Classify a request: the only match on the wire's [`Request`] in the daemon. A lock
+    /// request's path is resolved here, once, by `resolve`.
+    pub fn of(body: Request, resolve: Resolve) -> Route {
         use ProjectRequest as P;
         let project = Route::Project;
         let read = |r| Route::Project(ProjectRoute::Read(r));
@@ -194,11 +230,20 @@ impl Route {
             Request::Resume(r) => actor(P::Resume(r)),
             Request::Ps(r) => actor(P::Ps(r)),
             Request::Status(r) => actor(P::Status(r)),
-            Request::LockAcquire(r) => actor(P::LockAcquire(r)),
-            Request::LockRelease(r) => actor(P::LockRelease(r)),
+            Request::LockAcquire(req) => match key(&req.lock.at, req.lock.mode, resolve) {
+                Ok(key) => actor(P::LockAcquire(Keyed { req, key })),
+                Err(e) => Route::Refused(e),
+            },
+            Request::LockRelease(req) => match key(&req.at, LockMode::Write, resolve) {
+                Ok(key) => actor(P::LockRelease(Keyed { req, key })),
+                Err(e) => Route::Refused(e),
+            },
             Request::LockReleaseAll(r) => actor(P::LockReleaseAll(r)),
             Request::LockList(r) => actor(P::LockList(r)),
-            Request::LockCheck(r) => actor(P::LockCheck(r)),
+            Request::LockCheck(req) => match key(&req.at, req.mode, resolve) {
+                Ok(key) => actor(P::LockCheck(Keyed { req, key })),
+                Err(e) => Route::Refused(e),
+            },
             Request::Heartbeat(r) => actor(P::Heartbeat(r)),
             Request::Hook(call) => actor(P::Hook(call)),
             Request::Brief(r) => actor(P::Brief(r)),
@@ -212,8 +257,8 @@ impl Route {
             Request::SessionArchive(r) => actor(P::SessionArchive(r)),
             Request::Purge(r) => actor(P::Purge(r)),
             Request::Mcp(call) => actor(P::Mcp {
+                key: mcp_key(&call.action, resolve),
                 call,
-                refused: None,
             }),
             Request::Todos(r) => actor(P::Todos(r)),
         }
@@ -255,70 +300,6 @@ impl ProjectRequest {
             Self::Recover(_) => Reply::Recovery(RecoveryReport::default()),
             _ => return None,
         })
-    }
-
-    /// Lock requests and a hook's writes name paths as the agent sees them; the actor works on
-    /// project-relative keys. `resolve(path, cwd)` gives a path's key (it touches the
-    /// filesystem, so the connection supplies it and the actor never runs it).
-    /// A path longer than [`maos_core::MAX_PATH`] is refused here, before it is resolved.
-    pub fn resolve_paths(
-        &mut self,
-        resolve: impl Fn(&str, &Option<String>) -> Result<String, ErrorBody>,
-    ) -> Result<(), ErrorBody> {
-        let resolve = |path: &str, cwd: &Option<String>| {
-            maos_core::check_path_len(path)
-                .map_err(|why| ErrorBody::new(maos_proto::ErrorCode::BadRequest, why))?;
-            resolve(path, cwd)
-        };
-        match self {
-            ProjectRequest::LockAcquire(req::LockAcquire {
-                path, cwd, mode, ..
-            })
-            | ProjectRequest::LockCheck(req::LockCheck {
-                path, cwd, mode, ..
-            }) => {
-                // A workspace lock is the whole project, whatever path was named.
-                *path = match mode {
-                    LockMode::Workspace => String::new(),
-                    _ => resolve(path, cwd)?,
-                };
-                *cwd = None;
-            }
-            ProjectRequest::LockRelease(req::LockRelease { path, cwd, .. }) => {
-                *path = resolve(path, cwd)?;
-                *cwd = None;
-            }
-            // An MCP call's path that does not resolve refuses the call once its caller is
-            // named.
-            ProjectRequest::Mcp { call, refused } => match &mut call.action {
-                McpAction::LockAcquire {
-                    path, cwd, mode, ..
-                }
-                | McpAction::LockCheck {
-                    path, cwd, mode, ..
-                } => {
-                    match mode {
-                        LockMode::Workspace => path.clear(),
-                        _ => match resolve(path, cwd) {
-                            Ok(key) => *path = key,
-                            Err(e) => *refused = Some(e),
-                        },
-                    }
-                    *cwd = None;
-                }
-                McpAction::LockRelease { path, cwd } => {
-                    match resolve(path, cwd) {
-                        Ok(key) => *path = key,
-                        Err(e) => *refused = Some(e),
-                    }
-                    *cwd = None;
-                }
-                _ => {}
-            },
-            // A hook's writes: see `place_writes`.
-            _ => {}
-        }
-        Ok(())
     }
 
     /// A hook call that names a file path longer than [`maos_core::MAX_PATH`] (a write's file,

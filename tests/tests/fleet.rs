@@ -774,28 +774,34 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
                         let req = if (r >> 16) % 3 == 0 {
                             Request::LockRelease(req::LockRelease {
                                 agent: Some(agent),
-                                path,
-                                cwd: Some(root.clone()),
+                                at: req::LockAt {
+                                    path,
+                                    cwd: Some(root.clone()),
+                                },
                                 force: false,
                                 by: None,
                             })
                         } else {
                             Request::LockAcquire(req::LockAcquire {
                                 agent,
-                                path,
-                                cwd: Some(root.clone()),
-                                mode: if (r >> 24) % 3 == 0 {
-                                    LockMode::Write
-                                } else {
-                                    LockMode::Read
+                                lock: req::Acquire {
+                                    at: req::LockAt {
+                                        path,
+                                        cwd: Some(root.clone()),
+                                    },
+                                    mode: if (r >> 24) % 3 == 0 {
+                                        LockMode::Write
+                                    } else {
+                                        LockMode::Read
+                                    },
+                                    wait: if (r >> 32) % 4 == 0 {
+                                        LockWait::Wait { ms: 50 }
+                                    } else {
+                                        LockWait::NoWait
+                                    },
+                                    ttl_ms: None,
                                 },
-                                wait: if (r >> 32) % 4 == 0 {
-                                    LockWait::Wait { ms: 50 }
-                                } else {
-                                    LockWait::NoWait
-                                },
-                                ttl_ms: None,
-                            }
+                            })
                         };
                         match client.call(req) {
                             Ok(Reply::Lock(view)) => tokens.push(view.token),
@@ -993,8 +999,10 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
                         let req = match holding.take() {
                             Some(path) => Request::LockRelease(req::LockRelease {
                                 agent: Some(agent.clone()),
-                                path,
-                                cwd: Some(root.clone()),
+                                at: req::LockAt {
+                                    path,
+                                    cwd: Some(root.clone()),
+                                },
                                 force: false,
                                 by: None,
                             }),
@@ -1003,11 +1011,15 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
                                 holding = Some(path.to_string());
                                 Request::LockAcquire(req::LockAcquire {
                                     agent: agent.clone(),
-                                    path: path.to_string(),
-                                    cwd: Some(root.clone()),
-                                    mode,
-                                    wait: LockWait::NoWait,
-                                    ttl_ms: None,
+                                    lock: req::Acquire {
+                                        at: req::LockAt {
+                                            path: path.to_string(),
+                                            cwd: Some(root.clone()),
+                                        },
+                                        mode,
+                                        wait: LockWait::NoWait,
+                                        ttl_ms: None,
+                                    },
                                 })
                             }
                         };

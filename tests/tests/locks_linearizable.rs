@@ -829,16 +829,22 @@ fn wire_agent(
         let body = match kind {
             0 => Request::LockAcquire(req::LockAcquire {
                 agent: id.to_string(),
-                path: PATHS[path as usize].to_string(),
-                cwd: None,
-                mode: LockMode::Write,
-                wait: LockWait::NoWait,
-                ttl_ms: Some((ttl / MS) as u64),
+                lock: req::Acquire {
+                    at: req::LockAt {
+                        path: PATHS[path as usize].to_string(),
+                        cwd: None,
+                    },
+                    mode: LockMode::Write,
+                    wait: LockWait::NoWait,
+                    ttl_ms: Some((ttl / MS) as u64),
+                },
             }),
             1 => Request::LockRelease(req::LockRelease {
                 agent: Some(id.to_string()),
-                path: PATHS[path as usize].to_string(),
-                cwd: None,
+                at: req::LockAt {
+                    path: PATHS[path as usize].to_string(),
+                    cwd: None,
+                },
                 force: false,
                 by: None,
             }),

@@ -2,8 +2,8 @@
 //! goes where, the next step, the text) is [`maos_core::brief`]; here the session is found in
 //! the project's live state with its locks, and notes are recorded with their caps.
 
-use maos_core::Ts;
-use maos_proto::{Briefing, ErrorBody, req};
+use maos_core::{AgentId, SessionId, Ts};
+use maos_proto::{Briefing, ErrorBody, NoteKind, req};
 
 use super::Outcome;
 use crate::state::{State, Txn};
@@ -32,10 +32,34 @@ pub fn note(tx: &mut Txn<'_>, r: req::Note) -> Result<Outcome, ErrorBody> {
     super::session_reply(tx, &sid)
 }
 
+/// A note of an agent named already (an MCP call's caller), in its session.
+pub fn note_as(
+    tx: &mut Txn<'_>,
+    sid: &SessionId,
+    agent: Option<&AgentId>,
+    kind: NoteKind,
+    text: &str,
+) -> Result<Outcome, ErrorBody> {
+    let agent = agent.map(|id| {
+        let live = tx.state().agent(id).is_some_and(|a| !a.state.is_terminal());
+        (id.clone(), live)
+    });
+    crate::ops::brief::note(tx, sid, agent, kind, text)?;
+    super::session_reply(tx, sid)
+}
+
 /// `maos brief`: the briefing of a session (`None`: the active one).
 pub fn brief(st: &State, session: Option<&str>, now: Ts) -> Result<Briefing, ErrorBody> {
     let sid = st.resolve_session(session)?.id.clone();
     crate::ops::brief::briefing(st, &sid, now)
+}
+
+/// The briefing of a session named already (`None`: the active one).
+pub fn brief_of(st: &State, session: Option<&SessionId>, now: Ts) -> Result<Briefing, ErrorBody> {
+    match session {
+        Some(sid) => crate::ops::brief::briefing(st, sid, now),
+        None => brief(st, None, now),
+    }
 }
 
 #[cfg(test)]

@@ -1,29 +1,26 @@
-//! Lock requests. Paths arrive already resolved to project-relative keys by the connection.
+//! Lock requests. Names arrive resolved, once: the agent to its id (by `cmd::handle`, or the
+//! MCP call's caller), the path to its key (by the connection, on arrival).
 
 use maos_core::{AgentId, LockMode, LockPath};
-use maos_proto::{ErrorBody, ErrorCode, LockCheck, LockList, LockWait, Reply};
+use maos_proto::{ErrorBody, ErrorCode, LockCheck, LockList, Reply, req};
 
 use super::Outcome;
 use crate::locks::{view, waiter_view};
 use crate::ops::lock::{self as ops, Taken};
 use crate::state::{State, Txn};
 
+/// `holder`: a live agent ([`ops::live`]).
 pub fn acquire(
     tx: &mut Txn<'_>,
-    agent: &str,
-    path: &str,
-    mode: LockMode,
-    wait: LockWait,
-    ttl_ms: Option<u64>,
+    holder: &AgentId,
+    lock: &req::Acquire,
+    key: LockPath,
 ) -> Result<Outcome, ErrorBody> {
-    let st = tx.state();
-    let holder = ops::live_agent(st, agent)?.id.clone();
-    let path = ops::key(path, mode)?;
-    let ttl_us = ops::lease(st, ttl_ms)?;
-    let policy = ops::wait_policy(wait, tx.now);
+    let ttl_us = ops::lease(tx.state(), lock.ttl_ms)?;
+    let policy = ops::wait_policy(lock.wait, tx.now);
     // Any request is a sign of life.
-    tx.renew(&holder);
-    match ops::acquire(tx, &holder, path, mode, policy, ttl_us)? {
+    tx.renew(holder);
+    match ops::acquire(tx, holder, key, lock.mode, policy, ttl_us)? {
         Taken::Granted(lock) => {
             let v = view(tx.state(), &lock)
                 .ok_or_else(|| ErrorBody::new(ErrorCode::Internal, "lock holder vanished"))?;
@@ -33,19 +30,14 @@ pub fn acquire(
     }
 }
 
+/// Workspace locks live at the root; `maos lock release . --agent X` finds them there too.
 pub fn release(
     tx: &mut Txn<'_>,
-    agent: Option<&str>,
-    path: &str,
+    holder: Option<&AgentId>,
+    key: &LockPath,
     force: bool,
     by: Option<String>,
 ) -> Result<Outcome, ErrorBody> {
-    let holder = agent
-        .map(|a| tx.state().resolve_agent(a, None).map(|a| a.id.clone()))
-        .transpose()?;
-    // Workspace locks live at the root; `maos lock release . --agent X` finds them there too.
-    let path = LockPath::new(path)
-        .map_err(|e| ErrorBody::new(ErrorCode::PathOutsideWorkspace, e.to_string()))?;
     // Views before the release: they name each lock's session and agent.
     let before: Vec<_> = tx
         .state()
@@ -53,7 +45,7 @@ pub fn release(
         .held()
         .filter_map(|l| view(tx.state(), l).map(|v| (l.token, v)))
         .collect();
-    let released = ops::release(tx, holder.as_ref(), &path, force, by)?;
+    let released = ops::release(tx, holder, key, force, by)?;
     let views = before
         .into_iter()
         .filter(|(t, _)| released.iter().any(|l| l.token == *t))
@@ -62,22 +54,21 @@ pub fn release(
     Ok(Reply::Released(views).into())
 }
 
-pub fn release_all(tx: &mut Txn<'_>, agent: &str) -> Result<Outcome, ErrorBody> {
-    let holder = tx.state().resolve_agent(agent, None)?.id.clone();
+pub fn release_all(tx: &mut Txn<'_>, holder: &AgentId) -> Result<Outcome, ErrorBody> {
     let views: Vec<_> = tx
         .state()
         .locks
-        .held_by(&holder)
+        .held_by(holder)
         .into_iter()
         .filter_map(|l| view(tx.state(), l))
         .collect();
-    tx.release_agent(&holder, "released all its locks");
+    tx.release_agent(holder, "released all its locks");
     Ok(Reply::Released(views).into())
 }
 
-pub fn heartbeat(tx: &mut Txn<'_>, agent: &str) -> Result<Outcome, ErrorBody> {
-    let holder = ops::live_agent(tx.state(), agent)?.id.clone();
-    let leases = tx.renew_all(&holder);
+/// `holder`: a live agent ([`ops::live`]).
+pub fn heartbeat(tx: &mut Txn<'_>, holder: &AgentId) -> Result<Outcome, ErrorBody> {
+    let leases = tx.renew_all(holder);
     Ok(Reply::Renewed { leases }.into())
 }
 
@@ -100,19 +91,15 @@ pub fn list(st: &State, session: Option<&str>) -> Result<Outcome, ErrorBody> {
     Ok(Reply::Locks(LockList { locks, waiters }).into())
 }
 
+/// As `holder`, or as nobody: then every lock that would conflict with anyone shows up.
 pub fn check(
     st: &State,
-    agent: Option<&str>,
-    path: &str,
+    holder: Option<&AgentId>,
+    key: LockPath,
     mode: LockMode,
 ) -> Result<Outcome, ErrorBody> {
-    let holder = match agent {
-        Some(a) => st.resolve_agent(a, None)?.id.clone(),
-        // Nobody: every lock that would conflict with anyone shows up.
-        None => AgentId::from_uuid(uuid::Uuid::nil()),
-    };
-    let key = ops::key(path, mode)?;
-    let c = st.locks.check(&holder, &key, mode);
+    let nobody = AgentId::from_uuid(uuid::Uuid::nil());
+    let c = st.locks.check(holder.unwrap_or(&nobody), &key, mode);
     Ok(Reply::LockCheck(LockCheck {
         path: key.to_string(),
         mode,

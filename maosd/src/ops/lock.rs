@@ -11,17 +11,16 @@ use crate::error::{bad_request as bad, invalid};
 use crate::locks::who;
 use crate::state::{State, Txn};
 
-/// A lock path as a request names it (the connection resolved it to a project-relative key).
-pub fn key(path: &str, mode: LockMode) -> Result<LockPath, ErrorBody> {
-    if mode == LockMode::Workspace {
-        return Ok(LockPath::root());
-    }
-    LockPath::new(path).map_err(|e| ErrorBody::new(ErrorCode::PathOutsideWorkspace, e.to_string()))
+/// A live agent (its session too), by name: only those take locks.
+pub fn live_agent<'a>(st: &'a State, name: &str) -> Result<&'a maos_proto::AgentRecord, ErrorBody> {
+    live(st, &st.resolve_agent(name, None)?.id)
 }
 
-/// A live agent (its session too): only those take locks.
-pub fn live_agent<'a>(st: &'a State, name: &str) -> Result<&'a maos_proto::AgentRecord, ErrorBody> {
-    let a = st.resolve_agent(name, None)?;
+/// A live agent, by id (named once already).
+pub fn live<'a>(st: &'a State, id: &AgentId) -> Result<&'a maos_proto::AgentRecord, ErrorBody> {
+    let a = st
+        .agent(id)
+        .ok_or_else(|| ErrorBody::new(ErrorCode::NotFound, format!("agent {id} not found")))?;
     if a.state.is_terminal() {
         return Err(invalid(format!(
             "agent {} is {}: a finished agent holds no locks",

@@ -477,13 +477,13 @@ impl Actor {
             match c {
                 Cmd::Poke => {}
                 Cmd::Request {
-                    body: P::LockAcquire(r),
+                    body: P::LockAcquire(k),
                     ..
-                } => paths.push(crate::ops::lock::key(&r.path, r.mode).ok()?),
+                } => paths.push(k.key.clone()),
                 Cmd::Request {
-                    body: P::LockRelease(r),
+                    body: P::LockRelease(k),
                     ..
-                } => paths.push(LockPath::new(&r.path).ok()?),
+                } => paths.push(k.key.clone()),
                 _ => return None,
             }
         }
@@ -724,13 +724,16 @@ impl Actor {
             for view in lost {
                 info!(agent = %view.holder, path = %view.path, "a lock was granted to a waiter that went away; releasing it");
                 let (reply, _) = oneshot::channel();
-                let body = ProjectRequest::LockRelease(maos_proto::req::LockRelease {
+                let Ok(key) = LockPath::new(&view.path) else {
+                    continue;
+                };
+                let req = maos_proto::req::LockRelease {
                     agent: Some(view.holder.to_string()),
-                    path: view.path,
-                    cwd: None,
+                    at: maos_proto::req::LockAt::default(),
                     force: false,
                     by: Some("maosd: its waiter went away before the grant reached it".into()),
-                });
+                };
+                let body = ProjectRequest::LockRelease(crate::router::Keyed { req, key });
                 if me.send(Cmd::Request { body, reply }).await.is_err() {
                     return;
                 }

@@ -90,8 +90,10 @@ impl Worker {
             2 => Some((
                 Request::LockRelease(req::LockRelease {
                     agent: Some(self.aid.clone()),
-                    path: own,
-                    cwd: Some(self.cwd.clone()),
+                    at: req::LockAt {
+                        path: own,
+                        cwd: Some(self.cwd.clone()),
+                    },
                     force: false,
                     by: None,
                 }),
@@ -120,11 +122,15 @@ impl Worker {
             6 if k > 0 && cycle % 16 == k % 16 => Some((
                 Request::LockAcquire(req::LockAcquire {
                     agent: self.aid.clone(),
-                    path: self.shared.clone(),
-                    cwd: Some(self.cwd.clone()),
-                    mode: LockMode::Write,
-                    wait: LockWait::Wait { ms: 2 },
-                    ttl_ms: None,
+                    lock: req::Acquire {
+                        at: req::LockAt {
+                            path: self.shared.clone(),
+                            cwd: Some(self.cwd.clone()),
+                        },
+                        mode: LockMode::Write,
+                        wait: LockWait::Wait { ms: 2 },
+                        ttl_ms: None,
+                    },
                 }),
                 2,
             )),
@@ -188,11 +194,15 @@ fn team(d: &Daemon, objective: &str) -> Res<(String, Vec<Worker>)> {
     let holder = workers[0].aid.clone();
     workers[0].c.call(Request::LockAcquire(req::LockAcquire {
         agent: holder,
-        path: shared,
-        cwd: Some(cwd),
-        mode: LockMode::Write,
-        wait: LockWait::NoWait,
-        ttl_ms: Some(24 * 3600 * 1000),
+        lock: req::Acquire {
+            at: req::LockAt {
+                path: shared,
+                cwd: Some(cwd),
+            },
+            mode: LockMode::Write,
+            wait: LockWait::NoWait,
+            ttl_ms: Some(24 * 3600 * 1000),
+        },
     }))?;
     Ok((sid, workers))
 }

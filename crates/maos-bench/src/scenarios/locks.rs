@@ -38,19 +38,25 @@ pub(crate) fn lock_files(d: &Daemon, n: usize) -> Res<Vec<String>> {
 pub(crate) fn acquire_req(agent: &str, path: &str, cwd: &str, wait: LockWait) -> Request {
     Request::LockAcquire(req::LockAcquire {
         agent: agent.to_string(),
-        path: path.to_string(),
-        cwd: Some(cwd.to_string()),
-        mode: LockMode::Write,
-        wait,
-        ttl_ms: None,
+        lock: req::Acquire {
+            at: req::LockAt {
+                path: path.to_string(),
+                cwd: Some(cwd.to_string()),
+            },
+            mode: LockMode::Write,
+            wait,
+            ttl_ms: None,
+        },
     })
 }
 
 pub(crate) fn release_req(agent: &str, path: &str, cwd: &str) -> Request {
     Request::LockRelease(req::LockRelease {
         agent: Some(agent.to_string()),
-        path: path.to_string(),
-        cwd: Some(cwd.to_string()),
+        at: req::LockAt {
+            path: path.to_string(),
+            cwd: Some(cwd.to_string()),
+        },
         force: false,
         by: None,
     })

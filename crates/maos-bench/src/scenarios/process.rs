@@ -82,8 +82,10 @@ pub fn scen_hook(o: &Opts, sync: &str) -> Res<Vec<Metric>> {
         for (agent, path) in held {
             c.call(Request::LockRelease(req::LockRelease {
                 agent: Some(agent),
-                path,
-                cwd: Some(d.root.clone()),
+                at: req::LockAt {
+                    path,
+                    cwd: Some(d.root.clone()),
+                },
                 force: false,
                 by: None,
             }))?;

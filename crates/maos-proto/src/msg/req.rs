@@ -159,14 +159,23 @@ pub struct Status {
     pub session: Option<String>,
 }
 
-/// Take a lock for an agent. `path` is absolute or relative to `cwd`; the daemon resolves
-/// it to a project-relative key (symlinks and worktrees included).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LockAcquire {
-    pub agent: String,
+/// A file (or directory) a lock request names, as the agent names it: `path` absolute, or
+/// relative to `cwd` (else to the project's root). The daemon resolves it once, on arrival, to
+/// its project-relative key (symlinks and worktrees included). In a request's JSON its fields
+/// sit beside the request's own.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockAt {
     pub path: String,
     #[serde(default)]
     pub cwd: Option<String>,
+}
+
+/// What an acquire asks, whoever asks it: [`LockAcquire`] for a named agent, and `maos mcp`'s
+/// `lock_acquire` for its caller ([`super::McpAction::LockAcquire`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Acquire {
+    #[serde(flatten)]
+    pub at: LockAt,
     pub mode: LockMode,
     #[serde(default)]
     pub wait: LockWait,
@@ -175,14 +184,21 @@ pub struct LockAcquire {
     pub ttl_ms: Option<u64>,
 }
 
+/// Take a lock for an agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockAcquire {
+    pub agent: String,
+    #[serde(flatten)]
+    pub lock: Acquire,
+}
+
 /// Release one lock. Only its holder may, unless `force` (logged with `by`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockRelease {
     #[serde(default)]
     pub agent: Option<String>,
-    pub path: String,
-    #[serde(default)]
-    pub cwd: Option<String>,
+    #[serde(flatten)]
+    pub at: LockAt,
     #[serde(default)]
     pub force: bool,
     #[serde(default)]
@@ -206,9 +222,8 @@ pub struct LockList {
 pub struct LockCheck {
     #[serde(default)]
     pub agent: Option<String>,
-    pub path: String,
-    #[serde(default)]
-    pub cwd: Option<String>,
+    #[serde(flatten)]
+    pub at: LockAt,
     #[serde(default = "default_check_mode")]
     pub mode: LockMode,
 }

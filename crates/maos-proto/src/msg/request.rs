@@ -4,7 +4,7 @@
 use maos_core::{LockMode, Ts};
 use serde::{Deserialize, Serialize};
 
-use super::req::{self, LockWait};
+use super::req;
 use maos_core::mcp::ClaimKey;
 use maos_core::record::{Cli, NoteKind, ProcessRef, Todo};
 
@@ -376,34 +376,25 @@ pub struct McpCall {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum McpAction {
-    LockAcquire {
-        path: String,
-        #[serde(default)]
-        cwd: Option<String>,
-        mode: LockMode,
-        #[serde(default)]
-        wait: LockWait,
-        #[serde(default)]
-        ttl_ms: Option<u64>,
-    },
-    LockRelease {
-        path: String,
-        #[serde(default)]
-        cwd: Option<String>,
-    },
+    LockAcquire(req::Acquire),
+    LockRelease(req::LockAt),
     /// Every lease of the caller.
     LockRenew,
     /// As the caller when maos can tell who it is, else as nobody (every conflict shows).
     LockCheck {
-        path: String,
-        #[serde(default)]
-        cwd: Option<String>,
+        #[serde(flatten)]
+        at: req::LockAt,
         mode: LockMode,
     },
     /// The caller's whole task list.
-    Progress { items: Vec<Todo> },
+    Progress {
+        items: Vec<Todo>,
+    },
     /// A note of the caller, in its session.
-    Note { kind: NoteKind, text: String },
+    Note {
+        kind: NoteKind,
+        text: String,
+    },
     /// The caller's session's briefing; the active session's when maos cannot tell who calls.
     Brief,
 }
