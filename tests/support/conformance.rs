@@ -309,16 +309,32 @@ impl Gate {
     }
 }
 
+/// A session with an agent that holds `path`'s lock: the agent's id.
+pub fn hold(env: &Env, path: &str) -> String {
+    env.session("conformance", &[]);
+    env.maos_json(&["session", "start"]);
+    let holder = env.agent(None, "holder", &format!("owns {path}"));
+    env.maos_json(&["agent", "start", &holder]);
+    env.maos_json(&["lock", "acquire", path, "--agent", &holder]);
+    holder
+}
+
+/// The one agent id on the events of `kind` (the window's agent).
+pub fn agent_of(env: &Env, kind: &str) -> String {
+    let events = env.events(&["--type", kind]);
+    let ids: std::collections::BTreeSet<&str> = events
+        .iter()
+        .filter_map(|e| e["agent_id"].as_str())
+        .collect();
+    let [id] = ids.into_iter().collect::<Vec<_>>()[..] else {
+        panic!("not one agent on {kind}: {events:?}")
+    };
+    id.to_string()
+}
+
 /// Every agent of `maos ps --all --json`, across its sessions (finished ones too).
 pub fn ps_agents(env: &Env) -> Vec<Value> {
-    let ps = env.maos_json(&["ps", "--all"]);
-    ps.as_array()
-        .expect("sessions")
-        .iter()
-        .filter_map(|s| s["agents"].as_array())
-        .flatten()
-        .cloned()
-        .collect()
+    crate::agents_in(&env.maos_json(&["ps", "--all"]))
 }
 
 /// One agent of `maos ps --all --json`.

@@ -88,3 +88,15 @@ pub fn http_with(
         .unwrap_or_default();
     (status, body)
 }
+
+/// `v` with `%`-escapes, for a query value or the dashboard's address of a project.
+pub fn enc(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -27,3 +27,11 @@ pub fn levels<'a>(report: &'a Value, check: &str) -> Vec<&'a str> {
         .map(|c| c["level"].as_str().unwrap_or_default())
         .collect()
 }
+
+/// The check named `name` in a doctor report's `checks`.
+pub fn check<'a>(checks: &'a [Value], name: &str) -> &'a Value {
+    checks
+        .iter()
+        .find(|c| c["check"] == name)
+        .unwrap_or_else(|| panic!("no {name} check: {checks:?}"))
+}

@@ -1010,6 +1010,34 @@ pub fn ids(v: &Value) -> Vec<String> {
     ids
 }
 
+/// Every agent of a `maos --json ps` answer, across its sessions.
+pub fn agents_in(ps: &Value) -> Vec<Value> {
+    ps.as_array()
+        .unwrap_or_else(|| panic!("not a list of sessions: {ps}"))
+        .iter()
+        .filter_map(|s| s["agents"].as_array())
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+/// `body` as one frame: its length (4 bytes, big-endian), then the body.
+pub fn frame(body: &[u8]) -> Vec<u8> {
+    let mut f = (body.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(body);
+    f
+}
+
+/// The connection still answers, and the daemon still serves the project at `root`.
+pub fn assert_usable(conn: &mut Raw, root: &str) {
+    assert_eq!(
+        conn.request(None, json!({"request": "ping"}))["Ok"]["type"],
+        "pong"
+    );
+    let ps = conn.request(Some(root), json!({"request": "ps"}));
+    assert_eq!(ps["Ok"]["type"], "ps", "{ps}");
+}
+
 /// A raw protocol connection (blocking std socket with timeouts, maos_proto framing), for
 /// talking to the daemon the way no well-behaved client would.
 pub struct Raw {

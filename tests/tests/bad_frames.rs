@@ -2,23 +2,7 @@
 //! crash, and never disturbs other connections.
 
 use maos_proto::{MAX_FRAME_LEN, PROTOCOL_VERSION, ServerMsg};
-use maos_tests::{Env, Raw, alive, json};
-
-/// Daemon-wide and project requests both still work on `conn`.
-fn assert_usable(conn: &mut Raw, root: &str) {
-    assert_eq!(
-        conn.request(None, json!({"request": "ping"}))["Ok"]["type"],
-        "pong"
-    );
-    let ps = conn.request(Some(root), json!({"request": "ps"}));
-    assert_eq!(ps["Ok"]["type"], "ps", "{ps}");
-}
-
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut f = (body.len() as u32).to_be_bytes().to_vec();
-    f.extend_from_slice(body);
-    f
-}
+use maos_tests::{Env, Raw, alive, assert_usable, frame, json};
 
 fn expect_error(msg: Result<ServerMsg, maos_proto::FrameError>, code: &str) -> String {
     match msg {

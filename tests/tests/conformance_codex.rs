@@ -47,7 +47,7 @@ use maos_tests::codex::{
 };
 use maos_tests::conformance::runnable;
 use maos_tests::conformance::{
-    Answer, Client, FakeApi, Gate, one_event, ps_agent, ps_agents, short, window_of,
+    Answer, Client, FakeApi, Gate, hold, one_event, ps_agent, ps_agents, short, window_of,
 };
 use maos_tests::{Env, Value, json};
 
@@ -59,16 +59,6 @@ fn setup(steps: Vec<Step>) -> Option<(Env, PathBuf, FakeApi)> {
     let api = model(steps);
     configure(&env, &api);
     Some((env, codex, api))
-}
-
-/// A session with an agent that holds `path`'s lock: the agent's id.
-fn hold(env: &Env, path: &str) -> String {
-    env.session("conformance", &[]);
-    env.maos_json(&["session", "start"]);
-    let holder = env.agent(None, "holder", &format!("owns {path}"));
-    env.maos_json(&["agent", "start", &holder]);
-    env.maos_json(&["lock", "acquire", path, "--agent", &holder]);
-    holder
 }
 
 /// The holder by role and short id (`agt_` and eight digits), as a denial names it.

@@ -28,7 +28,9 @@
 
 use std::time::Duration;
 
-use maos_tests::conformance::{Answer, Client, FakeApi, Gate, ps_agent, run_within, runnable};
+use maos_tests::conformance::{
+    Answer, Client, FakeApi, Gate, agent_of, hold, ps_agent, ps_agents, run_within, runnable,
+};
 use maos_tests::copilot::{
     CUE, Call, Copilot, RUN_DEADLINE, SUB_CUE, abs, config_file, copilot, copilot_command,
     fake_model, hooks_file, model_requests, run_copilot, tool_messages, tool_results, turn,
@@ -49,29 +51,6 @@ fn setup() -> Option<(Env, Copilot)> {
     let env = Env::new();
     env.maos_json(&["install-hooks", "--copilot", "--yes"]);
     Some((env, copilot))
-}
-
-/// A session with an agent that holds `path`'s lock: the agent's id.
-fn hold(env: &Env, path: &str) -> String {
-    env.session("conformance", &[]);
-    env.maos_json(&["session", "start"]);
-    let holder = env.agent(None, "holder", &format!("owns {path}"));
-    env.maos_json(&["agent", "start", &holder]);
-    env.maos_json(&["lock", "acquire", path, "--agent", &holder]);
-    holder
-}
-
-/// The one agent id on the events of `kind`.
-fn agent_of(env: &Env, kind: &str) -> String {
-    let events = env.events(&["--type", kind]);
-    let ids: std::collections::BTreeSet<&str> = events
-        .iter()
-        .filter_map(|e| e["agent_id"].as_str())
-        .collect();
-    let [id] = ids.into_iter().collect::<Vec<_>>()[..] else {
-        panic!("not one agent on {kind}: {events:?}")
-    };
-    id.to_string()
 }
 
 /// A file another agent holds: the model's `edit` of it, and two shell commands that write it
@@ -522,7 +501,7 @@ fn a_subagents_subagent_is_the_windows_not_a_window_of_its_own() {
         "{nested}"
     );
     assert_ne!(nested["parent"], Value::Null, "{nested}");
-    let agents = maos_tests::conformance::ps_agents(&env);
+    let agents = ps_agents(&env);
     let windows: Vec<&Value> = agents.iter().filter(|a| a["parent"].is_null()).collect();
     assert!(
         matches!(&windows[..], [w] if w["task"] == prompt.as_str() && w["state"] == "ended"),

@@ -43,8 +43,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use maos_tests::conformance::runnable;
-use maos_tests::conformance::{Answer, FakeApi};
+use maos_tests::conformance::{Answer, FakeApi, agent_of, runnable};
 use maos_tests::gemini::{
     CUE, Call, RUN_DEADLINE, fake_model, function_responses, gemini, gemini_command,
     model_requests, run_gemini, run_gemini_with, sse, tool_results, user_text,
@@ -58,19 +57,6 @@ fn setup() -> Option<(Env, PathBuf)> {
     let env = Env::new();
     env.maos_json(&["install-hooks", "--gemini", "--yes"]);
     Some((env, gemini))
-}
-
-/// The one agent id on the events of `kind` (the window's agent).
-fn agent_of(env: &Env, kind: &str) -> String {
-    let events = env.events(&["--type", kind]);
-    let ids: std::collections::BTreeSet<&str> = events
-        .iter()
-        .filter_map(|e| e["agent_id"].as_str())
-        .collect();
-    let [id] = ids.into_iter().collect::<Vec<_>>()[..] else {
-        panic!("not one agent on {kind}: {events:?}")
-    };
-    id.to_string()
 }
 
 /// Right after `install-hooks --gemini --yes`, the model's `write_file` with a path relative

@@ -42,7 +42,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use maos_tests::conformance::{Answer, FakeApi, runnable};
+use maos_tests::conformance::{Answer, FakeApi, agent_of, ps_agents, runnable};
 use maos_tests::opencode::{
     CUE, Call, RUN_DEADLINE, fake_model, model_requests, opencode, opencode_command, run_opencode,
     run_opencode_with, system_text, tool_messages, tool_results, user_text,
@@ -56,31 +56,6 @@ fn setup() -> Option<(Env, PathBuf)> {
     let env = Env::new();
     env.maos_json(&["install-hooks", "--opencode"]);
     Some((env, opencode))
-}
-
-/// The one agent id on the events of `kind` (the window's agent).
-fn agent_of(env: &Env, kind: &str) -> String {
-    let events = env.events(&["--type", kind]);
-    let ids: std::collections::BTreeSet<&str> = events
-        .iter()
-        .filter_map(|e| e["agent_id"].as_str())
-        .collect();
-    let [id] = ids.into_iter().collect::<Vec<_>>()[..] else {
-        panic!("not one agent on {kind}: {events:?}")
-    };
-    id.to_string()
-}
-
-/// Every agent `ps --all` shows.
-fn agents(env: &Env) -> Vec<Value> {
-    let ps = env.maos_json(&["ps", "--all"]);
-    ps.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["agents"].as_array())
-        .flatten()
-        .cloned()
-        .collect()
 }
 
 /// The model's `write` with a path relative to the project is allowed and written; maos took
@@ -127,7 +102,7 @@ fn an_allowed_write_is_locked_for_the_window_named_by_its_prompt() {
         matches!(&prompts[..], [p] if p["agent_id"] == window.as_str()),
         "{prompts:?}"
     );
-    let all = agents(&env);
+    let all = ps_agents(&env);
     let agent = all
         .iter()
         .find(|a| a["id"] == window.as_str())
@@ -412,7 +387,7 @@ fn a_subagent_is_attributed_to_its_window() {
         std::fs::read_to_string(env.project.join("sub.txt")).expect("written"),
         "sub\n"
     );
-    let all = agents(&env);
+    let all = ps_agents(&env);
     let window = all
         .iter()
         .find(|a| a["role"] == "opencode")
@@ -552,7 +527,7 @@ fn an_opencode_window_killed_is_ended_by_maos() {
         Duration::from_secs(40),
         "maos ends the killed window",
         || {
-            let ended = agents(&env)
+            let ended = ps_agents(&env)
                 .iter()
                 .any(|a| a["id"] == window.as_str() && a["state"] == "ended");
             ended && env.maos_json(&["lock", "list"])["locks"] == json!([])

@@ -7,7 +7,7 @@ use maos_proto::req;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use maos_tests::dashboard::{Dashboard, http, http_with};
+use maos_tests::dashboard::{Dashboard, enc, http, http_with};
 use maos_tests::{Env, Value, describe, json_of};
 
 #[test]
@@ -403,18 +403,6 @@ fn the_event_stream_pushes_commits_and_says_when_the_daemon_is_gone() {
         &[("X-Maos-Token", d.token.as_str())],
     );
     assert_eq!(status, 404, "{body}");
-}
-
-/// `path` with `%`-escapes for a query value.
-fn enc(v: &str) -> String {
-    v.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// Bad input to every endpoint (ids, filters, ranges, bodies): a 4xx whose JSON `error` is one

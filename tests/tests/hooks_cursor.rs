@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use maos_tests::conformance::ps_agents;
+use maos_tests::doctor::check;
 use maos_tests::{Env, Value, describe, json};
 
 const WINDOW_A: &str = "4f1c2a9e-7b3d-4e8a-b6c5-0d9e8f7a6b5c";
@@ -66,17 +68,6 @@ fn denied(out: &Output) -> Option<String> {
     })
 }
 
-fn agents(env: &Env) -> Vec<Value> {
-    env.maos_json(&["ps", "--all"])
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["agents"].as_array())
-        .flatten()
-        .cloned()
-        .collect()
-}
-
 /// The fixture's two windows: A's write held against B's edit, shell write and deletion
 /// (each denied once, naming A), the subagent A starts hangs under A with its task, each
 /// window's task is its first prompt, and both windows end.
@@ -123,7 +114,7 @@ fn two_cursor_windows_are_locked_apart_and_end() {
             );
         }
     }
-    let all = agents(&env);
+    let all = ps_agents(&env);
     // The windows (no parent), in the order they started: A, then B.
     let mut windows: Vec<&Value> = all.iter().filter(|x| x["parent"].is_null()).collect();
     windows.sort_by_key(|w| w["started_at"].as_str().unwrap_or_default().to_string());
@@ -224,7 +215,7 @@ fn input_maos_cannot_read_is_refused_in_one_line_and_changes_nothing() {
         "{}",
         describe(&out)
     );
-    assert_eq!(agents(&env).len(), 1);
+    assert_eq!(ps_agents(&env).len(), 1);
 }
 
 /// No daemon to ask: the call goes through with nothing printed (Cursor shows no message for
@@ -282,13 +273,6 @@ fn doctor(env: &Env) -> Vec<Value> {
         .filter(|c| c["check"].as_str().is_some_and(|n| n.starts_with("Cursor")))
         .cloned()
         .collect()
-}
-
-fn check<'a>(checks: &'a [Value], name: &str) -> &'a Value {
-    checks
-        .iter()
-        .find(|c| c["check"] == name)
-        .unwrap_or_else(|| panic!("no {name} check: {checks:?}"))
 }
 
 /// Install merges into the user's own hooks file (only documented events, the user's entries

@@ -5,17 +5,11 @@
 use std::process::Output;
 
 use maos_proto::{FrameError, MAX_FRAME_LEN, ServerMsg};
-use maos_tests::{Env, Raw, Value, alive, describe, json, wait_until};
+use maos_tests::{Env, Value, alive, assert_usable, describe, frame, json, wait_until};
 
 /// `depth` nested arrays around a 1.
 fn nested(depth: usize) -> String {
     format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
-}
-
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut f = (body.len() as u32).to_be_bytes().to_vec();
-    f.extend_from_slice(body);
-    f
 }
 
 /// What a client can see of the project: the sessions and the whole timeline.
@@ -26,16 +20,6 @@ fn snapshot(env: &Env) -> (Value, usize) {
 fn assert_one_line(msg: &str) {
     assert!(!msg.trim().is_empty(), "empty message");
     assert!(!msg.contains('\n') && !msg.contains('\r'), "{msg:?}");
-}
-
-/// Daemon-wide and project requests both still work on `conn`.
-fn assert_usable(conn: &mut Raw, root: &str) {
-    assert_eq!(
-        conn.request(None, json!({"request": "ping"}))["Ok"]["type"],
-        "pong"
-    );
-    let ps = conn.request(Some(root), json!({"request": "ps"}));
-    assert_eq!(ps["Ok"]["type"], "ps", "{ps}");
 }
 
 /// The bad_request answer to a request frame, as (id, message).

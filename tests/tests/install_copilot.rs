@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use maos_tests::doctor::check;
 use maos_tests::{Env, Value, json};
 
 fn read(path: &Path) -> Value {
@@ -47,13 +48,6 @@ fn doctor(env: &Env) -> (Option<i32>, Vec<Value>) {
         .cloned()
         .collect();
     (out.status.code(), checks)
-}
-
-fn check<'a>(checks: &'a [Value], name: &str) -> &'a Value {
-    checks
-        .iter()
-        .find(|c| c["check"] == name)
-        .unwrap_or_else(|| panic!("no {name} check: {checks:?}"))
 }
 
 /// Copilot's config.json as Copilot writes it: two comment lines, then the object.

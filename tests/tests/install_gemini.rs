@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use maos_tests::doctor::check;
 use maos_tests::{Env, Value, json};
 
 fn read(path: &Path) -> Value {
@@ -43,13 +44,6 @@ fn doctor(env: &Env) -> (Option<i32>, Vec<Value>) {
         .cloned()
         .collect();
     (out.status.code(), gemini)
-}
-
-fn check<'a>(checks: &'a [Value], name: &str) -> &'a Value {
-    checks
-        .iter()
-        .find(|c| c["check"] == name)
-        .unwrap_or_else(|| panic!("no {name} check: {checks:?}"))
 }
 
 /// With `--yes`: hooks for each of Gemini CLI's events, anchored tool matchers, timeout in

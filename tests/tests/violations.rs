@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use maos_tests::dashboard::enc;
 use maos_tests::{Env, Value, json};
 
 fn event(env: &Env, window: &str, name: &str, extra: Value) -> Value {
@@ -413,18 +414,6 @@ fn ps_and_top_show_a_violation_in_red_on_both_agents() {
             "{text} in red:\n{colours}"
         );
     }
-}
-
-/// `v` with `%`-escapes, for the dashboard's address of a project.
-fn enc(v: &str) -> String {
-    v.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[test]

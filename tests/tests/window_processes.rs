@@ -11,6 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use maos_proto::{Cli, HookCall, ProcessRef, Request};
+use maos_tests::conformance::ps_agents;
 use maos_tests::{Env, Value, json, maos_bin, wait_until};
 
 const SWEEP_MS: &str = "100";
@@ -29,21 +30,9 @@ fn write(env: &Env, window: &str, file: &str) -> Value {
     )
 }
 
-/// Every agent of `maos ps --all`.
-fn agents(env: &Env) -> Vec<Value> {
-    env.maos_json(&["ps", "--all"])
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["agents"].as_array())
-        .flatten()
-        .cloned()
-        .collect()
-}
-
 /// The one window (an agent without parent) whose task is `task`.
 fn window(env: &Env, task: &str) -> Value {
-    let found: Vec<Value> = agents(env)
+    let found: Vec<Value> = ps_agents(env)
         .into_iter()
         .filter(|a| a["parent"].is_null() && a["task"] == task)
         .collect();
@@ -332,7 +321,7 @@ fn a_windows_end_is_final_for_its_subagents() {
         .iter()
         .map(|l| l["holder"].clone())
         .collect();
-    let sub_id = agents(&env)
+    let sub_id = ps_agents(&env)
         .into_iter()
         .find(|a| !a["parent"].is_null())
         .expect("the subagent")["id"]

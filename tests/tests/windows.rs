@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use maos_tests::{Env, Value, json, maos_bin, wait_until};
+use maos_tests::{Env, Value, agents_in, json, maos_bin, wait_until};
 
 fn event(env: &Env, window: &str, name: &str, extra: Value) -> Value {
     maos_tests::hook_input(&env.project, window, name, extra)
@@ -42,19 +42,9 @@ fn denial(out: &Output) -> String {
     maos_tests::denial_reason(out)
 }
 
-fn agents(ps: &Value) -> Vec<Value> {
-    ps.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["agents"].as_array())
-        .flatten()
-        .cloned()
-        .collect()
-}
-
 fn agent_of_cli(env: &Env, cli: &str) -> Value {
     let ps = env.maos_json(&["ps", "--all"]);
-    let found: Vec<Value> = agents(&ps)
+    let found: Vec<Value> = agents_in(&ps)
         .into_iter()
         .filter(|a| a["role"] == cli && a["parent"].is_null())
         .collect();
@@ -299,7 +289,7 @@ fn windows_end_truthfully_and_the_session_completes_with_the_last() {
     );
     let ps = env.maos_json(&["ps"]);
     assert!(
-        agents(&ps).iter().all(|a| a["state"] == "ended"),
+        agents_in(&ps).iter().all(|a| a["state"] == "ended"),
         "no ghosts: {ps:#}"
     );
 
@@ -352,7 +342,7 @@ fn a_background_subagents_result_is_its_own_not_a_prompt() {
         &event(&env, w, "Stop", json!({"stop_hook_active": false})),
     );
     let sub = || {
-        agents(&env.maos_json(&["ps", "--all"]))
+        agents_in(&env.maos_json(&["ps", "--all"]))
             .into_iter()
             .find(|a| a["role"] == "reviewer")
             .expect("the subagent")
