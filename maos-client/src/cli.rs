@@ -413,6 +413,13 @@ pub enum Cmd {
     },
     /// Record a fact for the briefing: a decision, work done, an error, or work still to do.
     Note(NoteArgs),
+    /// The conflict radar: live agents' worktrees whose work (committed or not) would conflict
+    /// if both landed, with the files and the conflicting lines.
+    Radar {
+        /// Only the pairs one side of which is this agent (id or unique prefix).
+        #[arg(long)]
+        agent: Option<String>,
+    },
     /// Create a session from a plan file and start it: maos starts its agents (see
     /// docs/commands.md: Managed sessions (plans)).
     Run {

@@ -785,6 +785,46 @@ pub fn problems(p: &[Problem]) -> String {
     out
 }
 
+/// `maos radar`: each pair of worktrees whose work would conflict, its agents, and the files
+/// with their conflicting regions.
+pub fn radar(pairs: &[maos_core::radar::RadarPair]) -> String {
+    let mut out = String::new();
+    if pairs.is_empty() {
+        out.push_str("no conflicts predicted\n");
+        return out;
+    }
+    let agents = |a: &[maos_core::AgentId]| {
+        if a.is_empty() {
+            "no live agent".to_string()
+        } else {
+            a.iter().map(|a| a.short()).collect::<Vec<_>>().join(", ")
+        }
+    };
+    for p in pairs {
+        let _ = writeln!(
+            out,
+            "{} ({}) and {} ({}): {} would conflict (base {}, merged {})",
+            p.a.worktree,
+            agents(&p.a.agents),
+            p.b.worktree,
+            agents(&p.b.agents),
+            crate::output::count(p.files.len(), "file"),
+            &p.base[..p.base.len().min(10)],
+            maos_core::utc(p.merged_at)
+        );
+        for f in &p.files {
+            let lines: Vec<String> = f.hunks.iter().map(|h| h.line.to_string()).collect();
+            let at = if lines.is_empty() {
+                String::new()
+            } else {
+                format!(", at line {}", lines.join(", "))
+            };
+            let _ = writeln!(out, "  {}  {}{at}", f.path, f.kind);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

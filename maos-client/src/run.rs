@@ -305,6 +305,9 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::Brief { session } => Request::Brief(req::Brief {
             session: session.clone(),
         }),
+        Cmd::Radar { agent } => Request::Radar(req::Radar {
+            agent: agent.clone(),
+        }),
         Cmd::Note(n) => Request::Note(req::Note {
             session: n.session.clone(),
             agent: n.agent.clone(),

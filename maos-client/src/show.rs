@@ -64,6 +64,7 @@ pub fn show(json: bool, reply: Reply) -> Res {
             Reply::Brief(b) => print_json(&b),
             // Only the dashboard asks for a chart; as JSON either way.
             Reply::Gantt(g) => print_json(&g),
+            Reply::Radar(r) => print_json(&r),
             Reply::Pong | Reply::Done | Reply::Subscribed => {
                 print_json(&serde_json::json!({"ok": true}))
             }
@@ -153,6 +154,7 @@ pub fn show(json: bool, reply: Reply) -> Res {
         // The text again, from the safe copy (the daemon's is the model's).
         Reply::Brief(b) => print(&maos_core::brief::text(&b)),
         Reply::Gantt(g) => print_json(&g)?,
+        Reply::Radar(r) => print(&output::radar(&r)),
         Reply::Pong | Reply::Done | Reply::Subscribed => outln!("ok"),
     }
     Ok(())

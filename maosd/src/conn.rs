@@ -396,6 +396,11 @@ async fn request(
                 .await
                 .map(|g| Reply::Gantt(Box::new(g)))
         }
+        ProjectRoute::Radar(r) => match cached(daemon, cache, root, false).await {
+            Ok(handle) => Ok(Reply::Radar(handle.radar().pairs(r.agent.as_deref()))),
+            Err(e) if e.code == ErrorCode::NotFound => Ok(Reply::Radar(Vec::new())),
+            Err(e) => Err(e),
+        },
         ProjectRoute::Actor {
             mut request,
             archived,

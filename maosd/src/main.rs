@@ -19,6 +19,7 @@ mod ops;
 mod plancheck;
 mod procs;
 mod project;
+mod radar;
 mod reads;
 mod router;
 mod run;

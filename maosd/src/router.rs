@@ -49,6 +49,8 @@ pub enum ProjectRoute {
     /// A session's Gantt chart: the actor (or, archived, the database) names the session,
     /// then the project's charts answer (`crate::charts`).
     Gantt(req::Gantt),
+    /// `maos radar`: the project's radar answers (`crate::radar`), never the actor.
+    Radar(req::Radar),
     /// Applied by the project actor. `archived`: where the actor does not have the session
     /// (it is archived), the answer the database gives instead.
     Actor {
@@ -140,6 +142,9 @@ pub enum ProjectRequest {
     /// Not on the wire: `maos restore-file` put `path` back to `version` (the connection
     /// wrote it), keeping the content it replaced; recorded (`file_restored`).
     FileRestored(Box<maos_proto::FileRestoreReport>),
+    /// Not on the wire: conflicts the project's radar saw appear or go away, recorded as
+    /// `radar_conflict` / `radar_cleared` events (`crate::radar`).
+    RadarNotes(Vec<crate::radar::Note>),
 }
 
 /// A lock request with the key its path resolved to on arrival: the actor works on keys, and
@@ -202,6 +207,7 @@ impl Route {
             Request::Export(r) => read(ReadRequest::Export(r)),
             Request::Import(r) => project(ProjectRoute::Import(r)),
             Request::Gantt(r) => project(ProjectRoute::Gantt(r)),
+            Request::Radar(r) => project(ProjectRoute::Radar(r)),
             Request::SessionShow(r) => project(ProjectRoute::Actor {
                 archived: r
                     .session

@@ -70,6 +70,9 @@ pub const EVENT_TYPES: &[&str] = &[
     "file_restored",
     "todos_updated",
     "context_compacted",
+    // The conflict radar.
+    "radar_conflict",
+    "radar_cleared",
 ];
 
 /// Refuse a name that is no event type: one line naming the known types.

@@ -11,6 +11,7 @@ mod managed;
 mod mcp;
 mod phase;
 mod query;
+mod radar;
 mod reply;
 mod session;
 
@@ -142,6 +143,7 @@ pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
             })
         }
         Request::Todos(r) => mcp::todos(tx, &agent(tx, &r.agent)?, r.items),
+        Request::RadarNotes(notes) => radar::record(tx, notes),
         Request::FileRestored(report) => {
             crate::ops::violation::restored(tx, &report);
             Ok(Reply::FileRestored(*report).into())

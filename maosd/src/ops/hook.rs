@@ -888,7 +888,7 @@ fn answer_of(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> 
                         &agent,
                         "file_modified",
                         json!({ "path": path, "tool": call.tool_name, "bytes": bytes,
-                                "sha256": sha256 }),
+                                "sha256": sha256, "cwd": call.cwd }),
                     );
                 }
             } else if let Some(res) = &call.subagent {
@@ -902,7 +902,7 @@ fn answer_of(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> 
                 tx.lock_event(
                     &agent,
                     "command_run",
-                    json!({ "tool_use_id": call.tool_use_id }),
+                    json!({ "tool_use_id": call.tool_use_id, "cwd": call.cwd }),
                 );
             }
             // The files it wrote are its versions; after a shell command, held files another

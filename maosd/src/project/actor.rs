@@ -119,6 +119,8 @@ pub struct ProjectHandle {
     tx: mpsc::Sender<Cmd>,
     reader: Reader,
     charts: Arc<Charts>,
+    /// The project's conflict radar (`crate::radar`).
+    radar: Arc<crate::radar::Radar>,
     /// What the actor knows of held files' content, read by the connections (`keep.rs`).
     kept: crate::keep::Shared,
 }
@@ -173,6 +175,11 @@ impl ProjectHandle {
         self.charts
             .chart(&self.reader, session, ended, window)
             .await
+    }
+
+    /// The project's conflict radar.
+    pub fn radar(&self) -> &crate::radar::Radar {
+        &self.radar
     }
 
     /// The project's Gantt charts, without the handle (which keeps the actor running).
@@ -979,6 +986,25 @@ pub(super) async fn open(
         reader.clone(),
         events.subscribe(),
     ));
+    // The conflict radar follows the committed events too, off the actor; what it finds comes
+    // back as a request. Not in a fleet: other machines' worktrees are not on this disk.
+    let radar = if opts.fleet.is_some() {
+        crate::radar::Radar::off()
+    } else {
+        let actor = tx.downgrade();
+        crate::radar::Radar::start(&dir.join("radar"), move |notes| {
+            if let Some(actor) = actor.upgrade() {
+                let (reply, answer) = oneshot::channel();
+                let body = ProjectRequest::RadarNotes(notes);
+                if actor.blocking_send(Cmd::Request { body, reply }).is_ok()
+                    && let Ok(Err(e)) = answer.blocking_recv()
+                {
+                    warn!(error = %e.message, "the radar's events were not recorded");
+                }
+            }
+        })
+    };
+    tokio::spawn(crate::radar::follow(radar.clone(), events.subscribe()));
     let runner = crate::run::Runner {
         exe: std::env::current_exe()
             .map_err(|e| internal(format_args!("cannot find the maosd binary: {e}")))?,
@@ -1024,6 +1050,7 @@ pub(super) async fn open(
             tx,
             reader,
             charts,
+            radar,
             kept,
         },
         task,

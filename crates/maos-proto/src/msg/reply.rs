@@ -70,6 +70,8 @@ pub enum Reply {
     },
     /// A session's Gantt chart.
     Gantt(Box<maos_core::gantt::Gantt>),
+    /// The conflict radar: the pairs that would conflict, each side's agents filled in.
+    Radar(Vec<maos_core::radar::RadarPair>),
 }
 
 /// What a hook call answers, in the CLI's terms.

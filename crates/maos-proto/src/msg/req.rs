@@ -382,6 +382,14 @@ pub struct Todos {
     pub items: Vec<Todo>,
 }
 
+/// The conflict radar (`maos radar`): the pairs of live agents' worktrees whose work would
+/// conflict if both landed. `agent` keeps the pairs one side of which is that agent's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Radar {
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
 /// A session's Gantt chart (the dashboard): the daemon keeps it folded as events commit.
 /// Times are milliseconds since 1970; `to_ms` defaults to the session's end, or now.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -68,6 +68,8 @@ pub enum Request {
     Mcp(Box<McpCall>),
     Todos(req::Todos),
     Gantt(req::Gantt),
+    /// The conflict radar's pairs (`maos radar`).
+    Radar(req::Radar),
 }
 
 impl Request {
@@ -95,6 +97,7 @@ impl Request {
                 | Request::Validate(_)
                 | Request::Brief(_)
                 | Request::Gantt(_)
+                | Request::Radar(_)
         )
     }
 }

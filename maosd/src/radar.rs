@@ -1,0 +1,339 @@
+//! The conflict radar of a project (issue 35), beside its actor and off the hook's path: a task
+//! follows the actor's broadcast of committed events, and each write an agent's hook reported
+//! (`file_modified`, with the directory the agent works in) or a shell command it ran
+//! (`command_run`) becomes a job for one thread that owns the engine (`maos_radar::Radar`) and
+//! runs its git processes. That thread snapshots the agent's worktree again, merges the pairs
+//! the write touches, keeps what `maos radar` answers, and hands the conflicts that appeared or
+//! went away back to the actor as notes, which it records as `radar_conflict` /
+//! `radar_cleared` events. A worktree leaves the radar when its last agent ends. Not in fleet
+//! mode: another machine's worktrees are not on this disk (issue 35's fleet part is to come).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use maos_core::ids::{AgentId, SessionId};
+use maos_core::radar::RadarPair;
+use maos_core::record::EventRecord;
+use maos_radar::{Change, Git};
+use serde_json::json;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tracing::{debug, warn};
+
+/// An event for the actor to record: a conflict that appeared or went away, told to one of
+/// its agents' sessions.
+#[derive(Clone, Debug)]
+pub struct Note {
+    pub kind: &'static str,
+    pub session: SessionId,
+    pub agent: AgentId,
+    pub data: serde_json::Value,
+}
+
+enum Job {
+    /// An agent wrote `paths` (project-relative; `None`: unknown, a shell command) working in
+    /// `cwd`.
+    Touch {
+        agent: AgentId,
+        session: SessionId,
+        cwd: String,
+        paths: Option<Vec<String>>,
+    },
+    /// An agent ended.
+    Gone(AgentId),
+    /// Writes may have been missed: every worktree is looked at again.
+    Rescan,
+}
+
+/// A project's radar: what `maos radar` reads, and the way to its thread.
+pub struct Radar {
+    pairs: Mutex<Vec<RadarPair>>,
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+}
+
+impl Radar {
+    /// A radar that takes no jobs (fleet mode, or its thread could not start).
+    pub fn off() -> Arc<Radar> {
+        Arc::new(Radar {
+            pairs: Mutex::new(Vec::new()),
+            jobs: Mutex::new(None),
+        })
+    }
+
+    /// Starts the radar's thread, its index files in `dir`; `notes` carries what it finds to
+    /// the actor (called on the radar's thread).
+    pub fn start(dir: &Path, notes: impl Fn(Vec<Note>) + Send + 'static) -> Arc<Radar> {
+        let engine = match maos_radar::Radar::new(Git::new(), dir) {
+            Ok(engine) => engine,
+            Err(e) => {
+                warn!(error = %e, "the conflict radar cannot start");
+                return Radar::off();
+            }
+        };
+        let (tx, rx) = mpsc::channel();
+        let radar = Arc::new(Radar {
+            pairs: Mutex::new(Vec::new()),
+            jobs: Mutex::new(Some(tx)),
+        });
+        let shared = Arc::downgrade(&radar);
+        let started = std::thread::Builder::new()
+            .name("maosd-radar".into())
+            .spawn(move || {
+                let mut worker = Worker {
+                    engine,
+                    agents: BTreeMap::new(),
+                    worktrees: HashMap::new(),
+                };
+                while let Ok(first) = rx.recv() {
+                    let mut jobs = vec![first];
+                    jobs.extend(rx.try_iter());
+                    let found = worker.run(jobs);
+                    let Some(radar) = shared.upgrade() else { break };
+                    radar.set(worker.pairs());
+                    if !found.is_empty() {
+                        notes(found);
+                    }
+                }
+            });
+        if let Err(e) = started {
+            warn!(error = %e, "the conflict radar's thread cannot start");
+            return Radar::off();
+        }
+        radar
+    }
+
+    fn set(&self, pairs: Vec<RadarPair>) {
+        if let Ok(mut p) = self.pairs.lock() {
+            *p = pairs;
+        }
+    }
+
+    fn send(&self, job: Job) {
+        if let Ok(jobs) = self.jobs.lock()
+            && let Some(tx) = jobs.as_ref()
+        {
+            let _ = tx.send(job);
+        }
+    }
+
+    /// The pairs that would conflict; with `agent` (an id or its prefix), those one side of
+    /// which it works in.
+    pub fn pairs(&self, agent: Option<&str>) -> Vec<RadarPair> {
+        let pairs = self.pairs.lock().map(|p| p.clone()).unwrap_or_default();
+        match agent {
+            None => pairs,
+            Some(a) => pairs
+                .into_iter()
+                .filter(|p| {
+                    p.a.agents
+                        .iter()
+                        .chain(&p.b.agents)
+                        .any(|x| x.to_string().starts_with(a))
+                })
+                .collect(),
+        }
+    }
+
+    /// What a committed event means for the radar.
+    fn take(&self, e: &EventRecord) {
+        match e.kind.as_str() {
+            "file_modified" | "command_run" => {
+                let (Some(agent), Some(session)) = (e.agent_id.clone(), e.session_id.clone())
+                else {
+                    return;
+                };
+                let Some(cwd) = e.data.get("cwd").and_then(|c| c.as_str()) else {
+                    return;
+                };
+                let paths = e
+                    .data
+                    .get("path")
+                    .and_then(|p| p.as_str())
+                    .map(|p| vec![p.to_string()]);
+                self.send(Job::Touch {
+                    agent,
+                    session,
+                    cwd: cwd.to_string(),
+                    paths,
+                });
+            }
+            "agent_ended" | "agent_completed" | "agent_failed" | "agent_cancelled" => {
+                if let Some(agent) = e.agent_id.clone() {
+                    self.send(Job::Gone(agent));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Follows the actor's committed events into the radar until the actor stops (then the
+/// radar's thread stops too).
+pub async fn follow(radar: Arc<Radar>, mut events: broadcast::Receiver<Arc<EventRecord>>) {
+    loop {
+        match events.recv().await {
+            Ok(e) => radar.take(&e),
+            Err(RecvError::Lagged(_)) => radar.send(Job::Rescan),
+            Err(RecvError::Closed) => break,
+        }
+    }
+    if let Ok(mut jobs) = radar.jobs.lock() {
+        jobs.take();
+    }
+}
+
+/// The radar's thread: the engine and who works where.
+struct Worker {
+    engine: maos_radar::Radar,
+    /// Each live agent's worktree and session.
+    agents: BTreeMap<AgentId, (String, SessionId)>,
+    /// A working directory's worktree root (`None`: not in a git worktree).
+    worktrees: HashMap<String, Option<String>>,
+}
+
+impl Worker {
+    fn toplevel(&mut self, cwd: &str) -> Option<String> {
+        if let Some(known) = self.worktrees.get(cwd) {
+            return known.clone();
+        }
+        let top = Git::new()
+            .toplevel(Path::new(cwd))
+            .ok()
+            .map(|p| p.display().to_string());
+        self.worktrees.insert(cwd.to_string(), top.clone());
+        top
+    }
+
+    /// Applies a batch of jobs: each worktree touched is snapshotted once (the files named,
+    /// or all of it when any job could not name them).
+    fn run(&mut self, jobs: Vec<Job>) -> Vec<Note> {
+        let now = chrono::Utc::now();
+        let mut touched: BTreeMap<String, Option<BTreeSet<String>>> = BTreeMap::new();
+        let mut changes = Vec::new();
+        for job in jobs {
+            match job {
+                Job::Touch {
+                    agent,
+                    session,
+                    cwd,
+                    paths,
+                } => {
+                    let Some(top) = self.toplevel(&cwd) else {
+                        continue;
+                    };
+                    self.agents.insert(agent, (top.clone(), session));
+                    let entry = touched.entry(top).or_insert_with(|| Some(BTreeSet::new()));
+                    match (entry.as_mut(), paths) {
+                        (Some(set), Some(paths)) => set.extend(paths),
+                        _ => *entry = None,
+                    }
+                }
+                Job::Gone(agent) => {
+                    if let Some((top, _)) = self.agents.remove(&agent)
+                        && !self.agents.values().any(|(t, _)| *t == top)
+                    {
+                        touched.remove(&top);
+                        changes.extend(self.engine.forget(&top));
+                    }
+                }
+                Job::Rescan => {
+                    for (top, _) in self.agents.values() {
+                        touched.insert(top.clone(), None);
+                    }
+                }
+            }
+        }
+        for (top, paths) in touched {
+            let known = self.engine.worktrees().any(|w| w == top);
+            let done = if known {
+                let paths: Option<Vec<String>> = paths.map(|p| p.into_iter().collect());
+                self.engine.update_paths(&top, paths.as_deref(), now)
+            } else {
+                self.engine.watch(&PathBuf::from(&top), now)
+            };
+            match done {
+                Ok(update) => {
+                    debug!(worktree = %top, merged = update.merged, kept = update.kept, "radar updated");
+                    changes.extend(update.changes);
+                }
+                Err(e) => {
+                    warn!(worktree = %top, error = %e, "the radar cannot look at a worktree");
+                    changes.extend(self.engine.forget(&top));
+                }
+            }
+        }
+        changes.iter().flat_map(|c| self.notes(c)).collect()
+    }
+
+    fn agents_in(&self, worktree: &str) -> Vec<(AgentId, SessionId)> {
+        self.agents
+            .iter()
+            .filter(|(_, (t, _))| t == worktree)
+            .map(|(a, (_, s))| (a.clone(), s.clone()))
+            .collect()
+    }
+
+    /// The conflicting pairs, each side's agents filled in.
+    fn pairs(&self) -> Vec<RadarPair> {
+        self.engine
+            .conflicts()
+            .map(|p| {
+                let mut p = p.clone();
+                p.a.agents = self
+                    .agents_in(&p.a.worktree)
+                    .into_iter()
+                    .map(|(a, _)| a)
+                    .collect();
+                p.b.agents = self
+                    .agents_in(&p.b.worktree)
+                    .into_iter()
+                    .map(|(a, _)| a)
+                    .collect();
+                p
+            })
+            .collect()
+    }
+
+    /// The events a change is told as: one per agent of each side, on its own session.
+    fn notes(&self, change: &Change) -> Vec<Note> {
+        let (kind, a, b, files, base) = match change {
+            Change::Appeared(p) | Change::Changed(p) => (
+                "radar_conflict",
+                p.a.worktree.clone(),
+                p.b.worktree.clone(),
+                p.files.iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
+                Some(p.base.clone()),
+            ),
+            Change::Cleared { a, b, files } => {
+                ("radar_cleared", a.clone(), b.clone(), files.clone(), None)
+            }
+        };
+        let mut out = Vec::new();
+        for (mine, other) in [(&a, &b), (&b, &a)] {
+            let others: Vec<String> = self
+                .agents_in(other)
+                .into_iter()
+                .map(|(a, _)| a.to_string())
+                .collect();
+            for (agent, session) in self.agents_in(mine) {
+                let mut data = json!({
+                    "files": files,
+                    "worktree": mine,
+                    "other_worktree": other,
+                    "other_agents": others,
+                });
+                if let Some(base) = &base {
+                    data["base"] = json!(base);
+                }
+                out.push(Note {
+                    kind,
+                    session,
+                    agent,
+                    data,
+                });
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,250 @@
+//! The conflict radar (issue 35) end to end: the real daemon and `maos hook` processes, a real
+//! git repository with linked worktrees (`git worktree add`), one Claude Code window in each.
+//! Two windows editing the same lines of one file in their own worktrees, one after the other
+//! (the first's turn over, so its lock is given back and both are allowed), show up in
+//! `maos radar` with the file and both sides' lines, and as `radar_conflict` events; a window
+//! editing other files shows nothing; undoing the edit clears it (`radar_cleared`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use maos_tests::{Env, Value, json, wait_until};
+
+const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A repository with `src/api.rs` and `notes.txt` committed, and linked worktrees `names`.
+fn repository(env: &Env, names: &[&str]) -> (PathBuf, Vec<PathBuf>) {
+    let repo = env.root().join("repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("src/api.rs"), TEN).unwrap();
+    std::fs::write(repo.join("notes.txt"), "notes\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "base"]);
+    let worktrees = names
+        .iter()
+        .map(|n| {
+            let w = env.root().join(n);
+            git(
+                &repo,
+                &["worktree", "add", "-q", "-b", n, w.to_str().unwrap()],
+            );
+            w
+        })
+        .collect();
+    (repo, worktrees)
+}
+
+fn hook(env: &Env, cwd: &Path, window: &str, event: &str, extra: Value) -> Output {
+    let input = maos_tests::hook_input(cwd, window, event, extra)
+        .to_string()
+        .into_bytes();
+    let out = env.hook_at(cwd, &["hook"], input, &[], false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn start(env: &Env, cwd: &Path, window: &str) {
+    hook(
+        env,
+        cwd,
+        window,
+        "SessionStart",
+        json!({"source": "startup"}),
+    );
+    hook(
+        env,
+        cwd,
+        window,
+        "UserPromptSubmit",
+        json!({"prompt": format!("work in {window}")}),
+    );
+}
+
+/// A `Write` of `path` (relative to the worktree `cwd`) by `window`: allowed, written, reported.
+fn write(env: &Env, cwd: &Path, window: &str, path: &str, content: &str) {
+    let file = cwd.join(path);
+    let input = json!({"tool_name": "Write", "tool_use_id": format!("toolu_{window}_{path}"),
+                       "tool_input": {"file_path": file, "content": content}});
+    let out = hook(env, cwd, window, "PreToolUse", input.clone());
+    assert_eq!(
+        maos_tests::denial_reason(&out),
+        "",
+        "{window} may write {path}"
+    );
+    std::fs::write(&file, content).unwrap();
+    hook(env, cwd, window, "PostToolUse", input);
+}
+
+fn radar(env: &Env, repo: &Path) -> Vec<Value> {
+    let v = env.maos_json_in(repo, &["radar"]);
+    v.as_array().cloned().unwrap_or_default()
+}
+
+fn events(env: &Env, repo: &Path, kind: &str) -> Vec<Value> {
+    env.events_in(repo, &["--type", kind])
+}
+
+#[test]
+fn overlapping_edits_in_two_worktrees_show_and_clear() {
+    let env = Env::new();
+    let (repo, w) = repository(&env, &["agent-a", "agent-b", "agent-c"]);
+    for (dir, window) in w.iter().zip(["wa", "wb", "wc"]) {
+        start(&env, dir, window);
+    }
+    // A edits line 5, its turn ends (its lock is given back).
+    write(
+        &env,
+        &w[0],
+        "wa",
+        "src/api.rs",
+        &TEN.replace("5\n", "five from a\n"),
+    );
+    hook(&env, &w[0], "wa", "Stop", json!({}));
+    // C edits another file only; then B edits line 5 too.
+    write(&env, &w[2], "wc", "notes.txt", "c's notes\n");
+    write(
+        &env,
+        &w[1],
+        "wb",
+        "src/api.rs",
+        &TEN.replace("5\n", "five from b\n"),
+    );
+
+    let mut pairs = Vec::new();
+    wait_until(
+        Duration::from_secs(10),
+        "the radar shows a and b's conflict",
+        || {
+            pairs = radar(&env, &repo);
+            !pairs.is_empty()
+        },
+    );
+    assert_eq!(pairs.len(), 1, "{pairs:#?}");
+    let pair = &pairs[0];
+    let sides = [
+        pair["a"]["worktree"].as_str().unwrap(),
+        pair["b"]["worktree"].as_str().unwrap(),
+    ];
+    let (wa, wb) = (w[0].to_str().unwrap(), w[1].to_str().unwrap());
+    assert_eq!(sides, [wa, wb], "the pair is a and b, never c");
+    assert_eq!(pair["files"].as_array().unwrap().len(), 1);
+    let file = &pair["files"][0];
+    assert_eq!(file["path"], "src/api.rs");
+    assert_eq!(file["kind"], "contents");
+    assert_eq!(file["hunks"][0]["a"], "five from a\n");
+    assert_eq!(file["hunks"][0]["b"], "five from b\n");
+    assert_eq!(file["hunks"][0]["base"], "5\n");
+    assert!(
+        file["diff_b"].as_str().unwrap().contains("+five from b"),
+        "{file}"
+    );
+    for side in ["a", "b"] {
+        assert_eq!(
+            pair[side]["agents"].as_array().map(Vec::len),
+            Some(1),
+            "{pair}"
+        );
+    }
+    // The human table names the file and the line.
+    let table = env.maos_in(&repo, &["radar"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("src/api.rs  contents, at line 5"), "{text}");
+    // Each side's session recorded the conflict.
+    let mut told = Vec::new();
+    let waited = maos_tests::holds_within(Duration::from_secs(10), || {
+        told = events(&env, &repo, "radar_conflict");
+        told.len() == 2
+    });
+    assert!(
+        waited,
+        "radar_conflict events: {told:#?}\n{:#?}",
+        env.events_in(&repo, &[])
+    );
+    let told = events(&env, &repo, "radar_conflict");
+    assert_eq!(told[0]["data"]["files"], json!(["src/api.rs"]));
+
+    // B gives its edit up: cleared, and recorded.
+    write(&env, &w[1], "wb", "src/api.rs", TEN);
+    wait_until(Duration::from_secs(10), "the conflict clears", || {
+        radar(&env, &repo).is_empty() && events(&env, &repo, "radar_cleared").len() == 2
+    });
+    let text = String::from_utf8_lossy(&env.maos_in(&repo, &["radar"]).stdout).into_owned();
+    assert_eq!(text.trim(), "no conflicts predicted");
+}
+
+#[test]
+fn the_same_file_on_other_lines_is_no_conflict() {
+    let env = Env::new();
+    let (repo, w) = repository(&env, &["agent-a", "agent-b"]);
+    start(&env, &w[0], "wa");
+    start(&env, &w[1], "wb");
+    write(
+        &env,
+        &w[0],
+        "wa",
+        "src/api.rs",
+        &TEN.replace("1\n", "one\n"),
+    );
+    hook(&env, &w[0], "wa", "Stop", json!({}));
+    write(
+        &env,
+        &w[1],
+        "wb",
+        "src/api.rs",
+        &TEN.replace("10\n", "ten\n"),
+    );
+    // Then a clash elsewhere, so there is something to wait for: only it shows.
+    write(&env, &w[0], "wa", "notes.txt", "a\n");
+    hook(&env, &w[0], "wa", "Stop", json!({}));
+    write(&env, &w[1], "wb", "notes.txt", "b\n");
+    let mut pairs = Vec::new();
+    wait_until(
+        Duration::from_secs(10),
+        "the radar shows the notes' conflict",
+        || {
+            pairs = radar(&env, &repo);
+            !pairs.is_empty()
+        },
+    );
+    let files: Vec<&str> = pairs[0]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        files,
+        ["notes.txt"],
+        "src/api.rs merges cleanly: {pairs:#?}"
+    );
+    assert_eq!(pairs[0]["overlap"], json!(["notes.txt", "src/api.rs"]));
+}
