@@ -31,6 +31,9 @@ pub struct Note {
     pub data: serde_json::Value,
 }
 
+/// The most of the other side's diff a hook's answer carries, per file.
+const CONTEXT_DIFF: usize = 4096;
+
 enum Job {
     /// An agent wrote `paths` (project-relative; `None`: unknown, a shell command) working in
     /// `cwd`.
@@ -50,6 +53,15 @@ enum Job {
 pub struct Radar {
     pairs: Mutex<Vec<RadarPair>>,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
+}
+
+impl std::fmt::Debug for Radar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pairs = self.pairs.lock().map(|p| p.len()).unwrap_or(0);
+        f.debug_struct("Radar")
+            .field("conflicting_pairs", &pairs)
+            .finish()
+    }
 }
 
 impl Radar {
@@ -133,6 +145,46 @@ impl Radar {
                 })
                 .collect(),
         }
+    }
+
+    /// What to tell `agent` before it writes `paths`: for each file among them that its work
+    /// and another worktree's would conflict on, the other side's change and its agents.
+    pub fn context_for(&self, agent: &AgentId, paths: &[String]) -> Option<String> {
+        let pairs = self.pairs.lock().ok()?;
+        let mut told = Vec::new();
+        for p in pairs.iter() {
+            let (mine, other, theirs) = if p.a.agents.contains(agent) {
+                (&p.a, &p.b, false)
+            } else if p.b.agents.contains(agent) {
+                (&p.b, &p.a, true)
+            } else {
+                continue;
+            };
+            for f in p.files.iter().filter(|f| paths.contains(&f.path)) {
+                let owners: Vec<String> = other.agents.iter().map(|a| a.to_string()).collect();
+                let owners = if owners.is_empty() {
+                    "no live agent".into()
+                } else {
+                    owners.join(", ")
+                };
+                let diff = if theirs { &f.diff_a } else { &f.diff_b };
+                let mut diff = diff.clone();
+                if diff.len() > CONTEXT_DIFF {
+                    let mut end = CONTEXT_DIFF;
+                    while !diff.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    diff.truncate(end);
+                    diff.push_str("\n[… cut]\n");
+                }
+                told.push(format!(
+                    "maos radar: your work on {} in {} would conflict ({}) with the change of {owners} \
+                     in {}, not landed yet (maos radar shows both sides). Their change:\n{diff}",
+                    f.path, mine.worktree, f.kind, other.worktree
+                ));
+            }
+        }
+        (!told.is_empty()).then(|| told.join("\n"))
     }
 
     /// What a committed event means for the radar.

@@ -85,6 +85,8 @@ pub struct State {
     /// The held files' last versions, violations and notices (issue 31 §2): advisory, in
     /// memory only, shared with the connections, which hash the files (`keep.rs`).
     pub(crate) kept: crate::keep::Shared,
+    /// The project's conflict radar (`crate::radar`), read by a write's hook answer.
+    pub(crate) radar: Option<std::sync::Arc<crate::radar::Radar>>,
 }
 
 impl State {

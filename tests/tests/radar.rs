@@ -138,6 +138,7 @@ fn overlapping_edits_in_two_worktrees_show_and_clear() {
         "src/api.rs",
         &TEN.replace("5\n", "five from b\n"),
     );
+    hook(&env, &w[1], "wb", "Stop", json!({}));
 
     let mut pairs = Vec::new();
     wait_until(
@@ -191,6 +192,42 @@ fn overlapping_edits_in_two_worktrees_show_and_clear() {
     );
     let told = events(&env, &repo, "radar_conflict");
     assert_eq!(told[0]["data"]["files"], json!(["src/api.rs"]));
+
+    // A's next write to the file is let through and told B's change and whose it is.
+    let b_agent = pair["b"]["agents"][0].as_str().unwrap().to_string();
+    let input = json!({"tool_name": "Edit", "tool_use_id": "toolu_wa_again",
+                       "tool_input": {"file_path": w[0].join("src/api.rs"),
+                                      "old_string": "1", "new_string": "one"}});
+    let out = hook(&env, &w[0], "wa", "PreToolUse", input.clone());
+    assert_eq!(
+        maos_tests::denial_reason(&out),
+        "",
+        "a conflict is not a lock"
+    );
+    std::fs::write(
+        w[0].join("src/api.rs"),
+        TEN.replace("5\n", "five from a\n")
+            .replacen("1\n", "one\n", 1),
+    )
+    .unwrap();
+    let out = hook(&env, &w[0], "wa", "PostToolUse", input);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let told = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        told.contains("maos radar") && told.contains("+five from b") && told.contains(&b_agent),
+        "{v}"
+    );
+    hook(&env, &w[0], "wa", "Stop", json!({}));
+    // C, whose work conflicts with nobody's, is told nothing of it.
+    let input = json!({"tool_name": "Write", "tool_use_id": "toolu_wc_again",
+                       "tool_input": {"file_path": w[2].join("src/api.rs"), "content": "c"}});
+    let out = hook(&env, &w[2], "wc", "PreToolUse", input.clone());
+    assert_eq!(maos_tests::denial_reason(&out), "", "c may write");
+    let out = hook(&env, &w[2], "wc", "PostToolUse", input);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("maos radar"));
+    hook(&env, &w[2], "wc", "Stop", json!({}));
 
     // B gives its edit up: cleared, and recorded.
     write(&env, &w[1], "wb", "src/api.rs", TEN);

@@ -570,6 +570,34 @@ fn subagent_done(
     Ok(())
 }
 
+/// A write (its PostToolUse) to a file whose change would conflict with another agent's
+/// pending work (the conflict radar, issue 35): the model is told that change and whose it is,
+/// so it can adapt. A conflict is not a lock: nothing is refused. The radar runs after the
+/// commit, so what it says is as of the writes before this one.
+fn radar_told(
+    tx: &Txn<'_>,
+    agent: &AgentId,
+    paths: &[String],
+    mut answer: HookAnswer,
+) -> HookAnswer {
+    if answer.decision == HookDecision::Deny {
+        return answer;
+    }
+    let Some(told) = tx
+        .state()
+        .radar
+        .as_ref()
+        .and_then(|r| r.context_for(agent, paths))
+    else {
+        return answer;
+    };
+    answer.context = Some(match answer.context.take() {
+        Some(before) => format!("{before}\n{told}"),
+        None => told,
+    });
+    answer
+}
+
 fn deny(
     tx: &mut Txn<'_>,
     agent: &AgentId,
@@ -913,7 +941,11 @@ fn answer_of(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> 
                 (Some(a), Some(b)) => Some(format!("{a}\n{b}")),
                 (a, b) => a.or(b),
             };
-            Ok(answer(HookDecision::None, None, context))
+            let answer = answer(HookDecision::None, None, context);
+            Ok(match call.writes_files() {
+                true => radar_told(tx, &agent, &call.paths, answer),
+                false => answer,
+            })
         }
         "SubagentStart" => {
             caller(tx, &sid, &call)?;

@@ -1024,6 +1024,7 @@ pub(super) async fn open(
             st.runner = Some(runner.clone());
             st.machine = opts.fleet.as_ref().map(|f| f.machine().to_string());
             st.kept = kept.clone();
+            st.radar = Some(radar.clone());
             crate::ops::violation::settle_state(&st);
             st
         },
