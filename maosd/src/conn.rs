@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use maos_proto::{
-    ClientKind, ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, HookCall, MAX_FRAME_LEN,
-    Reply, ServerMsg, req,
+    ClientKind, ClientMsg, ErrorBody, ErrorCode, EventFilter, EventRecord, MAX_FRAME_LEN, Reply,
+    ServerMsg, req,
 };
 use maos_store::EventQuery;
 use tokio::net::UnixStream;
@@ -408,10 +408,6 @@ async fn request(
             if let Some(refused) = request.over_long_write() {
                 return refused;
             }
-            // What the daemon finds of a call is its own to say.
-            if let ProjectRequest::Hook(call) = &mut request {
-                call.drop_daemon_fields();
-            }
             let kept_store = crate::keep::store_dir(&daemon.config.home, &root);
             let canonical = std::fs::canonicalize(&root);
             request.place_writes(&Placer {
@@ -626,7 +622,7 @@ impl crate::router::Place for Placer<'_> {
 /// or when `outside_project` denies them (the project's `.maos/config.toml`, else the
 /// daemon's setting); else left in `call.outside`, to be written unlocked and recorded. A
 /// refused call names every file it writes in `paths`, for its denial's event.
-async fn judge_outside(daemon: &Daemon, root: &str, call: &mut HookCall) {
+async fn judge_outside(daemon: &Daemon, root: &str, call: &mut crate::hookcall::Hook) {
     use crate::lockpath::{OutsidePolicy, outside_refusal, project_policy};
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.into());
     let known: Vec<std::path::PathBuf> = daemon

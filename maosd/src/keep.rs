@@ -312,7 +312,7 @@ pub async fn look_after(
     shared: &Shared,
     store: PathBuf,
     real_root: &Path,
-    call: &mut maos_proto::HookCall,
+    call: &mut crate::hookcall::Hook,
 ) {
     // A shell command begins: when, so that its end can tell the changes it made from
     // earlier ones.

@@ -10,6 +10,7 @@ mod error;
 mod files;
 mod fleet;
 mod gc;
+mod hookcall;
 mod keep;
 mod lanes;
 mod lockpath;

@@ -7,9 +7,10 @@
 use maos_core::{LockMode, LockPath};
 use maos_proto::req::{self, LockAt};
 use maos_proto::{
-    AgentExit, Elsewhere, ErrorBody, HookCall, LockList, McpAction, McpCall, RecoveryReport, Reply,
-    Request,
+    AgentExit, Elsewhere, ErrorBody, LockList, McpAction, McpCall, RecoveryReport, Reply, Request,
 };
+
+use crate::hookcall::Hook;
 
 /// Where one request goes.
 pub enum Route {
@@ -120,7 +121,7 @@ pub enum ProjectRequest {
     LockList(req::LockList),
     LockCheck(Keyed<req::LockCheck>),
     Heartbeat(req::Heartbeat),
-    Hook(Box<HookCall>),
+    Hook(Box<Hook>),
     Brief(req::Brief),
     Note(req::Note),
     AgentExited(Box<AgentExit>),
@@ -251,7 +252,7 @@ impl Route {
                 Err(e) => Route::Refused(e),
             },
             Request::Heartbeat(r) => actor(P::Heartbeat(r)),
-            Request::Hook(call) => actor(P::Hook(call)),
+            Request::Hook(call) => actor(P::Hook(Box::new(Hook::from(*call)))),
             Request::Brief(r) => actor(P::Brief(r)),
             Request::Note(r) => actor(P::Note(r)),
             Request::AgentExited(exit) => actor(P::AgentExited(exit)),
@@ -396,7 +397,7 @@ impl ProjectRequest {
     }
 
     /// The hook call whose writes land outside its project, if this is one.
-    pub fn outside_writes(&mut self) -> Option<&mut HookCall> {
+    pub fn outside_writes(&mut self) -> Option<&mut Hook> {
         match self {
             ProjectRequest::Hook(call)
                 if !(call.outside.is_empty() && call.elsewhere.is_empty()) =>

@@ -13,6 +13,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use maos_proto::{ErrorBody, ErrorCode, HookCall, HookDecision, Reply, req};
+
+use crate::hookcall::Hook;
 use tracing::debug;
 
 use crate::cmd::Outcome;
@@ -69,7 +71,7 @@ pub async fn hard_links(handle: &ProjectHandle, root: &Path, keys: &[String]) ->
 }
 
 /// Ask for the held files a call's hard links name too (see [`hard_links`]).
-pub async fn link_held(handle: &ProjectHandle, root: &Path, call: &mut HookCall) {
+pub async fn link_held(handle: &ProjectHandle, root: &Path, call: &mut Hook) {
     let links = hard_links(handle, root, &call.paths).await;
     for [_, held] in &links {
         if !call.paths.contains(held) {
@@ -84,7 +86,7 @@ pub async fn link_held(handle: &ProjectHandle, root: &Path, call: &mut HookCall)
 /// granted, or there were none. A call that is refused already (`path_error`) takes nothing.
 pub async fn take_elsewhere(
     daemon: &Daemon,
-    call: &HookCall,
+    call: &Hook,
     budget: Budget<'_>,
 ) -> Option<Result<Reply, ErrorBody>> {
     if call.elsewhere.is_empty() || call.path_error.is_some() {
@@ -104,21 +106,16 @@ pub async fn take_elsewhere(
         };
         if let Some(Some(prompt)) = daemon.windows.visit(call, project) {
             // The project learns the window's task first, as if it had been started there.
-            let told = HookCall {
+            let told = Hook::from(HookCall {
                 event: "UserPromptSubmit".into(),
                 summary: Some(prompt),
                 tool_name: None,
                 tool_use_id: None,
                 paths: Vec::new(),
-                elsewhere: Vec::new(),
-                outside: Vec::new(),
                 written: None,
                 mcp_args: None,
-                directories: Vec::new(),
-                git: Vec::new(),
-                git_index: None,
-                ..call.clone()
-            };
+                ..call.call.clone()
+            });
             if let Err(e) = budget
                 .bound(ask(&handle, ProjectRequest::Hook(Box::new(told))))
                 .await
@@ -127,16 +124,10 @@ pub async fn take_elsewhere(
             }
         }
         // Only the files: the call's git commands and directories are its own project's.
-        let mut sub = HookCall {
+        let mut sub = Hook::from(HookCall {
             paths: keys,
-            elsewhere: Vec::new(),
-            outside: Vec::new(),
-            hard_links: Vec::new(),
-            directories: Vec::new(),
-            git: Vec::new(),
-            git_index: None,
-            ..call.clone()
-        };
+            ..call.call.clone()
+        });
         link_held(&handle, Path::new(project), &mut sub).await;
         match budget
             .bound(ask(&handle, ProjectRequest::Hook(Box::new(sub))))
@@ -177,15 +168,10 @@ pub async fn fan_out(daemon: &Daemon, call: &HookCall, own: &str) {
         let Ok(handle) = daemon.projects.get(&project).await else {
             continue;
         };
-        let sub = HookCall {
+        let sub = Hook::from(HookCall {
             paths: Vec::new(),
-            elsewhere: Vec::new(),
-            outside: Vec::new(),
-            directories: Vec::new(),
-            git: Vec::new(),
-            git_index: None,
             ..call.clone()
-        };
+        });
         if let Err(e) = ask(&handle, ProjectRequest::Hook(Box::new(sub))).await {
             debug!(project, error = %e.message, event = call.event, "a window's event did not reach a project it wrote in");
         }

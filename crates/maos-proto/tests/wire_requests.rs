@@ -1,6 +1,7 @@
 //! The wire shape of every request, pinned: each object of `fixtures/requests.json` (as an
 //! older client writes it: defaults left out, and a hook call carrying the fields only the
-//! daemon may set, which it drops) parses, and writes back as the JSON recorded beside it.
+//! daemon may set, which it drops) parses, and writes back as the JSON recorded beside it
+//! (a hook call writes none of those fields: they are the daemon's `Hook`'s, issue 33 §3).
 //! Written before the request types were reshaped (issue 33 §3), so that a change of the Rust
 //! types that changed the JSON fails here. `MAOS_BLESS=1` rewrites the recorded answers.
 

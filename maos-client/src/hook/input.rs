@@ -688,7 +688,6 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
             }),
         maos_session: env("MAOS_SESSION_ID"),
         maos_agent: env("MAOS_AGENT_ID"),
-        path_error: None,
         todos: (post && tool == "TodoWrite")
             .then(|| todos_of(input))
             .flatten(),

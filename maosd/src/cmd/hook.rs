@@ -1,12 +1,13 @@
 //! `maos hook`: an agent CLI's hook event, answered for the CLI (see `crate::ops::hook`).
 
-use maos_proto::{ErrorBody, HookCall, Reply};
+use maos_proto::{ErrorBody, Reply};
 
 use super::Outcome;
+use crate::hookcall::Hook;
 use crate::ops::hook::Hooked;
 use crate::state::Txn;
 
-pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Outcome, ErrorBody> {
+pub fn hook(tx: &mut Txn<'_>, call: Hook) -> Result<Outcome, ErrorBody> {
     Ok(match crate::ops::hook::hook(tx, call)? {
         Hooked::Answer(answer) => Reply::Hook(answer).into(),
         // A git command waiting for its turn at the index: the connection turns the grant

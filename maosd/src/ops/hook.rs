@@ -13,10 +13,11 @@ use maos_core::{
     AgentId, AgentOp, AgentState, HeldLock, LockError, LockMode, LockPath, LockRequest, SessionId,
     SessionOp, SessionState, Strategy, Ts, WaitPolicy, WaiterInfo,
 };
-use maos_proto::{ErrorBody, HookAnswer, HookCall, HookDecision, SpawnedBy};
+use maos_proto::{ErrorBody, HookAnswer, HookDecision, SpawnedBy};
 use serde_json::json;
 
 use self::answer::{ago, answer, deny_held, describe, is_placeholder_task, placeholder_task};
+use crate::hookcall::Hook;
 use crate::locks::who;
 use crate::state::{SpawnIntent, State, Txn};
 
@@ -84,7 +85,7 @@ fn live_window(st: &State, cli: &str) -> Option<(SessionId, AgentId)> {
 /// window, no new session that nothing would ever end), and a write is refused rather than
 /// left without its lock. The window itself coming back (`claude --resume`, a prompt) is
 /// a main-thread call, not this.
-fn of_ended_window(st: &State, call: &HookCall) -> Option<AgentId> {
+fn of_ended_window(st: &State, call: &Hook) -> Option<AgentId> {
     let sub = call.agent_id.as_deref()?;
     if call.maos_agent.is_some() || live_window(st, &call.session_id).is_some() {
         return None;
@@ -108,7 +109,7 @@ fn of_ended_window(st: &State, call: &HookCall) -> Option<AgentId> {
 }
 
 /// The answer to a call of a subagent whose window ended ([`of_ended_window`]).
-fn after_window_end(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) -> HookAnswer {
+fn after_window_end(tx: &mut Txn<'_>, agent: &AgentId, call: &Hook) -> HookAnswer {
     if call.event != "PreToolUse" || !call.writes_files() {
         return answer(HookDecision::None, None, None);
     }
@@ -119,7 +120,7 @@ fn after_window_end(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) -> HookA
 /// The session this call belongs to: the one named by `MAOS_SESSION_ID`, else the one its
 /// window already works in, else the active live session, else a new running one made for
 /// the windows (it completes when the last of them ends).
-fn session(tx: &mut Txn<'_>, call: &HookCall) -> Result<SessionId, ErrorBody> {
+fn session(tx: &mut Txn<'_>, call: &Hook) -> Result<SessionId, ErrorBody> {
     if let Some(s) = &call.maos_session {
         return Ok(tx.state().resolve_session(Some(s))?.id.clone());
     }
@@ -190,7 +191,7 @@ fn find(tx: &mut Txn<'_>, sid: &SessionId, cli: &str, sub: Option<&str>) -> Opti
 
 /// The window's agent in `sid`: the live one, else a new one labelled by its CLI. A window
 /// that comes back after it ended (`claude --resume`) gets a new agent with its old task.
-fn window(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId, ErrorBody> {
+fn window(tx: &mut Txn<'_>, sid: &SessionId, call: &Hook) -> Result<AgentId, ErrorBody> {
     if let Some(id) = find(tx, sid, &call.session_id, None) {
         return Ok(id);
     }
@@ -231,7 +232,7 @@ fn window(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId,
 
 /// The calling agent: `MAOS_AGENT_ID`, else the subagent (registered on the spot if it was
 /// never announced: stray ids happen), else the orchestrator.
-fn caller(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId, ErrorBody> {
+fn caller(tx: &mut Txn<'_>, sid: &SessionId, call: &Hook) -> Result<AgentId, ErrorBody> {
     if let Some(a) = &call.maos_agent {
         return Ok(tx.state().resolve_agent(a, Some(sid))?.id.clone());
     }
@@ -279,7 +280,7 @@ fn caller(tx: &mut Txn<'_>, sid: &SessionId, call: &HookCall) -> Result<AgentId,
 
 /// The subagent tool call that started the calling subagent, as the CLI wrote it down (the
 /// hook read it), if it is one maos can use.
-fn spawned_by(call: &HookCall) -> Option<&SpawnedBy> {
+fn spawned_by(call: &Hook) -> Option<&SpawnedBy> {
     call.agent_id.as_ref()?;
     call.spawned_by
         .as_ref()
@@ -296,7 +297,7 @@ fn request_of(tx: &mut Txn<'_>, cli: &str, tool_use_id: &str) -> Option<usize> {
 /// The calling subagent `agent` was started by the call its `spawned_by` names, for certain:
 /// it takes that request (a guess is corrected: [`take`]). A request another agent took for
 /// certain stays with it, and an agent tied for certain keeps its tie.
-fn tie(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
+fn tie(tx: &mut Txn<'_>, agent: &AgentId, call: &Hook) {
     let Some(spawned) = spawned_by(call) else {
         return;
     };
@@ -389,7 +390,7 @@ fn take(tx: &mut Txn<'_>, cli: &str, agent: &AgentId, i: usize, certain: bool) {
 /// Remember the window's CLI process (the first seen, or a new one after `claude --resume`),
 /// so that the sweep ends the window when it is gone. Agents maos runs itself are watched by
 /// their supervisor instead.
-fn watch(tx: &mut Txn<'_>, window: &AgentId, call: &HookCall) {
+fn watch(tx: &mut Txn<'_>, window: &AgentId, call: &Hook) {
     let Some(p) = call.process else { return };
     if call.maos_agent.is_some() {
         return;
@@ -404,7 +405,7 @@ fn watch(tx: &mut Txn<'_>, window: &AgentId, call: &HookCall) {
 }
 
 /// The agent's last tool call, for `ps` and for the words of a denial naming it.
-fn touch(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
+fn touch(tx: &mut Txn<'_>, agent: &AgentId, call: &Hook) {
     let Some(tool) = &call.tool_name else { return };
     let activity = Activity {
         tool: tool.clone(),
@@ -431,7 +432,7 @@ fn claim(tx: &mut Txn<'_>, cli: &str, kind: Option<&str>) -> Option<usize> {
 }
 
 /// PreToolUse of the subagent tool: remember the request until a subagent claims it.
-fn request_subagent(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
+fn request_subagent(tx: &mut Txn<'_>, agent: &AgentId, call: &Hook) {
     let task = match (call.summary.as_deref(), call.prompt_line.as_deref()) {
         (Some(d), Some(p)) => format!("{d}: {p}"),
         (Some(t), None) | (None, Some(t)) => t.to_string(),
@@ -473,7 +474,7 @@ fn subagent_done(
     tx: &mut Txn<'_>,
     sid: &SessionId,
     orch: &AgentId,
-    call: &HookCall,
+    call: &Hook,
     res: &maos_proto::SubagentResult,
 ) -> Result<(), ErrorBody> {
     let cli = call.session_id.as_str();
@@ -598,13 +599,7 @@ fn radar_told(
     answer
 }
 
-fn deny(
-    tx: &mut Txn<'_>,
-    agent: &AgentId,
-    call: &HookCall,
-    why: &str,
-    reason: String,
-) -> HookAnswer {
+fn deny(tx: &mut Txn<'_>, agent: &AgentId, call: &Hook, why: &str, reason: String) -> HookAnswer {
     deny_held(tx, agent, call, why, reason, None)
 }
 
@@ -631,7 +626,7 @@ fn blockers(st: &State, holders: &[HeldLock], queued: &[WaiterInfo], now: Ts) ->
 
 /// A write: inside the project, not paused, and the write lock of every file it touches for
 /// the caller (all of them or none).
-fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall) -> HookAnswer {
+fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &Hook) -> HookAnswer {
     if let Some(e) = &call.path_error {
         let reason = format!("maos: {}.", e.trim_end_matches('.'));
         return deny(tx, agent, call, "path_outside_workspace", reason);
@@ -741,7 +736,7 @@ fn pre_write(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, call: &HookCall
 /// A GitHub Copilot CLI subagent's subagent names its parent subagent (Copilot's id of it) as
 /// its session, never the window: the call is put in the window's CLI session, where its
 /// parent subagent is, so that it is that window's and claims the task its parent gave it.
-fn copilot_nested(st: &State, mut call: HookCall) -> HookCall {
+fn copilot_nested(st: &State, mut call: Hook) -> Hook {
     if call.cli != Cli::Copilot
         || call.agent_id.is_none()
         || live_window(st, &call.session_id).is_some()
@@ -766,7 +761,7 @@ fn copilot_nested(st: &State, mut call: HookCall) -> HookCall {
 
 /// What an agent CLI's hook event means for sessions, agents and locks, and the answer for
 /// the CLI.
-pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Hooked, ErrorBody> {
+pub fn hook(tx: &mut Txn<'_>, call: Hook) -> Result<Hooked, ErrorBody> {
     let call = copilot_nested(tx.state(), call);
     if let Some(agent) = of_ended_window(tx.state(), &call) {
         return Ok(after_window_end(tx, &agent, &call).into());
@@ -803,7 +798,7 @@ pub fn hook(tx: &mut Txn<'_>, call: HookCall) -> Result<Hooked, ErrorBody> {
 }
 
 /// [`hook`]'s answer to every call but a shell call's git turns.
-fn answer_of(tx: &mut Txn<'_>, call: HookCall) -> Result<HookAnswer, ErrorBody> {
+fn answer_of(tx: &mut Txn<'_>, call: Hook) -> Result<HookAnswer, ErrorBody> {
     if call.session_id.trim().is_empty() {
         return Err(crate::error::bad_request("hook input has no session_id"));
     }
@@ -1010,7 +1005,7 @@ pub fn set_todos(tx: &mut Txn<'_>, sid: &SessionId, agent: &AgentId, items: Vec<
 
 /// A call of maos's own MCP server (`mcp__maos__TOOL`) passed this hook: remember whose it
 /// is, by its tool use id and by (CLI process, tool, arguments), for `maos mcp` to ask.
-fn record_mcp_call(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) {
+fn record_mcp_call(tx: &mut Txn<'_>, agent: &AgentId, call: &Hook) {
     let Some(tool) = call
         .tool_name
         .as_deref()

@@ -1,5 +1,5 @@
 //! After a tool call: what it did to held files (issue 31 §2). The connection has hashed them
-//! (`HookCall::seen`, `keep.rs`); here the actor decides. A holder's own write is its version
+//! (`Hook::seen`, `keep.rs`); here the actor decides. A holder's own write is its version
 //! now; another agent's change of a held file is a violation: recorded (`lock_violated`),
 //! told to the violating model in its PostToolUse answer and to the holder's model at its next
 //! hook, shown in `ps`. Nothing is put back here: `maos restore-file` does that, on request.
@@ -8,7 +8,9 @@ use std::collections::HashSet;
 
 use maos_core::text::collapse_and_clip;
 use maos_core::{AgentId, LockMode};
-use maos_proto::{HookCall, SeenFile};
+use maos_proto::SeenFile;
+
+use crate::hookcall::Hook;
 use serde_json::json;
 
 use crate::keep::{self, Check, Version};
@@ -36,7 +38,7 @@ pub fn settle_state(st: &crate::state::State) {
 /// PostToolUse of `agent`'s call: the files it wrote are its versions (where it holds their
 /// write lock), and after a shell command each held file another agent changed is a
 /// violation. Returns what the calling model is told, if anything.
-pub fn after(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) -> Option<String> {
+pub fn after(tx: &mut Txn<'_>, agent: &AgentId, call: &Hook) -> Option<String> {
     settle(tx);
     if call.seen.is_empty() {
         return None;

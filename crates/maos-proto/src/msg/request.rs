@@ -103,7 +103,9 @@ impl Request {
 }
 
 /// One hook call of an agent CLI, reduced to what maos needs: ids, the event, the tool and the
-/// path it writes. Never file contents.
+/// path it writes. Never file contents. Only what the client says: what the daemon finds of a
+/// call (where its files' locks live, ...) is the daemon's own (`maosd`'s `Hook`); fields a
+/// client of an older release sends for it are ignored.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HookCall {
     /// The CLI that called (`maos hook --cli NAME`; Claude Code when not said).
@@ -155,47 +157,11 @@ pub struct HookCall {
     pub maos_session: Option<String>,
     #[serde(default)]
     pub maos_agent: Option<String>,
-    /// Set by the daemon when a file the call writes may not be written (outside the project
-    /// where that is denied, in another maos project, or where it lands cannot be told).
-    #[serde(default)]
-    pub path_error: Option<String>,
-    /// Set by the daemon: the files a write lands on outside every project it knows (absolute,
-    /// links resolved), which `outside_project = "allow"` lets it write unlocked, recorded.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub outside: Vec<String>,
-    /// Set by the daemon (what a client sends is dropped): PostToolUse, the files the call
-    /// wrote and, after a shell command, the held files, as the daemon found them (hashed,
-    /// kept): the holders' versions and the changes others made to them (issue 31 §2).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub seen: Vec<super::SeenFile>,
-    /// Set by the daemon: the files the call writes whose lock lives in another project (a
-    /// repository nested in this one, a submodule, the repository a window started above it
-    /// writes into): each file's project and its key there. Their locks are taken there.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub elsewhere: Vec<Elsewhere>,
-    /// Set by the daemon: a file the call names through a hard link to a file another lock
-    /// holds (one inode), as `[named key, held key]`; the call asks for the held key's lock
-    /// too, and a denial says why.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hard_links: Vec<[String; 2]>,
     /// A shell tool's command (`Bash`, Codex's shell, `run_shell_command`), which the daemon
     /// reads for the files it writes (at most [`MAX_COMMAND`] bytes; a longer one is not
     /// sent, and runs unread).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
-    /// Set by the daemon: keys among `paths` that a shell command removes or moves away and
-    /// that are directories: locked as directories (everything under them).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub directories: Vec<String>,
-    /// Set by the daemon: the git commands of a shell call that discard or capture
-    /// working-tree changes, each with the keys it is limited to.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub git: Vec<GitUse>,
-    /// Set by the daemon: the key of the git index a shell call's git commands write
-    /// (`.git/index`, or a linked worktree's): the call takes it for the command's duration,
-    /// so two agents' git commands take turns instead of failing on `index.lock`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub git_index: Option<String>,
     /// PostToolUse of `TodoWrite`: the agent's whole task list as it now stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub todos: Option<Vec<Todo>>,
@@ -216,20 +182,6 @@ pub struct HookCall {
 }
 
 impl HookCall {
-    /// Forget what only the daemon may say of a call (where its files' locks live, what
-    /// its files hold, hard links, directories, git's index, why a path is refused): a
-    /// client that sends them is not believed, so the daemon drops them on arrival.
-    pub fn drop_daemon_fields(&mut self) {
-        self.path_error = None;
-        self.outside.clear();
-        self.elsewhere.clear();
-        self.hard_links.clear();
-        self.directories.clear();
-        self.git.clear();
-        self.git_index = None;
-        self.seen.clear();
-    }
-
     /// The call is of a tool that writes files (`Write`, `Edit`, `MultiEdit`, `NotebookEdit`,
     /// Codex's `apply_patch`, Gemini CLI's `write_file` and `replace`), or a shell command
     /// that runs `apply_patch` (Codex applies such a patch itself; the client names the
@@ -240,9 +192,7 @@ impl HookCall {
                 "Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch" | "write_file"
                 | "replace",
             ) => true,
-            Some("Bash" | "run_shell_command") => {
-                !(self.paths.is_empty() && self.elsewhere.is_empty() && self.outside.is_empty())
-            }
+            Some("Bash" | "run_shell_command") => !self.paths.is_empty(),
             _ => false,
         }
     }
@@ -265,7 +215,7 @@ pub fn is_spawn_tool(tool: &str) -> bool {
 }
 
 /// A git command in a shell call that discards or captures working-tree changes
-/// ([`HookCall::git`]).
+/// (the daemon's `Hook::git`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GitUse {
     /// It captures changes into the index or a commit (`add`, `commit -a`, `commit PATH`);
@@ -283,7 +233,7 @@ pub struct GitUse {
 /// The longest shell command a hook sends the daemon to read (`HookCall::command`).
 pub const MAX_COMMAND: usize = 128 * 1024;
 
-/// A file a hook's call writes whose lock lives in another project ([`HookCall::elsewhere`]).
+/// A file a hook's call writes whose lock lives in another project (the daemon's `Hook::elsewhere`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Elsewhere {
     /// That project's root (canonical).

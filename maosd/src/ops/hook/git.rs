@@ -5,7 +5,9 @@
 //! `index.lock`.
 
 use maos_core::{AgentId, HeldLock, LockMode, LockPath, WaitPolicy};
-use maos_proto::{GitUse, HookAnswer, HookCall};
+use maos_proto::{GitUse, HookAnswer};
+
+use crate::hookcall::Hook;
 
 use super::answer::{deny_held, describe};
 use crate::ops::lock::{self as ops, Taken};
@@ -125,7 +127,7 @@ fn shell_quote(word: &str) -> String {
 
 /// A git command of the call that would discard or capture work in files other agents hold:
 /// denied, naming each file and its holder.
-pub fn guard(tx: &mut Txn<'_>, agent: &AgentId, call: &HookCall) -> Option<HookAnswer> {
+pub fn guard(tx: &mut Txn<'_>, agent: &AgentId, call: &Hook) -> Option<HookAnswer> {
     for g in &call.git {
         let hit = reached(tx, agent, g);
         if hit.is_empty() {
