@@ -8,10 +8,12 @@
 -- sorted: every batch takes its keys in one order (the project's first), so two batches never
 -- wait for each other in a cycle.
 --
--- The clock and the token block are read together under a short session lock: batches side
--- by side read them in one order, so a batch that drew a larger token also has a later `now`
--- (tokens and lease times grow together along the project's grants). The lock is held for two
--- function calls only, and let go on every way out of the block.
+-- The clock and the token block are read together, last, under a short session lock: batches
+-- side by side read them in one order, so a batch that drew a larger token also has a later
+-- `now` (tokens and lease times grow together along the project's grants). The lock is held for
+-- two function calls only, and let go on every way out of the block. They come after the rows
+-- are read: a lock row of a batch beside this one (another path) read here has a token below
+-- this batch's block, which the daemon's lock table must number from.
 CREATE FUNCTION maos_begin_paths(project_key text, known_seq bigint, known_lock_seq bigint,
     me text, path_keys bigint[], path_excl boolean[],
     OUT now_us bigint, OUT last_seq bigint, OUT lock_seq bigint, OUT token bigint,
@@ -34,15 +36,6 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
-    PERFORM pg_advisory_lock(clock_lock);
-    BEGIN
-        now_us := maos_now_us();
-        token := nextval('maos_fence');
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM pg_advisory_unlock(clock_lock);
-        RAISE;
-    END;
-    PERFORM pg_advisory_unlock(clock_lock);
     SELECT p.last_seq, p.lock_seq INTO last_seq, lock_seq FROM projects p
         WHERE p.key = project_key;
     IF last_seq > known_seq THEN
@@ -73,7 +66,18 @@ BEGIN
                 'message', w.message) ORDER BY w.ord), '[]')
             INTO waits
             FROM lock_waits w WHERE w.project = project_key
-                AND ((w.daemon <> me AND w.outcome IS NULL AND w.lease_until > now_us)
+                AND ((w.daemon <> me AND w.outcome IS NULL AND w.lease_until > maos_now_us())
                     OR (w.daemon = me AND w.outcome IS NOT NULL));
     END IF;
+    -- Last: every token in the rows read above was drawn before this block (a batch commits
+    -- after it draws), so the daemon's table numbers this batch's grants from the block.
+    PERFORM pg_advisory_lock(clock_lock);
+    BEGIN
+        now_us := maos_now_us();
+        token := nextval('maos_fence');
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM pg_advisory_unlock(clock_lock);
+        RAISE;
+    END;
+    PERFORM pg_advisory_unlock(clock_lock);
 END $$;
