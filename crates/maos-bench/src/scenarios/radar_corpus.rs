@@ -113,13 +113,15 @@ pub fn scen_radar_corpus(o: &Opts, _sync: &str) -> Res<Vec<Metric>> {
             repo.file_name()
                 .map_or(name.clone(), |f| f.to_string_lossy().into_owned())
         );
-        rows.extend(figures(&label, &t));
-        rows.push(Metric::new(
+        let mut mine = figures(&label, &t);
+        mine.push(Metric::new(
             &label,
             "time per pair (predict + merge)",
             per_pair,
             "ms",
         ));
+        print_human(&format!("{label}: the radar against git merge"), &mine);
+        rows.extend(mine);
         all.tp += t.tp;
         all.fp += t.fp;
         all.fn_ += t.fn_;
@@ -131,23 +133,20 @@ pub fn scen_radar_corpus(o: &Opts, _sync: &str) -> Res<Vec<Metric>> {
         all.errors += t.errors;
     }
     if repos.len() > 1 {
-        rows.extend(figures("radar-corpus, all", &all));
+        let all = figures("radar-corpus, all", &all);
+        print_human("radar-corpus, all repositories", &all);
+        rows.extend(all);
     }
     if let Some(out) = &o.out {
         std::fs::write(out, description).map_err(|e| format!("{out}: {e}"))?;
     }
-    print_human("radar-corpus: the radar against git merge", &rows);
     Ok(rows)
 }
 
 fn figures(label: &str, t: &Tally) -> Vec<Metric> {
     let m = |what: &str, v: f64, unit: &'static str| Metric::new(label, what, v, unit);
     vec![
-        m(
-            "pairs (conflicting by git merge)",
-            (t.tp + t.fp + t.fn_ + t.tn) as f64,
-            "",
-        ),
+        m("pairs evaluated", (t.tp + t.fp + t.fn_ + t.tn) as f64, ""),
         m("conflicting by git merge", (t.tp + t.fn_) as f64, ""),
         m("true positives", t.tp as f64, ""),
         m("false positives", t.fp as f64, ""),
