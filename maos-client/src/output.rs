@@ -270,6 +270,24 @@ pub fn ps(sessions: &[PsSession], paint: Paint) -> String {
                 let line = violation_line(a, v);
                 let _ = writeln!(out, "{indent}    {}", paint.red(&line));
             }
+            // Work that would conflict with another worktree's (the conflict radar).
+            for r in &a.radar {
+                let who: Vec<String> = r
+                    .other_agents
+                    .iter()
+                    .map(|a| a.short().to_string())
+                    .collect();
+                let who = if who.is_empty() {
+                    "no live agent".to_string()
+                } else {
+                    who.join(", ")
+                };
+                let line = format!(
+                    "~ {} would conflict with {who} in {} (`maos radar`)",
+                    r.path, r.other_worktree
+                );
+                let _ = writeln!(out, "{indent}    {}", paint.yellow(&line));
+            }
         }
     }
     out.push_str("(* = active session; WHO = the role, or a CLI window's first prompt; NOW = the lock it waits for, its task list item in progress and last tool call, or its task)\n");

@@ -187,6 +187,29 @@ impl Radar {
         (!told.is_empty()).then(|| told.join("\n"))
     }
 
+    /// The files `agent`'s work would conflict on, for its `maos ps` row.
+    pub fn at_risk(&self, agent: &AgentId) -> Vec<maos_proto::PsRadar> {
+        let Ok(pairs) = self.pairs.lock() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for p in pairs.iter() {
+            let other = if p.a.agents.contains(agent) {
+                &p.b
+            } else if p.b.agents.contains(agent) {
+                &p.a
+            } else {
+                continue;
+            };
+            out.extend(p.files.iter().map(|f| maos_proto::PsRadar {
+                path: f.path.clone(),
+                other_worktree: other.worktree.clone(),
+                other_agents: other.agents.clone(),
+            }));
+        }
+        out
+    }
+
     /// What a committed event means for the radar.
     fn take(&self, e: &EventRecord) {
         match e.kind.as_str() {

@@ -175,6 +175,13 @@ fn overlapping_edits_in_two_worktrees_show_and_clear() {
             "{pair}"
         );
     }
+    // `maos ps` says it on both agents' rows.
+    let ps = String::from_utf8_lossy(&env.maos_in(&repo, &["ps"]).stdout).into_owned();
+    assert_eq!(
+        ps.matches("~ src/api.rs would conflict with").count(),
+        2,
+        "{ps}"
+    );
     // The human table names the file and the line.
     let table = env.maos_in(&repo, &["radar"]);
     let text = String::from_utf8_lossy(&table.stdout);

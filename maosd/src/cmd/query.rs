@@ -70,6 +70,11 @@ pub fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
                     activity: st.activity(&a.id).cloned(),
                     todo: s.current_todo(&a.id).map(|i| i.content.clone()),
                     violations: violations(&a.id),
+                    radar: st
+                        .radar
+                        .as_ref()
+                        .map(|r| r.at_risk(&a.id))
+                        .unwrap_or_default(),
                     waits: waiters
                         .iter()
                         .filter(|w| w.holder == a.id)

@@ -84,6 +84,20 @@ pub struct PsAgent {
     /// (issue 31 §2): shown in red until the file is put back or the lock goes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub violations: Vec<super::PsViolation>,
+    /// Files whose change in its worktree would conflict with another worktree's pending work
+    /// (the conflict radar, issue 35).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub radar: Vec<PsRadar>,
+}
+
+/// A file an agent's work would conflict on, as `maos ps` shows it (`maos radar` has the rest).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PsRadar {
+    pub path: String,
+    /// The other worktree and its live agents.
+    pub other_worktree: String,
+    #[serde(default)]
+    pub other_agents: Vec<AgentId>,
 }
 
 /// A lock an agent waits for, as `maos ps` shows it.
