@@ -653,14 +653,18 @@ async fn the_checkpointer_restarts_the_wal_so_that_a_commit_appends() {
     let (frames, copied) = cp.run().await.unwrap();
     assert!(frames > 0 && frames == copied, "{frames} {copied}");
     let version = cp.data_version().await.unwrap();
-    cp.restart().await.unwrap();
+    cp.restart(false).await.unwrap();
     let restarted = wal_epoch(&path);
-    let small = std::fs::metadata(path.with_extension("db-wal"))
+    assert_ne!(
+        restarted, before,
+        "the checkpointer's write restarted the log"
+    );
+    let kept = std::fs::metadata(path.with_extension("db-wal"))
         .unwrap()
         .len();
     assert!(
-        small < big && small <= 32 + 4 * (24 + 4096),
-        "{small} bytes after {big}"
+        kept >= big,
+        "untrimmed, the file keeps its length: {kept} after {big}"
     );
     assert_eq!(
         cp.data_version().await.unwrap(),
@@ -679,8 +683,20 @@ async fn the_checkpointer_restarts_the_wal_so_that_a_commit_appends() {
         "the writer's commit is seen"
     );
     // A second restart with nothing copied back yet only appends (the log is in use).
-    cp.restart().await.unwrap();
+    cp.restart(true).await.unwrap();
     assert_eq!(wal_epoch(&path), restarted);
+    // Idle: everything copied back, and a trimming restart cuts the file to its one write.
+    let (frames, copied) = cp.run().await.unwrap();
+    assert!(frames > 0 && frames == copied, "{frames} {copied}");
+    cp.restart(true).await.unwrap();
+    assert_ne!(wal_epoch(&path), restarted);
+    let small = std::fs::metadata(path.with_extension("db-wal"))
+        .unwrap()
+        .len();
+    assert!(
+        small < big && small <= 32 + 4 * (24 + 4096),
+        "{small} bytes after {big}"
+    );
     cp.close().await;
     let loaded = store.load().await.unwrap();
     assert_eq!(loaded.last_seq, seq);

@@ -46,6 +46,8 @@ pub(super) async fn spawn(store: &Store, root: String) -> Result<Option<Checkpoi
         // copied back: a commit after a complete checkpoint restarts the log itself, writing
         // and fsyncing its header inside the commit).
         let mut restarted_at = None;
+        // Whether that restart also cut the file (done once the project stayed idle a tick).
+        let mut trimmed = false;
         loop {
             tokio::select! {
                 _ = every.tick() => {}
@@ -58,16 +60,20 @@ pub(super) async fn spawn(store: &Store, root: String) -> Result<Option<Checkpoi
                     continue;
                 }
             };
-            if restarted_at == Some(version) {
+            // Nothing committed for a whole tick since the restart: once, copy its frame back
+            // too and restart again with the file cut to one page (the project is idle).
+            let trim = restarted_at == Some(version);
+            if trim && trimmed {
                 continue;
             }
             match cp.run().await {
                 // Every frame copied back (or none yet): the log starts again from here.
                 Ok((frames, copied)) if frames >= 0 && frames == copied => {
-                    match cp.restart().await {
+                    match cp.restart(trim).await {
                         Ok(()) => {
-                            debug!(project = %root, frames, "WAL copied back and restarted");
+                            debug!(project = %root, frames, trim, "WAL copied back and restarted");
                             restarted_at = Some(version);
+                            trimmed = trim;
                         }
                         Err(e) => {
                             warn!(project = %root, error = %e, "cannot restart the WAL");
