@@ -78,6 +78,16 @@ fn repo(n: usize, files: &[(&str, &str)]) -> Repo {
     }
 }
 
+/// A radar watching the first two worktrees of `r`, and their names on it.
+fn watching(r: &Repo) -> (Radar, [String; 2]) {
+    let mut radar = Radar::new(Git::new(), &r.cache).unwrap();
+    for w in &r.worktrees[..2] {
+        radar.watch(w, Utc::now()).unwrap();
+    }
+    let names = [0, 1].map(|i| r.worktrees[i].display().to_string());
+    (radar, names)
+}
+
 const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
 
 /// Everything git keeps of a worktree that the radar must not change.
@@ -220,10 +230,7 @@ fn committed_untracked_and_odd_paths_count_and_ignored_files_do_not() {
 fn a_write_elsewhere_keeps_the_pair_and_forgetting_clears_it() {
     let r = repo(2, &[("a.txt", TEN), ("b.txt", TEN)]);
     let (w0, w1) = (&r.worktrees[0], &r.worktrees[1]);
-    let names = [w0.display().to_string(), w1.display().to_string()];
-    let mut radar = Radar::new(Git::new(), &r.cache).unwrap();
-    radar.watch(w0, Utc::now()).unwrap();
-    radar.watch(w1, Utc::now()).unwrap();
+    let (mut radar, names) = watching(&r);
     std::fs::write(w0.join("a.txt"), "0\n").unwrap();
     radar.update(&names[0], Utc::now()).unwrap();
     std::fs::write(w1.join("a.txt"), "1\n").unwrap();
@@ -263,10 +270,7 @@ fn git_is_new_enough() {
 fn a_named_write_looks_at_that_file_and_an_unknown_name_at_everything() {
     let r = repo(2, &[("a.txt", TEN)]);
     let (w0, w1) = (&r.worktrees[0], &r.worktrees[1]);
-    let names = [w0.display().to_string(), w1.display().to_string()];
-    let mut radar = Radar::new(Git::new(), &r.cache).unwrap();
-    radar.watch(w0, Utc::now()).unwrap();
-    radar.watch(w1, Utc::now()).unwrap();
+    let (mut radar, names) = watching(&r);
     std::fs::write(w0.join("a.txt"), "0\n").unwrap();
     radar
         .update_paths(&names[0], Some(&["a.txt".to_string()]), Utc::now())
