@@ -354,6 +354,29 @@ fn agent_in(env: &Env, session: &str, role: &str) -> String {
     env.agent(Some(session), role, "work")
 }
 
+/// A xorshift generator from `seed`: a random test's choices, the same on every run.
+fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
+/// The project's lock timeline as `env`'s daemon reads it: grants, releases and expiries, in
+/// commit (`seq`) order.
+fn lock_timeline(env: &Env) -> Vec<Value> {
+    env.events(&[
+        "--type",
+        "lock_acquired",
+        "--type",
+        "lock_released",
+        "--type",
+        "lock_expired",
+    ])
+}
+
 /// `maos daemon status` lists the fleet's daemons as PostgreSQL records them: each running
 /// daemon writes that it is alive every interval (100 ms here, 30 s by default), so one killed
 /// with `kill -9` shows as not running once it has been silent for three of them, while the
@@ -759,19 +782,13 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
                     let root = Env::project_root(&env.project);
                     let mut client =
                         maos_tests::client::Client::connect(&env.socket, &root).expect("connect");
-                    let mut seed = 0x9E37_79B9_7F4A_7C15_u64 ^ (d as u64 + 1);
-                    let mut next = || {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        seed
-                    };
+                    let mut next = xorshift(0x9E37_79B9_7F4A_7C15_u64 ^ (d as u64 + 1));
                     let mut tokens = Vec::new();
                     for _ in 0..OPS_PER_DAEMON {
                         let r = next();
                         let agent = mine[(r % 3) as usize].clone();
                         let path = PATHS[((r >> 8) % 4) as usize].to_string();
-                        let req = if (r >> 16) % 3 == 0 {
+                        let req = if (r >> 16).is_multiple_of(3) {
                             Request::LockRelease(req::LockRelease {
                                 agent: Some(agent),
                                 at: req::LockAt {
@@ -789,12 +806,12 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
                                         path,
                                         cwd: Some(root.clone()),
                                     },
-                                    mode: if (r >> 24) % 3 == 0 {
+                                    mode: if (r >> 24).is_multiple_of(3) {
                                         LockMode::Write
                                     } else {
                                         LockMode::Read
                                     },
-                                    wait: if (r >> 32) % 4 == 0 {
+                                    wait: if (r >> 32).is_multiple_of(4) {
                                         LockWait::Wait { ms: 50 }
                                     } else {
                                         LockWait::NoWait
@@ -832,14 +849,7 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
     });
 
     // The timeline, replayed in commit order.
-    let events = envs[0].events(&[
-        "--type",
-        "lock_acquired",
-        "--type",
-        "lock_released",
-        "--type",
-        "lock_expired",
-    ]);
+    let events = lock_timeline(&envs[0]);
     let mut held: BTreeMap<u64, (String, String, String)> = BTreeMap::new();
     let mut last_token: BTreeMap<String, u64> = BTreeMap::new();
     let mut seen = HashSet::new();
@@ -985,13 +995,7 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
                     let root = Env::project_root(&env.project);
                     let mut client =
                         maos_tests::client::Client::connect(&env.socket, &root).expect("connect");
-                    let mut seed = 0x2545_F491_4F6C_DD1D_u64 ^ (w as u64 + 1);
-                    let mut next = || {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        seed
-                    };
+                    let mut next = xorshift(0x2545_F491_4F6C_DD1D_u64 ^ (w as u64 + 1));
                     let mut tokens = Vec::new();
                     // The lock this agent holds: every other round gives it back.
                     let mut holding: Option<String> = None;
@@ -1041,14 +1045,7 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
     });
     let took = started.elapsed();
 
-    let events = envs[1].events(&[
-        "--type",
-        "lock_acquired",
-        "--type",
-        "lock_released",
-        "--type",
-        "lock_expired",
-    ]);
+    let events = lock_timeline(&envs[1]);
     let mut held: BTreeMap<u64, (AgentId, LockPath, LockMode)> = BTreeMap::new();
     let mut last_token: BTreeMap<String, u64> = BTreeMap::new();
     let mut seen = HashSet::new();
