@@ -199,6 +199,7 @@ fn overlapping_edits_in_two_worktrees_show_and_clear() {
     );
     let told = events(&env, &repo, "radar_conflict");
     assert_eq!(told[0]["data"]["files"], json!(["src/api.rs"]));
+    private_radar_files(&env);
 
     // A's next write to the file is let through and told B's change and whose it is.
     let b_agent = pair["b"]["agents"][0].as_str().unwrap().to_string();
@@ -243,6 +244,31 @@ fn overlapping_edits_in_two_worktrees_show_and_clear() {
     });
     let text = String::from_utf8_lossy(&env.maos_in(&repo, &["radar"]).stdout).into_owned();
     assert_eq!(text.trim(), "no conflicts predicted");
+}
+
+/// The radar's own index files (one per worktree, a listing of its files) are the user's alone,
+/// as everything else under `MAOS_HOME` (tests/tests/security.rs walks what exists without them).
+fn private_radar_files(env: &Env) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut seen = 0;
+    for project in std::fs::read_dir(env.home.join("projects")).unwrap() {
+        let dir = project.unwrap().path().join("radar");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode & 0o077, 0, "{} is {mode:o}", path.display());
+            seen += 1;
+        }
+    }
+    assert!(
+        seen >= 2,
+        "the radar kept an index file per worktree ({seen})"
+    );
 }
 
 #[test]

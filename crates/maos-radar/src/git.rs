@@ -192,6 +192,17 @@ impl Git {
             self.run(worktree, Some(index), &full, &[0, 1])?;
         }
         let (_, tree) = self.run(worktree, Some(index), &["write-tree"], &[0])?;
+        // git writes its index files with the umask's mode (a copy keeps the worktree's): the
+        // radar's are the user's alone (their directory is already 0700).
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(index, std::fs::Permissions::from_mode(0o600)).map_err(
+                |error| RadarError::Cache {
+                    path: index.display().to_string(),
+                    error,
+                },
+            )?;
+        }
         Ok(Snapshot {
             head,
             tree: String::from_utf8_lossy(&tree).trim().to_string(),

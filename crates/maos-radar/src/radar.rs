@@ -84,10 +84,17 @@ pub struct Radar {
 impl Radar {
     /// A radar keeping its index files in `cache` (created if missing).
     pub fn new(git: Git, cache: &Path) -> Result<Radar, RadarError> {
-        std::fs::create_dir_all(cache).map_err(|error| RadarError::Cache {
-            path: cache.display().to_string(),
-            error,
-        })?;
+        // The index files list the worktrees' files: the user's alone, as all of MAOS_HOME.
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(cache)
+            .and_then(|()| std::fs::set_permissions(cache, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|error| RadarError::Cache {
+                path: cache.display().to_string(),
+                error,
+            })?;
         Ok(Radar {
             git,
             cache: cache.to_path_buf(),
