@@ -137,6 +137,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
             "ps",
             "top",
             "dashboard",
+            "radar",
             "status",
             "brief",
             "events",
