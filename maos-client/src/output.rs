@@ -272,26 +272,31 @@ pub fn ps(sessions: &[PsSession], paint: Paint) -> String {
             }
             // Work that would conflict with another worktree's (the conflict radar).
             for r in &a.radar {
-                let who: Vec<String> = r
-                    .other_agents
-                    .iter()
-                    .map(|a| a.short().to_string())
-                    .collect();
-                let who = if who.is_empty() {
-                    "no live agent".to_string()
-                } else {
-                    who.join(", ")
-                };
-                let line = format!(
-                    "~ {} would conflict with {who} in {} (`maos radar`)",
-                    r.path, r.other_worktree
-                );
-                let _ = writeln!(out, "{indent}    {}", paint.yellow(&line));
+                let _ = writeln!(out, "{indent}    {}", paint.yellow(&radar_line(r)));
             }
         }
     }
     out.push_str("(* = active session; WHO = the role, or a CLI window's first prompt; NOW = the lock it waits for, its task list item in progress and last tool call, or its task)\n");
     out
+}
+
+/// A file an agent's work would conflict on (the conflict radar), as its `ps` and `top` rows
+/// say it: "~ src/api.rs would conflict with agt_1234abcd in /repo/wt-b (`maos radar`)".
+pub fn radar_line(r: &maos_proto::PsRadar) -> String {
+    let who: Vec<String> = r
+        .other_agents
+        .iter()
+        .map(|a| a.short().to_string())
+        .collect();
+    let who = if who.is_empty() {
+        "no live agent".to_string()
+    } else {
+        who.join(", ")
+    };
+    format!(
+        "~ {} would conflict with {who} in {} (`maos radar`)",
+        r.path, r.other_worktree
+    )
 }
 
 /// A lock violation as the agent's `ps` row says it: the holder's file overwritten by whom,

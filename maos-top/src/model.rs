@@ -58,6 +58,13 @@ pub enum Row {
         agent: usize,
         depth: usize,
     },
+    /// The line under an agent whose work would conflict with another worktree's (the
+    /// conflict radar): it stands for the agent.
+    Radar {
+        project: usize,
+        session: usize,
+        agent: usize,
+    },
 }
 
 /// What a selection or an action is about.
@@ -149,6 +156,13 @@ pub fn rows(projects: &[Project], filter: &str) -> Vec<Row> {
                         agent: i,
                         depth: tree.depth(&id),
                     });
+                    if !s.agents[i].radar.is_empty() {
+                        rows.push(Row::Radar {
+                            project: p,
+                            session: si,
+                            agent: i,
+                        });
+                    }
                 }
             }
         }
@@ -169,6 +183,11 @@ pub fn subject(projects: &[Project], row: &Row) -> Option<Subject> {
             session,
             agent,
             ..
+        }
+        | Row::Radar {
+            project,
+            session,
+            agent,
         } => {
             let s = &projects[project].sessions[session];
             Some(Subject::Agent {
@@ -285,6 +304,43 @@ mod tests {
         assert_eq!(reselect(&p, &after, picked.as_ref(), 1), Some(2));
         assert_eq!(reselect(&p, &after, None, 99), Some(2), "clamped");
         assert_eq!(reselect(&p, &[], picked.as_ref(), 0), None);
+    }
+
+    #[test]
+    fn an_agent_at_risk_has_its_radar_line_right_after_it_and_it_stands_for_the_agent() {
+        let mut risky = agent(A, "a", None);
+        risky["radar"] = json!([{"path": "src/api.rs", "other_worktree": "/r/wt-b",
+                                 "other_agents": [B]}]);
+        let p = vec![project(vec![session(
+            S,
+            "x",
+            json!([risky, agent(B, "b", None)]),
+        )])];
+        let all = rows(&p, "");
+        assert_eq!(
+            all[1..],
+            [
+                Row::Agent {
+                    project: 0,
+                    session: 0,
+                    agent: 0,
+                    depth: 0
+                },
+                Row::Radar {
+                    project: 0,
+                    session: 0,
+                    agent: 0
+                },
+                Row::Agent {
+                    project: 0,
+                    session: 0,
+                    agent: 1,
+                    depth: 0
+                },
+            ]
+        );
+        assert_eq!(subject(&p, &all[2]), subject(&p, &all[1]));
+        assert_eq!(rows(&p, "b").len(), 2, "filtered out with its agent");
     }
 
     #[test]

@@ -237,6 +237,8 @@ fn sessions(f: &mut Frame, area: Rect, app: &mut App) {
                     Cell::from(Span::styled(now_text, now_style)),
                 ])
             }
+            // Drawn across the row after the table (see `radar_lines`).
+            Row::Radar { .. } => TRow::new(vec![""; 5]),
         })
         .collect();
     let widths = [
@@ -255,6 +257,41 @@ fn sessions(f: &mut Frame, area: Rect, app: &mut App) {
         .row_highlight_style(Style::new().reversed())
         .highlight_symbol("▶");
     f.render_stateful_widget(table, area, &mut app.table);
+    radar_lines(f, Block::bordered().inner(area), app);
+}
+
+/// The line under each agent at risk from the conflict radar, as `maos ps` says it, across the
+/// table's width (a cell would cut it to the NOW column): the first file, and how many more.
+fn radar_lines(f: &mut Frame, inner: Rect, app: &App) {
+    // Below the header, right of the selection's symbol.
+    let marker = u16::from(app.table.selected().is_some());
+    let first = app.table.offset();
+    let visible = usize::from(inner.height.saturating_sub(1));
+    for (i, r) in app.rows.iter().enumerate().skip(first).take(visible) {
+        let Row::Radar {
+            project,
+            session,
+            agent,
+        } = *r
+        else {
+            continue;
+        };
+        let a = &app.projects[project].sessions[session].agents[agent];
+        let Some((r, more)) = a.radar.split_first() else {
+            continue;
+        };
+        let mut text = format!("  {}", maos_client::output::radar_line(r));
+        if !more.is_empty() {
+            text.push_str(&format!(" (+{} more)", more.len()));
+        }
+        let y = inner.y + 1 + (i - first) as u16;
+        let at = Rect::new(inner.x + marker, y, inner.width.saturating_sub(marker), 1);
+        let text = clip(&maos_core::term::safe(&text), usize::from(at.width));
+        f.render_widget(
+            Paragraph::new(Span::styled(text, Style::new().fg(Color::Yellow))),
+            at,
+        );
+    }
 }
 
 /// Two lines on the selected session or agent: its locks, waits and progress.

@@ -318,3 +318,63 @@ fn the_same_file_on_other_lines_is_no_conflict() {
     );
     assert_eq!(pairs[0]["overlap"], json!(["notes.txt", "src/api.rs"]));
 }
+
+/// `maos top` (a real terminal, 80×24) says it too: a line under each agent at risk, the
+/// file and the other side's agent, as `maos ps` words it; gone when the edit is undone.
+#[test]
+fn top_shows_a_line_under_each_agent_at_risk() {
+    use maos_tests::tmux::Tmux;
+    if !Tmux::available() {
+        return;
+    }
+    let env = Env::new();
+    let (repo, w) = repository(&env, &["agent-a", "agent-b"]);
+    start(&env, &w[0], "wa");
+    start(&env, &w[1], "wb");
+    let repo_arg = repo.to_string_lossy().into_owned();
+    let top = Tmux::start(&env, 80, 24, &["maos", "top", "--project", &repo_arg], &[]);
+    let five = |who: &str| TEN.replace("5\n", &format!("five from {who}\n"));
+    write(&env, &w[0], "wa", "src/api.rs", &five("a"));
+    hook(&env, &w[0], "wa", "Stop", json!({}));
+    write(&env, &w[1], "wb", "src/api.rs", &five("b"));
+    hook(&env, &w[1], "wb", "Stop", json!({}));
+    let mut pairs = Vec::new();
+    wait_until(
+        Duration::from_secs(10),
+        "the radar sees the conflict",
+        || {
+            pairs = radar(&env, &repo);
+            !pairs.is_empty()
+        },
+    );
+    let agent = |side: &str| {
+        let id = pairs[0][side]["agents"][0].as_str().unwrap();
+        maos_core::ids::short(id).to_string()
+    };
+    let (a, b) = (agent("a"), agent("b"));
+    let says = |other: &str| format!("~ src/api.rs would conflict with {other}");
+    let screen = top.wait_for_within(Duration::from_secs(10), "both agents' radar lines", |s| {
+        s.contains(&says(&a)) && s.contains(&says(&b))
+    });
+    // Each line is right under its agent's row, and names the other agent.
+    let lines: Vec<&str> = screen.lines().collect();
+    for (me, other) in [(&a, &b), (&b, &a)] {
+        let at = lines
+            .iter()
+            .position(|l| l.contains(&format!("└ {me}")))
+            .unwrap_or_else(|| panic!("no row for {me}:\n{screen}"));
+        assert!(
+            lines.get(at + 1).is_some_and(|l| l.contains(&says(other))),
+            "{me}'s radar line under its row:\n{screen}"
+        );
+    }
+    assert!(
+        screen.lines().all(|l| l.chars().count() <= 80),
+        "nothing wider than the terminal:\n{screen}"
+    );
+    // B gives its edit up: the lines go.
+    write(&env, &w[1], "wb", "src/api.rs", TEN);
+    top.wait_for_within(Duration::from_secs(10), "the radar lines gone", |s| {
+        !s.contains("would conflict") && s.contains(&format!("└ {a}"))
+    });
+}
