@@ -109,6 +109,16 @@ fn radar(env: &Env, repo: &Path) -> Vec<Value> {
     v.as_array().cloned().unwrap_or_default()
 }
 
+/// The radar's pairs once there are some (the test fails after 10 s, saying `what`).
+fn pairs_within(env: &Env, repo: &Path, what: &str) -> Vec<Value> {
+    let mut pairs = Vec::new();
+    wait_until(Duration::from_secs(10), what, || {
+        pairs = radar(env, repo);
+        !pairs.is_empty()
+    });
+    pairs
+}
+
 fn events(env: &Env, repo: &Path, kind: &str) -> Vec<Value> {
     env.events_in(repo, &["--type", kind])
 }
@@ -140,15 +150,7 @@ fn overlapping_edits_in_two_worktrees_show_and_clear() {
     );
     hook(&env, &w[1], "wb", "Stop", json!({}));
 
-    let mut pairs = Vec::new();
-    wait_until(
-        Duration::from_secs(10),
-        "the radar shows a and b's conflict",
-        || {
-            pairs = radar(&env, &repo);
-            !pairs.is_empty()
-        },
-    );
+    let pairs = pairs_within(&env, &repo, "the radar shows a and b's conflict");
     assert_eq!(pairs.len(), 1, "{pairs:#?}");
     let pair = &pairs[0];
     let sides = [
@@ -296,15 +298,7 @@ fn the_same_file_on_other_lines_is_no_conflict() {
     write(&env, &w[0], "wa", "notes.txt", "a\n");
     hook(&env, &w[0], "wa", "Stop", json!({}));
     write(&env, &w[1], "wb", "notes.txt", "b\n");
-    let mut pairs = Vec::new();
-    wait_until(
-        Duration::from_secs(10),
-        "the radar shows the notes' conflict",
-        || {
-            pairs = radar(&env, &repo);
-            !pairs.is_empty()
-        },
-    );
+    let pairs = pairs_within(&env, &repo, "the radar shows the notes' conflict");
     let files: Vec<&str> = pairs[0]["files"]
         .as_array()
         .unwrap()
@@ -338,15 +332,7 @@ fn top_shows_a_line_under_each_agent_at_risk() {
     hook(&env, &w[0], "wa", "Stop", json!({}));
     write(&env, &w[1], "wb", "src/api.rs", &five("b"));
     hook(&env, &w[1], "wb", "Stop", json!({}));
-    let mut pairs = Vec::new();
-    wait_until(
-        Duration::from_secs(10),
-        "the radar sees the conflict",
-        || {
-            pairs = radar(&env, &repo);
-            !pairs.is_empty()
-        },
-    );
+    let pairs = pairs_within(&env, &repo, "the radar sees the conflict");
     let agent = |side: &str| {
         let id = pairs[0][side]["agents"][0].as_str().unwrap();
         maos_core::ids::short(id).to_string()
