@@ -528,3 +528,14 @@ impl Drop for Run {
 pub fn run_claude(env: &Env, claude: &Path, model: &FakeModel, prompt: &str) -> Output {
     Run::start(env, claude, model, prompt).finish()
 }
+
+/// Every string in `v` (a request body or part of it) holding `needle`: how a hook's context
+/// is found in what the model received, wherever the client put it.
+pub fn texts_with(v: &Value, needle: &str) -> Vec<String> {
+    match v {
+        Value::String(s) if s.contains(needle) => vec![s.clone()],
+        Value::Array(a) => a.iter().flat_map(|v| texts_with(v, needle)).collect(),
+        Value::Object(o) => o.values().flat_map(|v| texts_with(v, needle)).collect(),
+        _ => vec![],
+    }
+}

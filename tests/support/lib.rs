@@ -872,6 +872,25 @@ fn is_maosd(pid: u32) -> bool {
     }
 }
 
+/// `git ARGS` in `dir` (an author set, no signing, none of the caller's `GIT_DIR` /
+/// `GIT_INDEX_FILE`), which must succeed.
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(["-c", "commit.gpgsign=false"])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A hook's input as an agent CLI sends it, in Claude Code's shape: the window (`session_id`),
 /// the directory it runs in, the event, and the fields of `extra`.
 pub fn hook_input(cwd: &Path, window: &str, event: &str, extra: Value) -> Value {

@@ -11,32 +11,16 @@
 //! writes went through (not denied, on disk), and maos's `radar` / `radar_conflict` events.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use maos_tests::claude::{FakeModel, Run, call, claude, say, tool_result, tool_result_in, write};
+use maos_tests::claude::{
+    FakeModel, Run, call, claude, say, texts_with, tool_result, tool_result_in, write,
+};
 use maos_tests::conformance::{Gate, runnable, short, window_of};
-use maos_tests::{Env, Value, json, wait_until};
+use maos_tests::{Env, Value, git, json, wait_until};
 
 const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
 const PROMPT: &str = "MAOS-CONFORMANCE: edit line 5 of src/api.rs";
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_INDEX_FILE")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// One `maos hook` call of B's window (Claude Code's JSON on stdin) from B's worktree.
 fn hook_b(env: &Env, cwd: &Path, event: &str, extra: Value) -> std::process::Output {
@@ -50,16 +34,6 @@ fn hook_b(env: &Env, cwd: &Path, event: &str, extra: Value) -> std::process::Out
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-/// Every string in `v` holding `needle`.
-fn texts_with(v: &Value, needle: &str) -> Vec<String> {
-    match v {
-        Value::String(s) if s.contains(needle) => vec![s.clone()],
-        Value::Array(a) => a.iter().flat_map(|v| texts_with(v, needle)).collect(),
-        Value::Object(o) => o.values().flat_map(|v| texts_with(v, needle)).collect(),
-        _ => vec![],
-    }
 }
 
 #[test]

@@ -23,7 +23,8 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use maos_tests::claude::{
-    FakeModel, Run, call, claude, result_text, run_claude, say, tool_result, tool_result_in,
+    FakeModel, Run, call, claude, result_text, run_claude, say, texts_with, tool_result,
+    tool_result_in,
 };
 use maos_tests::conformance::{runnable, short, window_of};
 use maos_tests::{Env, Value, json, wait_until};
@@ -127,16 +128,6 @@ fn held_by_a_window(env: &Env) -> PathBuf {
     std::fs::write(&x, LEXER).expect("the holder's write");
     env.hook("claude", &event(env, "holder", "PostToolUse", input));
     x
-}
-
-/// Every string in `v` (recursively) holding `needle`.
-fn texts_with(v: &Value, needle: &str) -> Vec<String> {
-    match v {
-        Value::String(s) if s.contains(needle) => vec![s.clone()],
-        Value::Array(a) => a.iter().flat_map(|v| texts_with(v, needle)).collect(),
-        Value::Object(o) => o.values().flat_map(|v| texts_with(v, needle)).collect(),
-        _ => vec![],
-    }
 }
 
 /// The holder has the one `lock_violated`, of `src/x.rs`, by another agent; `told` (what the

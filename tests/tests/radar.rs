@@ -6,35 +6,12 @@
 //! editing other files shows nothing; undoing the edit clears it (`radar_cleared`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
-use maos_tests::{Env, Value, json, wait_until};
+use maos_tests::{Env, Value, git, json, wait_until};
 
 const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_INDEX_FILE")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A repository with `src/api.rs` and `notes.txt` committed, and linked worktrees `names`.
 fn repository(env: &Env, names: &[&str]) -> (PathBuf, Vec<PathBuf>) {
