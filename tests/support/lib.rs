@@ -901,6 +901,21 @@ pub fn hook_input(cwd: &Path, window: &str, event: &str, extra: Value) -> Value 
     v
 }
 
+/// One `maos hook` call of the window `window` from `cwd` (Claude Code's JSON on stdin: the
+/// [`hook_input`] of `event` with `extra`), which must succeed.
+pub fn window_hook(env: &Env, cwd: &Path, window: &str, event: &str, extra: Value) -> Output {
+    let input = hook_input(cwd, window, event, extra)
+        .to_string()
+        .into_bytes();
+    let out = env.hook_at(cwd, &["hook"], input, &[], false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// The reason of a denial a hook printed: Claude Code's and Codex's `permissionDecisionReason`,
 /// or Gemini CLI's top-level `reason` of a `deny`; "" when it let the call through.
 pub fn denial_reason(out: &Output) -> String {

@@ -17,24 +17,10 @@ use maos_tests::claude::{
     FakeModel, Run, call, claude, say, texts_with, tool_result, tool_result_in, write,
 };
 use maos_tests::conformance::{Gate, runnable, short, window_of};
-use maos_tests::{Env, Value, git, json, wait_until};
+use maos_tests::{Env, Value, git, json, wait_until, window_hook};
 
 const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
 const PROMPT: &str = "MAOS-CONFORMANCE: edit line 5 of src/api.rs";
-
-/// One `maos hook` call of B's window (Claude Code's JSON on stdin) from B's worktree.
-fn hook_b(env: &Env, cwd: &Path, event: &str, extra: Value) -> std::process::Output {
-    let input = maos_tests::hook_input(cwd, "window-b", event, extra)
-        .to_string()
-        .into_bytes();
-    let out = env.hook_at(cwd, &["hook"], input, &[], false);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 #[test]
 fn claude_codes_write_conflicting_with_another_worktree_is_told_the_other_diff() {
@@ -69,10 +55,17 @@ fn claude_codes_write_conflicting_with_another_worktree_is_told_the_other_diff()
 
     // B: a window in its worktree edits line 5 (allowed, written, reported), and its turn ends
     // (its lock is given back; its edit stays uncommitted).
-    hook_b(&env, &wb, "SessionStart", json!({"source": "startup"}));
-    hook_b(
+    window_hook(
         &env,
         &wb,
+        "window-b",
+        "SessionStart",
+        json!({"source": "startup"}),
+    );
+    window_hook(
+        &env,
+        &wb,
+        "window-b",
         "UserPromptSubmit",
         json!({"prompt": "work in b"}),
     );
@@ -80,11 +73,11 @@ fn claude_codes_write_conflicting_with_another_worktree_is_told_the_other_diff()
     let b_content = TEN.replace("5\n", "five from b\n");
     let input = json!({"tool_name": "Write", "tool_use_id": "toolu_b_write",
                        "tool_input": {"file_path": b_file, "content": b_content}});
-    let out = hook_b(&env, &wb, "PreToolUse", input.clone());
+    let out = window_hook(&env, &wb, "window-b", "PreToolUse", input.clone());
     assert_eq!(maos_tests::denial_reason(&out), "", "B may write");
     std::fs::write(&b_file, &b_content).unwrap();
-    hook_b(&env, &wb, "PostToolUse", input);
-    hook_b(&env, &wb, "Stop", json!({}));
+    window_hook(&env, &wb, "window-b", "PostToolUse", input);
+    window_hook(&env, &wb, "window-b", "Stop", json!({}));
 
     // A: the real window reads the file, writes line 5, then (once the radar knows) writes the
     // file again.

@@ -6,9 +6,9 @@
 //! editing other files shows nothing; undoing the edit clears it (`radar_cleared`).
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 
+use maos_tests::window_hook as hook;
 use maos_tests::{Env, Value, git, json, wait_until};
 
 const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
@@ -34,19 +34,6 @@ fn repository(env: &Env, names: &[&str]) -> (PathBuf, Vec<PathBuf>) {
         })
         .collect();
     (repo, worktrees)
-}
-
-fn hook(env: &Env, cwd: &Path, window: &str, event: &str, extra: Value) -> Output {
-    let input = maos_tests::hook_input(cwd, window, event, extra)
-        .to_string()
-        .into_bytes();
-    let out = env.hook_at(cwd, &["hook"], input, &[], false);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 fn start(env: &Env, cwd: &Path, window: &str) {
