@@ -234,9 +234,11 @@ fn an_idle_projects_wal_is_emptied_and_nothing_is_lost() {
     };
     // A WAL file: a 32-byte header, then frames of a 24-byte header and a page (4 KiB).
     const ONE_FRAME: u64 = 32 + 24 + 4096;
-    wait_until(DEADLINE, "the idle project's WAL is cut to one frame", || {
-        std::fs::metadata(&wal).is_ok_and(|m| m.len() <= ONE_FRAME)
-    });
+    wait_until(
+        DEADLINE,
+        "the idle project's WAL is cut to one frame",
+        || std::fs::metadata(&wal).is_ok_and(|m| m.len() <= ONE_FRAME),
+    );
     env.kill9();
     let agents = env.maos_json(&["agent", "list", "--session", &sid]);
     assert_eq!(agents.as_array().map(Vec::len), Some(20), "{agents}");
