@@ -44,7 +44,9 @@ use spec::{Op, Ret, Spec};
 /// release's renewal of the agent's other leases) widens it. With `half` (a daemon that may
 /// restart, or other daemons reading PostgreSQL), a renewal is only sure to last half its
 /// lease: the daemon writes a renewed lease once it moved by half (DESIGN.md, Locks), so
-/// that is all a restarted daemon, or another daemon of a fleet, knows of it.
+/// that is all a restarted daemon, or another daemon of a fleet, knows of it. A sign of life
+/// (any request of the agent but a heartbeat) is only sure to leave a lease all but a twentieth
+/// of its length (`maos_core::RENEW_SLACK`); a heartbeat renews it in full.
 ///
 /// An operation whose answer was lost (the daemon killed, PostgreSQL gone) may or may not
 /// have happened: the specification's state is the set of the lock tables that could be, and
@@ -280,7 +282,7 @@ pub mod spec {
                         let token = held
                             .filter(|l| l.holder == agent && l.hi > t)
                             .and_then(|l| l.token);
-                        self.renew_unknown(&mut n, agent, t, resp, true);
+                        self.renew_unknown(&mut n, agent, t, resp, true, false);
                         let sure = if self.half { ttl / 2 } else { ttl };
                         n.locks.insert(
                             path,
@@ -309,7 +311,7 @@ pub mod spec {
                         n.clock = t_lo;
                         n.locks.remove(&path);
                         // A release is a sign of life: the agent's other leases are renewed.
-                        self.renew_unknown(&mut n, agent, t_lo, resp, true);
+                        self.renew_unknown(&mut n, agent, t_lo, resp, true, false);
                         n.last_token = n.last_token.max(token);
                         out.push(n);
                     }
@@ -350,7 +352,7 @@ pub mod spec {
                         let mut n = s.clone();
                         n.clock = t_lo;
                         n.locks.remove(&path);
-                        self.renew_unknown(&mut n, agent, t_lo, resp, true);
+                        self.renew_unknown(&mut n, agent, t_lo, resp, true, false);
                         out.push(n);
                     }
                 }
@@ -361,14 +363,14 @@ pub mod spec {
                     if (sure..=maybe).contains(&leases) {
                         let mut n = s.clone();
                         n.clock = t_lo;
-                        self.renew_unknown(&mut n, agent, t_lo, resp, true);
+                        self.renew_unknown(&mut n, agent, t_lo, resp, true, true);
                         out.push(n);
                     }
                 }
                 (Op::Renew { agent, .. }, Ret::Unknown) => {
                     // Renewed or not: the lease ends where it did or later.
                     let mut n = s.clone();
-                    self.renew_unknown(&mut n, agent, t_lo, resp, false);
+                    self.renew_unknown(&mut n, agent, t_lo, resp, false, true);
                     out.push(n);
                 }
                 (_, Ret::Failed) => out.push(s.clone()),
@@ -383,6 +385,21 @@ pub mod spec {
             out
         }
 
+        /// What a renewal at `t` is sure to leave of a lease of length `ttl`: all of it for a
+        /// heartbeat (`full`), else (a sign of life: any request of the agent) all but a
+        /// twentieth (`maos_core::RENEW_SLACK`: a lease with more left is not moved), and with
+        /// `half` only half (what a restarted daemon or another daemon reads back).
+        fn sure(&self, ttl: i64, full: bool) -> i64 {
+            if self.half {
+                ttl / 2
+            } else if full {
+                ttl
+            } else {
+                // One microsecond less: the daemon divides its own duration type.
+                ttl - ttl / maos_core::RENEW_SLACK - 1
+            }
+        }
+
         /// `agent`'s other leases renewed at the known instant `t` (any request of the agent
         /// that succeeds is a sign of life).
         fn renew_known(&self, s: &mut State, agent: u8, t: i64, except: u8) {
@@ -391,7 +408,7 @@ pub mod spec {
                     continue;
                 }
                 if l.lo > t {
-                    let sure = if self.half { t + l.ttl / 2 } else { t + l.ttl };
+                    let sure = t + self.sure(l.ttl, false);
                     l.lo = l.lo.max(sure);
                 }
                 l.hi = l.hi.max(t + l.ttl_hi);
@@ -400,13 +417,21 @@ pub mod spec {
 
         /// `agent`'s leases renewed at an instant in `[t_lo, t_hi]`; with `sure`, the renewal
         /// did happen (else it may not have).
-        fn renew_unknown(&self, s: &mut State, agent: u8, t_lo: i64, t_hi: i64, sure: bool) {
+        fn renew_unknown(
+            &self,
+            s: &mut State,
+            agent: u8,
+            t_lo: i64,
+            t_hi: i64,
+            sure: bool,
+            full: bool,
+        ) {
             for l in s.locks.values_mut() {
                 if l.holder != agent || l.hi <= t_lo {
                     continue;
                 }
                 if sure && l.lo > t_hi {
-                    let part = if self.half { l.ttl / 2 } else { l.ttl };
+                    let part = self.sure(l.ttl, full);
                     l.lo = l.lo.max(t_lo + part);
                 }
                 l.hi = l.hi.max(t_hi + l.ttl_hi);
