@@ -75,7 +75,12 @@ impl Radar {
 
     /// Starts the radar's thread, its index files in `dir`; `notes` carries what it finds to
     /// the actor (called on the radar's thread).
-    pub fn start(dir: &Path, notes: impl Fn(Vec<Note>) + Send + 'static) -> Arc<Radar> {
+    /// Only worktrees of the repository whose project is `root` are looked at.
+    pub fn start(
+        dir: &Path,
+        root: PathBuf,
+        notes: impl Fn(Vec<Note>) + Send + 'static,
+    ) -> Arc<Radar> {
         let engine = match maos_radar::Radar::new(Git::new(), dir) {
             Ok(engine) => engine,
             Err(e) => {
@@ -92,11 +97,7 @@ impl Radar {
         let started = std::thread::Builder::new()
             .name("maosd-radar".into())
             .spawn(move || {
-                let mut worker = Worker {
-                    engine,
-                    agents: BTreeMap::new(),
-                    worktrees: HashMap::new(),
-                };
+                let mut worker = Worker::new(engine, root);
                 while let Ok(first) = rx.recv() {
                     let mut jobs = vec![first];
                     jobs.extend(rx.try_iter());
@@ -263,11 +264,25 @@ struct Worker {
     engine: maos_radar::Radar,
     /// Each live agent's worktree and session.
     agents: BTreeMap<AgentId, (String, SessionId)>,
-    /// A working directory's worktree root (`None`: not in a git worktree).
+    /// A working directory's worktree root (`None`: not in a worktree of the project).
     worktrees: HashMap<String, Option<String>>,
+    /// The project's root: a worktree is looked at only if its project is this one.
+    root: PathBuf,
 }
 
 impl Worker {
+    fn new(engine: maos_radar::Radar, root: PathBuf) -> Worker {
+        Worker {
+            engine,
+            agents: BTreeMap::new(),
+            worktrees: HashMap::new(),
+            root,
+        }
+    }
+
+    /// The worktree `cwd` is in, if it is one of the project's. A hook's `cwd` comes from
+    /// outside: another repository (or none) is never looked at, since a snapshot writes git
+    /// objects into the repository it looks at.
     fn toplevel(&mut self, cwd: &str) -> Option<String> {
         if let Some(known) = self.worktrees.get(cwd) {
             return known.clone();
@@ -275,6 +290,7 @@ impl Worker {
         let top = Git::new()
             .toplevel(Path::new(cwd))
             .ok()
+            .filter(|top| maos_proto::paths::find_project(top).as_deref() == Some(&*self.root))
             .map(|p| p.display().to_string());
         self.worktrees.insert(cwd.to_string(), top.clone());
         top
@@ -410,5 +426,40 @@ impl Worker {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git_init(dir: &Path) {
+        let ok = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git init in {}", dir.display());
+    }
+
+    /// A hook's `cwd` comes from outside: the radar looks only at worktrees of its own
+    /// project's repository, never at another repository the `cwd` names (it would write its
+    /// snapshots' objects there).
+    #[test]
+    fn only_the_projects_own_worktrees_are_looked_at() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mine, other) = (tmp.path().join("mine"), tmp.path().join("other"));
+        for dir in [&mine, &other] {
+            std::fs::create_dir_all(dir.join("src")).unwrap();
+            git_init(dir);
+        }
+        let root = std::fs::canonicalize(&mine).unwrap();
+        let engine = maos_radar::Radar::new(Git::new(), &tmp.path().join("radar")).unwrap();
+        let mut worker = Worker::new(engine, root.clone());
+        let inside = mine.join("src").display().to_string();
+        assert_eq!(worker.toplevel(&inside), Some(root.display().to_string()));
+        assert_eq!(worker.toplevel(&other.display().to_string()), None);
+        assert_eq!(worker.toplevel(&tmp.path().display().to_string()), None);
     }
 }

@@ -992,7 +992,7 @@ pub(super) async fn open(
         crate::radar::Radar::off()
     } else {
         let actor = tx.downgrade();
-        crate::radar::Radar::start(&dir.join("radar"), move |notes| {
+        crate::radar::Radar::start(&dir.join("radar"), PathBuf::from(&root), move |notes| {
             if let Some(actor) = actor.upgrade() {
                 let (reply, answer) = oneshot::channel();
                 let body = ProjectRequest::RadarNotes(notes);
