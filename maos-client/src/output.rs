@@ -283,20 +283,22 @@ pub fn ps(sessions: &[PsSession], paint: Paint) -> String {
 /// A file an agent's work would conflict on (the conflict radar), as its `ps` and `top` rows
 /// say it: "~ src/api.rs would conflict with agt_1234abcd in /repo/wt-b (`maos radar`)".
 pub fn radar_line(r: &maos_proto::PsRadar) -> String {
-    let who: Vec<String> = r
-        .other_agents
-        .iter()
-        .map(|a| a.short().to_string())
-        .collect();
-    let who = if who.is_empty() {
+    format!(
+        "~ {} would conflict with {} in {} (`maos radar`)",
+        r.path,
+        radar_agents(&r.other_agents),
+        r.other_worktree
+    )
+}
+
+/// The agents working in one side of a radar pair, short.
+fn radar_agents(agents: &[maos_core::AgentId]) -> String {
+    if agents.is_empty() {
         "no live agent".to_string()
     } else {
-        who.join(", ")
-    };
-    format!(
-        "~ {} would conflict with {who} in {} (`maos radar`)",
-        r.path, r.other_worktree
-    )
+        let short: Vec<&str> = agents.iter().map(|a| a.short()).collect();
+        short.join(", ")
+    }
 }
 
 /// A lock violation as the agent's `ps` row says it: the holder's file overwritten by whom,
@@ -816,23 +818,16 @@ pub fn radar(pairs: &[maos_core::radar::RadarPair]) -> String {
         out.push_str("no conflicts predicted\n");
         return out;
     }
-    let agents = |a: &[maos_core::AgentId]| {
-        if a.is_empty() {
-            "no live agent".to_string()
-        } else {
-            a.iter().map(|a| a.short()).collect::<Vec<_>>().join(", ")
-        }
-    };
     for p in pairs {
         let _ = writeln!(
             out,
             "{} ({}) and {} ({}): {} would conflict (base {}, merged {})",
             p.a.worktree,
-            agents(&p.a.agents),
+            radar_agents(&p.a.agents),
             p.b.worktree,
-            agents(&p.b.agents),
+            radar_agents(&p.b.agents),
             crate::output::count(p.files.len(), "file"),
-            &p.base[..p.base.len().min(10)],
+            p.base.get(..10).unwrap_or(&p.base),
             maos_core::utc(p.merged_at)
         );
         for f in &p.files {
