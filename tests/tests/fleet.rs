@@ -1034,6 +1034,18 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
                             Err(e) => panic!("agent {agent}: {e}"),
                         }
                     }
+                    if let Some(path) = holding {
+                        let release = Request::LockRelease(req::LockRelease {
+                            agent: Some(agent.clone()),
+                            at: req::LockAt {
+                                path,
+                                cwd: Some(root.clone()),
+                            },
+                            force: false,
+                            by: None,
+                        });
+                        client.call(release).expect("give back the last lock");
+                    }
                     tokens
                 })
             })
@@ -1044,6 +1056,51 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
             .collect()
     });
     let took = started.elapsed();
+    // The storm's workspace tries are refused whenever anything else is held, so one may
+    // never get through. With everything given back, one agent of the third daemon takes the
+    // workspace for certain, and the agents of the other daemons are refused their files
+    // while it holds it; the replay below checks these grants with the rest.
+    let (ws_daemon, ws_agent) = &workers[2 * AGENTS_PER_DAEMON];
+    let ws_root = Env::project_root(&envs[*ws_daemon].project);
+    let mut ws_client =
+        maos_tests::client::Client::connect(&envs[*ws_daemon].socket, &ws_root).expect("connect");
+    let at = |root: &str, path: &str| req::LockAt {
+        path: path.to_string(),
+        cwd: Some(root.to_string()),
+    };
+    let acquire = |agent: &String, root: &str, path: &str, mode| {
+        Request::LockAcquire(req::LockAcquire {
+            agent: agent.clone(),
+            lock: req::Acquire {
+                at: at(root, path),
+                mode,
+                wait: LockWait::NoWait,
+                ttl_ms: None,
+            },
+        })
+    };
+    match ws_client.call(acquire(ws_agent, &ws_root, ".", LockMode::Workspace)) {
+        Ok(Reply::Lock(_)) => {}
+        other => panic!("the workspace, with nothing held: {other:?}"),
+    }
+    for (d, agent) in workers.iter().filter(|(d, _)| d != ws_daemon) {
+        let root = Env::project_root(&envs[*d].project);
+        let mut client =
+            maos_tests::client::Client::connect(&envs[*d].socket, &root).expect("connect");
+        let refused = client.call(acquire(agent, &root, "src/a.rs", LockMode::Write));
+        assert!(
+            matches!(&refused, Err(e) if e.contains("(lock_conflict)")),
+            "{agent} through daemon {d} while the workspace is held: {refused:?}"
+        );
+    }
+    ws_client
+        .call(Request::LockRelease(req::LockRelease {
+            agent: Some(ws_agent.clone()),
+            at: at(&ws_root, "."),
+            force: false,
+            by: None,
+        }))
+        .expect("give back the workspace");
 
     let events = lock_timeline(&envs[1]);
     let mut held: BTreeMap<u64, (AgentId, LockPath, LockMode)> = BTreeMap::new();
