@@ -810,6 +810,13 @@ pub fn problems(p: &[Problem]) -> String {
     out
 }
 
+/// A radar side's branch, as `maos radar` writes it after the worktree: " [NAME]", or "".
+fn radar_branch(side: &maos_core::radar::RadarSide) -> String {
+    side.branch
+        .as_deref()
+        .map_or_else(String::new, |b| format!(" [{b}]"))
+}
+
 /// `maos radar`: each pair of worktrees whose work would conflict, its agents, and the files
 /// with their conflicting regions.
 pub fn radar(pairs: &[maos_core::radar::RadarPair]) -> String {
@@ -821,10 +828,12 @@ pub fn radar(pairs: &[maos_core::radar::RadarPair]) -> String {
     for p in pairs {
         let _ = writeln!(
             out,
-            "{} ({}) and {} ({}): {} would conflict (base {}, merged {})",
+            "{}{} ({}) and {}{} ({}): {} would conflict (base {}, merged {})",
             p.a.worktree,
+            radar_branch(&p.a),
             radar_agents(&p.a.agents),
             p.b.worktree,
+            radar_branch(&p.b),
             radar_agents(&p.b.agents),
             crate::output::count(p.files.len(), "file"),
             p.base.get(..10).unwrap_or(&p.base),

@@ -365,12 +365,14 @@ impl Worker {
             .collect()
     }
 
-    /// The conflicting pairs, each side's agents filled in.
+    /// The conflicting pairs, each side's agents and branch filled in.
     fn pairs(&self) -> Vec<RadarPair> {
         self.engine
             .conflicts()
             .map(|p| {
                 let mut p = p.clone();
+                p.a.branch = maos_radar::branch(Path::new(&p.a.worktree));
+                p.b.branch = maos_radar::branch(Path::new(&p.b.worktree));
                 p.a.agents = self
                     .agents_in(&p.a.worktree)
                     .into_iter()

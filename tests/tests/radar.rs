@@ -123,6 +123,11 @@ fn overlapping_edits_in_two_worktrees_show_and_clear() {
     ];
     let (wa, wb) = (w[0].to_str().unwrap(), w[1].to_str().unwrap());
     assert_eq!(sides, [wa, wb], "the pair is a and b, never c");
+    assert_eq!(
+        [&pair["a"]["branch"], &pair["b"]["branch"]],
+        ["agent-a", "agent-b"],
+        "each side's branch"
+    );
     assert_eq!(pair["files"].as_array().unwrap().len(), 1);
     let file = &pair["files"][0];
     assert_eq!(file["path"], "src/api.rs");
@@ -152,6 +157,7 @@ fn overlapping_edits_in_two_worktrees_show_and_clear() {
     let table = env.maos_in(&repo, &["radar"]);
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("src/api.rs  contents, at line 5"), "{text}");
+    assert!(text.contains(&format!("{wa} [agent-a] (agt_")), "{text}");
     // Each side's session recorded the conflict.
     let mut told = Vec::new();
     let waited = maos_tests::holds_within(Duration::from_secs(10), || {

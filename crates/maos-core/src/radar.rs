@@ -16,6 +16,9 @@ pub struct RadarSide {
     /// Its `HEAD` commit when snapshotted (`None` before its first commit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head: Option<String>,
+    /// The branch its `HEAD` is on (`None`: detached, or not known; filled in by the daemon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
     /// The tree of its work: `HEAD` plus every uncommitted change and untracked, non-ignored
     /// file.
     pub tree: String,

@@ -9,11 +9,13 @@
 //! reported. After a write in one worktree only that worktree is snapshotted again and only
 //! the pairs whose other side changed a file that the write changed are merged again.
 //!
-//! Floors: `model` (errors, snapshots) and the pure modules `hunks` (conflict markers),
+//! Floors: `model` (errors, snapshots), `branch` (a worktree's branch from its `HEAD` file)
+//! and the pure modules `hunks` (conflict markers),
 //! `parse` (git's `-z` outputs) and `plan` (which pairs to merge) at the bottom; `git` (every
 //! git process) above them; `radar` (the incremental engine) above; `corpus` (the correctness
 //! corpus's runner, for the bench and the corpus test) on top.
 
+mod branch;
 pub mod corpus;
 mod git;
 mod hunks;
@@ -22,6 +24,7 @@ mod parse;
 mod plan;
 mod radar;
 
+pub use branch::branch;
 pub use git::Git;
 pub use hunks::hunks;
 pub use model::{RadarError, Snapshot};

@@ -459,6 +459,7 @@ fn side(worktree: &str, snap: &Snapshot) -> RadarSide {
     RadarSide {
         worktree: worktree.to_string(),
         head: snap.head.clone(),
+        branch: None,
         tree: snap.tree.clone(),
         agents: Vec::new(),
     }
