@@ -13,6 +13,7 @@ pub mod ids;
 pub mod lock;
 pub mod mcp;
 pub mod patch;
+pub mod pathglob;
 pub mod plan;
 pub mod progress;
 pub mod project_key;
