@@ -6,14 +6,15 @@
 
 mod event;
 mod hello;
+mod hook;
 mod kept;
 mod reply;
 pub mod req;
-mod request;
 mod view;
 
 pub use event::*;
 pub use hello::*;
+pub use hook::*;
 pub use kept::*;
 pub use maos_core::brief::{
     Blocker, BlockerKind, BriefAgent, BriefDep, BriefFact, BriefPhase, BriefWork, Briefing,
@@ -24,6 +25,5 @@ pub use maos_core::record::{
     Note, NoteKind, PauseInfo, ProcessInfo, ProcessRef, PsLock, SessionRecord, Todo,
 };
 pub use reply::*;
-pub use req::{LockWait, Target};
-pub use request::*;
+pub use req::{AgentExit, LockWait, McpAction, McpCall, McpEvidence, Request, Target};
 pub use view::*;

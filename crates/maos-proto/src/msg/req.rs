@@ -1,13 +1,79 @@
-//! One struct per request: what each request carries, shared by the wire ([`super::Request`]
-//! holds them, and their JSON is the request's, field for field), the daemon's router and its
-//! handlers, and `maos mcp`. Sessions and agents are named by id or unique prefix; `None` for
-//! a session means the project's active session.
+//! Every request the daemon understands, in one place: the wire's [`Request`] (one variant per
+//! request) and one struct per request, shared by the wire (their JSON is the request's, field
+//! for field), the daemon's router and its handlers, and `maos mcp`. Adding a request is its
+//! struct and its variant here. Sessions and agents are named by id or unique prefix; `None`
+//! for a session means the project's active session.
 
-use maos_core::record::{NoteKind, Todo};
-use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy};
+use maos_core::mcp::ClaimKey;
+use maos_core::record::{NoteKind, ProcessRef, Todo};
+use maos_core::{AgentOp, LockMode, PhaseOp, SessionOp, Strategy, Ts};
 use serde::{Deserialize, Serialize};
 
-use super::EventFilter;
+use super::{EventFilter, HookCall};
+
+/// Every request the daemon understands: its name (`"request"`) and, for most, one struct of
+/// this module that carries it, whose fields are the request's JSON (the daemon's router, its
+/// handlers and `maos mcp` use that same struct). Sessions and agents are named by id or
+/// unique prefix; `None` for a session means the project's active session.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum Request {
+    Ping,
+    DaemonStatus,
+    DaemonStop,
+    SessionCreate(SessionCreate),
+    SessionList(SessionList),
+    SessionShow(SessionShow),
+    SessionActivate(SessionActivate),
+    SessionTransition(SessionTransition),
+    AgentRegister(AgentRegister),
+    AgentTransition(AgentTransition),
+    AgentList(AgentList),
+    PhaseAdd(PhaseAdd),
+    PhaseTransition(PhaseTransition),
+    Pause(Pause),
+    Resume(Resume),
+    Ps(Ps),
+    Events(Events),
+    Status(Status),
+    LockAcquire(LockAcquire),
+    LockRelease(LockRelease),
+    LockReleaseAll(LockReleaseAll),
+    LockList(LockList),
+    LockCheck(LockCheck),
+    /// The project's database health (`maos doctor`).
+    DbCheck,
+    History(History),
+    Gc(Gc),
+    Purge(Purge),
+    Backup(Backup),
+    Restore(Restore),
+    RestoreFile(RestoreFile),
+    Repair(Repair),
+    Export(Export),
+    Import(Import),
+    SessionArchive(SessionArchive),
+    /// A managed agent's process ended: its supervisor reports (see `AgentExit`).
+    AgentExited(Box<AgentExit>),
+    SessionFromPlan(SessionFromPlan),
+    AgentLog(AgentLog),
+    Retry(Retry),
+    Recover(Recover),
+    Validate(Validate),
+    Heartbeat(Heartbeat),
+    /// One hook call of an agent CLI (`maos hook`).
+    Hook(Box<HookCall>),
+    Brief(Brief),
+    Note(Note),
+    /// One tool call of `maos mcp` that acts for an agent, in one round trip: the daemon names
+    /// the caller from `caller` (see [`McpEvidence`]) and applies `action` for that agent in the
+    /// same transaction. The answer is [`crate::Reply::Mcp`].
+    Mcp(Box<McpCall>),
+    Todos(Todos),
+    Gantt(Gantt),
+    /// The conflict radar's pairs (`maos radar`).
+    Radar(Radar),
+}
 
 /// What a pause or resume applies to inside a session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -171,7 +237,7 @@ pub struct LockAt {
 }
 
 /// What an acquire asks, whoever asks it: [`LockAcquire`] for a named agent, and `maos mcp`'s
-/// `lock_acquire` for its caller ([`super::McpAction::LockAcquire`]).
+/// `lock_acquire` for its caller ([`McpAction::LockAcquire`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Acquire {
     #[serde(flatten)]
@@ -400,4 +466,104 @@ pub struct Gantt {
     #[serde(default)]
     pub to_ms: Option<i64>,
     pub width_px: u32,
+}
+
+/// How a managed agent's process ended, as its supervisor saw it. Sent to the daemon
+/// (`AgentExited`) and also written to the agent's `exit.json`, so an exit that happened while
+/// the daemon was down is applied when it starts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentExit {
+    pub agent: String,
+    /// The agent's process (its process group leader).
+    pub pid: u32,
+    /// The process's start time (clock ticks since boot on Linux), telling pid reuse apart.
+    #[serde(default)]
+    pub start_time: Option<u64>,
+    /// Exit code, when it exited.
+    #[serde(default)]
+    pub code: Option<i32>,
+    /// Signal number, when a signal ended it.
+    #[serde(default)]
+    pub signal: Option<i32>,
+    pub ended_at: Ts,
+    /// A Claude Code session id the agent printed (`--output-format json` → `session_id`).
+    #[serde(default)]
+    pub claude_session_id: Option<String>,
+}
+
+/// What tells the daemon which agent made an MCP tool call (see `maos_core::mcp`), the first
+/// that answers winning: the call's tool use id (Claude Code's `_meta`), else the oldest hook
+/// record of the same CLI process, tool and arguments (`claim`), else `MAOS_AGENT_ID`, else
+/// the main agent of the CLI window `window`. A hook's record answers one call.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpEvidence {
+    #[serde(default)]
+    pub tool_use_id: Option<String>,
+    #[serde(default)]
+    pub claim: Option<ClaimKey>,
+    #[serde(default)]
+    pub maos_agent: Option<String>,
+    /// The CLI process that runs the MCP server.
+    #[serde(default)]
+    pub window: Option<ProcessRef>,
+}
+
+/// An MCP tool call: whose it is, and what it does for that agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpCall {
+    pub caller: McpEvidence,
+    pub action: McpAction,
+}
+
+/// What an MCP tool call does, for the agent the daemon names as its caller. Paths are as the
+/// agent named them (relative to `cwd`, or to the project's root).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum McpAction {
+    LockAcquire(Acquire),
+    LockRelease(LockAt),
+    /// Every lease of the caller.
+    LockRenew,
+    /// As the caller when maos can tell who it is, else as nobody (every conflict shows).
+    LockCheck {
+        #[serde(flatten)]
+        at: LockAt,
+        mode: LockMode,
+    },
+    /// The caller's whole task list.
+    Progress {
+        items: Vec<Todo>,
+    },
+    /// A note of the caller, in its session.
+    Note {
+        kind: NoteKind,
+        text: String,
+    },
+    /// The caller's session's briefing; the active session's when maos cannot tell who calls.
+    Brief,
+}
+
+impl McpAction {
+    /// Whether the action needs to know its caller; the others go on without one.
+    pub fn needs_caller(&self) -> bool {
+        !matches!(self, McpAction::LockCheck { .. } | McpAction::Brief)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_parses_with_its_defaults() {
+        let note: Request = serde_json::from_value(serde_json::json!(
+            {"request": "note", "kind": "decision", "text": "use SQLite"}
+        ))
+        .unwrap();
+        assert!(matches!(
+            note,
+            Request::Note(Note { session: None, agent: None, kind: NoteKind::Decision, ref text })
+                if text == "use SQLite"
+        ));
+    }
 }
