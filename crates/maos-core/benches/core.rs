@@ -230,6 +230,7 @@ fn schedule_ready_1000(c: &mut Criterion) {
                 deps,
                 phase: None,
                 stage: None,
+                apart: Vec::new(),
             }
         })
         .collect();

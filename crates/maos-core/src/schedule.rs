@@ -31,13 +31,20 @@
 //! - **Starting** ([`Action::Start`]): a candidate is a managed, Pending, unpaused agent (of the
 //!   running phase, with phases; without a phase, without phases) that is not being cancelled.
 //!   Then, per strategy:
-//!   - parallel: every candidate starts (dependencies are ignored; plans refuse them);
+//!   - parallel: every candidate whose dependencies Completed starts (plans refuse
+//!     `depends_on` under parallel; only the landing agent maos adds after an agent with a
+//!     `land` command depends on it);
 //!   - adaptive: a candidate starts when all its dependencies Completed;
 //!   - sequential: only when no managed agent is Running or Resumable; then the first
 //!     candidate in plan order, if all its dependencies Completed: one at a time;
 //!   - pipeline: a candidate of stage *s* starts when every managed agent of a lower stage (of
 //!     the running phase) ended, and its dependencies Completed; an agent without a stage never
 //!     starts.
+//!
+//!   A candidate does not start while a node of its [`Node::apart`] (agents whose declared
+//!   files overlap its own) is Running or Resumable, or starts in the same step (earlier in
+//!   plan order): it is *held*, and [`held`] says by whom. When no managed agent runs, the
+//!   first candidate the strategy allows always starts, so holding never stops a session.
 //!
 //!   With `max_parallel`, at most `max_parallel` minus the managed agents Running or Resumable
 //!   start, in plan order.
@@ -73,6 +80,9 @@ pub struct Node {
     pub phase: Option<u32>,
     /// Pipeline stage, from 1.
     pub stage: Option<u32>,
+    /// Indices of the nodes it must not run at the same time as (declared files that
+    /// overlap, landings to serialise); the daemon keeps the relation symmetric.
+    pub apart: Vec<usize>,
 }
 
 /// What the scheduler looks at.
@@ -131,19 +141,35 @@ pub fn ready(s: &Snapshot<'_>) -> Vec<usize> {
 /// snapshot returns the same actions; the daemon applies them, then calls `step` again until it
 /// returns nothing. O(nodes + edges).
 pub fn step(s: &Snapshot<'_>) -> Vec<Action> {
+    step_and_holds(s).0
+}
+
+/// The candidates [`step`] would start but holds back, each with the node it waits for (a
+/// node of its [`Node::apart`] that runs, or that starts before it in this step), in plan
+/// order. Call it on a settled snapshot (after applying `step`'s actions until none are left)
+/// to say why pending agents wait.
+pub fn held(s: &Snapshot<'_>) -> Vec<(usize, usize)> {
+    step_and_holds(s).1
+}
+
+fn step_and_holds(s: &Snapshot<'_>) -> (Vec<Action>, Vec<(usize, usize)>) {
     let nodes = s.nodes;
+    let mut holds = Vec::new();
     if s.session != SessionState::Running || !nodes.iter().any(|n| n.managed) {
-        return Vec::new();
+        return (Vec::new(), holds);
     }
 
     if s.policy.on_failure == OnFailure::FailSession {
         let failed: Vec<usize> = indices(nodes, |n| n.managed && n.state == AgentState::Failed);
         if !failed.is_empty() {
             let what = if failed.len() == 1 { "agent" } else { "agents" };
-            return vec![Action::FailSession(format!(
-                "{what} {} failed",
-                list(&failed)
-            ))];
+            return (
+                vec![Action::FailSession(format!(
+                    "{what} {} failed",
+                    list(&failed)
+                ))],
+                holds,
+            );
         }
     }
 
@@ -166,10 +192,10 @@ pub fn step(s: &Snapshot<'_>) -> Vec<Action> {
             {
                 out.push(Action::StartPhase(c));
             }
-            return out;
+            return (out, holds);
         };
         let Ok(gate) = u32::try_from(running) else {
-            return out;
+            return (out, holds);
         };
         // Every managed node of the running phase ended: the phase ends.
         let member = |n: &Node| n.managed && n.phase == Some(gate);
@@ -197,7 +223,7 @@ pub fn step(s: &Snapshot<'_>) -> Vec<Action> {
                     unfinished.join(", ")
                 )));
             }
-            return out;
+            return (out, holds);
         }
         Some(gate)
     };
@@ -220,15 +246,22 @@ pub fn step(s: &Snapshot<'_>) -> Vec<Action> {
                 unfinished.join(", ")
             )));
         }
-        return out;
+        return (out, holds);
     }
 
-    start(s, gate, &doomed, &mut out);
-    out
+    start(s, gate, &doomed, &mut out, &mut holds);
+    (out, holds)
 }
 
-/// Push the Start actions: candidates filtered by the strategy, then by `max_parallel`.
-fn start(s: &Snapshot<'_>, gate: Option<u32>, doomed: &[bool], out: &mut Vec<Action>) {
+/// Push the Start actions: candidates filtered by the strategy, then by the nodes they must
+/// run apart from (`holds`), then by `max_parallel`.
+fn start(
+    s: &Snapshot<'_>,
+    gate: Option<u32>,
+    doomed: &[bool],
+    out: &mut Vec<Action>,
+    holds: &mut Vec<(usize, usize)>,
+) {
     let nodes = s.nodes;
     let in_gate = |n: &Node| n.phase == gate;
     let candidate = |i: usize, n: &Node| {
@@ -245,47 +278,32 @@ fn start(s: &Snapshot<'_>, gate: Option<u32>, doomed: &[bool], out: &mut Vec<Act
                 .is_some_and(|x| x.state == AgentState::Completed)
         })
     };
-    let active = nodes
-        .iter()
-        .filter(|n| n.managed && matches!(n.state, AgentState::Running | AgentState::Resumable))
-        .count();
+    let runs =
+        |n: &Node| n.managed && matches!(n.state, AgentState::Running | AgentState::Resumable);
+    let active = nodes.iter().filter(|n| runs(n)).count();
     let mut budget = match s.policy.max_parallel {
         Some(m) => usize::try_from(m)
             .unwrap_or(usize::MAX)
             .saturating_sub(active),
         None => usize::MAX,
     };
-    let mut push = |i: usize| {
-        if budget > 0 {
-            budget -= 1;
-            out.push(Action::Start(i));
-        }
-    };
 
-    match s.strategy {
-        Strategy::Parallel => {
-            for (i, n) in nodes.iter().enumerate() {
-                if candidate(i, n) {
-                    push(i);
-                }
-            }
-        }
-        Strategy::Adaptive => {
-            for (i, n) in nodes.iter().enumerate() {
-                if candidate(i, n) && deps_done(n) {
-                    push(i);
-                }
-            }
-        }
+    // The candidates the strategy allows now, in plan order.
+    let eligible: Vec<usize> = match s.strategy {
+        Strategy::Parallel | Strategy::Adaptive => nodes
+            .iter()
+            .enumerate()
+            .filter(|&(i, n)| candidate(i, n) && deps_done(n))
+            .map(|(i, _)| i)
+            .collect(),
         Strategy::Sequential => {
             if active > 0 {
                 return;
             }
             let first = nodes.iter().enumerate().find(|&(i, n)| candidate(i, n));
-            if let Some((i, n)) = first
-                && deps_done(n)
-            {
-                push(i);
+            match first {
+                Some((i, n)) if deps_done(n) => vec![i],
+                _ => Vec::new(),
             }
         }
         Strategy::Pipeline => {
@@ -299,11 +317,31 @@ fn start(s: &Snapshot<'_>, gate: Option<u32>, doomed: &[bool], out: &mut Vec<Act
             else {
                 return;
             };
-            for (i, n) in nodes.iter().enumerate() {
-                if candidate(i, n) && n.stage == Some(current) && deps_done(n) {
-                    push(i);
-                }
-            }
+            nodes
+                .iter()
+                .enumerate()
+                .filter(|&(i, n)| candidate(i, n) && n.stage == Some(current) && deps_done(n))
+                .map(|(i, _)| i)
+                .collect()
+        }
+    };
+
+    let mut started: Vec<usize> = Vec::new();
+    for i in eligible {
+        let Some(n) = nodes.get(i) else { continue };
+        let blocker = n
+            .apart
+            .iter()
+            .copied()
+            .find(|&j| j != i && (started.contains(&j) || nodes.get(j).is_some_and(runs)));
+        if let Some(j) = blocker {
+            holds.push((i, j));
+            continue;
+        }
+        if budget > 0 {
+            budget -= 1;
+            started.push(i);
+            out.push(Action::Start(i));
         }
     }
 }
@@ -415,6 +453,7 @@ mod tests {
             deps: deps.to_vec(),
             phase: None,
             stage: None,
+            apart: Vec::new(),
         }
     }
 
@@ -589,9 +628,75 @@ mod tests {
     }
 
     #[test]
-    fn parallel_ignores_dependencies() {
+    fn parallel_waits_for_dependencies() {
+        // Plans refuse depends_on under parallel; the landing agent maos adds after an agent
+        // with a `land` command depends on it, and must wait for it there too.
         let log = Sim::new(Strategy::Parallel, vec![node(&[1]), node(&[])]).run(&[]);
-        assert_eq!(lines(&log[..2]), "start 0\nstart 1");
+        assert_eq!(lines(&log[..3]), "start 1\ndone 1\nstart 0");
+    }
+
+    fn apart(mut nodes: Vec<Node>, pairs: &[(usize, usize)]) -> Vec<Node> {
+        for &(a, b) in pairs {
+            nodes[a].apart.push(b);
+            nodes[b].apart.push(a);
+        }
+        nodes
+    }
+
+    #[test]
+    fn overlapping_agents_run_one_after_the_other() {
+        // 0 and 2 overlap; 1 overlaps nobody.
+        let nodes = apart(vec![node(&[]), node(&[]), node(&[])], &[(0, 2)]);
+        let mut sim = Sim::new(Strategy::Parallel, nodes);
+        assert_eq!(sim.step(), [Action::Start(0), Action::Start(1)]);
+        // Held in the same step by 0, which starts before it in plan order.
+        assert_eq!(held(&sim.snapshot()), [(2, 0)]);
+        sim.settle();
+        assert_eq!(
+            held(&sim.snapshot()),
+            [(2, 0)],
+            "still held by the running 0"
+        );
+        sim.end(0, &[]);
+        assert_eq!(sim.step(), [Action::Start(2)]);
+        sim.settle();
+        assert_eq!(held(&sim.snapshot()), []);
+    }
+
+    #[test]
+    fn a_resumable_agent_holds_its_files() {
+        let mut sim = Sim::new(
+            Strategy::Adaptive,
+            apart(vec![node(&[]), node(&[])], &[(0, 1)]),
+        );
+        sim.nodes[0].state = Resumable;
+        assert_eq!(sim.step(), []);
+        assert_eq!(held(&sim.snapshot()), [(1, 0)]);
+    }
+
+    #[test]
+    fn holding_does_not_use_the_budget() {
+        // max_parallel 2; 0 and 1 overlap, 2 is free: 1 waits for 0 and 2 takes the second
+        // slot.
+        let nodes = apart(vec![node(&[]), node(&[]), node(&[])], &[(0, 1)]);
+        let sim = Sim::new(Strategy::Adaptive, nodes).policy(|p| p.max_parallel = Some(2));
+        assert_eq!(sim.step(), [Action::Start(0), Action::Start(2)]);
+    }
+
+    #[test]
+    fn pipeline_and_sequential_hold_too() {
+        let nodes = apart(vec![in_stage(1, &[]), in_stage(1, &[])], &[(0, 1)]);
+        let log = Sim::new(Strategy::Pipeline, nodes).run(&[]);
+        assert_eq!(
+            lines(&log),
+            "start 0\ndone 0\nstart 1\ndone 1\nsession completed"
+        );
+        let nodes = apart(vec![node(&[]), node(&[])], &[(0, 1)]);
+        let log = Sim::new(Strategy::Sequential, nodes).run(&[]);
+        assert_eq!(
+            lines(&log),
+            "start 0\ndone 0\nstart 1\ndone 1\nsession completed"
+        );
     }
 
     #[test]
@@ -862,6 +967,7 @@ depends_on = ["first"]
                 deps: a.depends_on.iter().map(|d| index(d)).collect(),
                 phase: a.phase,
                 stage: a.stage,
+                apart: Vec::new(),
             })
             .collect();
         assert_eq!(
@@ -1032,6 +1138,49 @@ depends_on = ["first"]
             prop_assert!(sim.nodes.iter().all(|n| n.state == Completed));
         }
 
+        /// With any symmetric relation of agents to keep apart: no two of a pair ever run at
+        /// once, every agent completes (holding never stops a session), and an agent is held
+        /// only by one of its pair that runs.
+        #[test]
+        fn apart_agents_never_run_together_and_all_complete(
+            deps in dag(16),
+            pairs in prop::collection::vec((0usize..16, 0usize..16), 0..24),
+            choices in prop::collection::vec(0usize..100, 0..60),
+            max_parallel in prop::option::of(1u32..4),
+            parallel in prop::bool::ANY,
+        ) {
+            let n = deps.len();
+            let mut nodes: Vec<Node> = deps.iter().map(|d| node(if parallel { &[] } else { d })).collect();
+            for (a, b) in pairs {
+                let (a, b) = (a % n, b % n);
+                if a != b && !nodes[a].apart.contains(&b) {
+                    nodes[a].apart.push(b);
+                    nodes[b].apart.push(a);
+                }
+            }
+            let strategy = if parallel { Strategy::Parallel } else { Strategy::Adaptive };
+            let sim = Sim::new(strategy, nodes).policy(|p| p.max_parallel = max_parallel);
+            let mut violations = Vec::new();
+            let sim = drive(sim, &choices, |nodes, i| {
+                for &j in &nodes[i].apart {
+                    if nodes[j].state == Running {
+                        violations.push(format!("#{i} started while #{j} runs"));
+                    }
+                }
+                let snapshot_holds = {
+                    let policy = RunPolicy::default();
+                    held(&Snapshot { strategy, policy: &policy, session: SessionState::Running, phases: &[], nodes })
+                };
+                for (h, by) in snapshot_holds {
+                    if !nodes[h].apart.contains(&by) {
+                        violations.push(format!("#{h} held by #{by}, not of its pairs"));
+                    }
+                }
+            });
+            prop_assert!(violations.is_empty(), "{violations:?}");
+            prop_assert!(sim.nodes.iter().all(|n| n.state == Completed), "{:?}", sim.log);
+        }
+
         #[test]
         fn sequential_never_runs_two(
             deps in dag(20),
@@ -1090,6 +1239,7 @@ depends_on = ["first"]
                 prop::collection::vec(prop::option::weighted(0.9, 0usize..12).prop_map(|d| d.unwrap_or(usize::MAX)), 0..4),
                 prop::option::of(prop::option::weighted(0.9, 0u32..5).prop_map(|p| p.unwrap_or(u32::MAX))),
                 prop::option::of(0u32..4),
+                prop::collection::vec(prop::option::weighted(0.9, 0usize..12).prop_map(|d| d.unwrap_or(usize::MAX)), 0..3),
             ), 0..12),
             phases in prop::collection::vec(prop::sample::select(PhaseState::ALL), 0..4),
             session in prop::sample::select(SessionState::ALL),
@@ -1099,7 +1249,7 @@ depends_on = ["first"]
         ) {
             let nodes: Vec<Node> = raw
                 .into_iter()
-                .map(|(state, paused, managed, deps, phase, stage)| Node { state, paused, managed, deps, phase, stage })
+                .map(|(state, paused, managed, deps, phase, stage, apart)| Node { state, paused, managed, deps, phase, stage, apart })
                 .collect();
             let policy = RunPolicy {
                 on_failure: if continue_ { OnFailure::Continue } else { OnFailure::FailSession },
@@ -1109,6 +1259,9 @@ depends_on = ["first"]
             let s = Snapshot { strategy, policy: &policy, session, phases: &phases, nodes: &nodes };
             let actions = step(&s);
             prop_assert_eq!(&step(&s), &actions);
+            for (h, by) in held(&s) {
+                prop_assert!(nodes[h].apart.contains(&by) && !actions.contains(&Action::Start(h)));
+            }
             for a in &actions {
                 match a {
                     Action::Start(i) => {

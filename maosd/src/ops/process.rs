@@ -175,6 +175,7 @@ fn nodes(s: &maos_proto::SessionRecord) -> Vec<Node> {
                 .collect(),
             phase: a.spec.as_ref().and_then(|p| p.phase),
             stage: a.spec.as_ref().and_then(|p| p.stage),
+            apart: Vec::new(),
         })
         .collect()
 }
