@@ -125,6 +125,55 @@ impl Git {
         })
     }
 
+    /// [`Git::run`] with `input` on git's standard input (written from a thread of its own, so
+    /// a large answer cannot stall it).
+    fn run_input<S: AsRef<OsStr>>(
+        &self,
+        dir: &Path,
+        index: Option<&Path>,
+        args: &[S],
+        input: Vec<u8>,
+    ) -> Result<Vec<u8>, RadarError> {
+        use std::io::Write;
+        let spawn_error = |error| RadarError::Spawn {
+            dir: dir.display().to_string(),
+            error,
+        };
+        let mut child = self
+            .command(dir, index)
+            .args(args)
+            .stdin(Stdio::piped())
+            .spawn()
+            .map_err(spawn_error)?;
+        let writer = child.stdin.take().map(|mut stdin| {
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&input);
+            })
+        });
+        let out = child.wait_with_output().map_err(spawn_error)?;
+        if let Some(w) = writer {
+            let _ = w.join();
+        }
+        if out.status.success() {
+            return Ok(out.stdout);
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let message = stderr.lines().find(|l| !l.trim().is_empty()).map_or_else(
+            || format!("exit code {}", out.status.code().unwrap_or(-1)),
+            |l| l.trim().to_string(),
+        );
+        Err(RadarError::Git {
+            dir: dir.display().to_string(),
+            args: args
+                .iter()
+                .take(3)
+                .map(|a| a.as_ref().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" "),
+            message,
+        })
+    }
+
     fn text<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> Result<String, RadarError> {
         let (_, out) = self.run(dir, None, args, &[0])?;
         Ok(String::from_utf8_lossy(&out).trim_end().to_string())
@@ -302,5 +351,171 @@ impl Git {
             text.push_str("\n[… cut]\n");
         }
         Ok(text)
+    }
+}
+
+/// A file that differs between a base and a tree ([`Git::raw_changes`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawChange {
+    pub path: String,
+    /// Its mode in the tree (0: deleted there).
+    pub mode: u32,
+    /// Its blob in the tree ("" when deleted).
+    pub blob: String,
+}
+
+impl Git {
+    /// The repository's main line as this clone knows it: `origin/HEAD`, else `origin/main`,
+    /// `origin/master`, `main`, `master` (the first that exists); `None` when none does.
+    pub fn mainline(&self, dir: &Path) -> Result<Option<String>, RadarError> {
+        const REFS: [&str; 5] = [
+            "refs/remotes/origin/HEAD",
+            "refs/remotes/origin/main",
+            "refs/remotes/origin/master",
+            "refs/heads/main",
+            "refs/heads/master",
+        ];
+        let mut args = vec!["for-each-ref", "--format=%(refname) %(objectname)"];
+        args.extend(REFS);
+        let text = self.text(dir, &args)?;
+        let found: std::collections::HashMap<&str, &str> =
+            text.lines().filter_map(|l| l.split_once(' ')).collect();
+        Ok(REFS
+            .iter()
+            .find_map(|r| found.get(r).map(|s| s.to_string())))
+    }
+
+    /// Whether the commit `id` is in the repository at `dir`.
+    pub fn has_commit(&self, dir: &Path, id: &str) -> Result<bool, RadarError> {
+        let spec = format!("{id}^{{commit}}");
+        let (code, _) = self.run(dir, None, &["cat-file", "-e", spec.as_str()], &[0, 1, 128])?;
+        Ok(code == 0)
+    }
+
+    /// The files that differ between `base` and `tree`, with their mode and blob in `tree`
+    /// (renames not followed).
+    pub fn raw_changes(
+        &self,
+        dir: &Path,
+        base: &str,
+        tree: &str,
+    ) -> Result<Vec<RawChange>, RadarError> {
+        let args = ["diff-tree", "-r", "-z", "--raw", "--no-renames", base, tree];
+        let (_, out) = self.run(dir, None, &args, &[0])?;
+        let mut fields = out.split(|b| *b == 0);
+        let mut changes = Vec::new();
+        while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
+            // ":100644 100644 <old> <new> M"
+            let meta = String::from_utf8_lossy(meta);
+            let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+            let (Some(mode), Some(blob)) = (parts.get(1), parts.get(3)) else {
+                continue;
+            };
+            let mode = u32::from_str_radix(mode, 8).unwrap_or(0);
+            let blob = if mode == 0 {
+                String::new()
+            } else {
+                blob.to_string()
+            };
+            changes.push(RawChange {
+                path: String::from_utf8_lossy(path).into_owned(),
+                mode,
+                blob,
+            });
+        }
+        Ok(changes)
+    }
+
+    /// The sizes of `blobs` (`None` for one that is missing).
+    pub fn blob_sizes(&self, dir: &Path, blobs: &[&str]) -> Result<Vec<Option<u64>>, RadarError> {
+        let input = blobs
+            .iter()
+            .flat_map(|b| format!("{b}\n").into_bytes())
+            .collect();
+        let out = self.run_input(
+            dir,
+            None,
+            &["cat-file", "--batch-check=%(objectsize)"],
+            input,
+        )?;
+        let text = String::from_utf8_lossy(&out);
+        let mut lines = text.lines();
+        Ok(blobs
+            .iter()
+            .map(|_| lines.next().and_then(|l| l.trim().parse().ok()))
+            .collect())
+    }
+
+    /// The contents of `blobs`, in order (read them after [`Git::blob_sizes`] said they are
+    /// small enough).
+    pub fn blobs(&self, dir: &Path, blobs: &[&str]) -> Result<Vec<Vec<u8>>, RadarError> {
+        let input = blobs
+            .iter()
+            .flat_map(|b| format!("{b}\n").into_bytes())
+            .collect();
+        let out = self.run_input(dir, None, &["cat-file", "--batch=%(objectsize)"], input)?;
+        let mut rest = &out[..];
+        let mut contents = Vec::with_capacity(blobs.len());
+        for _ in blobs {
+            let bad = || RadarError::Git {
+                dir: dir.display().to_string(),
+                args: "cat-file --batch".into(),
+                message: "output not understood".into(),
+            };
+            let nl = rest.iter().position(|b| *b == b'\n').ok_or_else(bad)?;
+            let size: usize = String::from_utf8_lossy(&rest[..nl])
+                .trim()
+                .parse()
+                .map_err(|_| bad())?;
+            let body = rest.get(nl + 1..nl + 1 + size).ok_or_else(bad)?;
+            contents.push(body.to_vec());
+            rest = rest.get(nl + 2 + size..).unwrap_or_default();
+        }
+        Ok(contents)
+    }
+
+    /// Writes `content` as a blob into the repository at `dir`; its id.
+    pub fn write_blob(&self, dir: &Path, content: Vec<u8>) -> Result<String, RadarError> {
+        let out = self.run_input(
+            dir,
+            None,
+            &["hash-object", "-w", "--no-filters", "--stdin"],
+            content,
+        )?;
+        Ok(String::from_utf8_lossy(&out).trim().to_string())
+    }
+
+    /// The tree of `base` with `changes` made (each a path's new mode and blob, mode 0 to
+    /// delete it), built through the index file `index` (the radar's own): written as objects
+    /// only.
+    pub fn build_tree(
+        &self,
+        dir: &Path,
+        index: &Path,
+        base: &str,
+        changes: &[RawChange],
+    ) -> Result<String, RadarError> {
+        let _ = std::fs::remove_file(index);
+        self.run(dir, Some(index), &["read-tree", base], &[0])?;
+        let zero = "0".repeat(base.len());
+        let mut input = Vec::new();
+        for c in changes {
+            let line = if c.mode == 0 {
+                format!("0 {zero}\t{}", c.path)
+            } else {
+                format!("{:o} {}\t{}", c.mode, c.blob, c.path)
+            };
+            input.extend_from_slice(line.as_bytes());
+            input.push(0);
+        }
+        self.run_input(
+            dir,
+            Some(index),
+            &["update-index", "-z", "--index-info"],
+            input,
+        )?;
+        let (_, tree) = self.run(dir, Some(index), &["write-tree"], &[0])?;
+        let _ = std::fs::remove_file(index);
+        Ok(String::from_utf8_lossy(&tree).trim().to_string())
     }
 }

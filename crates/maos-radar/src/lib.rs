@@ -12,11 +12,13 @@
 //! Floors: `model` (errors, snapshots), `branch` (a worktree's branch from its `HEAD` file)
 //! and the pure modules `hunks` (conflict markers),
 //! `parse` (git's `-z` outputs) and `plan` (which pairs to merge) at the bottom; `git` (every
-//! git process) above them; `radar` (the incremental engine) above; `corpus` (the correctness
+//! git process) above them; `radar` (the incremental engine) and `fleet` (reports of worktrees
+//! for other machines, and the trees theirs stand for) above; `corpus` (the correctness
 //! corpus's runner, for the bench and the corpus test) on top.
 
 mod branch;
 pub mod corpus;
+pub mod fleet;
 mod git;
 mod hunks;
 mod model;
@@ -25,7 +27,7 @@ mod plan;
 mod radar;
 
 pub use branch::branch;
-pub use git::Git;
+pub use git::{Git, RawChange};
 pub use hunks::hunks;
 pub use model::{RadarError, Snapshot};
 pub use parse::{MergeOutput, merge_output, names};

@@ -45,10 +45,14 @@ pub struct Update {
 }
 
 struct Worktree {
+    /// Its root; for another machine's worktree, the repository its trees were built in.
     path: PathBuf,
     /// The radar's own index file for this worktree.
     index: PathBuf,
     snap: Option<Snapshot>,
+    /// Another machine's worktree (fleet mode), whose snapshots are given ([`Radar::put`]):
+    /// paired with this machine's worktrees only.
+    foreign: bool,
 }
 
 /// A pair looked at, before its merge.
@@ -139,6 +143,7 @@ impl Radar {
                 path: path.to_path_buf(),
                 index,
                 snap: None,
+                foreign: false,
             };
             self.worktrees.insert(name.clone(), worktree);
         }
@@ -150,7 +155,9 @@ impl Radar {
         let Some(w) = self.worktrees.remove(worktree) else {
             return Vec::new();
         };
-        let _ = std::fs::remove_file(&w.index);
+        if !w.foreign {
+            let _ = std::fs::remove_file(&w.index);
+        }
         let gone: Vec<(String, String)> = self
             .pairs
             .keys()
@@ -191,8 +198,57 @@ impl Radar {
             .worktrees
             .get(worktree)
             .ok_or_else(|| RadarError::Unknown(worktree.to_string()))?;
+        if w.foreign {
+            // Another machine's: only its daemon's report moves it.
+            return Ok(Update {
+                unchanged: true,
+                ..Update::default()
+            });
+        }
         let paths = if w.snap.is_some() { paths } else { None };
         let snap = self.git.snapshot(&w.path, &w.index, paths)?;
+        self.apply(worktree, snap, now)
+    }
+
+    /// Puts another machine's worktree (fleet mode) on the radar under `name`, or moves it, at
+    /// the snapshot `snap` its daemon's report was built into (a tree in the repository at
+    /// `dir`, which the merges run in). It is paired with this machine's worktrees only: each
+    /// machine's radar merges its own worktrees with the others'.
+    pub fn put(
+        &mut self,
+        name: &str,
+        dir: &Path,
+        snap: Snapshot,
+        now: Ts,
+    ) -> Result<Update, RadarError> {
+        match self.worktrees.get(name) {
+            Some(w) if !w.foreign => return Err(RadarError::Unknown(name.to_string())),
+            Some(_) => {}
+            None => {
+                let worktree = Worktree {
+                    path: dir.to_path_buf(),
+                    index: PathBuf::new(),
+                    snap: None,
+                    foreign: true,
+                };
+                self.worktrees.insert(name.to_string(), worktree);
+            }
+        }
+        self.apply(name, snap, now)
+    }
+
+    /// Whether `name` is another machine's worktree ([`Radar::put`]).
+    pub fn is_foreign(&self, name: &str) -> bool {
+        self.worktrees.get(name).is_some_and(|w| w.foreign)
+    }
+
+    /// Takes `worktree`'s new snapshot and brings every pair it is in up to date.
+    fn apply(&mut self, worktree: &str, snap: Snapshot, now: Ts) -> Result<Update, RadarError> {
+        let w = self
+            .worktrees
+            .get(worktree)
+            .ok_or_else(|| RadarError::Unknown(worktree.to_string()))?;
+        let foreign = w.foreign;
         let old = w.snap.clone();
         if old.as_ref() == Some(&snap) {
             return Ok(Update {
@@ -214,7 +270,9 @@ impl Radar {
         let others: Vec<String> = self
             .worktrees
             .iter()
-            .filter(|(name, w)| name.as_str() != worktree && w.snap.is_some())
+            .filter(|(name, w)| {
+                name.as_str() != worktree && w.snap.is_some() && !(foreign && w.foreign)
+            })
             .map(|(name, _)| name.clone())
             .collect();
         let mut update = Update::default();
@@ -359,6 +417,7 @@ impl Radar {
                     merged_at: now,
                     overlap,
                     files,
+                    note: None,
                 })
             }
         };
@@ -462,6 +521,7 @@ fn side(worktree: &str, snap: &Snapshot) -> RadarSide {
         branch: None,
         tree: snap.tree.clone(),
         agents: Vec::new(),
+        machine: None,
     }
 }
 

@@ -10,6 +10,7 @@
 mod engine;
 mod options;
 mod pg;
+mod pg_radar;
 mod quarantine;
 mod rows;
 mod sqlite;
@@ -20,6 +21,7 @@ pub use options::{StoreOptions, Synchronous, WAL_AUTOCHECKPOINT_PAGES};
 pub use pg::{
     Fleet, FleetStatus, FleetWaits, Fresh, Member, Notifier, PgReader, PgStore, channel, redact,
 };
+pub use pg_radar::RadarVersion;
 pub use quarantine::{BadRow, Quarantined, quarantine};
 pub use rows::{from_us, to_us};
 pub use sqlite::{

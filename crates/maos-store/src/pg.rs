@@ -213,10 +213,15 @@ impl Fleet {
         &self.machine
     }
 
+    /// The pool (for the fleet's other tables, `pg_radar.rs`).
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// Migrate the database (once, whichever daemon comes first: sqlx holds an advisory lock
     /// while it migrates) and record this daemon as a member. A database migrated by a newer
     /// maos is refused.
-    async fn join(&self) -> Result<(), StoreError> {
+    pub(crate) async fn join(&self) -> Result<(), StoreError> {
         self.joined
             .get_or_try_init(|| async {
                 // On a connection of its own, closed whatever happened: the migrator holds a

@@ -1,0 +1,196 @@
+//! The radar across machines, without the network in between: a report of one clone's
+//! worktree (`fleet::report`) becomes, in another clone of the same repository, the very tree
+//! that worktree's snapshot was (`fleet::build`), and merges with that clone's work as a local
+//! pair would; a base the other clone lacks, a content that is not its blob and a worktree too
+//! large are said, not guessed.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+use chrono::Utc;
+use maos_core::radar::{FLEET_FILE_CAP, check_report};
+use maos_radar::{Change, Git, Radar, fleet};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
+
+#[test]
+fn another_clones_report_builds_its_tree_here_and_conflicts_like_a_local_pair() {
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = tmp.path().join("origin");
+    std::fs::create_dir_all(origin.join("src")).unwrap();
+    git(&origin, &["init", "-q", "-b", "main"]);
+    std::fs::write(origin.join("src/api.rs"), TEN).unwrap();
+    std::fs::write(origin.join("notes.txt"), "notes\n").unwrap();
+    git(&origin, &["add", "-A"]);
+    git(&origin, &["commit", "-q", "-m", "base"]);
+    let main = git(&origin, &["rev-parse", "HEAD"]);
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for c in [&a, &b] {
+        git(
+            tmp.path(),
+            &["clone", "-q", origin.to_str().unwrap(), c.to_str().unwrap()],
+        );
+    }
+    // B: a branch with a commit of its own, and uncommitted work over it.
+    git(&b, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(b.join("extra.txt"), "committed on b's branch\n").unwrap();
+    git(&b, &["add", "-A"]);
+    git(&b, &["commit", "-q", "-m", "b's commit"]);
+    let b_head = git(&b, &["rev-parse", "HEAD"]);
+    std::fs::write(b.join("src/api.rs"), TEN.replace("5\n", "five from b\n")).unwrap();
+    std::fs::write(b.join("new.txt"), "new\n").unwrap();
+    std::fs::remove_file(b.join("notes.txt")).unwrap();
+    let now = Utc::now();
+    let mut rb = Radar::new(Git::new(), &tmp.path().join("cache-b")).unwrap();
+    rb.watch(&b, now).unwrap();
+    let b_name = b.display().to_string();
+    let snap_b = rb.snapshot(&b_name).unwrap().clone();
+
+    let mut t = fleet::report(&Git::new(), &b, &snap_b, &HashMap::new())
+        .unwrap()
+        .expect("a report");
+    assert_eq!(
+        t.base, main,
+        "measured from the main line, b's commit included"
+    );
+    assert_eq!(t.too_large, None);
+    let mut paths: Vec<(&str, u32)> = t.files.iter().map(|f| (f.path.as_str(), f.mode)).collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            ("extra.txt", 0o100644),
+            ("new.txt", 0o100644),
+            ("notes.txt", 0),
+            ("src/api.rs", 0o100644)
+        ]
+    );
+    t.machine = "machine-b".into();
+    // As read back from PostgreSQL: the sizes stored.
+    for f in &mut t.files {
+        f.stored = f.content.as_ref().map_or(0, |c| c.len() as u64);
+    }
+    check_report(&t).expect("a sound report");
+
+    // A: its own uncommitted edit of line 5.
+    std::fs::write(a.join("src/api.rs"), TEN.replace("5\n", "five from a\n")).unwrap();
+    let mut ra = Radar::new(Git::new(), &tmp.path().join("cache-a")).unwrap();
+    ra.watch(&a, now).unwrap();
+    let g = Git::new();
+    let missing = fleet::missing(&g, &a, &t).unwrap();
+    assert_eq!(
+        missing.len(),
+        3,
+        "b's three blobs are not in a: {missing:?}"
+    );
+    let contents: HashMap<String, Vec<u8>> = t
+        .files
+        .iter()
+        .filter(|f| missing.contains(&f.path))
+        .map(|f| (f.path.clone(), f.content.clone().unwrap()))
+        .collect();
+    let index = tmp.path().join("cache-a/foreign.index");
+    let built = fleet::build(&g, &a, &index, &t, contents.clone())
+        .unwrap()
+        .expect("built");
+    assert_eq!(built.tree, snap_b.tree, "the very tree b's snapshot was");
+    assert_eq!(built.head.as_deref(), Some(main.as_str()));
+    assert!(!index.exists(), "the index file is gone");
+    let update = ra.put("machine-b:/b", &a, built, now).unwrap();
+    let [Change::Appeared(pair)] = &update.changes[..] else {
+        panic!("one conflict appears: {update:?}");
+    };
+    assert_eq!(pair.files.len(), 1, "{pair:?}");
+    assert_eq!(pair.files[0].path, "src/api.rs");
+    assert!(
+        pair.files[0].diff_b.contains("+five from b")
+            || pair.files[0].diff_a.contains("+five from b")
+    );
+    // B's side undone (a new report without api.rs): the conflict clears.
+    let mut calm = t.clone();
+    calm.files.retain(|f| f.path != "src/api.rs");
+    let calm = fleet::build(&g, &a, &index, &calm, HashMap::new())
+        .unwrap()
+        .expect("built");
+    let update = ra.put("machine-b:/b", &a, calm, now).unwrap();
+    assert!(
+        matches!(&update.changes[..], [Change::Cleared { .. }]),
+        "{update:?}"
+    );
+
+    // A base this clone lacks (b's own commit): said, not guessed.
+    let mut far = t.clone();
+    far.base = b_head.clone();
+    let why = fleet::build(&g, &a, &index, &far, HashMap::new())
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(why, format!("cannot compare: base {b_head} not here"));
+    // A content that is not its blob: refused (a fresh file, so its blob is not here yet).
+    let mut forged = t.clone();
+    forged.files.retain(|f| f.path == "new.txt");
+    forged.files[0].blob = "1".repeat(40);
+    let lying = HashMap::from([("new.txt".to_string(), b"new\n".to_vec())]);
+    let why = fleet::build(&g, &a, &index, &forged, lying)
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        why.starts_with("refused: the content of `new.txt`"),
+        "{why}"
+    );
+
+    // Too large: a file over the cap makes b's report name its files without contents.
+    std::fs::write(b.join("big.bin"), vec![b'x'; FLEET_FILE_CAP as usize + 1]).unwrap();
+    rb.update(&b_name, now).unwrap();
+    let snap_b = rb.snapshot(&b_name).unwrap().clone();
+    let big = fleet::report(&g, &b, &snap_b, &HashMap::new())
+        .unwrap()
+        .unwrap();
+    let why = big.too_large.clone().expect("too large");
+    assert!(why.contains("`big.bin` is 262145 bytes"), "{why}");
+    assert!(big.files.iter().all(|f| f.content.is_none()));
+    assert!(
+        big.files.iter().any(|f| f.path == "src/api.rs"),
+        "named still"
+    );
+    let why = fleet::build(&g, &a, &index, &big, HashMap::new())
+        .unwrap()
+        .unwrap_err();
+    assert!(why.starts_with("too large to compare: "), "{why}");
+    // A second report skips the contents written already.
+    let last: HashMap<String, String> = t
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.blob.clone()))
+        .collect();
+    std::fs::remove_file(b.join("big.bin")).unwrap();
+    rb.update(&b_name, now).unwrap();
+    let snap_b = rb.snapshot(&b_name).unwrap().clone();
+    let again = fleet::report(&g, &b, &snap_b, &last).unwrap().unwrap();
+    assert!(again.files.iter().all(|f| f.content.is_none()), "{again:?}");
+}
