@@ -10,7 +10,7 @@ use maos_store::Store;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::cmd::{self, Outcome};
+use crate::cmd::Outcome;
 
 /// Apply a wire request the way the daemon does: routed, then handled by the actor.
 fn handle(tx: &mut Txn<'_>, r: Request) -> Result<Outcome, ErrorBody> {
@@ -22,8 +22,8 @@ fn handle(tx: &mut Txn<'_>, r: Request) -> Result<Outcome, ErrorBody> {
     };
     match Route::of(r, &key) {
         Route::Refused(e) => Err(e),
-        Route::Project(ProjectRoute::Actor { request, .. }) => cmd::handle(tx, request),
-        Route::Project(ProjectRoute::Import(r)) => cmd::handle(tx, ProjectRequest::Import(r)),
+        Route::Project(ProjectRoute::Actor { request, .. }) => request.apply(tx),
+        Route::Project(ProjectRoute::Import(r)) => ProjectRequest::new(r).apply(tx),
         _ => panic!("not a request the actor applies"),
     }
 }

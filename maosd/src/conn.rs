@@ -139,19 +139,10 @@ async fn turn_away(mut conn: Conn, message: String) {
 
 /// Whether a request waits for a lock: its connection is long-lived while it waits.
 fn waits(route: &Route) -> bool {
-    use maos_proto::{LockWait, McpAction};
     let Route::Project(ProjectRoute::Actor { request, .. }) = route else {
         return false;
     };
-    let wait = match request {
-        ProjectRequest::LockAcquire(k) => &k.req.lock.wait,
-        ProjectRequest::Mcp { call, .. } => match &call.action {
-            McpAction::LockAcquire(a) => &a.wait,
-            _ => return false,
-        },
-        _ => return false,
-    };
-    !matches!(wait, LockWait::NoWait)
+    request.handler().waits()
 }
 
 /// The next frame; `None` when a connection that closes when idle had none for `idle`.
@@ -334,7 +325,7 @@ async fn request(
             })
             .await
             .map_err(|e| internal(format_args!("maos restore-file: {e}")))??;
-            actor(handle, ProjectRequest::FileRestored(Box::new(report)), None).await
+            actor(handle, ProjectRequest::new(report), None).await
         }
         ProjectRoute::Repair(req::Repair { quarantine }) => {
             let report = daemon.projects.repair(&root, quarantine).await;
@@ -366,7 +357,7 @@ async fn request(
         ProjectRoute::Import(import) => {
             let handle = cached(daemon, cache, root, true).await?;
             reads::import_check(handle, &import.path, &import.text).await?;
-            actor(handle, ProjectRequest::Import(import), None).await
+            actor(handle, ProjectRequest::new(import), None).await
         }
         ProjectRoute::Gantt(req::Gantt {
             session,
@@ -379,7 +370,7 @@ async fn request(
             let handle = cached(daemon, cache, root, false).await?;
             let found = actor(
                 handle,
-                ProjectRequest::SessionShow(req::SessionShow {
+                ProjectRequest::new(req::SessionShow {
                     session: Some(session.clone()),
                 }),
                 Some(&ArchivedRead::Session(session)),
@@ -420,9 +411,7 @@ async fn request(
                 judge_outside(daemon, &root, call).await;
             }
             // What a plan asks of this machine (its programs, its directories), likewise.
-            if let ProjectRequest::SessionFromPlan(plan) = &request {
-                crate::plancheck::check(&root, &plan.path, &plan.text)?;
-            }
+            request.handler().check_here(&root)?;
             let create = request.creates_project();
             // A write through a hook is refused while the project's state cannot be loaded,
             // also when that shows in a fleet's refresh of an open project.

@@ -83,7 +83,7 @@ pub async fn run(
             Err(e) => return Err(internal(e)),
         }
         handle
-            .request(ProjectRequest::Purge(req::Purge { session: id }))
+            .request(ProjectRequest::new(req::Purge { session: id }))
             .await?;
         report.sessions.push(GcEntry {
             id: sid,
@@ -100,7 +100,7 @@ pub async fn run(
 /// before the oldest session left began go with the sessions deleted.
 async fn sweep_kept(home: &Path, root: &str, handle: &ProjectHandle) {
     let oldest = match handle
-        .request(ProjectRequest::SessionList(req::SessionList { all: true }))
+        .request(ProjectRequest::new(req::SessionList { all: true }))
         .await
     {
         Ok(crate::cmd::Outcome::Reply(r)) => match *r {

@@ -1,16 +1,17 @@
 //! Where a request goes, decided once: [`Route::of`] turns the wire's [`Request`] into a typed
-//! route (as mini-redis's `Command::from_frame`), and each floor below takes only its own
-//! kind of request and matches it whole: the daemon's own requests, the registry's (restore)
+//! route (as mini-redis's `Command::from_frame`), one line per request, and each floor below
+//! takes only its own kind of request: the daemon's own requests, the registry's (restore)
 //! and retention's (gc), the read pool's ([`ReadRequest`]), and the project actor's
-//! ([`ProjectRequest`], applied by `cmd::handle`). Pure: nothing here touches a file.
+//! ([`ProjectRequest`]: the request's struct, applied by its handler, `cmd::Handle`). Pure:
+//! nothing here touches a file.
 
 use maos_core::{LockMode, LockPath};
 use maos_proto::req::{self, LockAt};
-use maos_proto::{
-    AgentExit, Elsewhere, ErrorBody, LockList, McpAction, McpCall, RecoveryReport, Reply, Request,
-};
+use maos_proto::{Elsewhere, ErrorBody, McpAction, Reply, Request};
 
+use crate::cmd::{Handle, Keyed, Mcp, Outcome};
 use crate::hookcall::Hook;
+use crate::state::Txn;
 
 /// Where one request goes.
 pub enum Route {
@@ -38,14 +39,14 @@ pub enum ProjectRoute {
     /// rows maos cannot read are found (and with `quarantine` moved aside), it opens again.
     Repair(req::Repair),
     /// `maos restore-file`: the connection finds the kept version and writes the file back
-    /// (`keep.rs`), then the actor records it ([`ProjectRequest::FileRestored`]).
+    /// (`keep.rs`), then the actor records it (its report, `cmd/restore.rs`).
     RestoreFile(req::RestoreFile),
     /// `maos gc`: exports read from the read pool, then one purge per session by the actor.
     Gc(req::Gc),
     /// Answered from the read pool; the actor never sees it.
     Read(ReadRequest),
     /// An import: the read pool checks that the database has none of its ids (archived ones
-    /// included), then the actor applies [`ProjectRequest::Import`].
+    /// included), then the actor applies it.
     Import(req::Import),
     /// A session's Gantt chart: the actor (or, archived, the database) names the session,
     /// then the project's charts answer (`crate::charts`).
@@ -97,63 +98,14 @@ pub enum ArchivedRead {
     Events(req::Events),
 }
 
-/// The requests the project actor applies: the wire's own request structs, routed whole.
-#[derive(Clone, Debug)]
+/// A request the project actor applies: an agent CLI's hook call, which the connection works
+/// on first (its paths placed, its files elsewhere and its kept versions), or any other
+/// request's struct, applied by its handler ([`Handle`]; the internal ones too: the radar's
+/// notes, a restored file's report).
+#[derive(Clone)]
 pub enum ProjectRequest {
-    SessionCreate(req::SessionCreate),
-    SessionList(req::SessionList),
-    SessionShow(req::SessionShow),
-    SessionActivate(req::SessionActivate),
-    SessionTransition(req::SessionTransition),
-    AgentRegister(req::AgentRegister),
-    AgentTransition(req::AgentTransition),
-    AgentList(req::AgentList),
-    PhaseAdd(req::PhaseAdd),
-    PhaseTransition(req::PhaseTransition),
-    Pause(req::Pause),
-    Resume(req::Resume),
-    Ps(req::Ps),
-    Events(req::Events),
-    Status(req::Status),
-    LockAcquire(Keyed<req::LockAcquire>),
-    LockRelease(Keyed<req::LockRelease>),
-    LockReleaseAll(req::LockReleaseAll),
-    LockList(req::LockList),
-    LockCheck(Keyed<req::LockCheck>),
-    Heartbeat(req::Heartbeat),
     Hook(Box<Hook>),
-    Brief(req::Brief),
-    Note(req::Note),
-    AgentExited(Box<AgentExit>),
-    SessionFromPlan(req::SessionFromPlan),
-    AgentLog(req::AgentLog),
-    Recover(req::Recover),
-    Retry(req::Retry),
-    Validate(req::Validate),
-    SessionArchive(req::SessionArchive),
-    Import(req::Import),
-    Purge(req::Purge),
-    /// `key`: the action's path resolved, or why it does not resolve (the caller is still
-    /// named then, so that the hook's record of the call answers it; see `cmd::mcp`).
-    Mcp {
-        call: Box<McpCall>,
-        key: Result<Option<LockPath>, ErrorBody>,
-    },
-    Todos(req::Todos),
-    /// Not on the wire: `maos restore-file` put `path` back to `version` (the connection
-    /// wrote it), keeping the content it replaced; recorded (`file_restored`).
-    FileRestored(Box<maos_proto::FileRestoreReport>),
-    /// Not on the wire: conflicts the project's radar saw appear or go away, recorded as
-    /// `radar_conflict` / `radar_cleared` events (`crate::radar`).
-    RadarNotes(Vec<crate::radar::Note>),
-}
-
-/// A lock request with the key its path resolved to on arrival: the actor works on keys, and
-/// the path is never parsed again.
-#[derive(Clone, Debug)]
-pub struct Keyed<T> {
-    pub req: T,
-    pub key: LockPath,
+    Apply(Box<dyn Handle>),
 }
 
 /// How a lock request's path becomes its key: it touches the filesystem (symlinks,
@@ -171,6 +123,25 @@ fn key(at: &LockAt, mode: LockMode, resolve: Resolve) -> Result<LockPath, ErrorB
     resolve(at)
 }
 
+/// A request for the actor, applied by its handler.
+fn actor(request: impl Handle) -> Route {
+    Route::Project(ProjectRoute::Actor {
+        request: ProjectRequest::new(request),
+        archived: None,
+    })
+}
+
+/// A lock request for the actor with its path's key, or refused when its path does not resolve.
+fn keyed<T>(req: T, key: Result<LockPath, ErrorBody>) -> Route
+where
+    Keyed<T>: Handle,
+{
+    match key {
+        Ok(key) => actor(Keyed { req, key }),
+        Err(e) => Route::Refused(e),
+    }
+}
+
 /// The key of an MCP action's path, if it has one.
 fn mcp_key(action: &McpAction, resolve: Resolve) -> Result<Option<LockPath>, ErrorBody> {
     match action {
@@ -185,15 +156,8 @@ impl Route {
     /// Classify a request: the only match on the wire's [`Request`] in the daemon. A lock
     /// request's path is resolved here, once, by `resolve`.
     pub fn of(body: Request, resolve: Resolve) -> Route {
-        use ProjectRequest as P;
         let project = Route::Project;
         let read = |r| Route::Project(ProjectRoute::Read(r));
-        let actor = |request| {
-            Route::Project(ProjectRoute::Actor {
-                request,
-                archived: None,
-            })
-        };
         match body {
             Request::Ping => Route::Daemon(DaemonRequest::Ping),
             Request::DaemonStatus => Route::Daemon(DaemonRequest::Status),
@@ -214,7 +178,7 @@ impl Route {
                     .session
                     .clone()
                     .map(|s| Box::new(ArchivedRead::Session(s))),
-                request: P::SessionShow(r),
+                request: ProjectRequest::new(r),
             }),
             // An agent's events are the actor's alone: an archived session has no live agent.
             Request::Events(r) => project(ProjectRoute::Actor {
@@ -222,66 +186,91 @@ impl Route {
                     (Some(_), None) => Some(Box::new(ArchivedRead::Events(r.clone()))),
                     _ => None,
                 },
-                request: P::Events(r),
+                request: ProjectRequest::new(r),
             }),
-            Request::SessionCreate(r) => actor(P::SessionCreate(r)),
-            Request::SessionList(r) => actor(P::SessionList(r)),
-            Request::SessionActivate(r) => actor(P::SessionActivate(r)),
-            Request::SessionTransition(r) => actor(P::SessionTransition(r)),
-            Request::AgentRegister(r) => actor(P::AgentRegister(r)),
-            Request::AgentTransition(r) => actor(P::AgentTransition(r)),
-            Request::AgentList(r) => actor(P::AgentList(r)),
-            Request::PhaseAdd(r) => actor(P::PhaseAdd(r)),
-            Request::PhaseTransition(r) => actor(P::PhaseTransition(r)),
-            Request::Pause(r) => actor(P::Pause(r)),
-            Request::Resume(r) => actor(P::Resume(r)),
-            Request::Ps(r) => actor(P::Ps(r)),
-            Request::Status(r) => actor(P::Status(r)),
-            Request::LockAcquire(req) => match key(&req.lock.at, req.lock.mode, resolve) {
-                Ok(key) => actor(P::LockAcquire(Keyed { req, key })),
-                Err(e) => Route::Refused(e),
-            },
-            Request::LockRelease(req) => match key(&req.at, LockMode::Write, resolve) {
-                Ok(key) => actor(P::LockRelease(Keyed { req, key })),
-                Err(e) => Route::Refused(e),
-            },
-            Request::LockReleaseAll(r) => actor(P::LockReleaseAll(r)),
-            Request::LockList(r) => actor(P::LockList(r)),
-            Request::LockCheck(req) => match key(&req.at, req.mode, resolve) {
-                Ok(key) => actor(P::LockCheck(Keyed { req, key })),
-                Err(e) => Route::Refused(e),
-            },
-            Request::Heartbeat(r) => actor(P::Heartbeat(r)),
-            Request::Hook(call) => actor(P::Hook(Box::new(Hook::from(*call)))),
-            Request::Brief(r) => actor(P::Brief(r)),
-            Request::Note(r) => actor(P::Note(r)),
-            Request::AgentExited(exit) => actor(P::AgentExited(exit)),
-            Request::SessionFromPlan(r) => actor(P::SessionFromPlan(r)),
-            Request::AgentLog(r) => actor(P::AgentLog(r)),
-            Request::Recover(r) => actor(P::Recover(r)),
-            Request::Retry(r) => actor(P::Retry(r)),
-            Request::Validate(r) => actor(P::Validate(r)),
-            Request::SessionArchive(r) => actor(P::SessionArchive(r)),
-            Request::Purge(r) => actor(P::Purge(r)),
-            Request::Mcp(call) => actor(P::Mcp {
+            Request::Hook(call) => project(ProjectRoute::Actor {
+                request: ProjectRequest::Hook(Box::new(Hook::from(*call))),
+                archived: None,
+            }),
+            Request::LockAcquire(r) => {
+                let key = key(&r.lock.at, r.lock.mode, resolve);
+                keyed(r, key)
+            }
+            Request::LockRelease(r) => {
+                let key = key(&r.at, LockMode::Write, resolve);
+                keyed(r, key)
+            }
+            Request::LockCheck(r) => {
+                let key = key(&r.at, r.mode, resolve);
+                keyed(r, key)
+            }
+            Request::Mcp(call) => actor(Mcp {
                 key: mcp_key(&call.action, resolve),
                 call,
             }),
-            Request::Todos(r) => actor(P::Todos(r)),
+            Request::SessionCreate(r) => actor(r),
+            Request::SessionList(r) => actor(r),
+            Request::SessionActivate(r) => actor(r),
+            Request::SessionTransition(r) => actor(r),
+            Request::AgentRegister(r) => actor(r),
+            Request::AgentTransition(r) => actor(r),
+            Request::AgentList(r) => actor(r),
+            Request::PhaseAdd(r) => actor(r),
+            Request::PhaseTransition(r) => actor(r),
+            Request::Pause(r) => actor(r),
+            Request::Resume(r) => actor(r),
+            Request::Ps(r) => actor(r),
+            Request::Status(r) => actor(r),
+            Request::LockReleaseAll(r) => actor(r),
+            Request::LockList(r) => actor(r),
+            Request::Heartbeat(r) => actor(r),
+            Request::Brief(r) => actor(r),
+            Request::Note(r) => actor(r),
+            Request::AgentExited(exit) => actor(*exit),
+            Request::SessionFromPlan(r) => actor(r),
+            Request::AgentLog(r) => actor(r),
+            Request::Recover(r) => actor(r),
+            Request::Retry(r) => actor(r),
+            Request::Validate(r) => actor(r),
+            Request::SessionArchive(r) => actor(r),
+            Request::Purge(r) => actor(r),
+            Request::Todos(r) => actor(r),
         }
     }
 }
 
 impl ProjectRequest {
-    /// Whether the request may create its project's state when the daemon has none: only
-    /// what starts work there (a session, a plan, an agent CLI's hook call). Every other
-    /// request on a project with nothing recorded is answered "no maos project" and creates
-    /// nothing, so that reading never leaves an empty project behind.
+    /// A request for the actor, applied by its handler. A hook call is
+    /// [`ProjectRequest::Hook`] instead, so that the connection finds it.
+    pub fn new(request: impl Handle) -> Self {
+        ProjectRequest::Apply(Box::new(request))
+    }
+
+    /// The request's handler, which also tells what the connection and the actor need to know
+    /// of it.
+    pub fn handler(&self) -> &dyn Handle {
+        match self {
+            ProjectRequest::Hook(call) => &**call,
+            ProjectRequest::Apply(request) => &**request,
+        }
+    }
+
+    /// Apply it (the actor, in the request's step of the batch's transaction).
+    pub fn apply(self, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        match self {
+            ProjectRequest::Hook(call) => call.handle(tx),
+            ProjectRequest::Apply(request) => request.handle(tx),
+        }
+    }
+
+    /// Whether the request may create its project's state ([`Handle::creates_project`]).
     pub fn creates_project(&self) -> bool {
-        matches!(
-            self,
-            Self::SessionCreate(_) | Self::SessionFromPlan(_) | Self::Hook(_)
-        )
+        self.handler().creates_project()
+    }
+
+    /// What it answers for a project with nothing recorded ([`Handle::empty_answer`]).
+    pub fn empty_answer(&self) -> Option<Reply> {
+        self.handler().empty_answer()
     }
 
     /// What a hook call that writes files is answered while the project's state cannot be
@@ -290,23 +279,6 @@ impl ProjectRequest {
     pub fn unloadable_answer(&self, why: &str) -> Option<Reply> {
         let Self::Hook(call) = self else { return None };
         (call.event == "PreToolUse" && call.writes_files()).then(|| unloadable_denial(why))
-    }
-
-    /// What a list answers for a project with nothing recorded (no sessions, events, locks
-    /// or problems), without creating it; None for the requests that need something there.
-    pub fn empty_answer(&self) -> Option<Reply> {
-        Some(match self {
-            Self::Ps(_) => Reply::Ps(Vec::new()),
-            Self::SessionList(_) => Reply::Sessions(Vec::new()),
-            Self::Events(_) => Reply::Events(Vec::new()),
-            Self::LockList(_) => Reply::Locks(LockList {
-                locks: Vec::new(),
-                waiters: Vec::new(),
-            }),
-            Self::Validate(_) => Reply::Validation(Vec::new()),
-            Self::Recover(_) => Reply::Recovery(RecoveryReport::default()),
-            _ => return None,
-        })
     }
 
     /// A hook call that names a file path longer than [`maos_core::MAX_PATH`] (a write's file,

@@ -47,12 +47,7 @@ pub async fn hard_links(handle: &ProjectHandle, root: &Path, keys: &[String]) ->
     if linked.is_empty() {
         return Vec::new();
     }
-    let list = match ask(
-        handle,
-        ProjectRequest::LockList(req::LockList { session: None }),
-    )
-    .await
-    {
+    let list = match ask(handle, ProjectRequest::new(req::LockList { session: None })).await {
         Ok(Reply::Locks(list)) => list,
         _ => return Vec::new(),
     };

@@ -3,10 +3,16 @@
 use maos_core::AgentId;
 use maos_proto::{ErrorBody, req};
 
-use super::{Outcome, agent_reply};
+use super::{Handle, Outcome, agent_reply};
 use crate::state::Txn;
 
-pub fn register(tx: &mut Txn<'_>, r: req::AgentRegister) -> Result<Outcome, ErrorBody> {
+impl Handle for req::AgentRegister {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        register(tx, *self)
+    }
+}
+
+fn register(tx: &mut Txn<'_>, r: req::AgentRegister) -> Result<Outcome, ErrorBody> {
     let req::AgentRegister {
         session,
         role,

@@ -3,14 +3,20 @@
 //! the project's live state with its locks, and notes are recorded with their caps.
 
 use maos_core::{AgentId, SessionId, Ts};
-use maos_proto::{Briefing, ErrorBody, NoteKind, req};
+use maos_proto::{Briefing, ErrorBody, NoteKind, Reply, req};
 
-use super::Outcome;
+use super::{Handle, Outcome};
 use crate::state::{State, Txn};
 
 /// `maos note KIND TEXT [--agent ID]`: the agent must belong to the session. Answers the
 /// session.
-pub fn note(tx: &mut Txn<'_>, r: req::Note) -> Result<Outcome, ErrorBody> {
+impl Handle for req::Note {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        note(tx, *self)
+    }
+}
+
+fn note(tx: &mut Txn<'_>, r: req::Note) -> Result<Outcome, ErrorBody> {
     let st = tx.state();
     let sid = st.resolve_session(r.session.as_deref())?.id.clone();
     let agent = r
@@ -49,7 +55,14 @@ pub fn note_as(
 }
 
 /// `maos brief`: the briefing of a session (`None`: the active one).
-pub fn brief(st: &State, session: Option<&str>, now: Ts) -> Result<Briefing, ErrorBody> {
+impl Handle for req::Brief {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let b = brief(tx.state(), self.session.as_deref(), tx.now)?;
+        Ok(Reply::Brief(Box::new(b)).into())
+    }
+}
+
+fn brief(st: &State, session: Option<&str>, now: Ts) -> Result<Briefing, ErrorBody> {
     let sid = st.resolve_session(session)?.id.clone();
     crate::ops::brief::briefing(st, &sid, now)
 }

@@ -2,16 +2,23 @@
 
 use maos_proto::{ErrorBody, Reply};
 
-use super::Outcome;
+use super::{Handle, Outcome};
 use crate::hookcall::Hook;
 use crate::ops::hook::Hooked;
 use crate::state::Txn;
 
-pub fn hook(tx: &mut Txn<'_>, call: Hook) -> Result<Outcome, ErrorBody> {
-    Ok(match crate::ops::hook::hook(tx, call)? {
-        Hooked::Answer(answer) => Reply::Hook(answer).into(),
-        // A git command waiting for its turn at the index: the connection turns the grant
-        // into the hook's answer (conn.rs).
-        Hooked::Wait(wait) => Outcome::Park { wait, caller: None },
-    })
+impl Handle for Hook {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        Ok(match crate::ops::hook::hook(tx, *self)? {
+            Hooked::Answer(answer) => Reply::Hook(answer).into(),
+            // A git command waiting for its turn at the index: the connection turns the grant
+            // into the hook's answer (conn.rs).
+            Hooked::Wait(wait) => Outcome::Park { wait, caller: None },
+        })
+    }
+
+    /// An agent CLI's first call starts maos's work in a project.
+    fn creates_project(&self) -> bool {
+        true
+    }
 }

@@ -1,13 +1,77 @@
-//! Lock requests. Names arrive resolved, once: the agent to its id (by `cmd::handle`, or the
-//! MCP call's caller), the path to its key (by the connection, on arrival).
+//! Lock requests. Names are resolved once: the agent to its id (at the handler's edge, or the
+//! MCP call's caller), the path to its key (by the connection, on arrival: [`Keyed`]).
 
 use maos_core::{AgentId, LockMode, LockPath};
-use maos_proto::{ErrorBody, ErrorCode, LockCheck, LockList, Reply, req};
+use maos_proto::{ErrorBody, ErrorCode, LockCheck, LockList, LockWait, Reply, req};
 
-use super::Outcome;
+use super::{Handle, Keyed, Outcome, agent_id, live_id};
 use crate::locks::{view, waiter_view};
 use crate::ops::lock::{self as ops, Taken};
 use crate::state::{State, Txn};
+
+impl Handle for Keyed<req::LockAcquire> {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let Keyed { req, key } = *self;
+        let holder = live_id(tx, &req.agent)?;
+        acquire(tx, &holder, &req.lock, key)
+    }
+
+    fn waits(&self) -> bool {
+        !matches!(self.req.lock.wait, LockWait::NoWait)
+    }
+
+    fn path_turn(&self) -> Option<&LockPath> {
+        Some(&self.key)
+    }
+}
+
+impl Handle for Keyed<req::LockRelease> {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let Keyed { req, key } = *self;
+        let holder = req.agent.map(|a| agent_id(tx, &a)).transpose()?;
+        release(tx, holder.as_ref(), &key, req.force, req.by)
+    }
+
+    fn path_turn(&self) -> Option<&LockPath> {
+        Some(&self.key)
+    }
+}
+
+impl Handle for req::LockReleaseAll {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let holder = agent_id(tx, &self.agent)?;
+        release_all(tx, &holder)
+    }
+}
+
+impl Handle for req::LockList {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        list(tx.state(), self.session.as_deref())
+    }
+
+    fn empty_answer(&self) -> Option<Reply> {
+        Some(Reply::Locks(LockList {
+            locks: Vec::new(),
+            waiters: Vec::new(),
+        }))
+    }
+}
+
+impl Handle for Keyed<req::LockCheck> {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let Keyed { req, key } = *self;
+        let holder = req.agent.map(|a| agent_id(tx, &a)).transpose()?;
+        check(tx.state(), holder.as_ref(), key, req.mode)
+    }
+}
+
+/// A sign of life: renews every lease of a live agent.
+impl Handle for req::Heartbeat {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let holder = live_id(tx, &self.agent)?;
+        heartbeat(tx, &holder)
+    }
+}
 
 /// `holder`: a live agent ([`ops::live`]).
 pub fn acquire(
@@ -54,7 +118,7 @@ pub fn release(
     Ok(Reply::Released(views).into())
 }
 
-pub fn release_all(tx: &mut Txn<'_>, holder: &AgentId) -> Result<Outcome, ErrorBody> {
+fn release_all(tx: &mut Txn<'_>, holder: &AgentId) -> Result<Outcome, ErrorBody> {
     let views: Vec<_> = tx
         .state()
         .locks
@@ -72,7 +136,7 @@ pub fn heartbeat(tx: &mut Txn<'_>, holder: &AgentId) -> Result<Outcome, ErrorBod
     Ok(Reply::Renewed { leases }.into())
 }
 
-pub fn list(st: &State, session: Option<&str>) -> Result<Outcome, ErrorBody> {
+fn list(st: &State, session: Option<&str>) -> Result<Outcome, ErrorBody> {
     let sid = session
         .map(|s| st.resolve_session(Some(s)).map(|s| s.id.clone()))
         .transpose()?;

@@ -3,52 +3,67 @@
 use maos_core::{AgentId, SessionId};
 use maos_proto::{AgentExit, ErrorBody, Reply, req};
 
-use super::{Outcome, agent_reply, session_reply};
+use super::{Handle, Outcome, agent_reply, session_reply};
 use crate::ops::process;
 use crate::state::{Named, Txn};
 
 /// `maos run PLAN` / `maos session create --plan PLAN`.
-pub fn from_plan(
-    tx: &mut Txn<'_>,
-    path: &str,
-    text: &str,
-    start: bool,
-) -> Result<Outcome, ErrorBody> {
-    let sid = process::from_plan(tx, path, text, start)?;
-    session_reply(tx, &sid)
+impl Handle for req::SessionFromPlan {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let sid = process::from_plan(tx, &self.path, &self.text, self.start)?;
+        session_reply(tx, &sid)
+    }
+
+    fn creates_project(&self) -> bool {
+        true
+    }
+
+    /// Its agents' programs runnable here, their `workdir`s inside the project.
+    fn check_here(&self, root: &str) -> Result<(), ErrorBody> {
+        crate::plancheck::check(root, &self.path, &self.text)
+    }
 }
 
 /// `maos agent start|complete|...`.
-pub fn agent_op(tx: &mut Txn<'_>, r: req::AgentTransition) -> Result<Outcome, ErrorBody> {
-    let id = tx.state().resolve_agent(&r.agent, None)?.id.clone();
-    process::agent_op(tx, &id, r.op, r.exit_code, r.reason)?;
-    agent_reply(tx, &id)
+impl Handle for req::AgentTransition {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let r = *self;
+        let id = tx.state().resolve_agent(&r.agent, None)?.id.clone();
+        process::agent_op(tx, &id, r.op, r.exit_code, r.reason)?;
+        agent_reply(tx, &id)
+    }
 }
 
 /// A supervisor reports a managed agent's exit.
-pub fn exited(tx: &mut Txn<'_>, exit: AgentExit) -> Result<Outcome, ErrorBody> {
-    process::exited(tx, exit)?;
-    Ok(Reply::Done.into())
+impl Handle for AgentExit {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        process::exited(tx, *self)?;
+        Ok(Reply::Done.into())
+    }
 }
 
 /// `maos retry [SESSION|AGENT]`: the session, with the agents it runs again.
-pub fn retry(
-    tx: &mut Txn<'_>,
-    target: Option<&str>,
-    by: Option<String>,
-) -> Result<Outcome, ErrorBody> {
-    let (sid, agent) = match tx.state().resolve_target(target)? {
-        Named::Session(s) => (s.id.clone(), None),
-        Named::Agent(a) => (a.session_id.clone(), Some(a.id.clone())),
-    };
-    process::retry(tx, &sid, agent.as_ref(), by)?;
-    session_reply(tx, &sid)
+impl Handle for req::Retry {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let (sid, agent) = match tx.state().resolve_target(self.target.as_deref())? {
+            Named::Session(s) => (s.id.clone(), None),
+            Named::Agent(a) => (a.session_id.clone(), Some(a.id.clone())),
+        };
+        process::retry(tx, &sid, agent.as_ref(), self.by)?;
+        session_reply(tx, &sid)
+    }
 }
 
 /// `maos recover [SESSION]`.
-pub fn recover(tx: &mut Txn<'_>, session: Option<&str>) -> Result<Outcome, ErrorBody> {
-    let report = crate::ops::recovery::recover(tx, session)?;
-    Ok(Reply::Recovery(report).into())
+impl Handle for req::Recover {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let report = crate::ops::recovery::recover(tx, self.session.as_deref())?;
+        Ok(Reply::Recovery(report).into())
+    }
+
+    fn empty_answer(&self) -> Option<Reply> {
+        Some(Reply::Recovery(maos_proto::RecoveryReport::default()))
+    }
 }
 
 /// What validation asks of the system: processes, locks, checkpoints.
@@ -75,22 +90,34 @@ impl maos_core::validate::Facts for Live<'_> {
 }
 
 /// `maos validate [SESSION]`: what does not add up.
-pub fn validate(tx: &Txn<'_>, session: Option<&str>) -> Result<Outcome, ErrorBody> {
-    let st = tx.state();
-    let sessions: Vec<&maos_proto::SessionRecord> = match session {
-        Some(name) => vec![st.resolve_session(Some(name))?],
-        None => st
-            .sessions()
-            .iter()
-            .filter(|s| !s.state.is_terminal())
-            .collect(),
-    };
-    let problems = maos_core::validate::check(sessions, &Live(st));
-    Ok(Reply::Validation(problems).into())
+impl Handle for req::Validate {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let st = tx.state();
+        let sessions: Vec<&maos_proto::SessionRecord> = match self.session.as_deref() {
+            Some(name) => vec![st.resolve_session(Some(name))?],
+            None => st
+                .sessions()
+                .iter()
+                .filter(|s| !s.state.is_terminal())
+                .collect(),
+        };
+        let problems = maos_core::validate::check(sessions, &Live(st));
+        Ok(Reply::Validation(problems).into())
+    }
+
+    fn empty_answer(&self) -> Option<Reply> {
+        Some(Reply::Validation(Vec::new()))
+    }
 }
 
-/// Where a managed agent's output goes.
-pub fn log(tx: &Txn<'_>, agent: &str) -> Result<Outcome, ErrorBody> {
+/// Where a managed agent's output goes (`maos logs`).
+impl Handle for req::AgentLog {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        log(tx, &self.agent)
+    }
+}
+
+fn log(tx: &Txn<'_>, agent: &str) -> Result<Outcome, ErrorBody> {
     let runner = process::runner(tx)?;
     let a = tx.state().resolve_agent(agent, None)?;
     // Only an agent maos starts (from a plan) has a log; a hook's or a registered agent never

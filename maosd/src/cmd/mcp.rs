@@ -1,12 +1,12 @@
 //! The requests of `maos mcp` that no other command sends: whose tool call it is (its action is
-//! applied by the handlers of the request it stands for, `cmd::handle`), and an agent's task
+//! applied by the handlers of the request it stands for, `cmd::Mcp`), and an agent's task
 //! list.
 
 use maos_core::AgentId;
 use maos_core::record::Todo;
-use maos_proto::{ErrorBody, McpCaller, McpEvidence, Reply};
+use maos_proto::{ErrorBody, McpCaller, McpEvidence, Reply, req};
 
-use super::Outcome;
+use super::{Handle, Outcome, agent_id};
 use crate::ops::hook;
 use crate::state::Txn;
 
@@ -42,6 +42,14 @@ pub fn caller(
         Ok(c) => Ok(Some(c)),
         Err(e) if needed => Err(e),
         Err(_) => Ok(None),
+    }
+}
+
+impl Handle for req::Todos {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let r = *self;
+        let agent = agent_id(tx, &r.agent)?;
+        todos(tx, &agent, r.items)
     }
 }
 

@@ -1,11 +1,14 @@
 //! The request handlers: each turns one request into calls of the operations floor
-//! (`crate::ops`) and shapes the reply. Handlers never call each other; what two of them share
-//! is an operation, or one of the reply helpers below. A request is all or nothing whatever a
-//! handler does: the actor runs it in [`Txn::atomic`].
+//! (`crate::ops`) and shapes the reply. Each request's struct implements [`Handle`] next to its
+//! handler, in the module of its kind; the router boxes it for the actor, so a new request is
+//! its struct, its `impl Handle` here, and its line in `Route::of`. Handlers never call each
+//! other; what two of them share is an operation, or one of the reply helpers. A request is all
+//! or nothing whatever a handler does: the actor runs it in `Txn::atomic`.
 
 mod agent;
 pub(crate) mod brief;
-pub mod hook;
+mod handler;
+mod hook;
 mod lock;
 mod managed;
 mod mcp;
@@ -13,26 +16,54 @@ mod phase;
 mod query;
 mod radar;
 mod reply;
+mod restore;
 mod session;
 
+pub use handler::{Handle, Keyed};
+pub(crate) use handler::{agent_id, live_id};
 pub use query::{event_query, resolve_filter};
 pub use reply::Outcome;
 pub(crate) use reply::{agent_reply, session_reply};
 
-use maos_core::{AgentId, LockPath};
+use maos_core::LockPath;
 use maos_proto::{ErrorBody, McpAction, McpCall, McpCaller, Reply};
 
-use crate::router::{Keyed, ProjectRequest as Request};
 use crate::state::Txn;
 
-/// The agent a request names, by id or prefix: resolved here, once, and passed down as its id.
-fn agent(tx: &Txn<'_>, name: &str) -> Result<AgentId, ErrorBody> {
-    Ok(tx.state().resolve_agent(name, None)?.id.clone())
+/// An MCP tool call (`Request::Mcp`) with its action's path resolved to a key, or why it does
+/// not resolve: the caller is still named then, so that the hook's record of the call answers
+/// it (see `cmd::mcp`).
+#[derive(Clone)]
+pub struct Mcp {
+    pub call: Box<McpCall>,
+    pub key: Result<Option<LockPath>, ErrorBody>,
 }
 
-/// A live agent a request names (one that may hold locks), as its id.
-fn live(tx: &Txn<'_>, name: &str) -> Result<AgentId, ErrorBody> {
-    Ok(crate::ops::lock::live_agent(tx.state(), name)?.id.clone())
+impl Handle for Mcp {
+    /// The caller named and the action applied in one transaction, by the handlers of the
+    /// request it stands for, for that agent. A path that did not resolve is refused once the
+    /// caller is named.
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let Mcp { call, key } = *self;
+        let McpCall { caller, action } = *call;
+        let caller = mcp::caller(tx, caller, action.needs_caller())?;
+        let key = key?;
+        Ok(match act(tx, caller.as_ref(), action, key)? {
+            Outcome::Reply(reply) => Reply::Mcp { caller, reply }.into(),
+            Outcome::Park { wait, .. } => Outcome::Park {
+                wait,
+                caller: caller.map(Box::new),
+            },
+            other => other,
+        })
+    }
+
+    fn waits(&self) -> bool {
+        let McpAction::LockAcquire(a) = &self.call.action else {
+            return false;
+        };
+        a.wait != maos_proto::LockWait::NoWait
+    }
 }
 
 /// An MCP tool's action for its caller (`None`: maos cannot tell who calls, and the action
@@ -73,80 +104,5 @@ fn act(
         }
         McpAction::Brief => brief::brief_of(tx.state(), caller.map(|c| &c.session), tx.now)
             .map(|b| Reply::Brief(Box::new(b)).into()),
-    }
-}
-
-/// Apply one project request: each handler takes its request's struct whole.
-pub fn handle(tx: &mut Txn<'_>, body: Request) -> Result<Outcome, ErrorBody> {
-    match body {
-        Request::SessionCreate(r) => session::create(tx, r),
-        Request::SessionList(r) => query::session_list(tx.state(), r.all),
-        Request::SessionShow(r) => query::session_show(tx.state(), r.session.as_deref()),
-        Request::SessionActivate(r) => session::activate(tx, &r.session),
-        Request::SessionTransition(r) => session::transition(tx, r),
-        Request::AgentRegister(r) => agent::register(tx, r),
-        Request::AgentTransition(r) => managed::agent_op(tx, r),
-        Request::AgentList(r) => query::agent_list(tx.state(), r.session.as_deref()),
-        Request::PhaseAdd(r) => phase::add(tx, r),
-        Request::PhaseTransition(r) => phase::transition(tx, r),
-        Request::Pause(r) => {
-            session::set_paused(tx, r.session.as_deref(), r.target, true, r.reason, r.by)
-        }
-        Request::Resume(r) => {
-            session::set_paused(tx, r.session.as_deref(), r.target, false, None, r.by)
-        }
-        Request::Ps(r) => query::ps(tx.state(), r.all, tx.now),
-        Request::Events(r) => query::events(tx.state(), &r.filter, r.limit),
-        Request::Status(r) => query::status(tx.state(), r.session.as_deref(), tx.now),
-        Request::LockAcquire(Keyed { req, key }) => {
-            let holder = live(tx, &req.agent)?;
-            lock::acquire(tx, &holder, &req.lock, key)
-        }
-        Request::LockRelease(Keyed { req, key }) => {
-            let holder = req.agent.map(|a| agent(tx, &a)).transpose()?;
-            lock::release(tx, holder.as_ref(), &key, req.force, req.by)
-        }
-        Request::LockReleaseAll(r) => lock::release_all(tx, &agent(tx, &r.agent)?),
-        Request::LockList(r) => lock::list(tx.state(), r.session.as_deref()),
-        Request::LockCheck(Keyed { req, key }) => {
-            let holder = req.agent.map(|a| agent(tx, &a)).transpose()?;
-            lock::check(tx.state(), holder.as_ref(), key, req.mode)
-        }
-        Request::Heartbeat(r) => lock::heartbeat(tx, &live(tx, &r.agent)?),
-        Request::Hook(call) => hook::hook(tx, *call),
-        Request::Brief(r) => brief::brief(tx.state(), r.session.as_deref(), tx.now)
-            .map(|b| Reply::Brief(Box::new(b)).into()),
-        Request::Note(r) => brief::note(tx, r),
-        Request::AgentExited(exit) => managed::exited(tx, *exit),
-        Request::SessionFromPlan(r) => managed::from_plan(tx, &r.path, &r.text, r.start),
-        Request::AgentLog(r) => managed::log(tx, &r.agent),
-        Request::Recover(r) => managed::recover(tx, r.session.as_deref()),
-        Request::Retry(r) => managed::retry(tx, r.target.as_deref(), r.by),
-        Request::Validate(r) => managed::validate(tx, r.session.as_deref()),
-        Request::SessionArchive(r) => session::archive(tx, &r.session),
-        Request::Import(r) => session::import(tx, &r.path, &r.text),
-        Request::Purge(r) => session::purge(tx, &r.session),
-        Request::Mcp { call, key } => {
-            // The caller named and the action applied in one transaction, by the handlers of
-            // the request it stands for, for that agent. A path that did not resolve is
-            // refused once the caller is named.
-            let McpCall { caller, action } = *call;
-            let caller = mcp::caller(tx, caller, action.needs_caller())?;
-            let key = key?;
-            Ok(match act(tx, caller.as_ref(), action, key)? {
-                Outcome::Reply(reply) => Reply::Mcp { caller, reply }.into(),
-                Outcome::Park { wait, .. } => Outcome::Park {
-                    wait,
-                    caller: caller.map(Box::new),
-                },
-                other => other,
-            })
-        }
-        Request::Todos(r) => mcp::todos(tx, &agent(tx, &r.agent)?, r.items),
-        Request::RadarNotes(notes) => radar::record(tx, notes),
-        Request::FileRestored(report) => {
-            crate::ops::violation::restored(tx, &report);
-            Ok(Reply::FileRestored(*report).into())
-        }
     }
 }

@@ -2,18 +2,27 @@
 
 use maos_proto::{ErrorBody, req};
 
-use super::{Outcome, session_reply};
+use super::{Handle, Outcome, session_reply};
 use crate::state::Txn;
 
-pub fn transition(tx: &mut Txn<'_>, r: req::PhaseTransition) -> Result<Outcome, ErrorBody> {
-    let sid = tx.state().resolve_session(r.session.as_deref())?.id.clone();
-    crate::ops::phase::transition(tx, &sid, r.phase.as_deref(), r.op, r.artifacts)?;
-    session_reply(tx, &sid)
+impl Handle for req::PhaseTransition {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let r = *self;
+        let sid = tx.state().resolve_session(r.session.as_deref())?.id.clone();
+        crate::ops::phase::transition(tx, &sid, r.phase.as_deref(), r.op, r.artifacts)?;
+        session_reply(tx, &sid)
+    }
 }
 
 /// `maos phase add NAME`.
-pub fn add(tx: &mut Txn<'_>, r: req::PhaseAdd) -> Result<Outcome, ErrorBody> {
-    let sid = tx.state().resolve_session(r.session.as_deref())?.id.clone();
-    crate::ops::phase::add(tx, &sid, &r.name)?;
-    session_reply(tx, &sid)
+impl Handle for req::PhaseAdd {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let sid = tx
+            .state()
+            .resolve_session(self.session.as_deref())?
+            .id
+            .clone();
+        crate::ops::phase::add(tx, &sid, &self.name)?;
+        session_reply(tx, &sid)
+    }
 }

@@ -4,12 +4,12 @@
 use maos_core::Ts;
 use maos_proto::{
     ErrorBody, EventFilter, PsAgent, PsLock, PsPlanAgent, PsSession, PsWait, Reply, SessionRecord,
-    StatusView,
+    StatusView, req,
 };
 use maos_store::EventQuery;
 
-use super::Outcome;
-use crate::state::State;
+use super::{Handle, Outcome};
+use crate::state::{State, Txn};
 
 fn live_or_all(st: &State, all: bool) -> Vec<SessionRecord> {
     st.sessions()
@@ -19,11 +19,27 @@ fn live_or_all(st: &State, all: bool) -> Vec<SessionRecord> {
         .collect()
 }
 
-pub fn session_list(st: &State, all: bool) -> Result<Outcome, ErrorBody> {
-    Ok(Reply::Sessions(live_or_all(st, all)).into())
+impl Handle for req::SessionList {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        Ok(Reply::Sessions(live_or_all(tx.state(), self.all)).into())
+    }
+
+    fn empty_answer(&self) -> Option<Reply> {
+        Some(Reply::Sessions(Vec::new()))
+    }
 }
 
-pub fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
+impl Handle for req::Ps {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        ps(tx.state(), self.all, tx.now)
+    }
+
+    fn empty_answer(&self) -> Option<Reply> {
+        Some(Reply::Ps(Vec::new()))
+    }
+}
+
+fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
     let waiters = st.locks.waiters();
     // Violations of files still held by their holder (issue 31 §2).
     let kept = crate::keep::lock(&st.kept);
@@ -110,22 +126,30 @@ pub fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
     Ok(Reply::Ps(sessions).into())
 }
 
-pub fn session_show(st: &State, name: Option<&str>) -> Result<Outcome, ErrorBody> {
-    Ok(Reply::Session(Box::new(st.resolve_session(name)?.clone())).into())
+impl Handle for req::SessionShow {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let s = tx.state().resolve_session(self.session.as_deref())?;
+        Ok(Reply::Session(Box::new(s.clone())).into())
+    }
 }
 
-pub fn agent_list(st: &State, name: Option<&str>) -> Result<Outcome, ErrorBody> {
-    Ok(Reply::Agents(st.resolve_session(name)?.agents.clone()).into())
+impl Handle for req::AgentList {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let s = tx.state().resolve_session(self.session.as_deref())?;
+        Ok(Reply::Agents(s.agents.clone()).into())
+    }
 }
 
-pub fn status(st: &State, name: Option<&str>, now: Ts) -> Result<Outcome, ErrorBody> {
-    let s = st.resolve_session(name)?;
-    Ok(Reply::Status(Box::new(StatusView {
-        session: s.clone(),
-        // A finished session's figures stop where it ended (no ETA, never stalled).
-        progress: s.progress(now),
-    }))
-    .into())
+impl Handle for req::Status {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let s = tx.state().resolve_session(self.session.as_deref())?;
+        Ok(Reply::Status(Box::new(StatusView {
+            session: s.clone(),
+            // A finished session's figures stop where it ended (no ETA, never stalled).
+            progress: s.progress(tx.now),
+        }))
+        .into())
+    }
 }
 
 /// Resolve the names in a filter against live state (prefixes become full ids).
@@ -170,6 +194,16 @@ pub fn event_query(
     }
 }
 
-pub fn events(st: &State, f: &EventFilter, limit: Option<u32>) -> Result<Outcome, ErrorBody> {
-    Ok(Outcome::History(resolve_filter(st, f, limit)?))
+impl Handle for req::Events {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        Ok(Outcome::History(resolve_filter(
+            tx.state(),
+            &self.filter,
+            self.limit,
+        )?))
+    }
+
+    fn empty_answer(&self) -> Option<Reply> {
+        Some(Reply::Events(Vec::new()))
+    }
 }

@@ -3,15 +3,18 @@
 
 use maos_proto::{ErrorBody, Reply};
 
-use super::reply::Outcome;
+use super::{Handle, Outcome};
 use crate::radar::Note;
 use crate::state::Txn;
 
-pub fn record(tx: &mut Txn<'_>, notes: Vec<Note>) -> Result<Outcome, ErrorBody> {
-    for n in notes {
-        if tx.state().session(&n.session).is_some() {
-            tx.event(Some(&n.session), Some(&n.agent), n.kind, n.data);
+/// Not on the wire: the project's radar hands its notes to the actor.
+impl Handle for Vec<Note> {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        for n in *self {
+            if tx.state().session(&n.session).is_some() {
+                tx.event(Some(&n.session), Some(&n.agent), n.kind, n.data);
+            }
         }
+        Ok(Reply::Done.into())
     }
-    Ok(Reply::Done.into())
 }

@@ -3,36 +3,61 @@
 use maos_core::SessionId;
 use maos_proto::{ErrorBody, Reply, Target, req};
 
-use super::{Outcome, agent_reply, session_reply};
+use super::{Handle, Outcome, agent_reply, session_reply};
 use crate::ops::bad;
 use crate::ops::pause::{self, Paused};
 use crate::ops::session as ops;
 use crate::state::{Named, Txn};
 
-pub fn create(tx: &mut Txn<'_>, r: req::SessionCreate) -> Result<Outcome, ErrorBody> {
-    let req::SessionCreate {
-        objective,
-        strategy,
-        phases,
-    } = r;
-    let id = ops::create(tx, objective, strategy, phases)?;
-    session_reply(tx, &id)
+impl Handle for req::SessionCreate {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let req::SessionCreate {
+            objective,
+            strategy,
+            phases,
+        } = *self;
+        let id = ops::create(tx, objective, strategy, phases)?;
+        session_reply(tx, &id)
+    }
+
+    fn creates_project(&self) -> bool {
+        true
+    }
 }
 
-pub fn activate(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {
-    let id = tx.state().resolve_session(Some(name))?.id.clone();
-    ops::activate(tx, &id);
-    session_reply(tx, &id)
+impl Handle for req::SessionActivate {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let id = tx.state().resolve_session(Some(&self.session))?.id.clone();
+        ops::activate(tx, &id);
+        session_reply(tx, &id)
+    }
 }
 
-pub fn transition(tx: &mut Txn<'_>, r: req::SessionTransition) -> Result<Outcome, ErrorBody> {
-    let id = tx.state().resolve_session(r.session.as_deref())?.id.clone();
-    ops::transition(tx, &id, r.op, r.reason, None)?;
-    session_reply(tx, &id)
+impl Handle for req::SessionTransition {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let r = *self;
+        let id = tx.state().resolve_session(r.session.as_deref())?.id.clone();
+        ops::transition(tx, &id, r.op, r.reason, None)?;
+        session_reply(tx, &id)
+    }
+}
+
+impl Handle for req::Pause {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let r = *self;
+        set_paused(tx, r.session.as_deref(), r.target, true, r.reason, r.by)
+    }
+}
+
+impl Handle for req::Resume {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let r = *self;
+        set_paused(tx, r.session.as_deref(), r.target, false, None, r.by)
+    }
 }
 
 /// `maos pause` (`pause`) and `maos resume` of a session, an agent or a phase.
-pub fn set_paused(
+fn set_paused(
     tx: &mut Txn<'_>,
     name: Option<&str>,
     target: Target,
@@ -72,21 +97,28 @@ pub fn set_paused(
     }
 }
 
-pub fn archive(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {
-    let id = tx.state().resolve_session(Some(name))?.id.clone();
-    let record = ops::archive(tx, &id)?;
-    Ok(Reply::Session(Box::new(record)).into())
+impl Handle for req::SessionArchive {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let id = tx.state().resolve_session(Some(&self.session))?.id.clone();
+        let record = ops::archive(tx, &id)?;
+        Ok(Reply::Session(Box::new(record)).into())
+    }
 }
 
-pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<Outcome, ErrorBody> {
-    let id = ops::import(tx, path, text)?;
-    crate::ops::recovery::after_import(tx, &id)?;
-    session_reply(tx, &id)
+/// The connection checked first that the database has none of its ids.
+impl Handle for req::Import {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let id = ops::import(tx, &self.path, &self.text)?;
+        crate::ops::recovery::after_import(tx, &id)?;
+        session_reply(tx, &id)
+    }
 }
 
 /// `maos gc` deletes a finished session after exporting it (the full id only).
-pub fn purge(tx: &mut Txn<'_>, name: &str) -> Result<Outcome, ErrorBody> {
-    let id = SessionId::parse(name).map_err(|e| bad(e.to_string()))?;
-    ops::purge(tx, &id)?;
-    Ok(Reply::Done.into())
+impl Handle for req::Purge {
+    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
+        let id = SessionId::parse(&self.session).map_err(|e| bad(e.to_string()))?;
+        ops::purge(tx, &id)?;
+        Ok(Reply::Done.into())
+    }
 }

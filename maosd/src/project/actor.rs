@@ -381,7 +381,7 @@ impl Actor {
                     }
                     // All or nothing: a request that fails or panics leaves the transaction
                     // as the requests before it left it.
-                    let result = txn.atomic(|tx| cmd::handle(tx, body)).unwrap_or_else(|_| {
+                    let result = txn.atomic(|tx| body.apply(tx)).unwrap_or_else(|_| {
                         error!(
                             "a request handler panicked; the request failed, the daemon goes on"
                         );
@@ -470,7 +470,6 @@ impl Actor {
     /// has no lock wait of its own: a wait is recorded, granted and checked for deadlocks in
     /// the project's turn. The paths are the requests' lock keys (resolved on arrival).
     fn path_turn(&self, cmds: &[Cmd]) -> Option<Vec<LockPath>> {
-        use crate::router::ProjectRequest as P;
         if !matches!(self.store, Store::Postgres(_))
             || self.stopping.is_some()
             || !self.parked.is_empty()
@@ -483,14 +482,7 @@ impl Actor {
         for c in cmds {
             match c {
                 Cmd::Poke => {}
-                Cmd::Request {
-                    body: P::LockAcquire(k),
-                    ..
-                } => paths.push(k.key.clone()),
-                Cmd::Request {
-                    body: P::LockRelease(k),
-                    ..
-                } => paths.push(k.key.clone()),
+                Cmd::Request { body, .. } => paths.push(body.handler().path_turn()?.clone()),
                 _ => return None,
             }
         }
@@ -538,12 +530,10 @@ impl Actor {
             if reply.is_closed() {
                 continue;
             }
-            let result = txn
-                .atomic(|tx| cmd::handle(tx, body.clone()))
-                .unwrap_or_else(|_| {
-                    error!("a request handler panicked; the request failed, the daemon goes on");
-                    Err(handler_panicked())
-                });
+            let result = txn.atomic(|tx| body.clone().apply(tx)).unwrap_or_else(|_| {
+                error!("a request handler panicked; the request failed, the daemon goes on");
+                Err(handler_panicked())
+            });
             replies.push((result, txn.is_dirty()));
             asked.push((body, reply));
         }
@@ -740,7 +730,7 @@ impl Actor {
                     force: false,
                     by: Some("maosd: its waiter went away before the grant reached it".into()),
                 };
-                let body = ProjectRequest::LockRelease(crate::router::Keyed { req, key });
+                let body = ProjectRequest::new(crate::cmd::Keyed { req, key });
                 if me.send(Cmd::Request { body, reply }).await.is_err() {
                     return;
                 }
@@ -995,7 +985,7 @@ pub(super) async fn open(
         crate::radar::Radar::start(&dir.join("radar"), PathBuf::from(&root), move |notes| {
             if let Some(actor) = actor.upgrade() {
                 let (reply, answer) = oneshot::channel();
-                let body = ProjectRequest::RadarNotes(notes);
+                let body = ProjectRequest::new(notes);
                 if actor.blocking_send(Cmd::Request { body, reply }).is_ok()
                     && let Ok(Err(e)) = answer.blocking_recv()
                 {
