@@ -43,9 +43,106 @@ pub struct AgentSpec {
     /// Overrides [`RunPolicy::retries`] for this agent.
     #[serde(default)]
     pub retries: Option<u32>,
+    /// The files it declares it will change: project-relative paths and globs
+    /// ([`crate::pathglob`]). Agents whose files overlap do not run at once (see [`Overlap`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    /// Whether it may run at the same time as agents whose declared files overlap its own.
+    #[serde(default, skip_serializing_if = "Overlap::is_wait")]
+    pub overlap: Overlap,
+    /// The argv that lands its work once it completed (merges its branch, say): maos runs it
+    /// as an agent of its own, `NAME.land`, in the same workdir, with the same placeholders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub land: Option<Vec<String>>,
+    /// Set on the landing agent maos adds for an agent with `land`: that agent's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lands: Option<String>,
+}
+
+/// An agent's `overlap`: what it does when its declared files overlap another agent's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlap {
+    /// It does not run at the same time as an agent whose files overlap its own (the default).
+    #[default]
+    Wait,
+    /// It runs regardless, and no agent waits for it.
+    Allow,
+}
+
+impl Overlap {
+    /// The default (left out of JSON).
+    pub fn is_wait(&self) -> bool {
+        *self == Overlap::Wait
+    }
+
+    /// The word plan files use.
+    pub fn plan_word(self) -> &'static str {
+        match self {
+            Overlap::Wait => "wait",
+            Overlap::Allow => "allow",
+        }
+    }
+}
+
+/// The suffix of the name of the landing agent maos adds for an agent with `land`.
+pub const LAND_SUFFIX: &str = ".land";
+
+/// The `[landing]` section's `serialise`: which landing agents never run at the same time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Serialise {
+    /// Landings follow the other rules only (the default).
+    #[default]
+    None,
+    /// Two landings never run at once when their agents' declared files overlap.
+    Overlapping,
+    /// Two landings never run at once.
+    All,
+}
+
+impl Serialise {
+    /// The default (left out of JSON).
+    pub fn is_none(&self) -> bool {
+        *self == Serialise::None
+    }
+
+    /// The word plan files use.
+    pub fn plan_word(self) -> &'static str {
+        match self {
+            Serialise::None => "none",
+            Serialise::Overlapping => "overlapping",
+            Serialise::All => "all",
+        }
+    }
 }
 
 impl AgentSpec {
+    /// The landing agent maos adds after this one when it has `land`: `NAME.land`, which
+    /// depends on it and runs its `land` command in the same workdir, phase and stage, with
+    /// the same environment and retries; it carries the agent's `files` (for `[landing]
+    /// serialise = "overlapping"`) and is never held by the agents' own overlap rule.
+    pub fn landing(&self) -> Option<AgentSpec> {
+        let land = self.land.clone()?;
+        Some(AgentSpec {
+            name: format!("{}{LAND_SUFFIX}", self.name),
+            role: "landing".into(),
+            task: format!("Land the work of {}", self.name),
+            command: land,
+            resume_command: None,
+            depends_on: vec![self.name.clone()],
+            phase: self.phase,
+            stage: self.stage,
+            env: self.env.clone(),
+            workdir: self.workdir.clone(),
+            retries: self.retries,
+            files: self.files.clone(),
+            overlap: Overlap::Allow,
+            land: None,
+            lands: Some(self.name.clone()),
+        })
+    }
+
     /// Extra attempts after a failed run: the agent's own `retries`, else the policy's.
     pub fn retries(&self, policy: &RunPolicy) -> u32 {
         self.retries.unwrap_or(policy.retries)
@@ -64,6 +161,9 @@ pub struct RunPolicy {
     pub max_parallel: Option<u32>,
     /// Cancel: SIGTERM, then SIGKILL after this many milliseconds (default 5000).
     pub grace_ms: u64,
+    /// Which landing agents never run at once (the plan's `[landing] serialise`).
+    #[serde(skip_serializing_if = "Serialise::is_none")]
+    pub landing: Serialise,
 }
 
 impl Default for RunPolicy {
@@ -73,6 +173,7 @@ impl Default for RunPolicy {
             retries: 0,
             max_parallel: None,
             grace_ms: DEFAULT_GRACE_MS,
+            landing: Serialise::None,
         }
     }
 }

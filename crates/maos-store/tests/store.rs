@@ -104,6 +104,10 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
             env: [("K".to_string(), "V".to_string())].into(),
             workdir: Some("sub".into()),
             retries: Some(2),
+            files: vec!["src/**".into()],
+            overlap: maos_core::plan::Overlap::Allow,
+            land: Some(vec!["git".into(), "merge".into()]),
+            lands: None,
         })),
         process: Some(maos_core::record::ProcessInfo {
             pid: 4242,

@@ -220,6 +220,10 @@ mod tests {
             env: Default::default(),
             workdir: None,
             retries: None,
+            files: vec![],
+            overlap: Default::default(),
+            land: None,
+            lands: None,
         }));
         a.machine = machine.map(str::to_string);
         s.agents.push(a);

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use super::model::{MAX_NAME, MAX_RETRIES, MAX_TEXT, Plan};
 use super::placeholders::check_placeholders;
 use crate::Strategy;
+use crate::pathglob::{MAX_FILES, parse as parse_pattern};
 use crate::spec::AgentSpec;
+use crate::spec::LAND_SUFFIX;
 use crate::words::closest;
 
 /// Where an issue is, in terms of the plan; `parse` maps it to a position in the file.
@@ -20,6 +22,8 @@ pub(super) enum Loc {
     Phase(usize),
     /// A key of `[failure]`.
     Failure(&'static str),
+    /// A key of `[landing]`.
+    Landing(&'static str),
     /// The n-th `[[agent]]` table (its header).
     Agent(usize),
     /// A key's value in the n-th `[[agent]]`.
@@ -36,6 +40,7 @@ impl Loc {
             Loc::Key(_) => Some(Loc::Top),
             Loc::Phase(_) => Some(Loc::Key("phases")),
             Loc::Failure(_) => Some(Loc::Key("failure")),
+            Loc::Landing(_) => Some(Loc::Key("landing")),
             Loc::Agent(_) => Some(Loc::Key("agent")),
             Loc::AgentKey(i, _) => Some(Loc::Agent(i)),
             Loc::AgentItem(i, k, _) => Some(Loc::AgentKey(i, k)),
@@ -150,6 +155,20 @@ pub(super) fn check(plan: &Plan, first_at: &dyn Fn(usize) -> String) -> Result<(
     }
     for (i, a) in plan.agents.iter().enumerate() {
         check_agent(plan, i, a, &index)?;
+        if a.land.is_some() {
+            let landing = format!("{}{LAND_SUFFIX}", a.name);
+            if let Some(&j) = index.get(landing.as_str()) {
+                return Err(issue(
+                    Loc::AgentKey(i, "land"),
+                    format!(
+                        "agent {:?} has land, so maos adds an agent named {landing:?} to run \
+                         it, but {} already has that name; rename it",
+                        a.name,
+                        first_at(j)
+                    ),
+                ));
+            }
+        }
     }
 
     let graph: Vec<(&str, Vec<&str>)> = plan
@@ -297,6 +316,28 @@ pub(super) fn check_agent(
     if let Some(resume) = &a.resume_command {
         check_argv(i, &who, "resume_command", resume)?;
     }
+    if let Some(land) = &a.land {
+        check_argv(i, &who, "land", land)?;
+    }
+
+    if a.files.len() > MAX_FILES {
+        return Err(issue(
+            Loc::AgentKey(i, "files"),
+            format!(
+                "{who}: files lists {} paths; the limit is {MAX_FILES} (name directories or \
+                 globs instead)",
+                a.files.len()
+            ),
+        ));
+    }
+    for (j, file) in a.files.iter().enumerate() {
+        if let Err(m) = parse_pattern(file) {
+            return Err(issue(
+                Loc::AgentItem(i, "files", j),
+                format!("{who}: files[{j}] {:?} {m}", crate::text::clip(file, 80)),
+            ));
+        }
+    }
 
     for (k, (var, value)) in a.env.iter().enumerate() {
         let at = Loc::AgentItem(i, "env", k);
@@ -442,6 +483,8 @@ pub(super) fn check_argv(
                 "{who}: command is empty; give the program and its arguments, e.g. command = \
                  [\"claude\", \"-p\", \"{{task}}\"]"
             )
+        } else if key == "land" {
+            format!("{who}: land is empty; leave it out if the agent's work needs no landing")
         } else {
             format!("{who}: {key} is empty; leave it out if the agent cannot be resumed")
         };

@@ -16,6 +16,9 @@
 //! max_parallel = 4                    # at most this many agents run at once (default: no limit)
 //! grace_ms = 5000                     # cancel: SIGTERM, then SIGKILL this much later (default 5000)
 //!
+//! [landing]                           # optional
+//! serialise = "overlapping"           # none (default) | overlapping | all: see Rules
+//!
 //! [[agent]]
 //! name = "architect"                  # unique; letters, digits, '_', '.', '-'; at most 64 bytes
 //! role = "architect"                  # default: the name
@@ -34,6 +37,8 @@
 //! workdir = "services/auth"           # relative to the project root, or absolute; inside it
 //! retries = 2                         # overrides [failure] retries for this agent
 //! env = { RUST_LOG = "info" }
+//! files = ["services/auth/src/limit.rs", "services/auth/tests/**"]   # what it will change
+//! land = ["git", "-C", "{workdir}", "push", "origin", "HEAD:main"]   # run once it completed
 //!
 //! [[agent]]
 //! name = "qa"
@@ -65,13 +70,28 @@
 //!   later phase. Without `phases`, `phase` is refused.
 //! - `objective`, `role` and `task` are at most [`MAX_TEXT`] bytes; `retries` at most
 //!   [`MAX_RETRIES`]; `max_parallel` at least 1.
+//! - `files` declares what an agent will change: paths and globs relative to the project root
+//!   (`*`, `?`, and `**` as a whole segment; a path covers everything under it; no `..`, no
+//!   absolute path, at most [`MAX_FILES`](crate::pathglob::MAX_FILES) of at most
+//!   [`MAX_PATTERN`](crate::pathglob::MAX_PATTERN) bytes; see [`crate::pathglob`]). Two agents
+//!   whose files overlap never run at the same time, whatever the strategy: the later one in
+//!   file order waits until the other ended, unless one of them says `overlap = "allow"`
+//!   (default `"wait"`). [`Plan::overlaps`] lists the pairs.
+//! - `land` is an argv like `command` (same placeholders): once the agent completed, maos runs
+//!   it as an agent of its own, `NAME.land` (so no other agent may be named so), in the same
+//!   workdir. `[landing] serialise = "all"` never runs two landings at once;
+//!   `"overlapping"` never runs two at once whose agents' files overlap; landings start in file
+//!   order among those ready.
 //!
 //! Parsing is pure: [`parse`] takes the file's text, the caller reads the file.
 
-pub use crate::spec::{AgentSpec, DEFAULT_GRACE_MS, OnFailure, RunPolicy};
+pub use crate::spec::{
+    AgentSpec, DEFAULT_GRACE_MS, LAND_SUFFIX, OnFailure, Overlap, RunPolicy, Serialise,
+};
 
 mod check;
 mod model;
+mod overlaps;
 mod placeholders;
 mod position;
 mod read;
@@ -86,6 +106,7 @@ use position::{Spans, error_at, line_column};
 use read::read;
 
 pub use model::*;
+pub use overlaps::{FileOverlap, apart};
 
 /// Read and check a plan file's text. The first mistake found is returned, at the line and
 /// column of the offending key or value (line 1, column 1 for something missing at the top).

@@ -9,7 +9,7 @@ use super::model::Plan;
 use super::position::Spans;
 use super::spanned::{Entry, Item, Raw};
 use crate::Strategy;
-use crate::spec::{AgentSpec, OnFailure, RunPolicy};
+use crate::spec::{AgentSpec, OnFailure, Overlap, RunPolicy, Serialise};
 use crate::words::closest;
 
 /// A mistake at a byte range.
@@ -25,8 +25,16 @@ pub(super) fn bad(span: &Range<usize>, message: impl Into<String>) -> Bad {
     }
 }
 
-pub(super) const TOP_KEYS: &[&str] = &["objective", "strategy", "phases", "failure", "agent"];
+pub(super) const TOP_KEYS: &[&str] = &[
+    "objective",
+    "strategy",
+    "phases",
+    "failure",
+    "landing",
+    "agent",
+];
 pub(super) const FAILURE_KEYS: &[&str] = &["policy", "retries", "max_parallel", "grace_ms"];
+pub(super) const LANDING_KEYS: &[&str] = &["serialise"];
 pub(super) const AGENT_KEYS: &[&str] = &[
     "name",
     "role",
@@ -39,6 +47,9 @@ pub(super) const AGENT_KEYS: &[&str] = &[
     "workdir",
     "retries",
     "env",
+    "files",
+    "overlap",
+    "land",
 ];
 
 pub(super) fn get<'a>(entries: &'a [Entry], key: &str) -> Option<&'a Entry> {
@@ -191,10 +202,13 @@ pub(super) fn read(text: &str, spans: &mut Spans) -> Result<Plan, Bad> {
         }
     }
 
-    let policy = match get(&top, "failure") {
+    let mut policy = match get(&top, "failure") {
         None => RunPolicy::default(),
         Some(e) => read_failure(&e.value, spans)?,
     };
+    if let Some(e) = get(&top, "landing") {
+        policy.landing = read_landing(&e.value, spans)?;
+    }
 
     let mut agents = Vec::new();
     if let Some(e) = get(&top, "agent") {
@@ -267,6 +281,40 @@ pub(super) fn read_failure(item: &Item, spans: &mut Spans) -> Result<RunPolicy, 
         }
     }
     Ok(policy)
+}
+
+pub(super) fn read_landing(item: &Item, spans: &mut Spans) -> Result<Serialise, Bad> {
+    let Raw::Table(t) = &item.raw else {
+        return Err(bad(
+            &item.span,
+            format!(
+                "landing must be a table, not {}: write it as a [landing] section",
+                item.raw.kind()
+            ),
+        ));
+    };
+    check_keys(t, LANDING_KEYS, " in [landing]")?;
+    let mut serialise = Serialise::None;
+    if let Some(e) = get(t, "serialise") {
+        spans.put(Loc::Landing("serialise"), e.value.span.clone());
+        let word = string(&e.value, "[landing] serialise")?;
+        serialise = match word.as_str() {
+            "none" => Serialise::None,
+            "overlapping" => Serialise::Overlapping,
+            "all" => Serialise::All,
+            _ => {
+                return Err(bad(
+                    &e.value.span,
+                    format!(
+                        "unknown [landing] serialise {word:?}; expected none, overlapping (two \
+                         landings whose agents' files overlap never run at once) or all (no \
+                         two landings at once)"
+                    ),
+                ));
+            }
+        };
+    }
+    Ok(serialise)
 }
 
 pub(super) fn read_agent(
@@ -356,6 +404,44 @@ pub(super) fn read_agent(
         None => None,
     };
 
+    let mut files = Vec::new();
+    if let Some(e) = get(t, "files") {
+        let hint = if matches!(e.value.raw, Raw::Str(_)) {
+            "; write files = [\"src/api.rs\", \"src/net/**\"]"
+        } else {
+            ""
+        };
+        let items = strings(&e.value, &format!("{who}: files"), hint)?;
+        for (j, (file, span)) in items.into_iter().enumerate() {
+            spans.put(Loc::AgentItem(i, "files", j), span);
+            files.push(file);
+        }
+    }
+    let overlap = match get(t, "overlap") {
+        None => Overlap::Wait,
+        Some(e) => {
+            let word = string(&e.value, &format!("{who}: overlap"))?;
+            match word.as_str() {
+                "wait" => Overlap::Wait,
+                "allow" => Overlap::Allow,
+                _ => {
+                    return Err(bad(
+                        &e.value.span,
+                        format!(
+                            "{who}: unknown overlap {word:?}; expected wait (the default: it \
+                             does not run at the same time as an agent whose files overlap its \
+                             own) or allow"
+                        ),
+                    ));
+                }
+            }
+        }
+    };
+    let land = match get(t, "land") {
+        Some(e) => Some(argv("land", &e.value, spans)?),
+        None => None,
+    };
+
     let mut env = BTreeMap::new();
     if let Some(e) = get(t, "env") {
         let Raw::Table(vars) = &e.value.raw else {
@@ -393,6 +479,10 @@ pub(super) fn read_agent(
         env,
         workdir,
         retries,
+        files,
+        overlap,
+        land,
+        lands: None,
     })
 }
 

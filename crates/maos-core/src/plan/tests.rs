@@ -48,6 +48,7 @@ fn doc_example_parses() {
             retries: 1,
             max_parallel: Some(4),
             grace_ms: 5000,
+            landing: Serialise::Overlapping,
         }
     );
     let names: Vec<&str> = plan.agents.iter().map(|a| a.name.as_str()).collect();
@@ -187,21 +188,21 @@ const ERRORS: &[(&str, usize, usize, &str)] = &[
         2,
         1,
         "unknown top-level key `objectiv`; expected one of: objective, strategy, phases, \
-         failure, agent; did you mean `objective`?",
+         failure, landing, agent; did you mean `objective`?",
     ),
     (
         "objective = \"o\"\nretries = 2\n",
         2,
         1,
         "unknown top-level key `retries`; expected one of: objective, strategy, phases, \
-         failure, agent; it belongs in the [failure] section (or in an [[agent]] section)",
+         failure, landing, agent; it belongs in the [failure] section (or in an [[agent]] section)",
     ),
     (
         "objective = \"o\"\ndepends_on = []\n",
         2,
         1,
         "unknown top-level key `depends_on`; expected one of: objective, strategy, phases, \
-         failure, agent; it belongs in an [[agent]] section",
+         failure, landing, agent; it belongs in an [[agent]] section",
     ),
     (
         "objective = \"o\"\n[failure]\npolicy = \"fail\"\nretry = 1\n",
@@ -223,8 +224,8 @@ const ERRORS: &[(&str, usize, usize, &str)] = &[
         5,
         1,
         "unknown key `comand` in [[agent]] \"qa\"; expected one of: name, role, task, \
-         command, resume_command, depends_on, phase, stage, workdir, retries, env; did you \
-         mean `command`?",
+         command, resume_command, depends_on, phase, stage, workdir, retries, env, files, \
+         overlap, land; did you mean `command`?",
     ),
     // Wrong types.
     (
@@ -881,6 +882,10 @@ proptest! {
                 env: BTreeMap::from([("V".to_owned(), value.replace('\0', ""))]),
                 workdir: None,
                 retries: None,
+                files: vec![],
+                overlap: Overlap::Wait,
+                land: None,
+                lands: None,
             }],
         };
         prop_assert_eq!(plan.validate(), Ok(()));
@@ -896,4 +901,169 @@ proptest! {
             proptest::prop_assert!(e.column >= 1);
         }
     }
+}
+
+/// A one-agent plan with `extra` lines in its [[agent]] (line 6 on), and `tail` after it.
+fn with_agent(extra: &str, tail: &str) -> String {
+    format!(
+        "objective = \"o\"\n[[agent]]\nname = \"a\"\ntask = \"t\"\ncommand = [\"x\"]\n{extra}\n{tail}"
+    )
+}
+
+#[test]
+fn files_overlap_and_landing_errors() {
+    let long = "d/".repeat(600);
+    let many: Vec<String> = (0..=crate::pathglob::MAX_FILES)
+        .map(|k| format!("\"f{k}\""))
+        .collect();
+    let many = format!("files = [{}]", many.join(", "));
+    let cases: Vec<(String, usize, usize, String)> = vec![
+        (with_agent("files = \"src/api.rs\"", ""), 6, 9,
+         "agent \"a\": files must be an array of strings, not a string; write files = [\"src/api.rs\", \"src/net/**\"]".into()),
+        (with_agent("files = [\"ok\", 3]", ""), 6, 16,
+         "agent \"a\": files[1] must be a string, not an integer".into()),
+        (with_agent("files = [\"ok\", \"/etc/passwd\"]", ""), 6, 16,
+         "agent \"a\": files[1] \"/etc/passwd\" is absolute; give it relative to the project root".into()),
+        (with_agent("files = [\"src/../../x\"]", ""), 6, 10,
+         "agent \"a\": files[0] \"src/../../x\" contains '..'; name paths inside the project, from its root".into()),
+        (with_agent("files = [\"\"]", ""), 6, 10,
+         "agent \"a\": files[0] \"\" is empty; name a file or a glob (`**` is the whole project)".into()),
+        (with_agent("files = [\"src/{a,b}.rs\"]", ""), 6, 10,
+         "agent \"a\": files[0] \"src/{a,b}.rs\" uses '{': character classes and braces are not supported; list each path, or use '*', '?' and '**'".into()),
+        (with_agent("files = [\"src/a**\"]", ""), 6, 10,
+         "agent \"a\": files[0] \"src/a**\" has \"a**\": '**' must be a whole segment (src/**/test.rs); use '*' inside a name".into()),
+        (with_agent(&format!("files = [\"{long}\"]"), ""), 6, 10,
+         format!("agent \"a\": files[0] \"{}…\" is 1200 bytes long; the limit is 1024", "d/".repeat(40).chars().take(79).collect::<String>())),
+        (with_agent(&many, ""), 6, 9,
+         format!("agent \"a\": files lists {} paths; the limit is {} (name directories or globs instead)", crate::pathglob::MAX_FILES + 1, crate::pathglob::MAX_FILES)),
+        (with_agent("overlap = \"sometimes\"", ""), 6, 11,
+         "agent \"a\": unknown overlap \"sometimes\"; expected wait (the default: it does not run at the same time as an agent whose files overlap its own) or allow".into()),
+        (with_agent("overlap = true", ""), 6, 11,
+         "agent \"a\": overlap must be a string, not a boolean".into()),
+        (with_agent("land = []", ""), 6, 8,
+         "agent \"a\": land is empty; leave it out if the agent's work needs no landing".into()),
+        (with_agent("land = \"git merge\"", ""), 6, 8,
+         "agent \"a\": land must be an array of strings, not a string; split the command line into its arguments: land = [\"claude\", \"-p\", \"{task}\"]".into()),
+        (with_agent("land = [\"git\", \"{branch}\"]", ""), 6, 16,
+         "agent \"a\": land[1]: unknown placeholder {branch}; known: {task}, {agent_id}, {session_id}, {claude_session_id}, {workdir}, {name}, {role}, {attempt}; write {{ and }} for literal braces".into()),
+        (with_agent("land = [\"git\"]", "[[agent]]\nname = \"a.land\"\ntask = \"t\"\ncommand = [\"x\"]\n"), 6, 8,
+         "agent \"a\" has land, so maos adds an agent named \"a.land\" to run it, but the [[agent]] at line 7 already has that name; rename it".into()),
+        ("objective = \"o\"\nlanding = \"all\"\n[[agent]]\nname = \"a\"\ntask = \"t\"\ncommand = [\"x\"]\n".into(), 2, 11,
+         "landing must be a table, not a string: write it as a [landing] section".into()),
+        ("objective = \"o\"\n[landing]\nserialize = \"all\"\n".into(), 3, 1,
+         "unknown key `serialize` in [landing]; expected one of: serialise; did you mean `serialise`?".into()),
+        ("objective = \"o\"\n[landing]\nserialise = \"conflicting\"\n[[agent]]\nname = \"a\"\ntask = \"t\"\ncommand = [\"x\"]\n".into(), 3, 13,
+         "unknown [landing] serialise \"conflicting\"; expected none, overlapping (two landings whose agents' files overlap never run at once) or all (no two landings at once)".into()),
+        ("objective = \"o\"\n[landing]\nserialise = 1\n".into(), 3, 13,
+         "[landing] serialise must be a string, not an integer".into()),
+    ];
+    let mut failures = Vec::new();
+    for (text, line, column, message) in cases {
+        let want = PlanError {
+            line,
+            column,
+            message,
+        };
+        match parse(&text) {
+            Ok(_) => failures.push(format!("{text:?}: parsed, expected {want}")),
+            Err(got) if got != want => {
+                failures.push(format!("{text:?}:\n  got  {got}\n  want {want}"))
+            }
+            Err(_) => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn files_overlap_and_landing_read_and_write() {
+    let text = r#"
+objective = "o"
+strategy = "adaptive"
+
+[landing]
+serialise = "all"
+
+[[agent]]
+name = "api"
+task = "t"
+command = ["x"]
+files = ["src/api.rs", "./src/net/**"]
+land = ["git", "-C", "{workdir}", "merge", "{name}"]
+
+[[agent]]
+name = "net"
+task = "t"
+command = ["x"]
+files = ["src/net/tcp.rs"]
+
+[[agent]]
+name = "docs"
+task = "t"
+command = ["x"]
+files = ["docs/**", "src/api.rs"]
+overlap = "allow"
+
+[[agent]]
+name = "tests"
+task = "t"
+command = ["x"]
+files = ["tests/**"]
+"#;
+    let plan = parse(text).unwrap();
+    assert_eq!(plan.policy.landing, Serialise::All);
+    assert_eq!(plan.agents[0].files, ["src/api.rs", "./src/net/**"]);
+    assert_eq!(plan.agents[2].overlap, Overlap::Allow);
+    assert_eq!(plan.agents[1].overlap, Overlap::Wait);
+    assert_eq!(plan.agents[0].land.as_ref().map(Vec::len), Some(5));
+    assert_eq!(parse(&plan.to_toml()), Ok(plan.clone()));
+    let overlaps = plan.overlaps();
+    assert_eq!(
+        overlaps,
+        [
+            FileOverlap {
+                a: "api".into(),
+                b: "net".into(),
+                files: vec![("./src/net/**".into(), "src/net/tcp.rs".into())],
+                allowed: false,
+            },
+            FileOverlap {
+                a: "api".into(),
+                b: "docs".into(),
+                files: vec![("src/api.rs".into(), "src/api.rs".into())],
+                allowed: true,
+            },
+        ]
+    );
+    // The scheduler's relation: api and net apart; docs allows; tests overlaps nobody.
+    let specs: Vec<Option<&AgentSpec>> = plan.agents.iter().map(Some).collect();
+    assert_eq!(
+        apart(&specs, plan.policy.landing),
+        [vec![1], vec![0], vec![], vec![]]
+    );
+    // Landing agents: each carries its agent's files and depends on it.
+    let land = plan.agents[0].landing().unwrap();
+    assert_eq!(land.name, "api.land");
+    assert_eq!(land.depends_on, ["api"]);
+    assert_eq!(land.lands.as_deref(), Some("api"));
+    assert_eq!(land.overlap, Overlap::Allow);
+    assert_eq!(plan.agents[1].landing(), None);
+    let mut other = plan.agents[3].clone();
+    other.land = Some(vec!["true".into()]);
+    let other = other.landing().unwrap();
+    // A landing and a work agent are never apart; two landings are under `all`, and under
+    // `overlapping` only when their agents' files overlap.
+    let with = vec![Some(&plan.agents[1]), Some(&land), Some(&other)];
+    assert_eq!(apart(&with, Serialise::All), [vec![], vec![2], vec![1]]);
+    let none: [Vec<usize>; 3] = Default::default();
+    assert_eq!(apart(&with, Serialise::Overlapping), none);
+    assert_eq!(apart(&with, Serialise::None), none);
+    let mut net_land = plan.agents[1].clone();
+    net_land.land = Some(vec!["true".into()]);
+    let net_land = net_land.landing().unwrap();
+    let with = vec![Some(&land), Some(&net_land), None];
+    assert_eq!(
+        apart(&with, Serialise::Overlapping),
+        [vec![1], vec![0], vec![]]
+    );
 }

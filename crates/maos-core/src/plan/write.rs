@@ -24,6 +24,10 @@ impl Plan {
             let _ = writeln!(out, "max_parallel = {m}");
         }
         let _ = writeln!(out, "grace_ms = {}", p.grace_ms);
+        if !p.landing.is_none() {
+            let _ = writeln!(out, "\n[landing]");
+            let _ = writeln!(out, "serialise = {}", quote(p.landing.plan_word()));
+        }
         for a in &self.agents {
             let _ = writeln!(out, "\n[[agent]]");
             let _ = writeln!(out, "name = {}", quote(&a.name));
@@ -59,6 +63,15 @@ impl Plan {
             }
             if let Some(r) = a.retries {
                 let _ = writeln!(out, "retries = {r}");
+            }
+            if !a.files.is_empty() {
+                let _ = writeln!(out, "files = {}", array(&a.files));
+            }
+            if !a.overlap.is_wait() {
+                let _ = writeln!(out, "overlap = {}", quote(a.overlap.plan_word()));
+            }
+            if let Some(l) = &a.land {
+                let _ = writeln!(out, "land = {}", array(l));
             }
             if !a.env.is_empty() {
                 let pairs: Vec<String> = a
