@@ -16,6 +16,7 @@ mod api;
 mod chart;
 mod guard;
 mod live;
+mod radar;
 mod session;
 
 use std::io::Write;
@@ -119,6 +120,7 @@ fn main() -> ExitCode {
             .route("/api/timeline", get(session::timeline))
             .route("/api/brief", get(session::brief))
             .route("/api/gantt", get(chart::gantt))
+            .route("/api/radar", get(radar::radar))
             .route("/api/action", axum::routing::post(action::act))
             .fallback(api::not_found)
             .layer(axum::middleware::from_fn_with_state(

@@ -456,6 +456,9 @@ fn bad_input_to_every_endpoint_is_a_4xx_with_one_line_and_changes_nothing() {
     );
     let fwd = get(&format!("/api/timeline?{s}&after={}", newest - 1));
     assert_eq!(fwd["events"][0]["seq"], newest, "{fwd}");
+    // A project that is no git repository has no radar pair.
+    let r = get(&format!("/api/radar?{p}"));
+    assert_eq!(r, serde_json::json!({"pairs": [], "more_pairs": 0}), "{r}");
     let b = get(&format!("/api/brief?{s}"));
     assert!(
         b["text"].as_str().is_some_and(|t| t.contains("Bad input")),
@@ -498,6 +501,9 @@ fn bad_input_to_every_endpoint_is_a_4xx_with_one_line_and_changes_nothing() {
         (format!("/api/gantt?{s}&from=-5"), 400),
         (format!("/api/gantt?{s}&from=2000&to=1000"), 400),
         (format!("/api/gantt?{p}&session=sess_nope"), 404),
+        // The conflict radar names a project only.
+        ("/api/radar".into(), 400),
+        ("/api/radar?project=%2Fnowhere".into(), 404),
         (format!("/api/gantt?{p}"), 400),
         // The live stream.
         ("/api/events".into(), 400),

@@ -334,3 +334,169 @@ fn top_shows_a_line_under_each_agent_at_risk() {
         !s.contains("would conflict") && s.contains(&format!("└ {a}"))
     });
 }
+
+/// A file name and contents that are markup: the dashboard must show them as text.
+const HOSTILE: &str = "<img src=x onerror=window.pwned=1>.html";
+
+/// The dashboard (a real headless Chromium through chromedriver, the real `maos-dash`): with
+/// the page open, two windows' overlapping uncommitted edits in their worktrees appear live as
+/// one pair (worktrees, branches, commits, agents linked to their sessions, when merged), its
+/// files, each file's conflicting hunk (both sides' lines and the base's) and each side's diff;
+/// a third window's edit of other lines of the same file shows nowhere; a file name and
+/// contents that are HTML are shown as text and run nothing; the agent's session page says it
+/// is at risk; when the edits are undone the page says plainly that nothing is predicted.
+#[test]
+fn the_dashboard_shows_the_pair_the_files_the_hunks_and_each_sides_diff() {
+    use maos_tests::dashboard::Dashboard;
+    use maos_tests::webdriver::Browser;
+    if !maos_tests::webdriver::available() {
+        return;
+    }
+    let env = Env::new();
+    let (repo, w) = repository(&env, &["agent-a", "agent-b", "agent-c"]);
+    for (dir, window) in w.iter().zip(["wa", "wb", "wc"]) {
+        start(&env, dir, window);
+    }
+    let root = repo.to_str().unwrap();
+    let d = Dashboard::start(&env);
+    let browser = Browser::start(&env.root().join("chromium"));
+    browser.resize(1300, 1700);
+    browser.open(&d.url);
+    let radar = format!("document.querySelector('div.radar-box[data-radar=\"{root}\"]')");
+    browser.until_js(
+        "the project's radar, empty",
+        &format!("const r = {radar}; return r && r.textContent.includes('No predicted conflict')"),
+    );
+
+    // C edits line 9 of the file, A line 5 (and adds a file whose name is markup), B the same
+    // line 5 (and the same new file, other markup): only A and B conflict, on both files (git
+    // calls the new file's an add/add conflict, of kind `contents`).
+    let line = |n: &str, who: &str| TEN.replace(&format!("{n}\n"), &format!("{n} from {who}\n"));
+    write(&env, &w[2], "wc", "src/api.rs", &line("9", "c"));
+    hook(&env, &w[2], "wc", "Stop", json!({}));
+    let a_markup = "<script>window.pwned = 2</script>\n<b>a's</b>\n";
+    write(&env, &w[0], "wa", "src/api.rs", &line("5", "a"));
+    write(&env, &w[0], "wa", HOSTILE, a_markup);
+    hook(&env, &w[0], "wa", "Stop", json!({}));
+    write(&env, &w[1], "wb", HOSTILE, "<i onclick=alert(1)>b's</i>\n");
+    write(&env, &w[1], "wb", "src/api.rs", &line("5", "b"));
+    let written = std::time::Instant::now();
+    hook(&env, &w[1], "wb", "Stop", json!({}));
+    let shown = format!(
+        "const r = {radar}; return r && r.querySelectorAll('article.pair .rfile').length === 2 \
+         && [...r.querySelectorAll('.rfile pre.b')].some(p => p.textContent === '5 from b\\n')"
+    );
+    browser.until_js("the pair, both files, B's lines", &shown);
+    eprintln!(
+        "the dashboard showed the conflict {} ms after B's write (PostToolUse) returned",
+        written.elapsed().as_millis()
+    );
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-radar.png");
+    browser.eval(&format!("{radar}.scrollIntoView()"));
+    browser.screenshot(&shot);
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG: {}", shot.display());
+
+    let seen = browser.eval(&format!(
+        "const r = {radar}, p = r.querySelector('article.pair');
+         const file = path => [...p.querySelectorAll('.rfile')].find(f => f.dataset.path === path);
+         const text = (f, sel) => [...f.querySelectorAll(sel)].map(e => e.textContent);
+         const api = file('src/api.rs'), bad = file({HOSTILE:?});
+         return {{pairs: r.querySelectorAll('article.pair').length, a: p.dataset.a, b: p.dataset.b,
+                 branches: text(p, '.side .branch'), agents: [...p.querySelectorAll('.side a[data-agent]')].map(a => a.getAttribute('href')),
+                 meta: p.querySelector(':scope > p.meta').textContent, whole: r.textContent,
+                 files: text(p, '.rfile .path'), kinds: text(p, '.rfile .badge'),
+                 api_hunk: [text(api, '.hunk pre.a'), text(api, '.hunk pre.base'), text(api, '.hunk pre.b')],
+                 api_diffs: [text(api, 'details[data-side=\"a\"] pre.diff'), text(api, 'details[data-side=\"b\"] pre.diff')],
+                 bad_hunk: bad ? [text(bad, '.hunk pre.a'), text(bad, '.hunk pre.b')] : null,
+                 bad_diffs: bad ? text(bad, 'pre.diff') : null,
+                 markup: r.querySelectorAll('img, script, b, i, [onclick], [onerror]').length,
+                 scripts: document.scripts.length, pwned: window.pwned === undefined ? null : window.pwned}};"
+    ));
+    let (wa, wb, wc) = (
+        w[0].to_str().unwrap(),
+        w[1].to_str().unwrap(),
+        w[2].to_str().unwrap(),
+    );
+    assert_eq!(seen["pairs"], 1, "{seen:#}");
+    assert_eq!([&seen["a"], &seen["b"]], [wa, wb], "{seen:#}");
+    assert!(
+        !seen["whole"].as_str().unwrap().contains(wc),
+        "C's edit of other lines is in no pair: {seen:#}"
+    );
+    assert_eq!(seen["branches"], json!(["agent-a", "agent-b"]));
+    let agents = seen["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "each side's agent, linked: {seen:#}");
+    assert!(
+        agents
+            .iter()
+            .all(|h| h.as_str().unwrap().starts_with("#/session/"))
+    );
+    let meta = seen["meta"].as_str().unwrap();
+    assert!(
+        meta.starts_with("merge base ") && meta.contains(" UTC") && meta.contains("src/api.rs"),
+        "{meta}"
+    );
+    assert_eq!(seen["files"], json!([HOSTILE, "src/api.rs"]), "{seen:#}");
+    assert_eq!(seen["kinds"], json!(["contents", "contents"]), "{seen:#}");
+    assert_eq!(
+        seen["api_hunk"],
+        json!([["5 from a\n"], ["5\n"], ["5 from b\n"]]),
+        "{seen:#}"
+    );
+    for (side, who) in [(0, "a"), (1, "b")] {
+        let diff = seen["api_diffs"][side][0].as_str().unwrap();
+        assert!(
+            diff.contains("-5\n") && diff.contains(&format!("+5 from {who}")),
+            "{who}'s diff: {diff}"
+        );
+    }
+    // Markup from outside is text: shown as written, and nothing of it is an element or runs.
+    let bad = &seen["bad_hunk"];
+    assert_eq!(
+        bad[0][0].as_str().unwrap(),
+        a_markup,
+        "A's lines as text: {seen:#}"
+    );
+    assert!(bad[1][0].as_str().unwrap().contains("<i onclick=alert(1)>"));
+    assert!(
+        seen["bad_diffs"][0]
+            .as_str()
+            .unwrap()
+            .contains("+<script>window.pwned = 2</script>"),
+        "{seen:#}"
+    );
+    assert_eq!(seen["markup"], 0, "no element made of outside text");
+    assert_eq!(seen["scripts"], 1, "the page's own script only");
+    assert_eq!(seen["pwned"], Value::Null, "nothing ran");
+
+    // A's session page says its agent is at risk (the link from the radar leads there).
+    let a_agent = browser.eval(&format!(
+        "const a = {radar}.querySelector('.side a[data-agent]'); a.click(); return a.dataset.agent"
+    ));
+    let a_agent = a_agent.as_str().unwrap();
+    browser.until_js(
+        "A's session page with the radar line",
+        &format!(
+            "return [...document.querySelectorAll('li[data-agent=\"{a_agent}\"] .radar-risk')].some(l => \
+             l.textContent.includes('src/api.rs would conflict with') && l.textContent.includes({wb:?}))"
+        ),
+    );
+
+    // Back to the projects; B undoes both edits (its file the same as A's): live, nothing left.
+    browser.eval("location.hash = '#/'");
+    browser.until_js("the pair again", &shown);
+    write(&env, &w[1], "wb", HOSTILE, a_markup);
+    write(&env, &w[1], "wb", "src/api.rs", TEN);
+    browser.until_js(
+        "the radar empty again",
+        &format!(
+            "const r = {radar}; return r && !r.querySelector('article.pair') \
+             && r.textContent.includes('No predicted conflict')"
+        ),
+    );
+    assert_eq!(
+        browser.eval("return window.pwned === undefined"),
+        Value::Bool(true)
+    );
+}
