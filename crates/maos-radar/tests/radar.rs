@@ -300,3 +300,15 @@ fn a_named_write_looks_at_that_file_and_an_unknown_name_at_everything() {
         "{up:?}"
     );
 }
+
+/// The branch each worktree is on, read from its `HEAD` file (what the daemon reports of each
+/// side of a pair): the main worktree's and a linked one's; none when detached or no worktree.
+#[test]
+fn the_main_and_a_linked_worktree_say_their_branch_and_a_detached_one_none() {
+    let r = repo(2, &[("a.txt", "a\n")]);
+    assert_eq!(maos_radar::branch(&r.main).as_deref(), Some("main"));
+    assert_eq!(maos_radar::branch(&r.worktrees[0]).as_deref(), Some("b0"));
+    git(&r.worktrees[1], &["checkout", "-q", "--detach"]);
+    assert_eq!(maos_radar::branch(&r.worktrees[1]), None, "detached");
+    assert_eq!(maos_radar::branch(&r.cache), None, "no worktree there");
+}
