@@ -130,6 +130,12 @@ pub fn doing_now(a: &PsAgent, now: Ts) -> String {
     if let Some(w) = a.waits.first() {
         return format!("waits for {} {} ({})", w.mode, w.path, ago(&w.since));
     }
+    // Held back by the scheduler: its declared files overlap a running agent's (issue 35).
+    if let Some(h) = a.plan.as_ref().and_then(|p| p.held.as_ref())
+        && a.state == AgentState::Pending
+    {
+        return format!("waits: {} ({})", h.reason, ago(&h.since));
+    }
     // A refused call says so ("denied Write src/x.rs (held by agt_1a2b3c4d)"): a refused
     // writer must not read like the file's writer.
     let last = a

@@ -47,6 +47,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "session_retried",
     "checkpoint_saved",
     "schedule_error",
+    "agent_waiting",
     // Locks.
     "lock_acquired",
     "lock_released",

@@ -253,6 +253,24 @@ pub struct AgentRecord {
     /// process runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
+    /// A pending managed agent the scheduler holds back: why, and for which agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Box<Held>>,
+}
+
+/// Why the scheduler does not start a pending managed agent that could otherwise start: an
+/// agent it must not run at the same time as runs (their declared files overlap, or their
+/// landings are serialised).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// The agent it waits for.
+    pub by: AgentId,
+    /// That agent's plan name.
+    pub name: String,
+    /// Why, in words: "its files overlap build's (src/api.rs)".
+    pub reason: String,
+    /// Since when.
+    pub since: Ts,
 }
 
 impl AgentRecord {
@@ -284,6 +302,7 @@ impl AgentRecord {
             window: None,
             tool_use_id: None,
             machine: None,
+            held: None,
         }
     }
 }

@@ -101,6 +101,8 @@ struct AgentData {
     machine: Option<String>,
     #[serde(default)]
     tool_use_id: Option<String>,
+    #[serde(default)]
+    held: Option<Box<maos_core::record::Held>>,
 }
 
 /// [`AgentData`] as written, borrowed from the record.
@@ -121,6 +123,8 @@ struct AgentDataOut<'a> {
     machine: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_use_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held: Option<&'a maos_core::record::Held>,
 }
 
 #[derive(Serialize)]
@@ -373,6 +377,7 @@ impl BatchRows {
                             window: a.window.as_ref(),
                             machine: a.machine.as_deref(),
                             tool_use_id: a.tool_use_id.as_deref(),
+                            held: a.held.as_deref(),
                         })?,
                     })
                 })
@@ -848,6 +853,7 @@ pub(crate) fn agent_from_row(
         tool_use_id: data.tool_use_id,
         window: data.window,
         machine: data.machine,
+        held: data.held,
     })
 }
 

@@ -120,6 +120,7 @@ fn agent(s: &SessionRecord, n: u128, parent: Option<&AgentId>) -> AgentRecord {
         tool_use_id: None,
         window: None,
         machine: None,
+        held: None,
     }
 }
 

@@ -108,6 +108,7 @@ fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
                             .as_ref()
                             .map_or(1, |p| spec.retries(p).saturating_add(1)),
                         stage: spec.stage,
+                        held: a.held.as_deref().cloned(),
                     }),
                     locks: st
                         .locks

@@ -45,8 +45,15 @@ fn create(tx: &mut Txn<'_>, path: &str, plan: Plan, start: bool) -> Result<Sessi
         plan.phases.clone(),
     )?;
     tx.session_mut(&sid).policy = Some(plan.policy.clone());
-    let mut ids: Vec<(String, AgentId)> = Vec::with_capacity(plan.agents.len());
-    for spec in &plan.agents {
+    // Each agent with `land` is followed by its landing agent (`NAME.land`, which depends on
+    // it): an agent of its own, so it is scheduled, run, logged and retried like the others.
+    let specs: Vec<plan::AgentSpec> = plan
+        .agents
+        .iter()
+        .flat_map(|a| std::iter::once(a.clone()).chain(a.landing()))
+        .collect();
+    let mut ids: Vec<(String, AgentId)> = Vec::with_capacity(specs.len());
+    for spec in &specs {
         let mut deps: Vec<AgentId> = spec
             .depends_on
             .iter()
@@ -71,7 +78,7 @@ fn create(tx: &mut Txn<'_>, path: &str, plan: Plan, start: bool) -> Result<Sessi
         }
         ids.push((spec.name.clone(), id));
     }
-    for (spec, (_, id)) in plan.agents.iter().zip(&ids) {
+    for (spec, (_, id)) in specs.iter().zip(&ids) {
         let all: Vec<AgentId> = spec
             .depends_on
             .iter()
@@ -81,13 +88,14 @@ fn create(tx: &mut Txn<'_>, path: &str, plan: Plan, start: bool) -> Result<Sessi
             tx.agent_mut(id).depends_on = all;
         }
     }
-    tx.event(
-        Some(&sid),
-        None,
-        "plan_loaded",
-        json!({ "path": path, "agents": ids.len(), "phases": plan.phases.len(),
-                "strategy": plan.strategy, "policy": plan.policy }),
-    );
+    let overlaps = plan.overlaps();
+    let mut loaded = json!({ "path": path, "agents": ids.len(), "phases": plan.phases.len(),
+                             "strategy": plan.strategy, "policy": plan.policy });
+    if !overlaps.is_empty() {
+        // The agents whose declared files overlap: they do not run at once (unless allowed).
+        loaded["overlaps"] = json!(overlaps);
+    }
+    tx.event(Some(&sid), None, "plan_loaded", loaded);
     tx.checkpoint(&sid, "plan loaded");
     if start {
         super::session::transition(tx, &sid, SessionOp::Start, None, None)?;
@@ -162,9 +170,11 @@ fn schedule_each(tx: &mut Txn<'_>, sids: Vec<SessionId>) {
 }
 
 fn nodes(s: &maos_proto::SessionRecord) -> Vec<Node> {
+    let mut apart = apart(s);
     s.agents
         .iter()
-        .map(|a| Node {
+        .enumerate()
+        .map(|(i, a)| Node {
             state: a.state,
             paused: a.paused || in_paused_phase(s, a),
             managed: a.spec.is_some(),
@@ -175,9 +185,98 @@ fn nodes(s: &maos_proto::SessionRecord) -> Vec<Node> {
                 .collect(),
             phase: a.spec.as_ref().and_then(|p| p.phase),
             stage: a.spec.as_ref().and_then(|p| p.stage),
-            apart: Vec::new(),
+            apart: apart.get_mut(i).map(std::mem::take).unwrap_or_default(),
         })
         .collect()
+}
+
+/// Which agents of the session must not run at the same time as which (declared files that
+/// overlap, serialised landings), by index. Ended agents are left out: they run no more.
+fn apart(s: &maos_proto::SessionRecord) -> Vec<Vec<usize>> {
+    let specs: Vec<Option<&plan::AgentSpec>> = s
+        .agents
+        .iter()
+        .map(|a| a.spec.as_deref().filter(|_| !a.state.is_terminal()))
+        .collect();
+    let landing = s.policy.as_ref().map(|p| p.landing).unwrap_or_default();
+    plan::apart(&specs, landing)
+}
+
+/// Record why each pending agent the scheduler holds back waits (`held`, and an
+/// `agent_waiting` event when that changes), and forget it for the others.
+fn note_held(tx: &mut Txn<'_>, sid: &SessionId, holds: &[(usize, usize)]) {
+    let Some(s) = tx.state().session(sid) else {
+        return;
+    };
+    let now = tx.now;
+    let mut changes: Vec<(AgentId, Option<maos_core::record::Held>)> = Vec::new();
+    for (i, a) in s.agents.iter().enumerate() {
+        let by = holds
+            .iter()
+            .find(|(h, _)| *h == i)
+            .and_then(|&(_, j)| s.agents.get(j));
+        match (by, &a.held) {
+            (None, None) => {}
+            (None, Some(_)) => changes.push((a.id.clone(), None)),
+            (Some(b), Some(h)) if h.by == b.id => {}
+            (Some(b), _) => {
+                let name = |x: &AgentRecord| {
+                    x.spec
+                        .as_ref()
+                        .map_or_else(|| x.role.clone(), |p| p.name.clone())
+                };
+                let reason = match (a.spec.as_deref(), b.spec.as_deref()) {
+                    (Some(x), Some(y)) if x.lands.is_some() && y.lands.is_some() => {
+                        let overlapping = maos_core::pathglob::overlapping(&x.files, &y.files);
+                        if overlapping.is_empty() {
+                            format!("landings run one at a time: {} lands first", name(b))
+                        } else {
+                            format!(
+                                "{} lands first: their agents' files overlap ({})",
+                                name(b),
+                                files_of(&overlapping)
+                            )
+                        }
+                    }
+                    (Some(x), Some(y)) => format!(
+                        "its files overlap {}'s ({})",
+                        name(b),
+                        files_of(&maos_core::pathglob::overlapping(&x.files, &y.files))
+                    ),
+                    _ => format!("{} runs", name(b)),
+                };
+                let held = maos_core::record::Held {
+                    by: b.id.clone(),
+                    name: name(b),
+                    reason,
+                    since: now,
+                };
+                changes.push((a.id.clone(), Some(held)));
+            }
+        }
+    }
+    for (id, held) in changes {
+        if let Some(h) = &held {
+            tx.event(
+                Some(sid),
+                Some(&id),
+                "agent_waiting",
+                json!({ "for": h.by, "name": h.name, "reason": h.reason }),
+            );
+        }
+        tx.agent_mut(&id).held = held.map(Box::new);
+    }
+}
+
+/// This agent's patterns of overlapping pairs, each once, in order.
+fn files_of(pairs: &[(&str, &str)]) -> String {
+    let mut mine: Vec<&str> = Vec::new();
+    for (m, _) in pairs {
+        if !mine.contains(m) {
+            mine.push(m);
+        }
+    }
+    mine.join(", ")
 }
 
 pub fn schedule(tx: &mut Txn<'_>, sid: &SessionId, runner: &Runner) {
@@ -191,14 +290,19 @@ pub fn schedule(tx: &mut Txn<'_>, sid: &SessionId, runner: &Runner) {
         let ns = nodes(s);
         let phases: Vec<_> = s.workflow.phases.iter().map(|p| p.state).collect();
         let ids: Vec<AgentId> = s.agents.iter().map(|a| a.id.clone()).collect();
-        let actions = schedule::step(&schedule::Snapshot {
+        let snapshot = schedule::Snapshot {
             strategy: s.strategy,
             policy: &policy,
             session: s.state,
             phases: &phases,
             nodes: &ns,
-        });
+        };
+        let actions = schedule::step(&snapshot);
         if actions.is_empty() {
+            let holds = schedule::held(&snapshot);
+            if !holds.is_empty() || s.agents.iter().any(|a| a.held.is_some()) {
+                note_held(tx, sid, &holds);
+            }
             return;
         }
         for action in actions {
@@ -336,7 +440,8 @@ fn launch(tx: &mut Txn<'_>, id: &AgentId, runner: &Runner, resume: bool) -> Resu
         "session_id" => Some(sid.to_string()),
         "claude_session_id" => claude.clone(),
         "workdir" => Some(cwd_text.clone()),
-        "name" => Some(spec.name.clone()),
+        // A landing's `{name}` is the agent it lands (its branch, say).
+        "name" => Some(spec.lands.clone().unwrap_or_else(|| spec.name.clone())),
         "role" => Some(role.clone()),
         "attempt" => Some(attempt.to_string()),
         _ => None,

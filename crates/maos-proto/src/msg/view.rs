@@ -120,6 +120,9 @@ pub struct PsPlanAgent {
     /// Its pipeline stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<u32>,
+    /// Pending and held back by the scheduler: for which agent, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<maos_core::record::Held>,
 }
 
 /// `maos status`: a session with its progress figures.

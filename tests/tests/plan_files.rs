@@ -1,0 +1,242 @@
+//! Issue 35's plan rule, end to end: agents whose declared `files` overlap do not run at once
+//! (unless one says `overlap = "allow"`), the waiting agent says why in `ps` and on the
+//! timeline and starts when the other ends; `land` commands run as landing agents after their
+//! agent completed, one at a time under `[landing] serialise = "all"`; wrong keys are refused
+//! with file, line and column. Agents are small shell scripts that wait for a file the test
+//! creates, so what runs at once is decided by the test, never by timing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use maos_tests::{Env, wait_until};
+use serde_json::Value;
+
+const SLOW: Duration = Duration::from_secs(30);
+
+fn plan(env: &Env, text: &str) -> PathBuf {
+    let path = env.project.join("plan.toml");
+    std::fs::write(&path, text).expect("write plan");
+    path
+}
+
+fn run(env: &Env, plan: &Path) -> String {
+    let v = env.maos_json(&["run", plan.to_str().expect("utf-8 path")]);
+    v["id"].as_str().expect("session id").to_string()
+}
+
+fn session(env: &Env, sid: &str) -> Value {
+    env.maos_json(&["session", "show", sid])
+}
+
+fn agent(s: &Value, name: &str) -> Value {
+    s["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|a| a["spec"]["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no agent {name} in {s}"))
+}
+
+fn state_of(env: &Env, sid: &str, name: &str) -> String {
+    agent(&session(env, sid), name)["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn wait_agent(env: &Env, sid: &str, name: &str, state: &str) {
+    wait_until(SLOW, &format!("agent {name} is {state}"), || {
+        state_of(env, sid, name) == state
+    });
+}
+
+/// A script that waits for `release-NAME` in the project, then appends `end NAME` to `log`.
+fn gated(env: &Env, name: &str) -> String {
+    let dir = env.project.display();
+    format!(
+        "echo start {name} >> {dir}/log; while [ ! -e {dir}/release-{name} ]; do sleep 0.05; done; echo end {name} >> {dir}/log"
+    )
+}
+
+fn release(env: &Env, name: &str) {
+    std::fs::write(env.project.join(format!("release-{name}")), "").expect("release");
+}
+
+fn entry(name: &str, extra: &str, script: &str) -> String {
+    format!(
+        "[[agent]]\nname = \"{name}\"\ntask = \"task of {name}\"\ncommand = [\"sh\", \"-c\", {script:?}]\n{extra}\n"
+    )
+}
+
+fn log(env: &Env) -> Vec<String> {
+    std::fs::read_to_string(env.project.join("log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn agents_whose_files_overlap_wait_for_each_other_unless_allowed() {
+    let env = Env::new();
+    let mut text = "objective = \"files\"\nstrategy = \"parallel\"\n".to_string();
+    text += &entry("api", "files = [\"src/api.rs\"]", &gated(&env, "api"));
+    text += &entry("net", "files = [\"src/**\"]", &gated(&env, "net"));
+    text += &entry("docs", "files = [\"docs/**\"]", &gated(&env, "docs"));
+    text += &entry(
+        "hotfix",
+        "files = [\"src/api.rs\"]\noverlap = \"allow\"",
+        &gated(&env, "hotfix"),
+    );
+    let sid = run(&env, &plan(&env, &text));
+
+    // api, docs and hotfix (which allows overlap) run; net waits for api.
+    for n in ["api", "docs", "hotfix"] {
+        wait_agent(&env, &sid, n, "running");
+    }
+    let s = session(&env, &sid);
+    let net = agent(&s, "net");
+    assert_eq!(net["state"], "pending", "{s}");
+    assert_eq!(net["held"]["by"], agent(&s, "api")["id"], "{net}");
+    assert_eq!(net["held"]["reason"], "its files overlap api's (src/**)");
+
+    // Visible in ps (table and JSON) and on the timeline.
+    let ps = env.maos(&["ps"]);
+    let text_ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(
+        text_ps.contains("waits: its files overlap api's (src/**)"),
+        "{text_ps}"
+    );
+    let ps = env.maos_json(&["ps"]);
+    let held = ps
+        .as_array()
+        .and_then(|ss| ss.first())
+        .and_then(|s| s["agents"].as_array())
+        .and_then(|a| a.iter().find(|a| a["plan"]["name"] == "net"))
+        .map(|a| a["plan"]["held"].clone())
+        .unwrap_or_default();
+    assert_eq!(held["name"], "api", "{ps}");
+    let waiting = env.events(&[sid.as_str(), "--type", "agent_waiting"]);
+    assert_eq!(
+        waiting.len(),
+        1,
+        "one event, not one per scheduling: {waiting:?}"
+    );
+    assert_eq!(waiting[0]["agent_id"], net["id"]);
+    assert_eq!(waiting[0]["data"]["name"], "api");
+    // The plan's overlaps are on its plan_loaded event.
+    let loaded = env.events(&[sid.as_str(), "--type", "plan_loaded"]);
+    let overlaps = &loaded[0]["data"]["overlaps"];
+    assert_eq!(overlaps.as_array().map(Vec::len), Some(3), "{overlaps}");
+    assert_eq!(overlaps[0]["a"], "api");
+    assert_eq!(overlaps[0]["b"], "net");
+    assert_eq!(overlaps[0]["allowed"], false);
+
+    // Still waiting while the others end; starts once api ended.
+    release(&env, "docs");
+    release(&env, "hotfix");
+    wait_agent(&env, &sid, "hotfix", "completed");
+    assert_eq!(state_of(&env, &sid, "net"), "pending");
+    release(&env, "api");
+    wait_agent(&env, &sid, "net", "running");
+    let s = session(&env, &sid);
+    assert!(agent(&s, "net").get("held").is_none(), "{s}");
+    release(&env, "net");
+    wait_until(SLOW, "the session completed", || {
+        session(&env, &sid)["state"] == "completed"
+    });
+    // net never ran while api did: api's end is logged before net's start.
+    let log = log(&env);
+    let at = |line: &str| log.iter().position(|l| l == line);
+    assert!(at("end api") < at("start net"), "{log:?}");
+}
+
+#[test]
+fn landings_run_after_their_agent_one_at_a_time_in_plan_order() {
+    let env = Env::new();
+    let dir = env.project.display().to_string();
+    let mut text =
+        "objective = \"land\"\nstrategy = \"parallel\"\n\n[landing]\nserialise = \"all\"\n\n"
+            .to_string();
+    for n in ["a", "b"] {
+        // The landing sees the agent's name through {name}, in the agent's workdir.
+        let land = format!(
+            "land = [\"sh\", \"-c\", \"echo start land-$0 $(pwd) >> {dir}/log; while [ ! -e {dir}/release-land-$0 ]; do sleep 0.05; done; echo end land-$0 >> {dir}/log\", \"{{name}}\"]"
+        );
+        text += &entry(n, &format!("files = [\"{n}/**\"]\n{land}"), &gated(&env, n));
+    }
+    let sid = run(&env, &plan(&env, &text));
+    let s = session(&env, &sid);
+    let names: Vec<&str> = s["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|a| a["spec"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["a", "a.land", "b", "b.land"]);
+
+    wait_agent(&env, &sid, "a", "running");
+    wait_agent(&env, &sid, "b", "running");
+    assert_eq!(state_of(&env, &sid, "a.land"), "pending", "waits for a");
+    // b completes first: its landing starts at once.
+    release(&env, "b");
+    wait_agent(&env, &sid, "b.land", "running");
+    release(&env, "a");
+    wait_agent(&env, &sid, "a", "completed");
+    // a.land is ready but b.land lands: held, saying so.
+    wait_until(SLOW, "a.land held by b.land", || {
+        agent(&session(&env, &sid), "a.land")["held"]["name"] == "b.land"
+    });
+    let s = session(&env, &sid);
+    assert_eq!(
+        agent(&s, "a.land")["held"]["reason"],
+        "landings run one at a time: b.land lands first"
+    );
+    assert_eq!(agent(&s, "a.land")["state"], "pending");
+    release(&env, "land-b");
+    wait_agent(&env, &sid, "a.land", "running");
+    release(&env, "land-a");
+    wait_until(SLOW, "the session completed", || {
+        session(&env, &sid)["state"] == "completed"
+    });
+    let log = log(&env);
+    let at = |prefix: &str| log.iter().position(|l| l.starts_with(prefix));
+    assert!(at("end b") < at("start land-b"), "{log:?}");
+    assert!(at("end land-b") < at("start land-a"), "{log:?}");
+    assert!(at("end a") < at("start land-a"), "{log:?}");
+    let project = std::fs::canonicalize(&env.project).expect("project");
+    assert!(
+        log.contains(&format!("start land-a {}", project.display())),
+        "ran in the agent's workdir with {{name}} = a: {log:?}"
+    );
+}
+
+#[test]
+fn wrong_files_overlap_and_landing_keys_are_refused_with_their_position() {
+    let env = Env::new();
+    let base = "objective = \"o\"\n[[agent]]\nname = \"a\"\ntask = \"t\"\ncommand = [\"true\"]\n";
+    for (extra, at, says) in [
+        ("files = [\"../x\"]", ":6:10:", "contains '..'"),
+        ("files = [\"/etc\"]", ":6:10:", "is absolute"),
+        ("files = \"src\"", ":6:9:", "must be an array of strings"),
+        ("overlap = \"never\"", ":6:11:", "unknown overlap \"never\""),
+        ("land = []", ":6:8:", "land is empty"),
+        (
+            "[landing]\nserialise = \"some\"",
+            ":7:13:",
+            "unknown [landing] serialise",
+        ),
+    ] {
+        let path = plan(&env, &format!("{base}{extra}\n"));
+        let f = env.maos_fail(&["run", path.to_str().expect("utf-8")]);
+        assert!(
+            f.message.contains(&format!("plan.toml{at}")) && f.message.contains(says),
+            "{extra}: {}",
+            f.message
+        );
+    }
+    // Nothing was created.
+    let ps = env.maos_json(&["ps", "--all"]);
+    assert_eq!(ps.as_array().map(Vec::len), Some(0), "{ps}");
+}
