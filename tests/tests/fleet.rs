@@ -1258,16 +1258,30 @@ fn postgres_restarted_under_three_writing_daemons_loses_no_acknowledged_write() 
     );
 }
 
-/// Wake-ups across daemons: a release through one daemon grants the lock at once to an agent
-/// waiting through another (well before that daemon's 10 s sweep would look), and a follower
-/// of the timeline on one daemon sees what another daemon commits, as it commits it.
+/// Wake-ups across daemons: a release through one daemon grants the lock to an agent waiting
+/// through another, and a follower of the timeline on one daemon sees what another daemon
+/// commits. The waiting daemon's sweep (which would grant the lock by looking again) is put an
+/// hour away, so only the wake can do either; no timing is asserted (a loaded machine may take
+/// seconds), only that they happen.
 #[test]
 fn a_release_on_one_daemon_wakes_a_waiter_and_a_follower_on_another_at_once() {
     use std::io::BufRead;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     let Some(pg) = postgres_or_skip() else { return };
     let (a, b) = two_daemons(&pg, "acme/wake");
+    // b's daemon, started with its sweep an hour away.
+    let mut start = b.maos_cmd_in(&b.project, &["--json", "lock", "list"]);
+    start.env("MAOS_TEST_SWEEP_MS", "3600000");
+    let out = maos_tests::run_with_timeout(start, maos_tests::COMMAND_TIMEOUT);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let environ = std::fs::read(format!("/proc/{}/environ", b.daemon_pid())).expect("environ");
+    assert!(
+        environ
+            .split(|c| *c == 0)
+            .any(|v| v == b"MAOS_TEST_SWEEP_MS=3600000"),
+        "b's daemon sweeps as usual"
+    );
     let session = a.session("wake", &[]);
     let a1 = agent_in(&a, &session, "writer");
     let b1 = agent_in(&b, &session, "waiter");
@@ -1300,25 +1314,17 @@ fn a_release_on_one_daemon_wakes_a_waiter_and_a_follower_on_another_at_once() {
         }
     });
 
-    let t0 = Instant::now();
     a.maos_json(&["lock", "release", "src/a.rs", "--agent", &a1]);
     let out = waiter.finish(Duration::from_secs(30));
-    let woke = t0.elapsed();
     assert!(out.status.success(), "{}", maos_tests::describe(&out));
     let got: Value = serde_json::from_slice(&out.stdout).expect("the grant");
     assert!(token(&got) > t1);
-    assert!(
-        woke < Duration::from_secs(3),
-        "granted {woke:?} after the release"
-    );
 
-    let t0 = Instant::now();
     a.maos_json(&["note", "decision", "told on the other machine"]);
     let line = rx
-        .recv_timeout(Duration::from_secs(3))
-        .unwrap_or_else(|_| panic!("the follower on b saw nothing within 3 s"));
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("the follower on b saw nothing within 30 s"));
     assert!(line.contains("told on the other machine"), "{line}");
-    assert!(t0.elapsed() < Duration::from_secs(3));
 }
 
 /// Three daemons, one agent each (registered in the order a, b, c: c is the youngest), each
@@ -1688,8 +1694,11 @@ fn hook_write(env: &Env, vars: &[(&str, &str)]) -> (String, std::time::Duration)
 }
 
 /// The hooks' budget in these tests, and what a process may add to it on a loaded machine.
+/// An answer naming PostgreSQL is the daemon's, so it came within the budget (past it the
+/// hook gives up saying maosd did not answer); the time measured also counts starting and
+/// ending a process, which a loaded machine may stretch by seconds: only a hang fails it.
 const HOOK_BUDGET: std::time::Duration = std::time::Duration::from_millis(3000);
-const PROCESS_SLACK: std::time::Duration = std::time::Duration::from_millis(1000);
+const PROCESS_SLACK: std::time::Duration = maos_tests::DEADLINE;
 
 /// Hooks while PostgreSQL does not answer: each is answered by the daemon within the hook's
 /// budget, and says it is PostgreSQL that does not answer (the hook's own "maosd did not

@@ -211,8 +211,10 @@ fn a_bounded_wait_times_out_no_sooner_than_its_bound() {
     assert_eq!(f.code, "lock_timeout", "{f:?}");
     assert!(f.message.contains("src/a.rs"), "{f:?}");
     assert!(took >= Duration::from_millis(300), "gave up after {took:?}");
+    // It comes back (the bound on how long the wait lasted is the daemon's own clock below:
+    // this one also counts starting a process on a loaded machine).
     assert!(
-        took < Duration::from_millis(2300),
+        took < Duration::from_millis(300) + maos_tests::DEADLINE,
         "waited {took:?} for 300ms"
     );
 
