@@ -129,9 +129,9 @@ fn an_expired_lease_is_reaped_and_its_waiter_served() {
     assert_eq!(expires - acquired, 300_000, "{lock}");
     // B waits for it; nothing else happens: the daemon's own timer must reap the lease.
     let waiting = acquire_bg(&env, b, "src/a.rs", &["--wait-forever"]);
-    let started = Instant::now();
+    // How soon is the daemon's own clock's to say (`granted_at` below): the client's time
+    // also counts a process ending on a loaded machine.
     let got = json_of("waiter", &waiting.finish(DEADLINE));
-    assert!(started.elapsed().as_millis() < 2300);
     assert_eq!(got["holder"], b.as_str());
     assert!(token(&got) > token(&lock));
     let granted_at = ts_micros(got["acquired_at"].as_str().unwrap());
@@ -178,17 +178,19 @@ fn an_expired_lease_is_reaped_and_its_waiter_served() {
 fn a_heartbeat_keeps_a_lease_alive_and_silence_lets_it_expire() {
     let (env, ag) = setup(&["alive", "other"]);
     let (a, b) = (&ag[0], &ag[1]);
-    let lock = acquire(&env, a, "hb.rs", &["--ttl", "500ms"]);
+    // A lease long enough that a heartbeat (a `maos` process) is sure to come within it even
+    // on a loaded machine, where starting a process can take a good part of a second.
+    let lock = acquire(&env, a, "hb.rs", &["--ttl", "2s"]);
     let expires = ts_micros(lock["expires_at"].as_str().unwrap());
-    // Heartbeats, back to back, for well over two lease lengths.
-    let until = Instant::now() + std::time::Duration::from_millis(1200);
+    // Heartbeats, back to back, for over two lease lengths.
+    let until = Instant::now() + std::time::Duration::from_millis(4200);
     while Instant::now() < until {
         let r = env.maos_json(&["agent", "heartbeat", a]);
         assert_eq!(r["leases"], 1, "{r}");
     }
     let l = list(&env);
     assert_eq!(l["locks"][0]["token"], lock["token"], "still held: {l}");
-    assert!(ts_micros(l["locks"][0]["expires_at"].as_str().unwrap()) > expires + 600_000);
+    assert!(ts_micros(l["locks"][0]["expires_at"].as_str().unwrap()) > expires + 2_100_000);
     assert!(expired(&env).is_empty());
     // Silence: the lease runs out.
     let waiting = acquire_bg(&env, b, "hb.rs", &["--wait", "20s"]);
