@@ -832,6 +832,22 @@ pub fn radar(pairs: &[maos_core::radar::RadarPair]) -> String {
         return out;
     }
     for p in pairs {
+        // A pair that could not be merged (fleet mode): why, and the files both changed.
+        if let Some(note) = &p.note {
+            let _ = writeln!(
+                out,
+                "{}{} ({}) and {} ({}): {note}",
+                p.a.worktree,
+                radar_branch(&p.a),
+                radar_agents(&p.a.agents),
+                p.b.worktree,
+                radar_agents(&p.b.agents),
+            );
+            if !p.overlap.is_empty() {
+                let _ = writeln!(out, "  both changed: {}", p.overlap.join(", "));
+            }
+            continue;
+        }
         let _ = writeln!(
             out,
             "{}{} ({}) and {}{} ({}): {} would conflict (base {}, merged {})",

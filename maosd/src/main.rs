@@ -21,6 +21,7 @@ mod plancheck;
 mod procs;
 mod project;
 mod radar;
+mod radar_fleet;
 mod reads;
 mod router;
 mod run;

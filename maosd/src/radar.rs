@@ -5,8 +5,9 @@
 //! runs its git processes. That thread snapshots the agent's worktree again, merges the pairs
 //! the write touches, keeps what `maos radar` answers, and hands the conflicts that appeared or
 //! went away back to the actor as notes, which it records as `radar_conflict` /
-//! `radar_cleared` events. A worktree leaves the radar when its last agent ends. Not in fleet
-//! mode: another machine's worktrees are not on this disk (issue 35's fleet part is to come).
+//! `radar_cleared` events. A worktree leaves the radar when its last agent ends. In a fleet
+//! it also pairs this machine's worktrees with what the other daemons report of theirs through
+//! PostgreSQL (`crate::radar_fleet`), and reports this machine's.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -53,7 +54,14 @@ enum Job {
 pub struct Radar {
     pairs: Mutex<Vec<RadarPair>>,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    /// In a fleet, this daemon's machine: other machines' writes (their events reach this
+    /// daemon too) are theirs to look at.
+    machine: Option<String>,
 }
+
+/// In a fleet, how often the radar looks for other daemons' new reports while this machine has
+/// worktrees on it.
+const FLEET_LOOK: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl std::fmt::Debug for Radar {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -70,15 +78,18 @@ impl Radar {
         Arc::new(Radar {
             pairs: Mutex::new(Vec::new()),
             jobs: Mutex::new(None),
+            machine: None,
         })
     }
 
     /// Starts the radar's thread, its index files in `dir`; `notes` carries what it finds to
     /// the actor (called on the radar's thread).
-    /// Only worktrees of the repository whose project is `root` are looked at.
+    /// Only worktrees of the repository whose project is `root` are looked at. In a fleet
+    /// (`fleet`), the other machines' worktrees too, as their daemons report them.
     pub fn start(
         dir: &Path,
         root: PathBuf,
+        fleet: Option<crate::radar_fleet::FleetLink>,
         notes: impl Fn(Vec<Note>) + Send + 'static,
     ) -> Arc<Radar> {
         let engine = match maos_radar::Radar::new(Git::new(), dir) {
@@ -92,14 +103,32 @@ impl Radar {
         let radar = Arc::new(Radar {
             pairs: Mutex::new(Vec::new()),
             jobs: Mutex::new(Some(tx)),
+            machine: fleet.as_ref().map(|f| f.machine().to_string()),
         });
         let shared = Arc::downgrade(&radar);
+        let dir = dir.to_path_buf();
         let started = std::thread::Builder::new()
             .name("maosd-radar".into())
             .spawn(move || {
+                let in_fleet = fleet.is_some();
+                let fleet =
+                    fleet.map(|link| crate::radar_fleet::FleetSide::new(link, root.clone(), &dir));
                 let mut worker = Worker::new(engine, root);
-                while let Ok(first) = rx.recv() {
-                    let mut jobs = vec![first];
+                worker.fleet = fleet;
+                loop {
+                    // In a fleet, the other daemons' reports are looked at every second too.
+                    let first = match in_fleet {
+                        true => match rx.recv_timeout(FLEET_LOOK) {
+                            Ok(job) => Some(job),
+                            Err(mpsc::RecvTimeoutError::Timeout) => None,
+                            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                        },
+                        false => match rx.recv() {
+                            Ok(job) => Some(job),
+                            Err(_) => break,
+                        },
+                    };
+                    let mut jobs: Vec<Job> = first.into_iter().collect();
                     jobs.extend(rx.try_iter());
                     let found = worker.run(jobs);
                     let Some(radar) = shared.upgrade() else { break };
@@ -214,6 +243,12 @@ impl Radar {
     /// What a committed event means for the radar.
     fn take(&self, e: &EventRecord) {
         match e.kind.as_str() {
+            // In a fleet, another machine's write is its daemon's to look at (its path may
+            // name a directory here too).
+            "file_modified" | "command_run"
+                if self.machine.is_some()
+                    && e.data.get("machine").and_then(|m| m.as_str())
+                        != self.machine.as_deref() => {}
             "file_modified" | "command_run" => {
                 let (Some(agent), Some(session)) = (e.agent_id.clone(), e.session_id.clone())
                 else {
@@ -268,6 +303,8 @@ struct Worker {
     worktrees: HashMap<String, Option<String>>,
     /// The project's root: a worktree is looked at only if its project is this one.
     root: PathBuf,
+    /// In a fleet: the other machines' worktrees, and the reports of this machine's.
+    fleet: Option<crate::radar_fleet::FleetSide>,
 }
 
 impl Worker {
@@ -277,6 +314,7 @@ impl Worker {
             agents: BTreeMap::new(),
             worktrees: HashMap::new(),
             root,
+            fleet: None,
         }
     }
 
@@ -354,7 +392,50 @@ impl Worker {
                 }
             }
         }
+        if let Some(fleet) = self.fleet.as_mut() {
+            let local: Vec<(String, Vec<AgentId>)> = self
+                .engine
+                .worktrees()
+                .filter(|w| !self.engine.is_foreign(w))
+                .map(|w| {
+                    let agents = self
+                        .agents
+                        .iter()
+                        .filter(|(_, (t, _))| t == w)
+                        .map(|(a, _)| a.clone())
+                        .collect();
+                    (w.to_string(), agents)
+                })
+                .collect();
+            changes.extend(fleet.sync(&mut self.engine, local, now));
+        }
         changes.iter().flat_map(|c| self.notes(c)).collect()
+    }
+
+    /// The agents working in `worktree`: this machine's, or another machine's as its daemon
+    /// reported them.
+    fn agent_ids(&self, worktree: &str) -> Vec<AgentId> {
+        if let Some((_, agents)) = self.fleet.as_ref().and_then(|f| f.other(worktree)) {
+            return agents.to_vec();
+        }
+        self.agents_in(worktree)
+            .into_iter()
+            .map(|(a, _)| a)
+            .collect()
+    }
+
+    /// A side of a pair with its agents, branch and machine filled in.
+    fn fill(&self, side: &mut maos_core::radar::RadarSide) {
+        match self.fleet.as_ref().and_then(|f| f.other(&side.worktree)) {
+            Some((machine, agents)) => {
+                side.machine = Some(machine.to_string());
+                side.agents = agents.to_vec();
+            }
+            None => {
+                side.branch = maos_radar::branch(Path::new(&side.worktree));
+                side.agents = self.agent_ids(&side.worktree);
+            }
+        }
     }
 
     fn agents_in(&self, worktree: &str) -> Vec<(AgentId, SessionId)> {
@@ -367,25 +448,20 @@ impl Worker {
 
     /// The conflicting pairs, each side's agents and branch filled in.
     fn pairs(&self) -> Vec<RadarPair> {
-        self.engine
+        let mut pairs: Vec<RadarPair> = self
+            .engine
             .conflicts()
             .map(|p| {
                 let mut p = p.clone();
-                p.a.branch = maos_radar::branch(Path::new(&p.a.worktree));
-                p.b.branch = maos_radar::branch(Path::new(&p.b.worktree));
-                p.a.agents = self
-                    .agents_in(&p.a.worktree)
-                    .into_iter()
-                    .map(|(a, _)| a)
-                    .collect();
-                p.b.agents = self
-                    .agents_in(&p.b.worktree)
-                    .into_iter()
-                    .map(|(a, _)| a)
-                    .collect();
+                self.fill(&mut p.a);
+                self.fill(&mut p.b);
                 p
             })
-            .collect()
+            .collect();
+        if let Some(fleet) = &self.fleet {
+            pairs.extend(fleet.uncompared(&self.engine, |w| self.agent_ids(w)));
+        }
+        pairs
     }
 
     /// The events a change is told as: one per agent of each side, on its own session.
@@ -405,10 +481,15 @@ impl Worker {
         let mut out = Vec::new();
         for (mine, other) in [(&a, &b), (&b, &a)] {
             let others: Vec<String> = self
-                .agents_in(other)
+                .agent_ids(other)
                 .into_iter()
-                .map(|(a, _)| a.to_string())
+                .map(|a| a.to_string())
                 .collect();
+            let machine = self
+                .fleet
+                .as_ref()
+                .and_then(|f| f.other(other))
+                .map(|(m, _)| m);
             for (agent, session) in self.agents_in(mine) {
                 let mut data = json!({
                     "files": files,
@@ -418,6 +499,9 @@ impl Worker {
                 });
                 if let Some(base) = &base {
                     data["base"] = json!(base);
+                }
+                if let Some(machine) = machine {
+                    data["other_machine"] = json!(machine);
                 }
                 out.push(Note {
                     kind,

@@ -571,6 +571,14 @@ fn subagent_done(
     Ok(())
 }
 
+/// In a fleet, the machine a write or command happened on, in its event: its `cwd` is a path
+/// on that machine, so only that machine's radar looks at it.
+fn with_machine(tx: &Txn<'_>, data: &mut serde_json::Value) {
+    if let Some(machine) = &tx.state().machine {
+        data["machine"] = json!(machine);
+    }
+}
+
 /// A write (its PostToolUse) to a file whose change would conflict with another agent's
 /// pending work (the conflict radar, issue 35): the model is told that change and whose it is,
 /// so it can adapt. A conflict is not a lock: nothing is refused. The radar runs after the
@@ -907,12 +915,10 @@ fn answer_of(tx: &mut Txn<'_>, call: Hook) -> Result<HookAnswer, ErrorBody> {
                     None => (None, None),
                 };
                 for path in &call.paths {
-                    tx.lock_event(
-                        &agent,
-                        "file_modified",
-                        json!({ "path": path, "tool": call.tool_name, "bytes": bytes,
-                                "sha256": sha256, "cwd": call.cwd }),
-                    );
+                    let mut data = json!({ "path": path, "tool": call.tool_name, "bytes": bytes,
+                                           "sha256": sha256, "cwd": call.cwd });
+                    with_machine(tx, &mut data);
+                    tx.lock_event(&agent, "file_modified", data);
                 }
             } else if let Some(res) = &call.subagent {
                 subagent_done(tx, &sid, &agent, &call, res)?;
@@ -922,11 +928,9 @@ fn answer_of(tx: &mut Txn<'_>, call: Hook) -> Result<HookAnswer, ErrorBody> {
                 call.tool_name.as_deref(),
                 Some("Bash" | "run_shell_command")
             ) {
-                tx.lock_event(
-                    &agent,
-                    "command_run",
-                    json!({ "tool_use_id": call.tool_use_id, "cwd": call.cwd }),
-                );
+                let mut data = json!({ "tool_use_id": call.tool_use_id, "cwd": call.cwd });
+                with_machine(tx, &mut data);
+                tx.lock_event(&agent, "command_run", data);
             }
             // The files it wrote are its versions; after a shell command, held files another
             // agent changed are violations, told to this model here and to the holder's next.

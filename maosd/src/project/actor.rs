@@ -953,6 +953,7 @@ pub(super) async fn open(
     let key = opts.fleet.as_ref().map(|_| fleet_key(&root)).transpose()?;
     files::claim(&dir, &root, &hash)?;
     let t0 = std::time::Instant::now();
+    let radar_key = key.as_ref().map(|k| k.as_str().to_string());
     let mut store = match (&opts.fleet, key) {
         (Some(fleet), Some(key)) => Store::open_fleet(fleet, key.as_str(), &root).await,
         _ => Store::open(dir.join("maos.db"), opts.clone()).await,
@@ -977,12 +978,12 @@ pub(super) async fn open(
         events.subscribe(),
     ));
     // The conflict radar follows the committed events too, off the actor; what it finds comes
-    // back as a request. Not in a fleet: other machines' worktrees are not on this disk.
-    let radar = if opts.fleet.is_some() {
-        crate::radar::Radar::off()
-    } else {
+    // back as a request. In a fleet, with what the other daemons report of their machines'.
+    let radar = {
         let actor = tx.downgrade();
-        crate::radar::Radar::start(&dir.join("radar"), PathBuf::from(&root), move |notes| {
+        let fleet = crate::radar_fleet::FleetLink::new(opts.fleet.clone(), radar_key);
+        let (dir, root) = (dir.join("radar"), PathBuf::from(&root));
+        crate::radar::Radar::start(&dir, root, fleet, move |notes| {
             if let Some(actor) = actor.upgrade() {
                 let (reply, answer) = oneshot::channel();
                 let body = ProjectRequest::new(notes);

@@ -1,0 +1,459 @@
+//! The conflict radar across a fleet's machines (issue 35; `crate::radar` drives it from its
+//! thread). No machine reads another's disk: each daemon writes to PostgreSQL, for each of its
+//! agents' worktrees on the radar, a report (`maos_radar::fleet::report`: a base commit and the
+//! changed files' contents, bounded), and reads the other live daemons' reports. One it reads is
+//! input from outside: checked (`maos_core::radar::check_report`) before anything of it is
+//! used, refused with a log line and a line in `maos radar` otherwise. A sound one is built in
+//! this repository into the tree it stands for (its blobs written here on top of its base) and
+//! put on the engine as another machine's worktree, `<machine>:<path>`, which pairs it with
+//! this machine's worktrees like a local one. One that cannot be built here (its base commit is
+//! not in this clone, it was too large to report) is shown as a pair that could not be compared,
+//! never guessed at.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use maos_core::ids::AgentId;
+use maos_core::radar::{FleetTree, RadarPair, RadarSide, check_report};
+use maos_core::time::Ts;
+use maos_radar::{Change, Git, fleet};
+use maos_store::Fleet;
+use tracing::{debug, warn};
+
+/// What the radar needs of the fleet: the daemon's membership, the project's key, and the
+/// runtime its queries run on (the radar's thread is not one of its threads).
+#[derive(Clone)]
+pub struct FleetLink {
+    fleet: Arc<Fleet>,
+    key: String,
+    runtime: tokio::runtime::Handle,
+}
+
+impl FleetLink {
+    /// The link of a project in a fleet (`None` on SQLite). Call within the daemon's runtime.
+    pub fn new(fleet: Option<Arc<Fleet>>, key: Option<String>) -> Option<FleetLink> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        Some(FleetLink {
+            fleet: fleet?,
+            key: key?,
+            runtime,
+        })
+    }
+
+    /// This daemon's machine.
+    pub fn machine(&self) -> &str {
+        self.fleet.machine()
+    }
+}
+
+/// Another machine's worktree as its daemon's report last said.
+struct Foreign {
+    daemon: String,
+    worktree: String,
+    machine: String,
+    agents: Vec<AgentId>,
+    base: String,
+    /// The files its report names.
+    names: BTreeSet<String>,
+    /// Why it could not be compared here (`None`: it is on the engine).
+    note: Option<String>,
+    /// When that was found.
+    at: Ts,
+}
+
+/// What this machine last wrote of one of its worktrees.
+#[derive(Default)]
+struct Published {
+    tree: String,
+    agents: Vec<String>,
+    /// Path → blob of the files written (their contents are in PostgreSQL already).
+    blobs: HashMap<String, String>,
+    /// The files the report named.
+    names: BTreeSet<String>,
+}
+
+/// The radar thread's side of the fleet.
+pub struct FleetSide {
+    link: FleetLink,
+    /// Where other machines' trees are built (this project's repository) and the index file
+    /// that builds them.
+    root: PathBuf,
+    index: PathBuf,
+    git: Git,
+    published: HashMap<String, Published>,
+    /// Other machines' worktrees by their name on the engine.
+    foreign: BTreeMap<String, Foreign>,
+    /// The version of each other daemon's report last taken, by (daemon, worktree).
+    seen: HashMap<(String, String), i64>,
+    /// The last failure to reach PostgreSQL, said once.
+    failing: Option<String>,
+}
+
+impl FleetSide {
+    /// The fleet side of the radar of the repository at `root`, its index file in `dir`. What
+    /// this daemon reported before a restart is withdrawn: the radar starts empty.
+    pub fn new(link: FleetLink, root: PathBuf, dir: &Path) -> FleetSide {
+        let mut side = FleetSide {
+            link,
+            root,
+            index: dir.join("fleet.index"),
+            git: Git::new(),
+            published: HashMap::new(),
+            foreign: BTreeMap::new(),
+            seen: HashMap::new(),
+            failing: None,
+        };
+        let gone = side
+            .link
+            .runtime
+            .block_on(side.link.fleet.radar_withdraw(&side.link.key, None));
+        side.reached(gone.map(|_| ()));
+        side
+    }
+
+    fn reached(&mut self, r: Result<(), maos_store::StoreError>) -> bool {
+        match r {
+            Ok(()) => {
+                self.failing = None;
+                true
+            }
+            Err(e) => {
+                let e = e.to_string();
+                if self.failing.as_ref() != Some(&e) {
+                    warn!(error = %e, "the radar cannot reach the fleet's reports");
+                }
+                self.failing = Some(e);
+                false
+            }
+        }
+    }
+
+    /// Brings the fleet up to date with this machine's worktrees on the engine (`local`, each
+    /// with its agents: reports written where they changed, withdrawn where gone) and the engine
+    /// with the other machines' reports.
+    pub fn sync(
+        &mut self,
+        engine: &mut maos_radar::Radar,
+        local: Vec<(String, Vec<AgentId>)>,
+        now: Ts,
+    ) -> Vec<Change> {
+        let gone: Vec<String> = self
+            .published
+            .keys()
+            .filter(|w| !local.iter().any(|(l, _)| l == *w))
+            .cloned()
+            .collect();
+        for w in gone {
+            self.withdraw(&w);
+        }
+        if local.is_empty() {
+            // Nothing here to pair the others' worktrees with.
+            return Vec::new();
+        }
+        for (w, agents) in local {
+            self.publish(engine, &w, agents);
+        }
+        self.poll(engine, now)
+    }
+
+    /// Writes this machine's report of `worktree` (on the engine, worked in by `agents`) when
+    /// its snapshot or its agents changed since the last one.
+    fn publish(&mut self, engine: &maos_radar::Radar, worktree: &str, agents: Vec<AgentId>) {
+        let Some(snap) = engine.snapshot(worktree) else {
+            return;
+        };
+        let agents: Vec<String> = agents.iter().map(ToString::to_string).collect();
+        let last = self.published.remove(worktree).unwrap_or_default();
+        if last.tree == snap.tree && last.agents == agents {
+            self.published.insert(worktree.to_string(), last);
+            return;
+        }
+        let report = fleet::report(&self.git, Path::new(worktree), snap, &last.blobs);
+        let mut t = match report {
+            Ok(Some(t)) => t,
+            Ok(None) => return,
+            Err(e) => {
+                warn!(worktree, error = %e, "the radar cannot report a worktree to the fleet");
+                return;
+            }
+        };
+        t.worktree = worktree.to_string();
+        t.agents = agents.clone();
+        let wrote = self
+            .link
+            .runtime
+            .block_on(self.link.fleet.radar_publish(&self.link.key, &t));
+        if !self.reached(wrote) {
+            // Written again in full next time.
+            return;
+        }
+        debug!(worktree, files = t.files.len(), too_large = ?t.too_large, "radar report written");
+        self.published.insert(
+            worktree.to_string(),
+            Published {
+                tree: snap.tree.clone(),
+                agents,
+                blobs: t
+                    .files
+                    .iter()
+                    .filter(|f| f.mode != 0 && t.too_large.is_none())
+                    .map(|f| (f.path.clone(), f.blob.clone()))
+                    .collect(),
+                names: t.files.iter().map(|f| f.path.clone()).collect(),
+            },
+        );
+    }
+
+    /// Takes this machine's report of `worktree` out of the fleet (it left the radar).
+    fn withdraw(&mut self, worktree: &str) {
+        if self.published.remove(worktree).is_none() {
+            return;
+        }
+        let gone = self.link.runtime.block_on(
+            self.link
+                .fleet
+                .radar_withdraw(&self.link.key, Some(worktree)),
+        );
+        self.reached(gone);
+    }
+
+    /// Reads the other daemons' reports that changed since the last look and brings the
+    /// engine up to date with them: what appeared, changed or went away.
+    fn poll(&mut self, engine: &mut maos_radar::Radar, now: Ts) -> Vec<Change> {
+        let mut changes = Vec::new();
+        let versions = self
+            .link
+            .runtime
+            .block_on(self.link.fleet.radar_versions(&self.link.key));
+        let versions = match versions {
+            Ok(v) => {
+                self.reached(Ok(()));
+                v
+            }
+            Err(e) => {
+                self.reached(Err(e));
+                return changes;
+            }
+        };
+        let live: BTreeSet<(&str, &str)> = versions
+            .iter()
+            .map(|v| (v.daemon.as_str(), v.worktree.as_str()))
+            .collect();
+        let gone: Vec<String> = self
+            .foreign
+            .iter()
+            .filter(|(_, f)| !live.contains(&(f.daemon.as_str(), f.worktree.as_str())))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in gone {
+            if let Some(f) = self.foreign.remove(&name) {
+                self.seen.remove(&(f.daemon, f.worktree));
+            }
+            changes.extend(engine.forget(&name));
+        }
+        for v in &versions {
+            let key = (v.daemon.clone(), v.worktree.clone());
+            if self.seen.get(&key) == Some(&v.version) {
+                continue;
+            }
+            self.seen.insert(key, v.version);
+            changes.extend(self.take(engine, &v.daemon, &v.worktree, now));
+        }
+        changes
+    }
+
+    /// Takes one other daemon's report: checked, built, put on the engine (or noted).
+    fn take(
+        &mut self,
+        engine: &mut maos_radar::Radar,
+        daemon: &str,
+        worktree: &str,
+        now: Ts,
+    ) -> Vec<Change> {
+        let fleet = self.link.fleet.clone();
+        let key = self.link.key.clone();
+        let read = self
+            .link
+            .runtime
+            .block_on(fleet.radar_report(&key, daemon, worktree));
+        let report = match read {
+            Ok(Some(t)) => t,
+            Ok(None) => return Vec::new(),
+            Err(e) => {
+                self.reached(Err(e));
+                // Read again at the next look.
+                self.seen
+                    .remove(&(daemon.to_string(), worktree.to_string()));
+                return Vec::new();
+            }
+        };
+        let checked = check_report(&report);
+        // A refused report's names are shown safely (escaped, cut), never used as paths.
+        let name = format!("{}:{}", shown(&report.machine), shown(&report.worktree));
+        // A name another report holds (two daemons of one machine name, one path): the later
+        // one is told apart by its daemon's id.
+        let name = match self.foreign.get(&name) {
+            Some(f) if f.daemon != daemon || f.worktree != worktree => {
+                format!("{name} ({})", shown(daemon))
+            }
+            _ => name,
+        };
+        let mut foreign = Foreign {
+            daemon: daemon.to_string(),
+            worktree: worktree.to_string(),
+            machine: report.machine.clone(),
+            agents: Vec::new(),
+            base: report.base.clone(),
+            names: BTreeSet::new(),
+            note: None,
+            at: now,
+        };
+        let built = match checked {
+            Err(why) => {
+                warn!(daemon = %shown(daemon), worktree = %shown(worktree), reason = %why,
+                      "the radar refused another daemon's report of a worktree");
+                foreign.machine = shown(&report.machine);
+                foreign.base = String::new();
+                Err(format!("refused {}'s report: {why}", shown(daemon)))
+            }
+            Ok(agents) => {
+                foreign.agents = agents;
+                foreign.names = report.files.iter().map(|f| f.path.clone()).collect();
+                let built = self.build(&report);
+                if let Err(why) = &built
+                    && why.starts_with("refused")
+                {
+                    warn!(worktree = %name, reason = %why,
+                          "the radar refused another daemon's report of a worktree");
+                }
+                built
+            }
+        };
+        let mut changes = Vec::new();
+        match built {
+            Ok(snap) => match engine.put(&name, &self.root, snap, now) {
+                Ok(update) => changes.extend(update.changes),
+                Err(e) => {
+                    warn!(worktree = %name, error = %e, "the radar cannot merge another machine's worktree");
+                    foreign.note = Some(format!("cannot compare: {e}"));
+                    changes.extend(engine.forget(&name));
+                }
+            },
+            Err(why) => {
+                foreign.note = Some(why);
+                changes.extend(engine.forget(&name));
+            }
+        }
+        self.foreign.insert(name, foreign);
+        changes
+    }
+
+    /// The tree a checked report stands for, built here; `Err` says why it cannot be compared.
+    fn build(&mut self, t: &FleetTree) -> Result<maos_radar::Snapshot, String> {
+        let attempt = || -> Result<Result<maos_radar::Snapshot, String>, String> {
+            let err = |e: maos_radar::RadarError| format!("cannot compare: {e}");
+            if t.too_large.is_some() {
+                return fleet::build(&self.git, &self.root, &self.index, t, HashMap::new())
+                    .map_err(err);
+            }
+            let missing = fleet::missing(&self.git, &self.root, t).map_err(err)?;
+            let paths: Vec<&str> = missing.iter().map(String::as_str).collect();
+            let contents = if paths.is_empty() {
+                Vec::new()
+            } else {
+                self.link
+                    .runtime
+                    .block_on(self.link.fleet.radar_contents(
+                        &self.link.key,
+                        &t.daemon,
+                        &t.worktree,
+                        &paths,
+                    ))
+                    .map_err(|e| format!("cannot compare: {e}"))?
+            };
+            // The contents are checked against the report's sizes like everything else.
+            for (path, c) in &contents {
+                let said = t.files.iter().find(|f| &f.path == path).map(|f| f.size);
+                if said != Some(c.len() as u64) {
+                    return Ok(Err(format!(
+                        "refused: `{path}` is not the size its report says"
+                    )));
+                }
+            }
+            fleet::build(
+                &self.git,
+                &self.root,
+                &self.index,
+                t,
+                contents.into_iter().collect(),
+            )
+            .map_err(err)
+        };
+        attempt().and_then(|r| r)
+    }
+
+    /// Whether `name` is another machine's worktree; its machine and agents.
+    pub fn other(&self, name: &str) -> Option<(&str, &[AgentId])> {
+        self.foreign
+            .get(name)
+            .map(|f| (f.machine.as_str(), f.agents.as_slice()))
+    }
+
+    /// The pairs that could not be compared: each other machine's worktree that could not be
+    /// built here, with each of this machine's worktrees whose report names a file it names
+    /// (all of them, for a report refused). `agents` gives this machine's worktrees' agents.
+    pub fn uncompared(
+        &self,
+        engine: &maos_radar::Radar,
+        agents: impl Fn(&str) -> Vec<AgentId>,
+    ) -> Vec<RadarPair> {
+        let mut out = Vec::new();
+        for (name, f) in &self.foreign {
+            let Some(note) = &f.note else { continue };
+            for (worktree, mine) in &self.published {
+                let overlap: Vec<String> = mine.names.intersection(&f.names).cloned().collect();
+                if overlap.is_empty() && !f.names.is_empty() {
+                    continue;
+                }
+                let Some(snap) = engine.snapshot(worktree) else {
+                    continue;
+                };
+                out.push(RadarPair {
+                    a: RadarSide {
+                        worktree: worktree.clone(),
+                        head: snap.head.clone(),
+                        branch: maos_radar::branch(Path::new(worktree)),
+                        tree: snap.tree.clone(),
+                        agents: agents(worktree),
+                        machine: None,
+                    },
+                    b: RadarSide {
+                        worktree: name.clone(),
+                        head: None,
+                        branch: None,
+                        tree: String::new(),
+                        agents: f.agents.clone(),
+                        machine: Some(f.machine.clone()),
+                    },
+                    base: f.base.clone(),
+                    merged_at: f.at,
+                    overlap,
+                    files: Vec::new(),
+                    note: Some(note.clone()),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// Text from another daemon's row, safe for a log line or a name: control characters
+/// escaped, at most 200 characters.
+fn shown(s: &str) -> String {
+    s.chars()
+        .take(200)
+        .collect::<String>()
+        .escape_debug()
+        .to_string()
+}

@@ -1,0 +1,368 @@
+//! The conflict radar across a fleet's machines (issue 35): two daemons (two homes, two clones
+//! of one repository, one project key) on a throwaway real PostgreSQL, each told of its own
+//! window's writes by `maos hook`. No daemon reads the other's clone: each reports its agents'
+//! worktrees through PostgreSQL, and each pairs its own with the other's. Overlapping
+//! uncommitted edits show on both daemons' `maos radar`, `ps` and timeline, with the other
+//! machine's name; edits that merge cleanly show nothing; undoing clears it. Hostile rows put in
+//! PostgreSQL by hand (a path `../x`, a huge size, a base that is no commit id) are refused with
+//! a log line and a line in `maos radar`, and a report whose base this clone lacks is shown as
+//! not comparable, never guessed at; the daemon keeps serving.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use maos_tests::postgres::{Postgres, postgres_or_skip};
+use maos_tests::window_hook as hook;
+use maos_tests::{Env, Value, git, json, wait_until};
+use sqlx::{Connection, PgConnection};
+
+const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
+const KEY: &str = "e2e.invalid/fleet-radar";
+
+/// A daemon of the fleet on `machine`, its own home.
+fn daemon_on(pg: &Postgres, machine: &str) -> Env {
+    let env = Env::new();
+    env.write_config(&format!(
+        "database_url = \"{}\"\nmachine = \"{machine}\"\n",
+        pg.url()
+    ));
+    env
+}
+
+/// The shared repository (in `env`'s directory): `src/api.rs`, `notes.txt` and the project
+/// key in `.maos/config.toml`, committed on `main`.
+fn origin(env: &Env) -> PathBuf {
+    let origin = env.root().join("origin");
+    std::fs::create_dir_all(origin.join("src")).unwrap();
+    std::fs::create_dir_all(origin.join(".maos")).unwrap();
+    git(&origin, &["init", "-q", "-b", "main"]);
+    std::fs::write(origin.join("src/api.rs"), TEN).unwrap();
+    std::fs::write(origin.join("notes.txt"), "notes\n").unwrap();
+    std::fs::write(
+        origin.join(".maos/config.toml"),
+        format!("project = \"{KEY}\"\n"),
+    )
+    .unwrap();
+    git(&origin, &["add", "-A"]);
+    git(&origin, &["commit", "-q", "-m", "base"]);
+    origin
+}
+
+/// A clone of `origin` in `env`'s directory, on a branch of its own.
+fn clone(env: &Env, origin: &Path, branch: &str) -> PathBuf {
+    let dir = env.root().join("clone");
+    git(
+        &env.root(),
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            dir.to_str().unwrap(),
+        ],
+    );
+    git(&dir, &["checkout", "-q", "-b", branch]);
+    dir
+}
+
+fn start(env: &Env, cwd: &Path, window: &str) {
+    hook(
+        env,
+        cwd,
+        window,
+        "SessionStart",
+        json!({"source": "startup"}),
+    );
+    hook(
+        env,
+        cwd,
+        window,
+        "UserPromptSubmit",
+        json!({"prompt": format!("work in {window}")}),
+    );
+}
+
+/// A `Write` of `path` in the clone `cwd` by `window`, allowed, written, reported; then the
+/// window's turn ends (its locks are given back).
+fn write(env: &Env, cwd: &Path, window: &str, path: &str, content: &str) {
+    let file = cwd.join(path);
+    let input = json!({"tool_name": "Write", "tool_use_id": format!("toolu_{window}_{path}"),
+                       "tool_input": {"file_path": file, "content": content}});
+    let out = hook(env, cwd, window, "PreToolUse", input.clone());
+    assert_eq!(
+        maos_tests::denial_reason(&out),
+        "",
+        "{window} may write {path}"
+    );
+    std::fs::write(&file, content).unwrap();
+    hook(env, cwd, window, "PostToolUse", input);
+    hook(env, cwd, window, "Stop", json!({}));
+}
+
+fn radar(env: &Env, clone: &Path) -> Vec<Value> {
+    env.maos_json_in(clone, &["radar"])
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The paths of a pair's conflicting files.
+fn files(pair: &Value) -> Vec<String> {
+    pair["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["path"].as_str().map(String::from))
+        .collect()
+}
+
+/// The side of `pair` on another machine, and this machine's.
+fn sides(pair: &Value) -> (&Value, &Value) {
+    if pair["a"]["machine"].is_string() {
+        (&pair["a"], &pair["b"])
+    } else {
+        (&pair["b"], &pair["a"])
+    }
+}
+
+#[test]
+fn overlapping_edits_on_two_machines_show_on_both_and_clean_merges_show_nothing() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let (e1, e2) = (daemon_on(&pg, "machine-1"), daemon_on(&pg, "machine-2"));
+    let origin = origin(&e1);
+    let (c1, c2) = (clone(&e1, &origin, "one"), clone(&e2, &origin, "two"));
+    start(&e1, &c1, "w1");
+    start(&e2, &c2, "w2");
+
+    // Edits that merge cleanly: other lines of one file, and a file only one side changed.
+    write(
+        &e1,
+        &c1,
+        "w1",
+        "src/api.rs",
+        &TEN.replace("2\n", "two from 1\n"),
+    );
+    write(
+        &e2,
+        &c2,
+        "w2",
+        "src/api.rs",
+        &TEN.replace("9\n", "nine from 2\n"),
+    );
+    // Then one that does not: both change notes.txt's one line.
+    write(&e2, &c2, "w2", "notes.txt", "notes from 2\n");
+    write(&e1, &c1, "w1", "notes.txt", "notes from 1\n");
+
+    let c2_path = c2.display().to_string();
+    let c1_path = c1.display().to_string();
+    for (env, clone, here, there, other_path) in [
+        (&e1, &c1, &c1_path, "machine-2", &c2_path),
+        (&e2, &c2, &c2_path, "machine-1", &c1_path),
+    ] {
+        let mut pairs = Vec::new();
+        wait_until(
+            Duration::from_secs(20),
+            &format!("{there}'s conflict shows on the other daemon"),
+            || {
+                pairs = radar(env, clone);
+                pairs.iter().any(|p| !files(p).is_empty())
+            },
+        );
+        assert_eq!(pairs.len(), 1, "{pairs:#?}");
+        let pair = &pairs[0];
+        // Only notes.txt: api.rs, changed on both machines on other lines, merges cleanly.
+        assert_eq!(files(pair), ["notes.txt"], "{pair:#}");
+        let overlap: Vec<&str> = pair["overlap"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(overlap, ["notes.txt", "src/api.rs"], "both were compared");
+        let (other, mine) = sides(pair);
+        assert_eq!(other["machine"], there, "{pair:#}");
+        assert_eq!(
+            other["worktree"].as_str(),
+            Some(format!("{there}:{other_path}").as_str())
+        );
+        assert_eq!(mine["worktree"].as_str(), Some(here.as_str()));
+        assert_eq!(
+            other["agents"].as_array().map(Vec::len),
+            Some(1),
+            "{pair:#}"
+        );
+        assert_eq!(mine["agents"].as_array().map(Vec::len), Some(1), "{pair:#}");
+        let file = &pair["files"][0];
+        assert_eq!(file["kind"], "contents");
+        let hunk = &file["hunks"][0];
+        let mut lines = [hunk["a"].as_str().unwrap(), hunk["b"].as_str().unwrap()];
+        lines.sort();
+        assert_eq!(lines, ["notes from 1\n", "notes from 2\n"], "{file:#}");
+        assert_eq!(hunk["base"], "notes\n");
+        // ps says it on this machine's agent's row, naming the other machine.
+        let ps = String::from_utf8_lossy(&env.maos_in(clone, &["ps"]).stdout).into_owned();
+        assert!(
+            ps.contains("~ notes.txt would conflict with") && ps.contains(there),
+            "{ps}"
+        );
+    }
+    // Each daemon told its own agent, on the shared timeline, naming the other machine.
+    let told: Vec<String> = e1
+        .events_in(&c1, &["--type", "radar_conflict"])
+        .iter()
+        .filter_map(|e| e["data"]["other_machine"].as_str().map(String::from))
+        .collect();
+    assert!(
+        told.contains(&"machine-1".to_string()) && told.contains(&"machine-2".to_string()),
+        "{told:?}"
+    );
+
+    // Machine 2 undoes its notes: the conflict goes away on both.
+    write(&e2, &c2, "w2", "notes.txt", "notes\n");
+    for (env, clone) in [(&e1, &c1), (&e2, &c2)] {
+        wait_until(Duration::from_secs(20), "the conflict clears", || {
+            radar(env, clone).is_empty()
+        });
+    }
+    let cleared = e2.events_in(&c2, &["--type", "radar_cleared"]);
+    assert!(cleared.len() >= 2, "both daemons said so: {cleared:#?}");
+}
+
+/// Rows of a worktree report, written straight into PostgreSQL as a hostile or confused daemon
+/// might.
+async fn put_report(
+    c: &mut PgConnection,
+    worktree: &str,
+    base: &str,
+    file: (&str, i64, Option<&[u8]>),
+) {
+    sqlx::query(
+        "INSERT INTO radar_worktrees (project, daemon, worktree, machine, agents, base, version,
+             updated_at) VALUES ($1, 'evil/1', $2, 'evil', '[]', $3, nextval('maos_radar_version'),
+             maos_now_us())",
+    )
+    .bind(KEY)
+    .bind(worktree)
+    .bind(base)
+    .execute(&mut *c)
+    .await
+    .expect("report row");
+    sqlx::query(
+        "INSERT INTO radar_files (project, daemon, worktree, path, mode, blob, size, content)
+         VALUES ($1, 'evil/1', $2, $3, 33188, $4, $5, $6)",
+    )
+    .bind(KEY)
+    .bind(worktree)
+    .bind(file.0)
+    .bind("b".repeat(base.len().max(40)))
+    .bind(file.1)
+    .bind(file.2)
+    .execute(&mut *c)
+    .await
+    .expect("file row");
+}
+
+#[test]
+fn hostile_rows_are_refused_and_a_base_not_here_is_said_not_guessed() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let e1 = daemon_on(&pg, "machine-1");
+    let origin = origin(&e1);
+    let c1 = clone(&e1, &origin, "one");
+    start(&e1, &c1, "w1");
+    write(&e1, &c1, "w1", "src/api.rs", &TEN.replace("5\n", "five\n"));
+    // Its report is in PostgreSQL: the radar has a worktree of this machine to pair.
+    let url = pg.url();
+    wait_until(Duration::from_secs(20), "machine-1's report", || {
+        maos_tests::block_on(async {
+            let mut c = PgConnection::connect(&url).await.expect("connect");
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM radar_files WHERE project = $1")
+                .bind(KEY)
+                .fetch_one(&mut c)
+                .await
+                .expect("count")
+                == 1
+        })
+    });
+
+    let unknown = "0123456789abcdef0123456789abcdef01234567";
+    maos_tests::block_on(async {
+        let mut c = PgConnection::connect(&url).await.expect("connect");
+        sqlx::query("INSERT INTO daemons VALUES ('evil/1', 'evil', maos_now_us(), maos_now_us())")
+            .execute(&mut c)
+            .await
+            .expect("daemon row");
+        let base = "a".repeat(40);
+        put_report(&mut c, "/w/dots", &base, ("../x", 2, Some(b"x\n"))).await;
+        put_report(&mut c, "/w/huge", &base, ("src/api.rs", 1 << 40, None)).await;
+        put_report(
+            &mut c,
+            "/w/sha",
+            "HEAD~1; rm -rf /",
+            ("src/api.rs", 2, Some(b"x\n")),
+        )
+        .await;
+        // Sound, but its base is a commit this clone never had.
+        put_report(&mut c, "/w/far", unknown, ("src/api.rs", 2, Some(b"x\n"))).await;
+    });
+
+    let mut pairs = Vec::new();
+    wait_until(
+        Duration::from_secs(20),
+        "the four reports are judged",
+        || {
+            pairs = radar(&e1, &c1);
+            pairs.len() == 4
+        },
+    );
+    let note = |worktree: &str| -> String {
+        pairs
+            .iter()
+            .find(|p| sides(p).0["worktree"] == format!("evil:{worktree}"))
+            .and_then(|p| p["note"].as_str())
+            .unwrap_or_else(|| panic!("no pair with {worktree}: {pairs:#?}"))
+            .to_string()
+    };
+    assert_eq!(
+        note("/w/dots"),
+        "refused evil/1's report: path `../x` leaves its directory (`..`)"
+    );
+    assert_eq!(
+        note("/w/huge"),
+        "refused evil/1's report: file `src/api.rs` is 1099511627776 bytes (at most 262144)"
+    );
+    assert!(
+        note("/w/sha").starts_with("refused evil/1's report: its base `HEAD~1; rm -rf /`"),
+        "{pairs:#?}"
+    );
+    assert_eq!(
+        note("/w/far"),
+        format!("cannot compare: base {unknown} not here")
+    );
+    for p in &pairs {
+        assert!(files(p).is_empty(), "nothing merged: {p:#}");
+    }
+    // The table says it too, and the daemon serves on.
+    let table = String::from_utf8_lossy(&e1.maos_in(&c1, &["radar"]).stdout).into_owned();
+    assert!(
+        table.contains(&format!("cannot compare: base {unknown} not here")),
+        "{table}"
+    );
+    assert!(table.contains("both changed: src/api.rs"), "{table}");
+    let log = e1.home.join("logs/maosd.log");
+    let mut text = String::new();
+    wait_until(Duration::from_secs(10), "the refusals are logged", || {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.matches("the radar refused another daemon's report")
+            .count()
+            >= 3
+    });
+    assert!(text.contains("leaves its directory"), "{text}");
+    let ps = e1.maos_json_in(&c1, &["ps"]);
+    assert_eq!(
+        ps.as_array().map(Vec::len),
+        Some(1),
+        "the daemon serves: {ps}"
+    );
+    // Nothing of them reached the repository: no ref, and no file outside it.
+    assert!(!e1.root().join("x").exists());
+    assert!(!c1.parent().unwrap().join("x").exists());
+}
