@@ -420,6 +420,10 @@ pub enum Cmd {
         /// Only the pairs one side of which is this agent (id or unique prefix).
         #[arg(long)]
         agent: Option<String>,
+        /// Turn each predicted conflict into a Read lock on the file for the pair's later
+        /// writer, so the two must coordinate (no other agent may write it while it holds it).
+        #[arg(long)]
+        lock: bool,
     },
     /// Create a session from a plan file and start it: maos starts its agents (see
     /// docs/commands.md: Managed sessions (plans)).

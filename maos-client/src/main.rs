@@ -23,6 +23,7 @@ mod managed;
 mod mcpreg;
 mod opencode;
 mod project;
+mod radarlock;
 mod request;
 mod run;
 mod service;

@@ -305,7 +305,10 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::Brief { session } => Request::Brief(req::Brief {
             session: session.clone(),
         }),
-        Cmd::Radar { agent } => Request::Radar(req::Radar {
+        Cmd::Radar { agent, lock: true } => {
+            return crate::radarlock::run(&cli.project_root()?, agent.as_deref(), json);
+        }
+        Cmd::Radar { agent, .. } => Request::Radar(req::Radar {
             agent: agent.clone(),
         }),
         Cmd::Note(n) => Request::Note(req::Note {

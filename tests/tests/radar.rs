@@ -500,3 +500,117 @@ fn the_dashboard_shows_the_pair_the_files_the_hunks_and_each_sides_diff() {
         Value::Bool(true)
     );
 }
+
+/// `maos radar --lock`: a predicted conflict becomes a Read lock on the file for the later
+/// writer, through the ordinary lock request; the other side's writes of the file are then
+/// refused naming it, its own are not; asking again changes nothing; nothing predicted (or
+/// nothing for the agent named) is an error.
+#[test]
+fn radar_lock_gives_the_later_writer_a_read_lock() {
+    let env = Env::new();
+    let (repo, w) = repository(&env, &["agent-a", "agent-b", "agent-c"]);
+    for (dir, window) in w.iter().zip(["wa", "wb", "wc"]) {
+        start(&env, dir, window);
+    }
+    let f = env.maos_fail_in(&repo, &["radar", "--lock"]);
+    assert!(
+        f.message
+            .contains("nothing to lock: the radar predicts no conflict"),
+        "{}",
+        f.message
+    );
+    write(
+        &env,
+        &w[0],
+        "wa",
+        "src/api.rs",
+        &TEN.replace("5\n", "five from a\n"),
+    );
+    hook(&env, &w[0], "wa", "Stop", json!({}));
+    write(&env, &w[2], "wc", "notes.txt", "c's notes\n");
+    write(
+        &env,
+        &w[1],
+        "wb",
+        "src/api.rs",
+        &TEN.replace("5\n", "five from b\n"),
+    );
+    hook(&env, &w[1], "wb", "Stop", json!({}));
+    let pairs = pairs_within(&env, &repo, "the radar shows a and b's conflict");
+    let b_agent = pairs[0]["b"]["agents"][0].as_str().unwrap().to_string();
+    let a_agent = pairs[0]["a"]["agents"][0].as_str().unwrap().to_string();
+
+    let locked = env.maos_json_in(&repo, &["radar", "--lock"]);
+    let locked = locked.as_array().cloned().unwrap_or_default();
+    assert_eq!(locked.len(), 1, "{locked:?}");
+    assert_eq!(locked[0]["path"], "src/api.rs");
+    assert_eq!(locked[0]["agent"], b_agent.as_str(), "b wrote last");
+    assert_eq!(locked[0]["other_agents"], json!([a_agent]));
+    assert_eq!(locked[0]["outcome"], "locked");
+    let token = locked[0]["token"].as_u64().expect("a fencing token");
+    let list = env.maos_json_in(&repo, &["lock", "list"]);
+    let held: Vec<&Value> = list["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["path"] == "src/api.rs")
+        .collect();
+    assert_eq!(held.len(), 1, "{list}");
+    assert_eq!(held[0]["holder"], b_agent.as_str());
+    assert_eq!(held[0]["mode"], "read");
+
+    // Again: nothing new, the same lock; the table says so.
+    let again = env.maos_json_in(&repo, &["radar", "--lock"]);
+    assert_eq!(again[0]["outcome"], "already held", "{again}");
+    assert_eq!(again[0]["token"].as_u64(), Some(token));
+    let table = env.maos_in(&repo, &["radar", "--lock"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("already held: src/api.rs (read) for")
+            && text.contains(&format!("token {token}")),
+        "{text}"
+    );
+
+    // A's next write of the file is refused, naming B; B may still write it (its write lock
+    // replaces the read lock, and is given back at the end of its turn like any other).
+    let input = json!({"tool_name": "Write", "tool_use_id": "toolu_wa_locked",
+                       "tool_input": {"file_path": w[0].join("src/api.rs"), "content": "x"}});
+    let out = hook(&env, &w[0], "wa", "PreToolUse", input);
+    let reason = maos_tests::denial_reason(&out);
+    assert!(
+        reason.contains(maos_core::ids::short(&b_agent)),
+        "a is refused naming b: {reason:?}"
+    );
+    write(
+        &env,
+        &w[1],
+        "wb",
+        "src/api.rs",
+        &TEN.replace("5\n", "FIVE from b\n"),
+    );
+    hook(&env, &w[1], "wb", "Stop", json!({}));
+    let list = env.maos_json_in(&repo, &["lock", "list"]);
+    assert!(
+        !list["locks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["path"] == "src/api.rs"),
+        "{list}"
+    );
+
+    // C is in no conflicting pair.
+    let c_agent = env.maos_json_in(&repo, &["ps"])[0]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap().to_string())
+        .find(|id| *id != a_agent && *id != b_agent)
+        .expect("c's agent");
+    let f = env.maos_fail_in(&repo, &["radar", "--lock", "--agent", &c_agent]);
+    assert!(
+        f.message.contains("nothing to lock") && f.message.contains(&c_agent),
+        "{}",
+        f.message
+    );
+}
