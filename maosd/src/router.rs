@@ -404,3 +404,104 @@ pub enum WritePlace {
     /// It may not be written: why, for the model.
     Refused(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use maos_proto::{LockList, RecoveryReport};
+    use serde_json::Value;
+
+    use super::*;
+
+    /// What a request of `kind` answers where nothing is recorded.
+    fn empty_answer(kind: &str) -> Option<Reply> {
+        Some(match kind {
+            "ps" => Reply::Ps(Vec::new()),
+            "session_list" => Reply::Sessions(Vec::new()),
+            "events" => Reply::Events(Vec::new()),
+            "lock_list" => Reply::Locks(LockList {
+                locks: Vec::new(),
+                waiters: Vec::new(),
+            }),
+            "validate" => Reply::Validation(Vec::new()),
+            "recover" => Reply::Recovery(RecoveryReport::default()),
+            _ => return None,
+        })
+    }
+
+    /// Each request kind tells the connection and the actor what it told them when these facts
+    /// were matches here, not `Handle`'s methods beside the handlers: every request of the
+    /// wire's fixture (every kind, in its forms) that goes to the actor.
+    #[test]
+    fn each_request_tells_the_edge_what_it_needs() {
+        let text = include_str!("../../crates/maos-proto/tests/fixtures/requests.json");
+        let cases: Vec<[Value; 2]> = serde_json::from_str(text).expect("the fixture");
+        let resolve = |at: &LockAt| {
+            LockPath::new(&at.path)
+                .map_err(|e| ErrorBody::new(maos_proto::ErrorCode::BadRequest, e.to_string()))
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for [input, _] in cases {
+            let kind = input["request"].as_str().expect("a kind").to_string();
+            let body: Request = serde_json::from_value(input.clone()).expect("a request");
+            let Route::Project(ProjectRoute::Actor { request, .. }) = Route::of(body, &resolve)
+            else {
+                continue;
+            };
+            seen.insert(kind.clone());
+            let acquire = match kind.as_str() {
+                "lock_acquire" => Some(&input),
+                "mcp" if input["action"]["action"] == "lock_acquire" => Some(&input["action"]),
+                _ => None,
+            };
+            let waits = acquire
+                .is_some_and(|a| a["wait"]["policy"].as_str().is_some_and(|p| p != "no_wait"));
+            let h = request.handler();
+            assert_eq!(
+                h.creates_project(),
+                matches!(
+                    kind.as_str(),
+                    "session_create" | "session_from_plan" | "hook"
+                ),
+                "{input}: creates its project"
+            );
+            let json = |r: Option<Reply>| r.map(|r| serde_json::to_value(r).expect("json"));
+            assert_eq!(
+                json(h.empty_answer()),
+                json(empty_answer(&kind)),
+                "{input}: its answer where nothing is recorded"
+            );
+            assert_eq!(h.waits(), waits, "{input}: waits");
+            assert_eq!(
+                h.path_turn().map(|k| k.as_str().to_string()),
+                matches!(kind.as_str(), "lock_acquire" | "lock_release").then(|| {
+                    if input["mode"] == "workspace" {
+                        String::new()
+                    } else {
+                        "p".to_string()
+                    }
+                }),
+                "{input}: its path's turn"
+            );
+        }
+        // Every kind with a fact of its own was there to be checked.
+        for kind in [
+            "session_create",
+            "session_from_plan",
+            "hook",
+            "ps",
+            "session_list",
+            "events",
+            "lock_list",
+            "validate",
+            "recover",
+            "lock_acquire",
+            "lock_release",
+            "mcp",
+        ] {
+            assert!(
+                seen.contains(kind),
+                "{kind} is not in the fixture: {seen:?}"
+            );
+        }
+    }
+}
