@@ -434,6 +434,11 @@ pub enum Cmd {
         /// completed, 4 failed, 5 cancelled.
         #[arg(long)]
         wait: bool,
+        /// Only check the plan file (without the daemon, which also checks each agent's
+        /// program and workdir when it runs it) and list the agents whose declared files
+        /// overlap.
+        #[arg(long, conflicts_with = "wait")]
+        check: bool,
     },
     /// A managed agent's output (its log file).
     Logs {

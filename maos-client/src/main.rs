@@ -22,6 +22,7 @@ mod install;
 mod managed;
 mod mcpreg;
 mod opencode;
+mod plancheck;
 mod project;
 mod radarlock;
 mod request;

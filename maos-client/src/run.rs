@@ -240,7 +240,12 @@ pub fn run(cli: &Cli) -> Res {
         Cmd::History { limit } => Request::History(req::History {
             limit: Some(*limit),
         }),
-        Cmd::Run { plan, wait: true } => return run_and_wait(cli, plan),
+        Cmd::Run {
+            plan, check: true, ..
+        } => return crate::plancheck::run(plan, json),
+        Cmd::Run {
+            plan, wait: true, ..
+        } => return run_and_wait(cli, plan),
         Cmd::Run { plan, .. } => plan_request(plan, true)?,
         Cmd::Export { session, output } => {
             return transfer::export(cli, session.as_deref(), output.as_deref());

@@ -240,3 +240,59 @@ fn wrong_files_overlap_and_landing_keys_are_refused_with_their_position() {
     let ps = env.maos_json(&["ps", "--all"]);
     assert_eq!(ps.as_array().map(Vec::len), Some(0), "{ps}");
 }
+
+#[test]
+fn run_check_reports_overlaps_without_running_anything() {
+    let env = Env::new();
+    let mut text = "objective = \"check\"\nstrategy = \"adaptive\"\n".to_string();
+    text += &entry(
+        "api",
+        "files = [\"src/api.rs\"]\nland = [\"true\"]",
+        "exit 0",
+    );
+    text += &entry("net", "files = [\"src/**\"]", "exit 0");
+    text += &entry(
+        "docs",
+        "files = [\"docs/**\", \"src/api.rs\"]\noverlap = \"allow\"",
+        "exit 0",
+    );
+    text += &entry("tests", "files = [\"tests/**\"]", "exit 0");
+    let path = plan(&env, &text);
+    let p = path.to_str().expect("utf-8");
+    let out = env.maos(&["run", "--check", p]);
+    assert!(out.status.success(), "{out:?}");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("a valid plan (4 agents, and 1 landing agent maos adds)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("api and net declare overlapping files (src/api.rs / src/**): they will not run at the same time"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("api and docs declare overlapping files (src/api.rs): they may run at the same time (overlap = \"allow\")"),
+        "{shown}"
+    );
+    assert!(!shown.contains("tests and"), "{shown}");
+    let v = env.maos_json(&["run", "--check", p]);
+    assert_eq!(v["overlaps"].as_array().map(Vec::len), Some(3), "{v}");
+    assert_eq!(v["landings"], 1);
+    // A wrong plan: file, line, column; exit 1.
+    let bad = plan(
+        &env,
+        &format!("{text}[landing]\nserialise = \"sometimes\"\n"),
+    );
+    let f = env.maos_fail(&["run", "--check", bad.to_str().expect("utf-8")]);
+    assert_eq!(f.exit, 1);
+    assert!(
+        f.message.contains("plan.toml:")
+            && f.message
+                .contains("unknown [landing] serialise \"sometimes\""),
+        "{}",
+        f.message
+    );
+    // Nothing ran: no session.
+    let ps = env.maos_json(&["ps", "--all"]);
+    assert_eq!(ps.as_array().map(Vec::len), Some(0), "{ps}");
+}
