@@ -82,8 +82,8 @@ fn start(env: &Env, cwd: &Path, window: &str) {
 }
 
 /// A `Write` of `path` in the clone `cwd` by `window`, allowed, written, reported; then the
-/// window's turn ends (its locks are given back).
-fn write(env: &Env, cwd: &Path, window: &str, path: &str, content: &str) {
+/// window's turn ends (its locks are given back). What the PostToolUse answer told the model.
+fn write(env: &Env, cwd: &Path, window: &str, path: &str, content: &str) -> String {
     let file = cwd.join(path);
     let input = json!({"tool_name": "Write", "tool_use_id": format!("toolu_{window}_{path}"),
                        "tool_input": {"file_path": file, "content": content}});
@@ -94,8 +94,13 @@ fn write(env: &Env, cwd: &Path, window: &str, path: &str, content: &str) {
         "{window} may write {path}"
     );
     std::fs::write(&file, content).unwrap();
-    hook(env, cwd, window, "PostToolUse", input);
+    let out = hook(env, cwd, window, "PostToolUse", input);
     hook(env, cwd, window, "Stop", json!({}));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn radar(env: &Env, clone: &Path) -> Vec<Value> {
@@ -214,6 +219,15 @@ fn overlapping_edits_on_two_machines_show_on_both_and_clean_merges_show_nothing(
     assert!(
         told.contains(&"machine-1".to_string()) && told.contains(&"machine-2".to_string()),
         "{told:?}"
+    );
+
+    // Machine 1's next write to the file tells its model machine 2's change, and whose.
+    let told = write(&e1, &c1, "w1", "notes.txt", "notes from 1, again\n");
+    assert!(
+        told.contains("maos radar")
+            && told.contains("+notes from 2")
+            && told.contains(&format!("machine-2:{c2_path}")),
+        "{told}"
     );
 
     // Machine 2 undoes its notes: the conflict goes away on both.
