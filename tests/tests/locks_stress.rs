@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use maos_tests::{Env, Value};
@@ -142,12 +142,38 @@ struct Tally {
     unexpected: Vec<String>,
 }
 
-/// One agent's random work until `deadline`.
-fn agent_work(env: &Env, agent: &str, seed: u64, deadline: Instant) -> Tally {
+/// How far a run got, shared by its agents and its snapshots: it goes on past `RUN` until
+/// what the test asserts of its contention happened (a loaded machine does less in `RUN`),
+/// and in any case ends after `RUN_AT_MOST`.
+struct Progress {
+    start: Instant,
+    grants: AtomicUsize,
+    conflicts: AtomicUsize,
+    snapshots: AtomicUsize,
+    most_held: AtomicUsize,
+}
+
+/// The longest a run may go on to reach the floors below.
+const RUN_AT_MOST: Duration = Duration::from_secs(15);
+
+impl Progress {
+    fn over(&self) -> bool {
+        let n = |a: &AtomicUsize| a.load(Ordering::SeqCst);
+        let floors = n(&self.grants) >= AGENTS
+            && n(&self.conflicts) > 0
+            && n(&self.snapshots) >= 5
+            && n(&self.most_held) >= 2;
+        let ran = self.start.elapsed();
+        ran >= RUN_AT_MOST || (ran >= RUN && floors)
+    }
+}
+
+/// One agent's random work until the run is over.
+fn agent_work(env: &Env, agent: &str, seed: u64, run: &Progress) -> Tally {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut t = Tally::default();
     let mut mine: BTreeSet<String> = BTreeSet::new();
-    while Instant::now() < deadline {
+    while !run.over() {
         let mut roll = rng.below(100);
         if mine.is_empty() && roll >= 60 && rng.below(4) != 0 {
             roll = 0; // mostly release what it holds, now and then someone else's
@@ -203,6 +229,7 @@ fn agent_work(env: &Env, agent: &str, seed: u64, deadline: Instant) -> Tally {
                 let lock = Lock::from_view(&v);
                 mine.insert(lock.path.clone());
                 t.acked.push(lock);
+                run.grants.fetch_add(1, Ordering::SeqCst);
             }
             continue;
         }
@@ -219,6 +246,9 @@ fn agent_work(env: &Env, agent: &str, seed: u64, deadline: Instant) -> Tally {
         if releasing && code == "not_found" {
             mine.remove(&args[2]);
         }
+        if code == "lock_conflict" {
+            run.conflicts.fetch_add(1, Ordering::SeqCst);
+        }
         *t.refusals.entry(code).or_default() += 1;
     }
     t
@@ -233,11 +263,17 @@ fn twenty_agents_never_hold_conflicting_locks() {
         .collect();
 
     let start = Instant::now();
-    let deadline = start + RUN;
+    let run = Arc::new(Progress {
+        start,
+        grants: AtomicUsize::new(0),
+        conflicts: AtomicUsize::new(0),
+        snapshots: AtomicUsize::new(0),
+        most_held: AtomicUsize::new(0),
+    });
     let stop = Arc::new(AtomicBool::new(false));
     // Snapshots of `lock list` while the agents work, each checked as it is taken.
     let snapshots = {
-        let (env, stop) = (env.clone(), stop.clone());
+        let (env, stop, run) = (env.clone(), stop.clone(), run.clone());
         std::thread::spawn(move || {
             let mut taken = 0usize;
             let mut max_held = 0usize;
@@ -260,6 +296,8 @@ fn twenty_agents_never_hold_conflicting_locks() {
                 }
                 taken += 1;
                 max_held = max_held.max(locks.len());
+                run.snapshots.fetch_add(1, Ordering::SeqCst);
+                run.most_held.fetch_max(locks.len(), Ordering::SeqCst);
             }
             (taken, max_held, bad)
         })
@@ -268,8 +306,8 @@ fn twenty_agents_never_hold_conflicting_locks() {
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            let (env, a) = (env.clone(), a.clone());
-            std::thread::spawn(move || agent_work(&env, &a, i as u64 + 1, deadline))
+            let (env, a, run) = (env.clone(), a.clone(), run.clone());
+            std::thread::spawn(move || agent_work(&env, &a, i as u64 + 1, &run))
         })
         .collect();
     let tallies: Vec<Tally> = workers
@@ -378,7 +416,10 @@ fn twenty_agents_never_hold_conflicting_locks() {
         acked.len(),
         granted.len(),
     );
-    assert!(ran < RUN + Duration::from_secs(10), "the run took {ran:?}");
+    assert!(
+        ran < RUN_AT_MOST + Duration::from_secs(10),
+        "the run took {ran:?}"
+    );
     assert!(
         acked.len() >= AGENTS,
         "too little work: {} grants",
