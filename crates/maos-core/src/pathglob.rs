@@ -16,7 +16,9 @@
 use std::collections::HashSet;
 
 /// The most patterns one agent may declare.
-pub const MAX_FILES: usize = 256;
+pub const MAX_FILES: usize = 64;
+/// The most patterns a whole plan may declare (comparing every pair costs their product).
+pub const MAX_PLAN_FILES: usize = 512;
 /// The longest pattern, in bytes.
 pub const MAX_PATTERN: usize = 1024;
 

@@ -5,7 +5,10 @@
 //! after the commit. Process exits come back as [`AgentExit`] reports from the supervisors,
 //! also after a daemon restart (recovery applies the `exit.json` they leave behind).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::Path;
+use std::rc::Rc;
 
 use maos_core::plan::{self, Plan};
 use maos_core::schedule::{self, Action, Node};
@@ -190,16 +193,48 @@ fn nodes(s: &maos_proto::SessionRecord) -> Vec<Node> {
         .collect()
 }
 
+/// Which agents must not run at once with which, by index (see [`plan::apart`]).
+type Apart = Rc<Vec<Vec<usize>>>;
+
+thread_local! {
+    /// Each session's [`plan::apart`] relation, with the number of agents it was made for: a
+    /// pure function of the agents' specs, which never change once made (agents are only
+    /// added), so it is computed once per session instead of on every scheduling (comparing
+    /// declared files costs the product of their counts). At most `APART_CACHED` sessions.
+    static APART: RefCell<HashMap<SessionId, (usize, Apart)>> =
+        RefCell::new(HashMap::new());
+}
+const APART_CACHED: usize = 256;
+
 /// Which agents of the session must not run at the same time as which (declared files that
 /// overlap, serialised landings), by index. Ended agents are left out: they run no more.
 fn apart(s: &maos_proto::SessionRecord) -> Vec<Vec<usize>> {
-    let specs: Vec<Option<&plan::AgentSpec>> = s
-        .agents
-        .iter()
-        .map(|a| a.spec.as_deref().filter(|_| !a.state.is_terminal()))
-        .collect();
-    let landing = s.policy.as_ref().map(|p| p.landing).unwrap_or_default();
-    plan::apart(&specs, landing)
+    let n = s.agents.len();
+    let all = APART.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some((k, rel)) = cache.get(&s.id)
+            && *k == n
+        {
+            return rel.clone();
+        }
+        let specs: Vec<Option<&plan::AgentSpec>> =
+            s.agents.iter().map(|a| a.spec.as_deref()).collect();
+        let landing = s.policy.as_ref().map(|p| p.landing).unwrap_or_default();
+        let rel = Rc::new(plan::apart(&specs, landing));
+        if cache.len() >= APART_CACHED {
+            cache.clear();
+        }
+        cache.insert(s.id.clone(), (n, rel.clone()));
+        rel
+    });
+    let live = |i: usize| s.agents.get(i).is_some_and(|a| !a.state.is_terminal());
+    all.iter()
+        .enumerate()
+        .map(|(i, js)| match live(i) {
+            true => js.iter().copied().filter(|&j| live(j)).collect(),
+            false => Vec::new(),
+        })
+        .collect()
 }
 
 /// Record why each pending agent the scheduler holds back waits (`held`, and an

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use super::model::{MAX_NAME, MAX_RETRIES, MAX_TEXT, Plan};
 use super::placeholders::check_placeholders;
 use crate::Strategy;
-use crate::pathglob::{MAX_FILES, parse as parse_pattern};
+use crate::pathglob::{MAX_FILES, MAX_PLAN_FILES, parse as parse_pattern};
 use crate::spec::AgentSpec;
 use crate::spec::LAND_SUFFIX;
 use crate::words::closest;
@@ -153,8 +153,20 @@ pub(super) fn check(plan: &Plan, first_at: &dyn Fn(usize) -> String) -> Result<(
         }
         index.insert(&a.name, i);
     }
+    let mut declared = 0;
     for (i, a) in plan.agents.iter().enumerate() {
         check_agent(plan, i, a, &index)?;
+        declared += a.files.len();
+        if declared > MAX_PLAN_FILES {
+            return Err(issue(
+                Loc::AgentKey(i, "files"),
+                format!(
+                    "the plan declares more than {MAX_PLAN_FILES} files in all (agent {:?} \
+                     brings it to {declared}); name directories or globs instead",
+                    a.name
+                ),
+            ));
+        }
         if a.land.is_some() {
             let landing = format!("{}{LAND_SUFFIX}", a.name);
             if let Some(&j) = index.get(landing.as_str()) {

@@ -1067,3 +1067,28 @@ files = ["tests/**"]
         [vec![1], vec![0], vec![]]
     );
 }
+
+#[test]
+fn a_plan_declares_a_bounded_number_of_files_in_all() {
+    use crate::pathglob::{MAX_FILES, MAX_PLAN_FILES};
+    let mut text = "objective = \"o\"\n".to_string();
+    let agents = MAX_PLAN_FILES / MAX_FILES + 1;
+    for n in 0..agents {
+        let files: Vec<String> = (0..MAX_FILES).map(|k| format!("\"a{n}/f{k}\"")).collect();
+        text += &format!(
+            "[[agent]]\nname = \"a{n}\"\ntask = \"t\"\ncommand = [\"x\"]\nfiles = [{}]\n",
+            files.join(", ")
+        );
+    }
+    let e = parse(&text).unwrap_err();
+    assert_eq!(
+        e.message,
+        format!(
+            "the plan declares more than {MAX_PLAN_FILES} files in all (agent \"a{}\" brings it \
+             to {}); name directories or globs instead",
+            agents - 1,
+            agents * MAX_FILES
+        )
+    );
+    assert_eq!(e.line, 5 * agents + 1, "at the last agent's files");
+}
