@@ -19,9 +19,9 @@ fn plan(env: &Env, text: &str) -> PathBuf {
     path
 }
 
+/// `maos run PLAN`: the session's id.
 fn run(env: &Env, plan: &Path) -> String {
-    let v = env.maos_json(&["run", plan.to_str().expect("utf-8 path")]);
-    v["id"].as_str().expect("session id").to_string()
+    env.create(&["run", plan.to_str().expect("utf-8 path")])
 }
 
 fn session(env: &Env, sid: &str) -> Value {

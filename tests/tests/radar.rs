@@ -87,6 +87,30 @@ fn events(env: &Env, repo: &Path, kind: &str) -> Vec<Value> {
     env.events_in(repo, &["--type", kind])
 }
 
+/// Windows wa, wb, wc in worktrees `w[0..3]`: A edits line 5 of `src/api.rs` and its turn
+/// ends (its lock is given back); C edits another file only; then B edits line 5 too.
+fn clash(env: &Env, w: &[PathBuf]) {
+    // A edits line 5, its turn ends (its lock is given back).
+    write(
+        env,
+        &w[0],
+        "wa",
+        "src/api.rs",
+        &TEN.replace("5\n", "five from a\n"),
+    );
+    hook(env, &w[0], "wa", "Stop", json!({}));
+    // C edits another file only; then B edits line 5 too.
+    write(env, &w[2], "wc", "notes.txt", "c's notes\n");
+    write(
+        env,
+        &w[1],
+        "wb",
+        "src/api.rs",
+        &TEN.replace("5\n", "five from b\n"),
+    );
+    hook(env, &w[1], "wb", "Stop", json!({}));
+}
+
 #[test]
 fn overlapping_edits_in_two_worktrees_show_and_clear() {
     let env = Env::new();
@@ -94,25 +118,7 @@ fn overlapping_edits_in_two_worktrees_show_and_clear() {
     for (dir, window) in w.iter().zip(["wa", "wb", "wc"]) {
         start(&env, dir, window);
     }
-    // A edits line 5, its turn ends (its lock is given back).
-    write(
-        &env,
-        &w[0],
-        "wa",
-        "src/api.rs",
-        &TEN.replace("5\n", "five from a\n"),
-    );
-    hook(&env, &w[0], "wa", "Stop", json!({}));
-    // C edits another file only; then B edits line 5 too.
-    write(&env, &w[2], "wc", "notes.txt", "c's notes\n");
-    write(
-        &env,
-        &w[1],
-        "wb",
-        "src/api.rs",
-        &TEN.replace("5\n", "five from b\n"),
-    );
-    hook(&env, &w[1], "wb", "Stop", json!({}));
+    clash(&env, &w);
 
     let pairs = pairs_within(&env, &repo, "the radar shows a and b's conflict");
     assert_eq!(pairs.len(), 1, "{pairs:#?}");
@@ -519,23 +525,7 @@ fn radar_lock_gives_the_later_writer_a_read_lock() {
         "{}",
         f.message
     );
-    write(
-        &env,
-        &w[0],
-        "wa",
-        "src/api.rs",
-        &TEN.replace("5\n", "five from a\n"),
-    );
-    hook(&env, &w[0], "wa", "Stop", json!({}));
-    write(&env, &w[2], "wc", "notes.txt", "c's notes\n");
-    write(
-        &env,
-        &w[1],
-        "wb",
-        "src/api.rs",
-        &TEN.replace("5\n", "five from b\n"),
-    );
-    hook(&env, &w[1], "wb", "Stop", json!({}));
+    clash(&env, &w);
     let pairs = pairs_within(&env, &repo, "the radar shows a and b's conflict");
     let b_agent = pairs[0]["b"]["agents"][0].as_str().unwrap().to_string();
     let a_agent = pairs[0]["a"]["agents"][0].as_str().unwrap().to_string();
