@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::model::{RadarError, Snapshot};
-use crate::parse::{MergeOutput, merge_output, names};
+use crate::parse::{MergeOutput, merge_output, merge_outputs, names};
 
 /// Variables of the daemon's own environment that would point git somewhere else.
 const CLEARED: &[&str] = &[
@@ -305,6 +305,34 @@ impl Git {
         merge_output(&out).ok_or_else(|| RadarError::Git {
             dir: dir.display().to_string(),
             args: "merge-tree --write-tree -z".into(),
+            message: "output not understood".into(),
+        })
+    }
+
+    /// git's merges of several pairs of trees (`(base, a, b)`, the base a commit) in one
+    /// process (`git merge-tree --write-tree -z --stdin`, lines `base -- a b`): one spawn for
+    /// all of an update's merges instead of one each. Written as objects only.
+    pub fn merges(
+        &self,
+        dir: &Path,
+        merges: &[(&str, &str, &str)],
+    ) -> Result<Vec<MergeOutput>, RadarError> {
+        if merges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let input = merges
+            .iter()
+            .flat_map(|(base, a, b)| format!("{base} -- {a} {b}\n").into_bytes())
+            .collect();
+        let out = self.run_input(
+            dir,
+            None,
+            &["merge-tree", "--write-tree", "-z", "--stdin"],
+            input,
+        )?;
+        merge_outputs(&out, merges.len()).ok_or_else(|| RadarError::Git {
+            dir: dir.display().to_string(),
+            args: "merge-tree --write-tree -z --stdin".into(),
             message: "output not understood".into(),
         })
     }

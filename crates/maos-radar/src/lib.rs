@@ -30,6 +30,6 @@ pub use branch::branch;
 pub use git::{Git, RawChange};
 pub use hunks::hunks;
 pub use model::{RadarError, Snapshot};
-pub use parse::{MergeOutput, merge_output, names};
+pub use parse::{MergeOutput, merge_output, merge_outputs, names};
 pub use plan::{PairMemo, Step, step};
 pub use radar::{Change, Radar, Update};

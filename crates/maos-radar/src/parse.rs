@@ -21,6 +21,35 @@ pub fn merge_output(raw: &[u8]) -> Option<MergeOutput> {
     let mut fields = raw
         .split(|&b| b == 0)
         .map(|f| String::from_utf8_lossy(f).into_owned());
+    read_merge(&mut fields, true)
+}
+
+/// Reads the output of `git merge-tree --write-tree -z --stdin` for `n` merges: each is a
+/// status (`1` clean, `0` conflicted), then one merge's output as [`merge_output`] reads it,
+/// ended by an empty field (a clean merge has no messages). `None` when it is not of that form.
+pub fn merge_outputs(raw: &[u8], n: usize) -> Option<Vec<MergeOutput>> {
+    let mut fields = raw
+        .split(|&b| b == 0)
+        .map(|f| String::from_utf8_lossy(f).into_owned());
+    let mut outs = Vec::with_capacity(n);
+    for _ in 0..n {
+        let clean = match fields.next()?.as_str() {
+            "1" => true,
+            "0" => false,
+            _ => return None,
+        };
+        let out = read_merge(&mut fields, !clean)?;
+        if clean != out.conflicts.is_empty() {
+            return None;
+        }
+        outs.push(out);
+    }
+    Some(outs)
+}
+
+/// One merge's output from `fields`: its tree, conflicted entries up to an empty field, and
+/// (when `messages`) the messages up to an empty field or the end.
+fn read_merge(fields: &mut impl Iterator<Item = String>, messages: bool) -> Option<MergeOutput> {
     let tree = fields.next().filter(|t| is_oid(t))?;
     let mut conflicts = BTreeMap::new();
     // The conflicted entries, up to the empty field (absent altogether after a clean merge
@@ -31,6 +60,9 @@ pub fn merge_output(raw: &[u8]) -> Option<MergeOutput> {
         }
         let (_, path) = field.split_once('\t')?;
         conflicts.insert(path.to_string(), String::from("contents"));
+    }
+    if !messages {
+        return Some(MergeOutput { tree, conflicts });
     }
     // The messages: each conflict message names the kind of conflict of its paths.
     while let Some(count) = fields.next() {
@@ -122,6 +154,43 @@ mod tests {
         assert_eq!(merge_output(b""), None);
     }
 
+    /// `--stdin`'s output, as git 2.47 writes it: a conflicted merge, a clean one, another
+    /// conflicted one.
+    #[test]
+    fn batched_merges() {
+        let conflicted = format!(
+            "0\0{T}\0100644 de98 1\tf\0100644 f4ea 2\tf\0100644 3b6f 3\tf\0\0\
+             1\0f\0Auto-merging\0Auto-merging f\n\0\
+             1\0f\0CONFLICT (contents)\0CONFLICT (content): Merge conflict in f\n\0\0"
+        );
+        let clean = format!("1\0{T}\0\0");
+        let gone = format!(
+            "0\0{T}\0100644 de98 1\tg\0100644 3b6f 2\tg\0\0\
+             1\0g\0CONFLICT (modify/delete)\0CONFLICT (modify/delete): gone\n\0\0"
+        );
+        let raw = format!("{conflicted}{clean}{gone}");
+        let outs = merge_outputs(raw.as_bytes(), 3).unwrap();
+        let kinds: Vec<Vec<(String, String)>> = outs
+            .into_iter()
+            .map(|o| o.conflicts.into_iter().collect())
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                vec![("f".to_string(), "contents".to_string())],
+                vec![],
+                vec![("g".to_string(), "modify/delete".to_string())],
+            ]
+        );
+        // Fewer merges than asked, a status that says clean over conflicts: not understood.
+        assert_eq!(merge_outputs(clean.as_bytes(), 2), None);
+        assert_eq!(
+            merge_outputs(conflicted.replacen('0', "1", 1).as_bytes(), 1),
+            None
+        );
+        assert_eq!(merge_outputs(b"", 0), Some(vec![]));
+    }
+
     #[test]
     fn names_skip_empty_and_non_utf8() {
         let got = names(b"a b\0dir/\xc3\xa9\n\0\xff\xfe\0");
@@ -135,6 +204,7 @@ mod tests {
         #[test]
         fn merge_output_never_panics(raw in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = merge_output(&raw);
+            let _ = merge_outputs(&raw, 3);
             let mut with_tree = format!("{T}\0").into_bytes();
             with_tree.extend(&raw);
             let _ = merge_output(&with_tree);

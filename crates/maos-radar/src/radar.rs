@@ -12,6 +12,7 @@ use maos_core::time::Ts;
 use crate::git::Git;
 use crate::hunks::hunks;
 use crate::model::{RadarError, Snapshot};
+use crate::parse::MergeOutput;
 use crate::plan::{PairMemo, Step, step};
 
 /// A change in what the radar sees.
@@ -283,23 +284,45 @@ impl Radar {
                 looks.push(look);
             }
         }
-        // The merges, which are most of the time, on every core (each is git processes).
+        // The merges, which are most of the time: all of them in one git process (one spawn,
+        // not one per pair); then the files of those that conflict (hunks, each side's diff)
+        // on every core. A git that cannot merge in a batch merges pair by pair.
         let merging: Vec<&Look> = looks.iter().filter(|l| l.step == Step::Merge).collect();
+        let batched: Option<Vec<MergeOutput>> = match merging.first() {
+            None => Some(Vec::new()),
+            Some(first) => {
+                let triples: Vec<(&str, &str, &str)> = merging
+                    .iter()
+                    .map(|l| {
+                        let m = &l.memo;
+                        (m.base.as_str(), m.tree_a.as_str(), m.tree_b.as_str())
+                    })
+                    .collect();
+                self.git.merges(&first.dir, &triples).ok()
+            }
+        };
         let mut merged: Vec<Option<Result<Vec<RadarFile>, RadarError>>> =
             (0..merging.len()).map(|_| None).collect();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let chunk = merging.len().div_ceil(threads).max(1);
         let this = &*self;
+        let outs: Vec<Option<MergeOutput>> = match batched {
+            Some(outs) => outs.into_iter().map(Some).collect(),
+            None => (0..merging.len()).map(|_| None).collect(),
+        };
         std::thread::scope(|scope| {
-            for (looks, out) in merging.chunks(chunk).zip(merged.chunks_mut(chunk)) {
+            for ((looks, outs), slots) in merging
+                .chunks(chunk)
+                .zip(outs.chunks(chunk))
+                .zip(merged.chunks_mut(chunk))
+            {
                 scope.spawn(move || {
-                    for (look, out) in looks.iter().zip(out.iter_mut()) {
-                        *out = Some(this.merge(
-                            &look.dir,
-                            &look.memo.base,
-                            &look.memo.tree_a,
-                            &look.memo.tree_b,
-                        ));
+                    for ((look, out), slot) in looks.iter().zip(outs).zip(slots.iter_mut()) {
+                        let m = &look.memo;
+                        *slot = Some(match out {
+                            Some(out) => this.files(&look.dir, &m.base, &m.tree_a, &m.tree_b, out),
+                            None => this.merge(&look.dir, &m.base, &m.tree_a, &m.tree_b),
+                        });
                     }
                 });
             }
@@ -441,8 +464,20 @@ impl Radar {
         tree_b: &str,
     ) -> Result<Vec<RadarFile>, RadarError> {
         let out = self.git.merge(dir, base, tree_a, tree_b)?;
+        self.files(dir, base, tree_a, tree_b, &out)
+    }
+
+    /// The conflicting files of a merge's output, with their hunks and each side's diff.
+    fn files(
+        &self,
+        dir: &Path,
+        base: &str,
+        tree_a: &str,
+        tree_b: &str,
+        out: &MergeOutput,
+    ) -> Result<Vec<RadarFile>, RadarError> {
         let mut files = Vec::with_capacity(out.conflicts.len());
-        for (path, kind) in out.conflicts {
+        for (path, kind) in out.conflicts.clone() {
             let hunks = self
                 .git
                 .file(dir, &out.tree, &path)?

@@ -312,3 +312,61 @@ fn the_main_and_a_linked_worktree_say_their_branch_and_a_detached_one_none() {
     assert_eq!(maos_radar::branch(&r.worktrees[1]), None, "detached");
     assert_eq!(maos_radar::branch(&r.cache), None, "no worktree there");
 }
+
+/// One `merge-tree --stdin` process for all of an update's merges says what one process per
+/// pair says: the same trees, the same conflicting files and kinds (contents, modify/delete,
+/// clean), in order.
+#[test]
+fn merges_in_one_process_equal_merges_one_by_one() {
+    let r = repo(
+        4,
+        &[("src/api.rs", TEN), ("gone.txt", "g\n"), ("x.txt", "x\n")],
+    );
+    let w = &r.worktrees;
+    std::fs::write(w[0].join("src/api.rs"), TEN.replace("5\n", "five a\n")).unwrap();
+    std::fs::write(w[0].join("gone.txt"), "kept and changed\n").unwrap();
+    std::fs::write(w[1].join("src/api.rs"), TEN.replace("5\n", "five b\n")).unwrap();
+    std::fs::remove_file(w[1].join("gone.txt")).unwrap();
+    std::fs::write(w[2].join("src/api.rs"), TEN.replace("9\n", "nine\n")).unwrap();
+    std::fs::write(w[3].join("x.txt"), "y\n").unwrap();
+    let mut radar = Radar::new(Git::new(), &r.cache).unwrap();
+    for wt in w {
+        radar.watch(wt, Utc::now()).unwrap();
+    }
+    let g = Git::new();
+    let base = git(&r.main, &["rev-parse", "HEAD"]).trim().to_string();
+    let trees: Vec<String> = w
+        .iter()
+        .map(|wt| {
+            radar
+                .snapshot(&wt.display().to_string())
+                .unwrap()
+                .tree
+                .clone()
+        })
+        .collect();
+    let pairs = [(0, 1), (0, 2), (1, 2), (2, 3), (0, 3)];
+    let triples: Vec<(&str, &str, &str)> = pairs
+        .iter()
+        .map(|&(a, b)| (base.as_str(), trees[a].as_str(), trees[b].as_str()))
+        .collect();
+    let batched = g.merges(&r.main, &triples).expect("one process");
+    let single: Vec<_> = triples
+        .iter()
+        .map(|(base, a, b)| g.merge(&r.main, base, a, b).unwrap())
+        .collect();
+    assert_eq!(batched, single);
+    let kinds: Vec<Vec<(String, String)>> = batched
+        .iter()
+        .map(|o| o.conflicts.clone().into_iter().collect())
+        .collect();
+    assert_eq!(
+        kinds[0],
+        [
+            ("gone.txt".to_string(), "modify/delete".to_string()),
+            ("src/api.rs".to_string(), "contents".to_string())
+        ]
+    );
+    assert!(kinds[1..].iter().all(Vec::is_empty), "{kinds:?}");
+    assert_eq!(g.merges(&r.main, &[]).unwrap(), vec![]);
+}
