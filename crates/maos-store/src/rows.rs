@@ -209,9 +209,11 @@ ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = exc
 const DELETE_LOCKS: &str = "\
 DELETE FROM locks WHERE token IN (SELECT j.value FROM json_each($5) AS j)";
 
-const SET_NEXT_TOKEN: &str = "\
-INSERT INTO meta (key, value) SELECT 'next_lock_token', $7 WHERE $7 IS NOT NULL
-ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+/// The fencing-token bound: no token at or above it was ever given (written a block ahead of
+/// the grants, see `SqliteStore::commit`; never lowered).
+const SET_TOKEN_BOUND: &str = "\
+INSERT INTO meta (key, value) VALUES ('next_lock_token', $7)
+ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)";
 
 /// The snapshots are not in `$8`'s JSON: they are large (a session with its agents), and
 /// escaping them into a JSON string, then having SQLite parse and unescape it, cost more than
@@ -227,18 +229,51 @@ FROM json_each($8) AS j";
 const ARCHIVE_SESSIONS: &str = "\
 UPDATE sessions SET archived = 1 WHERE id IN (SELECT j.value FROM json_each($10) AS j)";
 
-/// The whole batch as one multi-statement query: sqlx runs it in a single hand-off to its
-/// worker thread (instead of one per statement, each costing far more than SQLite itself), and
-/// binds `$N` against the same argument list in every statement. `$N`, not `?N`: SQLite gives a
+/// A batch is one multi-statement query: sqlx runs it in a single hand-off to its worker
+/// thread (instead of one per statement, each costing far more than SQLite itself), and binds
+/// `$N` against the same argument list in every statement. `$N`, not `?N`: SQLite gives a
 /// statement using only `?6` five unnamed parameters before it, which sqlx fills with the next
 /// positional arguments, running past the end of the list (and silently leaving the later
-/// statements' parameters NULL); `$N` is one named parameter that sqlx binds to argument N. A
-/// table with nothing to write gets `[]`, which `json_each` reads as no rows.
-static BATCH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| batch_sql(false));
+/// statements' parameters NULL); `$N` is one named parameter that sqlx binds to argument N.
+///
+/// The text holds only the statements of the tables the batch writes (a fresh grant: its
+/// event and its lock row), so a statement with nothing to do is neither run nor answered:
+/// each statement's result is a message from sqlx's worker thread back to the daemon's. There
+/// is one fixed text per shape (which of [`STATEMENTS`] run), made once and kept prepared in
+/// the connection's statement cache; a daemon uses a handful of shapes.
+const STATEMENTS: [&str; 10] = [
+    UPSERT_SESSIONS,
+    UPSERT_PHASES,
+    UPSERT_AGENTS,
+    INSERT_EVENTS,
+    DELETE_LOCKS,
+    UPSERT_LOCKS,
+    SET_TOKEN_BOUND,
+    INSERT_CHECKPOINTS,
+    ARCHIVE_SESSIONS,
+    PURGE_SESSIONS,
+];
 
-/// The batch that also deletes sessions (`maos gc`): a separate text, so that the batches
-/// every request commits do not run six more statements for nothing.
-static BATCH_PURGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| batch_sql(true));
+/// The batch texts made so far, by shape (bit `i` set: `STATEMENTS[i]` runs).
+static BATCH_TEXTS: [std::sync::OnceLock<String>; 1 << STATEMENTS.len()] =
+    [const { std::sync::OnceLock::new() }; 1 << STATEMENTS.len()];
+
+/// The text of the batch of this shape: `BEGIN IMMEDIATE`, its statements in the order of
+/// [`STATEMENTS`], `COMMIT`.
+fn batch_sql(shape: u16) -> &'static str {
+    BATCH_TEXTS[usize::from(shape)].get_or_init(|| {
+        let mut parts = vec!["BEGIN IMMEDIATE"];
+        parts.extend(
+            STATEMENTS
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| shape & (1 << i) != 0)
+                .map(|(_, s)| *s),
+        );
+        parts.push("COMMIT");
+        parts.join(";\n")
+    })
+}
 
 /// Everything a deleted session recorded goes with it: events, checkpoints, phases, agents,
 /// locks. After the inserts, so that an event about the deletion (with no session) stays.
@@ -249,24 +284,6 @@ DELETE FROM phases WHERE session_id IN (SELECT j.value FROM json_each($11) AS j)
 DELETE FROM session_agents WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
 DELETE FROM locks WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
 DELETE FROM sessions WHERE id IN (SELECT j.value FROM json_each($11) AS j)";
-
-fn batch_sql(purge: bool) -> String {
-    [
-        "BEGIN IMMEDIATE",
-        UPSERT_SESSIONS,
-        UPSERT_PHASES,
-        UPSERT_AGENTS,
-        INSERT_EVENTS,
-        DELETE_LOCKS,
-        UPSERT_LOCKS,
-        SET_NEXT_TOKEN,
-        INSERT_CHECKPOINTS,
-        ARCHIVE_SESSIONS,
-        if purge { PURGE_SESSIONS } else { "SELECT 1" },
-        "COMMIT",
-    ]
-    .join(";\n")
-}
 
 #[derive(Serialize)]
 struct CheckpointRowOut<'a> {
@@ -433,9 +450,12 @@ impl BatchRows {
     }
 }
 
+/// Write `b` in one transaction; `token_bound`, when given, is the fencing-token bound to
+/// store with it (the batch's own `next_token` is not written: see `SqliteStore::commit`).
 pub(crate) async fn write_batch(
     conn: &mut SqliteConnection,
     b: &Batch<'_>,
+    token_bound: Option<u64>,
 ) -> Result<(), StoreError> {
     let BatchRows {
         sessions,
@@ -468,26 +488,42 @@ pub(crate) async fn write_batch(
             .collect();
         checkpoints = json(&rows)?;
     }
-    let sql: &str = if b.purged.is_empty() {
-        &BATCH
-    } else {
-        &BATCH_PURGE
-    };
-    let mut q = sqlx::query(sql)
+    let (archived, purged) = (json(&b.archived)?, json(&b.purged)?);
+    // Which statements run, in the order of `STATEMENTS` (a table with nothing to write is
+    // left out; its argument is still bound, as `[]`).
+    let rows = |j: &str| j != "[]";
+    let shape = [
+        rows(&sessions),
+        rows(&phases),
+        rows(&agents),
+        rows(&events),
+        rows(&unlocks),
+        rows(&locks),
+        token_bound.is_some(),
+        rows(&checkpoints),
+        rows(&archived),
+        rows(&purged),
+    ]
+    .iter()
+    .enumerate()
+    .fold(0u16, |m, (i, on)| m | (u16::from(*on) << i));
+    if shape == 0 {
+        return Ok(());
+    }
+    let result = sqlx::query(batch_sql(shape))
         .bind(sessions)
         .bind(phases)
         .bind(agents)
         .bind(events)
         .bind(unlocks)
         .bind(locks)
-        .bind(b.next_token.map(|t| t as i64))
+        .bind(token_bound.map(|t| i64::try_from(t).unwrap_or(i64::MAX)))
         .bind(checkpoints)
         .bind(states)
-        .bind(json(&b.archived)?);
-    if !b.purged.is_empty() {
-        q = q.bind(json(&b.purged)?);
-    }
-    let result = q.execute(&mut *conn).await;
+        .bind(archived)
+        .bind(purged)
+        .execute(&mut *conn)
+        .await;
     if let Err(e) = result {
         // A statement failed inside the transaction: undo whatever ran before it (SQLite may
         // already have rolled back, e.g. on a full disk; then this is a harmless no-op).
@@ -497,9 +533,11 @@ pub(crate) async fn write_batch(
     Ok(())
 }
 
+/// Held locks, the next fencing token, and the token bound as stored (`meta`'s
+/// `next_lock_token`: no token at or above it was ever given; 0 when there is none).
 pub(crate) async fn load_locks(
     conn: &mut SqliteConnection,
-) -> Result<(Vec<(HeldLock, i64)>, u64), StoreError> {
+) -> Result<(Vec<(HeldLock, i64)>, u64, u64), StoreError> {
     let mut locks = Vec::new();
     let mut max_token = 0u64;
     for row in sqlx::query("SELECT * FROM locks ORDER BY token")
@@ -514,9 +552,10 @@ pub(crate) async fn load_locks(
         sqlx::query_scalar("SELECT value FROM meta WHERE key = 'next_lock_token'")
             .fetch_optional(&mut *conn)
             .await?;
+    let bound = stored.unwrap_or(0).max(0) as u64;
     // Never below a restored token, even if the counter row were missing.
-    let next = (stored.unwrap_or(1).max(1) as u64).max(max_token + 1);
-    Ok((locks, next))
+    let next = bound.max(1).max(max_token + 1);
+    Ok((locks, next, bound))
 }
 
 fn session_row(s: &SessionRecord) -> Result<SessionRow<'_>, StoreError> {
@@ -948,12 +987,13 @@ pub(crate) fn event_from_row(row: &impl Cols) -> Result<EventRecord, StoreError>
     })
 }
 
-pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreError> {
+/// The project as committed, and the fencing-token bound as stored (see [`load_locks`]).
+pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<(Loaded, u64), StoreError> {
     let sessions = read_sessions(conn, Which::Live).await?;
     let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM session_events")
         .fetch_one(&mut *conn)
         .await?;
-    let (locks, next_token) = load_locks(conn).await?;
+    let (locks, next_token, bound) = load_locks(conn).await?;
     let mut checkpointed = Vec::new();
     for row in sqlx::query("SELECT session_id, max(ts) AS ts FROM checkpoints GROUP BY session_id")
         .fetch_all(&mut *conn)
@@ -961,13 +1001,14 @@ pub(crate) async fn load(conn: &mut SqliteConnection) -> Result<Loaded, StoreErr
     {
         checkpointed.push(checkpointed_from_row(&row)?);
     }
-    Ok(Loaded {
+    let loaded = Loaded {
         sessions,
         last_seq: last.unwrap_or(0).max(0) as u64,
         locks,
         next_token,
         checkpointed,
-    })
+    };
+    Ok((loaded, bound))
 }
 
 pub(crate) async fn checkpoints(

@@ -27,11 +27,21 @@ const WRITE_SPILL_PAGES: u32 = 4096;
 /// Rows a history read's worker thread may run ahead of its reader.
 const READ_ROW_BUFFER: usize = 1024;
 
+/// Fencing tokens the stored bound runs ahead of the grants: `meta`'s `next_lock_token` is
+/// written once per this many grants, not with each (it was one page of every grant's
+/// commit). After a crash the next token is the bound, so up to this many tokens go unused
+/// per restart; tokens still only grow (a fleet's come in blocks of 65,536 the same way).
+pub(crate) const TOKEN_BLOCK: u64 = 1000;
+
 /// A project's SQLite database: the single write connection and a read-only pool.
 pub struct SqliteStore {
     write: SqliteConnection,
     reader: SqliteReader,
     checkpoint: SqliteConnectOptions,
+    /// The fencing-token bound as committed in `meta` (no token at or above it was ever
+    /// given), once read by a load; `None` before, when the next batch that gives tokens
+    /// writes one.
+    token_bound: Option<u64>,
 }
 
 /// Moves committed WAL frames into the database file from its own connection, so that no
@@ -175,6 +185,7 @@ impl SqliteStore {
                 path: path.to_path_buf(),
             },
             checkpoint,
+            token_bound: None,
         })
     }
 
@@ -204,21 +215,39 @@ impl SqliteStore {
 
     /// Load every session (with phases and agents), held locks, and the counters.
     pub async fn load(&mut self) -> Result<Loaded, StoreError> {
-        rows::load(&mut self.write).await
+        let (loaded, bound) = rows::load(&mut self.write).await?;
+        self.token_bound = Some(bound);
+        Ok(loaded)
     }
 
     /// Held locks and the next fencing token, as committed (to rebuild the lock table after a
-    /// failed commit).
+    /// failed commit). The next token is the stored bound (or above a held lock's), which may
+    /// be up to [`TOKEN_BLOCK`] above the last token given.
     pub async fn load_locks(&mut self) -> Result<(Vec<(HeldLock, i64)>, u64), StoreError> {
-        rows::load_locks(&mut self.write).await
+        let (locks, next, bound) = rows::load_locks(&mut self.write).await?;
+        self.token_bound = Some(bound);
+        Ok((locks, next))
     }
 
     /// Apply a batch in one transaction. Returns only after the commit.
+    ///
+    /// The fencing-token bound is written only when the batch's tokens reach it, and then a
+    /// [`TOKEN_BLOCK`] ahead: every token given stays below the bound committed with (or
+    /// before) its grant, so a restart, which continues from the bound, never gives a token
+    /// twice or one lower than a token given before.
     pub async fn commit(&mut self, batch: &Batch<'_>) -> Result<(), StoreError> {
         if batch.is_empty() {
             return Ok(());
         }
-        rows::write_batch(&mut self.write, batch).await
+        let bound = batch
+            .next_token
+            .filter(|&next| self.token_bound.is_none_or(|b| next > b))
+            .map(|next| next.saturating_add(TOKEN_BLOCK));
+        rows::write_batch(&mut self.write, batch, bound).await?;
+        if bound.is_some() {
+            self.token_bound = bound;
+        }
+        Ok(())
     }
 
     /// `PRAGMA integrity_check` on the write connection: "ok" when the file is sound.
