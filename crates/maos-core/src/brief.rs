@@ -173,6 +173,10 @@ pub struct BriefAgent {
     /// The unfinished agents it depends on.
     #[serde(default)]
     pub waiting_for: Vec<BriefDep>,
+    /// Pending and held back by the scheduler (its declared files overlap a running agent's,
+    /// or its landing waits for another): why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// A dependency an agent waits for.
@@ -434,6 +438,11 @@ fn brief_agent(s: &SessionRecord, locks: &[LockView], a: &AgentRecord) -> BriefA
             })
             .collect(),
         waiting_for,
+        held: a
+            .held
+            .as_ref()
+            .filter(|_| a.state == AgentState::Pending)
+            .map(|h| h.reason.clone()),
     }
 }
 
@@ -946,7 +955,9 @@ fn agent_line(b: &Briefing, a: &BriefAgent) -> String {
             }
         }
         AgentState::Pending => {
-            if a.waiting_for.is_empty() {
+            if let Some(why) = &a.held {
+                let _ = write!(line, " — waits: {why}");
+            } else if a.waiting_for.is_empty() {
                 line.push_str(" — ready to start");
             } else {
                 let deps: Vec<String> = a
@@ -1463,11 +1474,35 @@ mod tests {
                 "running",
                 vec![
                     agent(1, "api", "running", json!({})),
-                    agent(2, "web", "pending", spec),
+                    agent(2, "web", "pending", spec.clone()),
                 ],
                 json!({})
             ),
             "Continue the work in progress: api (agt_00000000) on \"the api work\"; web (agt_00000000) waits for it to finish."
+        );
+        // A plan's agent held back because its files overlap a running agent's says why.
+        let mut held = spec.clone();
+        held["held"] = json!({"by": aid(1), "name": "api", "since": T0,
+                              "reason": "its files overlap api's (src/**)"});
+        let s = rec(
+            "running",
+            vec![
+                agent(1, "api", "running", json!({})),
+                agent(2, "web", "pending", held),
+            ],
+            json!({}),
+        );
+        let b = build(&s, Vec::new(), at(T0));
+        assert_eq!(
+            b.pending.agents[0].held.as_deref(),
+            Some("its files overlap api's (src/**)")
+        );
+        assert!(
+            text(&b).contains(
+                "web (agt_00000000): the web work — waits: its files overlap api's (src/**)"
+            ),
+            "{}",
+            text(&b)
         );
         let phases = |first: &str| {
             json!({"workflow": {"phases": [
