@@ -117,6 +117,12 @@ fn agents_whose_files_overlap_wait_for_each_other_unless_allowed() {
         .map(|a| a["plan"]["held"].clone())
         .unwrap_or_default();
     assert_eq!(held["name"], "api", "{ps}");
+    let brief = env.maos(&["brief", sid.as_str()]);
+    let brief = String::from_utf8_lossy(&brief.stdout);
+    assert!(
+        brief.contains("task of net — waits: its files overlap api's (src/**)"),
+        "{brief}"
+    );
     let waiting = env.events(&[sid.as_str(), "--type", "agent_waiting"]);
     assert_eq!(
         waiting.len(),
