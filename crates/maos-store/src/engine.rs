@@ -130,6 +130,22 @@ impl Store {
         }
     }
 
+    /// In a fleet, give back to the pool the connection kept between the project's batches
+    /// (the project went idle; see [`PgStore::rest`]).
+    pub fn rest(&mut self) {
+        if let Store::Postgres(s) = self {
+            s.rest();
+        }
+    }
+
+    /// Whether a connection is kept between batches, for [`Store::rest`] to give back.
+    pub fn keeps_connection(&self) -> bool {
+        match self {
+            Store::Sqlite(_) => false,
+            Store::Postgres(s) => s.keeps_connection(),
+        }
+    }
+
     /// In a fleet, what tells the other daemons this one committed (see [`Notifier`]).
     pub fn notifier(&self, daemon: &str) -> Option<Notifier> {
         match self {

@@ -14,10 +14,12 @@ use maos_core::HeldLock;
 use maos_core::record::EventRecord;
 use maos_core::text::collapse_whitespace;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::{ConnectOptions, QueryBuilder, Row};
+use sqlx::{ConnectOptions, Executor, QueryBuilder, Row};
 
 use crate::rows::{self, Cols};
 use crate::{Batch, EventQuery, Health, Loaded, StoreError};
+
+mod lit;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 
@@ -133,7 +135,9 @@ impl Fleet {
             .min_connections(0)
             .acquire_timeout(CONNECT_TIMEOUT)
             .connect_lazy_with(opts.clone());
+        // Not checked before each use either (a round trip per notification).
         let notify_pool = PgPoolOptions::new()
+            .test_before_acquire(false)
             .max_connections(2)
             .min_connections(0)
             .acquire_timeout(CONNECT_TIMEOUT)
@@ -396,8 +400,9 @@ pub struct PgStore {
     notify_pool: PgPool,
     key: Arc<str>,
     shown: Arc<str>,
-    /// The batch's transaction, between `begin` and `commit`/`end`.
-    tx: Option<sqlx::Transaction<'static, sqlx::Postgres>>,
+    /// The batch's connection, its transaction open between `begin` and `commit`/`end`,
+    /// and kept (clean) for the next batch until [`PgStore::rest`] gives it back.
+    conn: Option<BatchConn>,
     /// The project's `lock_seq` as of the lock rows this daemon has.
     lock_seq: i64,
     /// Whether the lock table holds the other daemons' waits as of `lock_seq` (not after a
@@ -413,6 +418,29 @@ pub struct PgStore {
     /// The last commit's events were numbered past others' committed beside it (their
     /// events come before this batch's, and this daemon has not read them yet).
     renumbered: bool,
+}
+
+/// A pooled connection a project's batches use. `clean`: no transaction open on it and no
+/// statement half read. Dropped while not clean (a batch's future dropped mid-way, a statement
+/// that failed), it is closed rather than given back to the pool: PostgreSQL rolls back what
+/// was open, and no later batch runs inside it.
+struct BatchConn {
+    c: sqlx::pool::PoolConnection<sqlx::Postgres>,
+    clean: bool,
+}
+
+impl BatchConn {
+    fn new(c: sqlx::pool::PoolConnection<sqlx::Postgres>) -> BatchConn {
+        BatchConn { c, clean: true }
+    }
+}
+
+impl Drop for BatchConn {
+    fn drop(&mut self) {
+        if !self.clean {
+            self.c.close_on_drop();
+        }
+    }
 }
 
 /// What a batch starts from in a fleet: PostgreSQL's clock, a fresh block of tokens, and what
@@ -487,7 +515,7 @@ impl PgStore {
             notify_pool: fleet.notify_pool.clone(),
             key: key.into(),
             shown: fleet.shown.as_str().into(),
-            tx: None,
+            conn: None,
             lock_seq: 0,
             waits_known: false,
             daemon: fleet.daemon().into(),
@@ -596,32 +624,47 @@ impl PgStore {
         known: u64,
         keys: Option<&[(i64, bool)]>,
     ) -> Result<Fresh, StoreError> {
-        // A batch that never ended (its future dropped) is rolled back by sqlx on drop.
-        self.tx = None;
+        // A batch that never ended (its future dropped) left its transaction open: its
+        // connection is closed (PostgreSQL rolls back) and another one taken.
+        if self.conn.as_ref().is_some_and(|c| !c.clean) {
+            self.conn = None;
+        }
         self.shared = false;
-        let mut tx = self.pool.begin_with(BEGIN_BATCH).await?;
-        // What this daemon has not seen comes with the keys' locks, in the same round trip.
-        let known_lock_seq = if self.waits_known { self.lock_seq } else { -1 };
-        let (path_keys, path_excl): (Option<Vec<i64>>, Option<Vec<bool>>) = match keys {
-            Some(k) => (
-                Some(k.iter().map(|(k, _)| *k).collect()),
-                Some(k.iter().map(|(_, x)| *x).collect()),
-            ),
-            None => (None, None),
+        let mut conn = match self.conn.take() {
+            Some(c) => c,
+            None => BatchConn::new(self.pool.acquire().await?),
         };
-        let row = sqlx::query(
-            "SELECT now_us, last_seq, lock_seq, token, changed::text AS changed,
-                 events::text AS events, locks::text AS locks, waits::text AS waits
-             FROM maos_begin_paths($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&*self.key)
-        .bind(i64::try_from(known).unwrap_or(i64::MAX))
-        .bind(known_lock_seq)
-        .bind(&*self.daemon)
-        .bind(path_keys)
-        .bind(path_excl)
-        .fetch_one(&mut *tx)
-        .await?;
+        // What this daemon has not seen comes with the keys' locks, in the same round trip,
+        // and with the transaction's start: one simple query (BEGIN, its setting, the call).
+        let known_lock_seq = if self.waits_known { self.lock_seq } else { -1 };
+        let (path_keys, path_excl): (Vec<i64>, Vec<bool>) = keys
+            .unwrap_or_default()
+            .iter()
+            .map(|(k, x)| (*k, *x))
+            .unzip();
+        let sql = lit::bind(
+            BEGIN_PATHS,
+            &[
+                lit::Lit::Text(&self.key),
+                lit::Lit::Int(i64::try_from(known).unwrap_or(i64::MAX)),
+                lit::Lit::Int(known_lock_seq),
+                lit::Lit::Text(&self.daemon),
+                match keys {
+                    Some(_) => lit::Lit::Ints(&path_keys),
+                    None => lit::Lit::Null("bigint[]"),
+                },
+                match keys {
+                    Some(_) => lit::Lit::Bools(&path_excl),
+                    None => lit::Lit::Null("boolean[]"),
+                },
+            ],
+        )?;
+        conn.clean = false;
+        let row = (&mut *conn.c)
+            .fetch_all(sql.as_str())
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt("maos_begin_paths returned no row".into()))?;
         self.shared = keys.is_some();
         let last_seq = row.int_opt("last_seq")?.unwrap_or(0).max(0) as u64;
         let lock_seq = row.int_opt("lock_seq")?.unwrap_or(0);
@@ -649,7 +692,7 @@ impl PgStore {
             }
         }
         if !live.is_empty() {
-            fresh.sessions = read_sessions(&mut tx, &self.key, Which::Ids(&live)).await?;
+            fresh.sessions = read_sessions(&mut conn.c, &self.key, Which::Ids(&live)).await?;
         }
         fresh.events = rows::json_rows(row.text_opt("events")?.as_deref())?
             .iter()
@@ -691,15 +734,42 @@ impl PgStore {
             self.lock_seq = lock_seq;
             self.waits_known = true;
         }
-        self.tx = Some(tx);
+        self.conn = Some(conn);
         Ok(fresh)
     }
 
     /// End a batch that wrote nothing (its transaction, and the key's lock, let go).
     pub async fn end(&mut self) {
-        if let Some(tx) = self.tx.take() {
-            let _ = tx.rollback().await;
+        if let Some(mut conn) = self.conn.take()
+            && !conn.clean
+            && (&mut *conn.c).execute("ROLLBACK").await.is_ok()
+        {
+            conn.clean = true;
+            self.keep(conn);
         }
+    }
+
+    /// After a batch: its connection kept for the next one (no round trip to give it back
+    /// and take it again), unless the pool is short of connections for the other projects
+    /// and the history reads.
+    fn keep(&mut self, conn: BatchConn) {
+        let max = self.pool.options().get_max_connections();
+        if self.pool.size() + 4 <= max || self.pool.num_idle() > 0 {
+            self.conn = Some(conn);
+        }
+    }
+
+    /// Give the connection kept between batches back to the fleet's pool (the project is
+    /// idle; other projects and history reads share the pool). A batch under way keeps it.
+    pub fn rest(&mut self) {
+        if self.conn.as_ref().is_some_and(|c| c.clean) {
+            self.conn = None;
+        }
+    }
+
+    /// Whether a connection is kept between batches ([`PgStore::rest`] gives it back).
+    pub fn keeps_connection(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.clean)
     }
 
     /// End a batch whose changes the daemon undid in memory: as [`PgStore::end`], and the
@@ -745,7 +815,7 @@ impl PgStore {
     /// Write the batch begun by [`PgStore::begin`] and commit its transaction; returns only
     /// after PostgreSQL committed it.
     pub async fn commit(&mut self, b: &Batch<'_>) -> Result<(), StoreError> {
-        let Some(mut tx) = self.tx.take() else {
+        let Some(mut conn) = self.conn.take().filter(|c| !c.clean) else {
             return Err(StoreError::Corrupt(
                 "a fleet batch was committed without being begun".into(),
             ));
@@ -800,29 +870,45 @@ impl PgStore {
             (!b.ended_waits.is_empty(), CTE_ENDED_WAITS),
             (!b.checkpoints.is_empty(), CTE_CHECKPOINTS),
         ]);
-        let (base, lock_seq): (i64, i64) = sqlx::query_as(&sql)
-            .bind(&*self.key)
-            .bind(rows.sessions)
-            .bind(rows.phases)
-            .bind(rows.agents)
-            .bind(rows.events)
-            .bind(rows.unlocks)
-            .bind(rows.locks)
-            .bind(ck_session)
-            .bind(ck_seq)
-            .bind(ck_ts)
-            .bind(ck_reason)
-            .bind(ck_state)
-            .bind(last_seq)
-            .bind(b.base_seq as i64)
-            .bind(locks_moved)
-            .bind(&*self.daemon)
-            .bind(unwaits)
-            .bind(waits)
-            .bind(ended_waits)
-            .fetch_one(&mut *tx)
+        // The write and the COMMIT go as one simple query (one round trip, the values as
+        // literals): the project row the write takes is held only until the COMMIT. A batch
+        // that archives or purges sessions sends those statements between the two.
+        let fused = b.archived.is_empty() && b.purged.is_empty();
+        let mut sql = lit::bind(
+            &sql,
+            &[
+                lit::Lit::Text(&self.key),
+                lit::Lit::Text(&rows.sessions),
+                lit::Lit::Text(&rows.phases),
+                lit::Lit::Text(&rows.agents),
+                lit::Lit::Text(&rows.events),
+                lit::Lit::Text(&rows.unlocks),
+                lit::Lit::Text(&rows.locks),
+                lit::Lit::Texts(&ck_session),
+                lit::Lit::Ints(&ck_seq),
+                lit::Lit::Ints(&ck_ts),
+                lit::Lit::Texts(&ck_reason),
+                lit::Lit::Texts(&ck_state),
+                lit::Lit::Int(last_seq),
+                lit::Lit::Int(b.base_seq as i64),
+                lit::Lit::Bool(locks_moved),
+                lit::Lit::Text(&self.daemon),
+                lit::Lit::Text(&unwaits),
+                lit::Lit::Text(&waits),
+                lit::Lit::Text(&ended_waits),
+            ],
+        )?;
+        if fused {
+            sql.push_str(";\nCOMMIT");
+        }
+        let row = (&mut *conn.c)
+            .fetch_all(sql.as_str())
             .await
-            .map_err(|e| stale(&self.key, e))?;
+            .map_err(|e| stale(&self.key, e))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| StoreError::Corrupt("a batch's write returned no row".into()))?;
+        let (base, lock_seq): (i64, i64) = (row.try_get("base")?, row.try_get("lock_seq")?);
         if !b.archived.is_empty() {
             let archived: Vec<&str> = b.archived.iter().map(|s| s.as_str()).collect();
             // `changed_seq` too: the other daemons take it out of their memory.
@@ -833,7 +919,7 @@ impl PgStore {
             .bind(&*self.key)
             .bind(&archived)
             .bind(last_seq)
-            .execute(&mut *tx)
+            .execute(&mut *conn.c)
             .await?;
         }
         if !b.purged.is_empty() {
@@ -842,11 +928,15 @@ impl PgStore {
                 sqlx::query(sql)
                     .bind(&*self.key)
                     .bind(&purged)
-                    .execute(&mut *tx)
+                    .execute(&mut *conn.c)
                     .await?;
             }
         }
-        tx.commit().await?;
+        if !fused {
+            (&mut *conn.c).execute("COMMIT").await?;
+        }
+        conn.clean = true;
+        self.keep(conn);
         if shared {
             // Batches beside this one may have moved the counters first: this daemon knows
             // the lock rows at the new `lock_seq` only if it knew them just before this
@@ -990,7 +1080,14 @@ e AS (
 /// entries for 10 live rows (1.4 ms of the project's turn), and deleting 10 locks by token went
 /// through them all too; 3 daemons × 20 agents went from 1,123–1,185 to 1,423–1,567 grants/s
 /// with the read alone.
-const BEGIN_BATCH: &str = "BEGIN; SET LOCAL enable_bitmapscan = off";
+///
+/// The batch's start is one simple query: its transaction, that setting, and its turn
+/// (`maos_begin_paths`; `$5`/`$6` NULL for the project's own turn), the values bound as
+/// literals ([`lit::bind`]).
+const BEGIN_PATHS: &str = "BEGIN; SET LOCAL enable_bitmapscan = off;
+SELECT now_us, last_seq, lock_seq, token, changed::text AS changed, events::text AS events,
+    locks::text AS locks, waits::text AS waits
+FROM maos_begin_paths($1, $2, $3, $4, $5, $6)";
 
 // Deletions name their rows' keys as an array (`= ANY (ARRAY(…))`), so that they are planned
 // as index scans on the key (a semi-join went through every lock of the project).
