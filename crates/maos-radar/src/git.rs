@@ -220,13 +220,19 @@ impl Git {
         index: &Path,
         paths: Option<&[String]>,
     ) -> Result<Snapshot, RadarError> {
-        let (code, head) = self.run(
-            worktree,
-            None,
-            &["rev-parse", "-q", "--verify", "HEAD^{commit}"],
-            &[0, 1],
-        )?;
-        let head = (code == 0).then(|| String::from_utf8_lossy(&head).trim().to_string());
+        // `HEAD` from its files when they are plain; git is asked otherwise.
+        let head = match crate::branch::head_commit(worktree) {
+            Some(head) => Some(head),
+            None => {
+                let (code, head) = self.run(
+                    worktree,
+                    None,
+                    &["rev-parse", "-q", "--verify", "HEAD^{commit}"],
+                    &[0, 1],
+                )?;
+                (code == 0).then(|| String::from_utf8_lossy(&head).trim().to_string())
+            }
+        };
         let full: [&OsStr; 3] = ["add".as_ref(), "-A".as_ref(), "--ignore-errors".as_ref()];
         let added = match paths {
             Some(paths) => {

@@ -26,7 +26,7 @@ mod parse;
 mod plan;
 mod radar;
 
-pub use branch::branch;
+pub use branch::{branch, head_commit};
 pub use git::{Git, RawChange};
 pub use hunks::hunks;
 pub use model::{RadarError, Snapshot};

@@ -370,3 +370,44 @@ fn merges_in_one_process_equal_merges_one_by_one() {
     assert!(kinds[1..].iter().all(Vec::is_empty), "{kinds:?}");
     assert_eq!(g.merges(&r.main, &[]).unwrap(), vec![]);
 }
+
+/// A snapshot reads `HEAD` from the ref files: the same commit git names, in the main worktree
+/// and a linked one, from a loose ref and from `packed-refs`, detached; none before the first
+/// commit (git is asked then, and says none too).
+#[test]
+fn head_is_read_from_the_ref_files_as_git_reads_it() {
+    let r = repo(1, &[("a.txt", "a\n")]);
+    let (main, linked) = (&r.main, &r.worktrees[0]);
+    let head = |w: &Path| git(w, &["rev-parse", "HEAD"]).trim().to_string();
+    std::fs::write(linked.join("a.txt"), "b\n").unwrap();
+    git(linked, &["commit", "-q", "-am", "on b0"]);
+    for w in [main, linked] {
+        assert_eq!(maos_radar::head_commit(w), Some(head(w)), "{}", w.display());
+    }
+    assert_ne!(head(main), head(linked));
+    git(main, &["pack-refs", "--all"]);
+    assert!(!main.join(".git/refs/heads/b0").exists(), "packed");
+    for w in [main, linked] {
+        assert_eq!(
+            maos_radar::head_commit(w),
+            Some(head(w)),
+            "packed: {}",
+            w.display()
+        );
+    }
+    git(linked, &["checkout", "-q", "--detach"]);
+    assert_eq!(
+        maos_radar::head_commit(linked),
+        Some(head(linked)),
+        "detached"
+    );
+    let fresh = r.main.parent().unwrap().join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    git(&fresh, &["init", "-q"]);
+    assert_eq!(maos_radar::head_commit(&fresh), None);
+    std::fs::create_dir_all(&r.cache).unwrap();
+    let snap = Git::new()
+        .snapshot(&fresh, &r.cache.join("fresh.index"), None)
+        .map(|s| s.head);
+    assert!(matches!(snap, Ok(None)), "{snap:?}");
+}
