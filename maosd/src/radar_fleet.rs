@@ -299,6 +299,18 @@ impl FleetSide {
             }
             _ => name,
         };
+        // Its last report under another name (its machine's name changed): gone from there.
+        let renamed: Vec<String> = self
+            .foreign
+            .iter()
+            .filter(|(n, f)| **n != name && f.daemon == daemon && f.worktree == worktree)
+            .map(|(n, _)| n.clone())
+            .collect();
+        let mut changes = Vec::new();
+        for old in renamed {
+            self.foreign.remove(&old);
+            changes.extend(engine.forget(&old));
+        }
         let mut foreign = Foreign {
             daemon: daemon.to_string(),
             worktree: worktree.to_string(),
@@ -330,7 +342,6 @@ impl FleetSide {
                 built
             }
         };
-        let mut changes = Vec::new();
         match built {
             Ok(snap) => match engine.put(&name, &self.root, snap, now) {
                 Ok(update) => changes.extend(update.changes),
