@@ -823,6 +823,16 @@ fn radar_branch(side: &maos_core::radar::RadarSide) -> String {
         .map_or_else(String::new, |b| format!(" [{b}]"))
 }
 
+/// A radar side as `maos radar` names it: its worktree, branch and agents.
+fn radar_side(side: &maos_core::radar::RadarSide) -> String {
+    format!(
+        "{}{} ({})",
+        side.worktree,
+        radar_branch(side),
+        radar_agents(&side.agents)
+    )
+}
+
 /// `maos radar`: each pair of worktrees whose work would conflict, its agents, and the files
 /// with their conflicting regions.
 pub fn radar(pairs: &[maos_core::radar::RadarPair]) -> String {
@@ -834,15 +844,7 @@ pub fn radar(pairs: &[maos_core::radar::RadarPair]) -> String {
     for p in pairs {
         // A pair that could not be merged (fleet mode): why, and the files both changed.
         if let Some(note) = &p.note {
-            let _ = writeln!(
-                out,
-                "{}{} ({}) and {} ({}): {note}",
-                p.a.worktree,
-                radar_branch(&p.a),
-                radar_agents(&p.a.agents),
-                p.b.worktree,
-                radar_agents(&p.b.agents),
-            );
+            let _ = writeln!(out, "{} and {}: {note}", radar_side(&p.a), radar_side(&p.b));
             if !p.overlap.is_empty() {
                 let _ = writeln!(out, "  both changed: {}", p.overlap.join(", "));
             }
@@ -850,13 +852,9 @@ pub fn radar(pairs: &[maos_core::radar::RadarPair]) -> String {
         }
         let _ = writeln!(
             out,
-            "{}{} ({}) and {}{} ({}): {} would conflict (base {}, merged {})",
-            p.a.worktree,
-            radar_branch(&p.a),
-            radar_agents(&p.a.agents),
-            p.b.worktree,
-            radar_branch(&p.b),
-            radar_agents(&p.b.agents),
+            "{} and {}: {} would conflict (base {}, merged {})",
+            radar_side(&p.a),
+            radar_side(&p.b),
             crate::output::count(p.files.len(), "file"),
             p.base.get(..10).unwrap_or(&p.base),
             maos_core::utc(p.merged_at)

@@ -916,6 +916,20 @@ pub fn window_hook(env: &Env, cwd: &Path, window: &str, event: &str, extra: Valu
     out
 }
 
+/// A window's start as its CLI makes it, from `cwd`: `SessionStart`, then a prompt asking it
+/// to work (so that it is an agent with a task).
+pub fn window_start(env: &Env, cwd: &Path, window: &str) {
+    let prompt = serde_json::json!({"prompt": format!("work in {window}")});
+    window_hook(
+        env,
+        cwd,
+        window,
+        "SessionStart",
+        serde_json::json!({"source": "startup"}),
+    );
+    window_hook(env, cwd, window, "UserPromptSubmit", prompt);
+}
+
 /// The reason of a denial a hook printed: Claude Code's and Codex's `permissionDecisionReason`,
 /// or Gemini CLI's top-level `reason` of a `deny`; "" when it let the call through.
 pub fn denial_reason(out: &Output) -> String {

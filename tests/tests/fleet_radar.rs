@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use maos_tests::postgres::{Postgres, postgres_or_skip};
 use maos_tests::window_hook as hook;
+use maos_tests::window_start as start;
 use maos_tests::{Env, Value, git, json, wait_until};
 use sqlx::{Connection, PgConnection};
 
@@ -62,23 +63,6 @@ fn clone(env: &Env, origin: &Path, branch: &str) -> PathBuf {
     );
     git(&dir, &["checkout", "-q", "-b", branch]);
     dir
-}
-
-fn start(env: &Env, cwd: &Path, window: &str) {
-    hook(
-        env,
-        cwd,
-        window,
-        "SessionStart",
-        json!({"source": "startup"}),
-    );
-    hook(
-        env,
-        cwd,
-        window,
-        "UserPromptSubmit",
-        json!({"prompt": format!("work in {window}")}),
-    );
 }
 
 /// A `Write` of `path` in the clone `cwd` by `window`, allowed, written, reported; then the

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use maos_tests::window_hook as hook;
+use maos_tests::window_start as start;
 use maos_tests::{Env, Value, git, json, wait_until};
 
 const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
@@ -34,23 +35,6 @@ fn repository(env: &Env, names: &[&str]) -> (PathBuf, Vec<PathBuf>) {
         })
         .collect();
     (repo, worktrees)
-}
-
-fn start(env: &Env, cwd: &Path, window: &str) {
-    hook(
-        env,
-        cwd,
-        window,
-        "SessionStart",
-        json!({"source": "startup"}),
-    );
-    hook(
-        env,
-        cwd,
-        window,
-        "UserPromptSubmit",
-        json!({"prompt": format!("work in {window}")}),
-    );
 }
 
 /// A `Write` of `path` (relative to the worktree `cwd`) by `window`: allowed, written, reported.

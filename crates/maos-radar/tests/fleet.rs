@@ -5,37 +5,13 @@
 //! large are said, not guessed.
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::process::Command;
 
 use chrono::Utc;
 use maos_core::radar::{FLEET_FILE_CAP, check_report};
 use maos_radar::{Change, Git, Radar, fleet};
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_WORK_TREE")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+mod common;
+use common::git;
 
 const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
 
@@ -49,7 +25,7 @@ fn another_clones_report_builds_its_tree_here_and_conflicts_like_a_local_pair() 
     std::fs::write(origin.join("notes.txt"), "notes\n").unwrap();
     git(&origin, &["add", "-A"]);
     git(&origin, &["commit", "-q", "-m", "base"]);
-    let main = git(&origin, &["rev-parse", "HEAD"]);
+    let main = git(&origin, &["rev-parse", "HEAD"]).trim().to_string();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     for c in [&a, &b] {
         git(
@@ -62,7 +38,7 @@ fn another_clones_report_builds_its_tree_here_and_conflicts_like_a_local_pair() 
     std::fs::write(b.join("extra.txt"), "committed on b's branch\n").unwrap();
     git(&b, &["add", "-A"]);
     git(&b, &["commit", "-q", "-m", "b's commit"]);
-    let b_head = git(&b, &["rev-parse", "HEAD"]);
+    let b_head = git(&b, &["rev-parse", "HEAD"]).trim().to_string();
     std::fs::write(b.join("src/api.rs"), TEN.replace("5\n", "five from b\n")).unwrap();
     std::fs::write(b.join("new.txt"), "new\n").unwrap();
     std::fs::remove_file(b.join("notes.txt")).unwrap();
