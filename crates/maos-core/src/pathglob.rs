@@ -13,8 +13,6 @@
 //! a file under it overlap, `*` matches hidden files, and any name may be a directory, so
 //! `**/*.rs` overlaps `docs/guide.md`), never about the patterns themselves.
 
-use std::collections::HashSet;
-
 /// The most patterns one agent may declare.
 pub const MAX_FILES: usize = 64;
 /// The most patterns a whole plan may declare (comparing every pair costs their product).
@@ -41,7 +39,9 @@ enum Seg {
     Glob(Vec<Tok>),
 }
 
-/// A checked pattern.
+/// A checked pattern, in its covering form: its segments with `**` appended (a pattern covers
+/// what it matches and everything under it, which is what the pattern followed by `/**`
+/// matches).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pattern {
     segs: Vec<Seg>,
@@ -109,6 +109,9 @@ pub fn parse(pattern: &str) -> Result<Pattern, String> {
     if segs.is_empty() {
         return Err("names the project root; write `**` for the whole project".into());
     }
+    if segs.last() != Some(&Seg::Any) {
+        segs.push(Seg::Any);
+    }
     Ok(Pattern { segs })
 }
 
@@ -118,7 +121,7 @@ impl Pattern {
     /// `..`): it matches the path or one of the directories above it. By brute force (tests).
     pub fn covers(&self, path: &str) -> bool {
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-        (1..=parts.len()).any(|n| segs_match(&self.segs, &parts[..n]))
+        !parts.is_empty() && segs_match(&self.segs, &parts)
     }
 }
 
@@ -150,24 +153,18 @@ fn glob_match(g: &[Tok], s: &[char]) -> bool {
 /// Whether some path is covered by both patterns (each covers what it matches and everything
 /// under it). Exact, symmetric, O(segments² × segment length²).
 pub fn overlap(a: &Pattern, b: &Pattern) -> bool {
-    // Covering = matching with `/**` appended: a path under both is matched by both extended.
-    let ext = |p: &Pattern| {
-        let mut segs = p.segs.clone();
-        if segs.last() != Some(&Seg::Any) {
-            segs.push(Seg::Any);
-        }
-        segs
-    };
-    let (a, b) = (ext(a), ext(b));
+    // Both are in covering form (`/**` appended): a path under both is matched by both.
+    let (a, b) = (&a.segs, &b.segs);
     // The product of the two patterns as automata over segments: state (i, j) = the next
     // segment of each to match; `**` loops on any segment and may also be skipped.
-    reach(a.len(), b.len(), |i, j, out| {
+    reach(a.len(), b.len(), |i, j| {
         let (sa, sb) = (a.get(i), b.get(j));
+        let mut out = [None; 3];
         if sa == Some(&Seg::Any) {
-            out.push((i + 1, j));
+            out[0] = Some((i + 1, j));
         }
         if sb == Some(&Seg::Any) {
-            out.push((i, j + 1));
+            out[1] = Some((i, j + 1));
         }
         if let (Some(sa), Some(sb)) = (sa, sb) {
             let fits = match (sa, sb) {
@@ -176,23 +173,29 @@ pub fn overlap(a: &Pattern, b: &Pattern) -> bool {
             };
             if fits {
                 let next = |s: &Seg, k: usize| if *s == Seg::Any { k } else { k + 1 };
-                out.push((next(sa, i), next(sb, j)));
+                out[2] = Some((next(sa, i), next(sb, j)));
             }
         }
+        out
     })
 }
 
 /// Whether two segment globs match a common non-empty name.
 fn globs_meet(g: &[Tok], h: &[Tok]) -> bool {
+    let literal = |x: &[Tok]| x.iter().all(|t| matches!(t, Tok::Lit(_)));
+    if literal(g) && literal(h) {
+        return g == h;
+    }
     // A common name, if any, can be non-empty: two globs that both match "" are all stars, and
     // then both match "x" too.
-    reach(g.len(), h.len(), |i, j, out| {
+    reach(g.len(), h.len(), |i, j| {
         let (tg, th) = (g.get(i), h.get(j));
+        let mut out = [None; 3];
         if tg == Some(&Tok::Star) {
-            out.push((i + 1, j));
+            out[0] = Some((i + 1, j));
         }
         if th == Some(&Tok::Star) {
-            out.push((i, j + 1));
+            out[1] = Some((i, j + 1));
         }
         if let (Some(&tg), Some(&th)) = (tg, th) {
             let fits = match (tg, th) {
@@ -201,27 +204,35 @@ fn globs_meet(g: &[Tok], h: &[Tok]) -> bool {
             };
             if fits {
                 let next = |t: Tok, k: usize| if t == Tok::Star { k } else { k + 1 };
-                out.push((next(tg, i), next(th, j)));
+                out[2] = Some((next(tg, i), next(th, j)));
             }
         }
+        out
     })
 }
 
-/// Whether (la, lb) is reachable from (0, 0) by `moves`.
-fn reach(la: usize, lb: usize, moves: impl Fn(usize, usize, &mut Vec<(usize, usize)>)) -> bool {
-    let mut seen = HashSet::new();
-    let mut todo = vec![(0, 0)];
-    let mut out = Vec::new();
-    while let Some(s) = todo.pop() {
-        if s == (la, lb) {
+/// The moves out of a state of a product automaton: at most three.
+type Moves = [Option<(usize, usize)>; 3];
+
+/// Whether (la, lb) is reachable from (0, 0) by `moves` (states (i, j) with i ≤ la, j ≤ lb).
+fn reach(la: usize, lb: usize, moves: impl Fn(usize, usize) -> Moves) -> bool {
+    let width = lb + 1;
+    let mut seen = vec![false; (la + 1) * width];
+    let mut todo = Vec::with_capacity(la + lb + 2);
+    todo.push((0, 0));
+    while let Some((i, j)) = todo.pop() {
+        if (i, j) == (la, lb) {
             return true;
         }
-        if !seen.insert(s) {
-            continue;
+        match seen.get_mut(i * width + j) {
+            Some(s) if !*s => *s = true,
+            _ => continue,
         }
-        out.clear();
-        moves(s.0, s.1, &mut out);
-        todo.extend(out.iter().copied().filter(|n| !seen.contains(n)));
+        for (ni, nj) in moves(i, j).into_iter().flatten() {
+            if ni <= la && nj <= lb && !seen[ni * width + nj] {
+                todo.push((ni, nj));
+            }
+        }
     }
     false
 }
