@@ -36,32 +36,23 @@ impl Lit<'_> {
             Lit::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
             Lit::Texts(v) => {
                 out.push_str("ARRAY[");
-                for (i, s) in v.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    text(out, s)?;
-                }
+                list(out, v, |out, s| text(out, s))?;
                 out.push_str("]::text[]");
             }
             Lit::Ints(v) => {
                 out.push_str("'{");
-                for (i, n) in v.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
+                list(out, v, |out, n| {
                     let _ = write!(out, "{n}");
-                }
+                    Ok(())
+                })?;
                 out.push_str("}'::bigint[]");
             }
             Lit::Bools(v) => {
                 out.push_str("'{");
-                for (i, b) in v.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
+                list(out, v, |out, b| {
                     out.push(if *b { 't' } else { 'f' });
-                }
+                    Ok(())
+                })?;
                 out.push_str("}'::boolean[]");
             }
             Lit::Null(ty) => {
@@ -70,6 +61,21 @@ impl Lit<'_> {
         }
         Ok(())
     }
+}
+
+/// `items` written by `each`, separated by commas.
+fn list<T>(
+    out: &mut String,
+    items: &[T],
+    mut each: impl FnMut(&mut String, &T) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        each(out, item)?;
+    }
+    Ok(())
 }
 
 /// `s` as an escape string literal. A NUL cannot be in a PostgreSQL text (nor in a simple
