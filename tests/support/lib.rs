@@ -930,6 +930,19 @@ pub fn window_start(env: &Env, cwd: &Path, window: &str) {
     window_hook(env, cwd, window, "UserPromptSubmit", prompt);
 }
 
+/// A `Write` of `path` (relative to `cwd`) by `window`, as its CLI makes it: PreToolUse, which
+/// must let it through, the file written, then PostToolUse, whose output is returned.
+pub fn window_write(env: &Env, cwd: &Path, window: &str, path: &str, content: &str) -> Output {
+    let file = cwd.join(path);
+    let input = serde_json::json!({"tool_name": "Write",
+        "tool_use_id": format!("toolu_{window}_{path}"),
+        "tool_input": {"file_path": file, "content": content}});
+    let out = window_hook(env, cwd, window, "PreToolUse", input.clone());
+    assert_eq!(denial_reason(&out), "", "{window} may write {path}");
+    std::fs::write(&file, content).unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
+    window_hook(env, cwd, window, "PostToolUse", input)
+}
+
 /// The reason of a denial a hook printed: Claude Code's and Codex's `permissionDecisionReason`,
 /// or Gemini CLI's top-level `reason` of a `deny`; "" when it let the call through.
 pub fn denial_reason(out: &Output) -> String {

@@ -68,17 +68,7 @@ fn clone(env: &Env, origin: &Path, branch: &str) -> PathBuf {
 /// A `Write` of `path` in the clone `cwd` by `window`, allowed, written, reported; then the
 /// window's turn ends (its locks are given back). What the PostToolUse answer told the model.
 fn write(env: &Env, cwd: &Path, window: &str, path: &str, content: &str) -> String {
-    let file = cwd.join(path);
-    let input = json!({"tool_name": "Write", "tool_use_id": format!("toolu_{window}_{path}"),
-                       "tool_input": {"file_path": file, "content": content}});
-    let out = hook(env, cwd, window, "PreToolUse", input.clone());
-    assert_eq!(
-        maos_tests::denial_reason(&out),
-        "",
-        "{window} may write {path}"
-    );
-    std::fs::write(&file, content).unwrap();
-    let out = hook(env, cwd, window, "PostToolUse", input);
+    let out = maos_tests::window_write(env, cwd, window, path, content);
     hook(env, cwd, window, "Stop", json!({}));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     v["hookSpecificOutput"]["additionalContext"]

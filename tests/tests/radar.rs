@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use maos_tests::window_hook as hook;
 use maos_tests::window_start as start;
+use maos_tests::window_write as write;
 use maos_tests::{Env, Value, git, json, wait_until};
 
 const TEN: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
@@ -35,21 +36,6 @@ fn repository(env: &Env, names: &[&str]) -> (PathBuf, Vec<PathBuf>) {
         })
         .collect();
     (repo, worktrees)
-}
-
-/// A `Write` of `path` (relative to the worktree `cwd`) by `window`: allowed, written, reported.
-fn write(env: &Env, cwd: &Path, window: &str, path: &str, content: &str) {
-    let file = cwd.join(path);
-    let input = json!({"tool_name": "Write", "tool_use_id": format!("toolu_{window}_{path}"),
-                       "tool_input": {"file_path": file, "content": content}});
-    let out = hook(env, cwd, window, "PreToolUse", input.clone());
-    assert_eq!(
-        maos_tests::denial_reason(&out),
-        "",
-        "{window} may write {path}"
-    );
-    std::fs::write(&file, content).unwrap();
-    hook(env, cwd, window, "PostToolUse", input);
 }
 
 fn radar(env: &Env, repo: &Path) -> Vec<Value> {
