@@ -254,27 +254,19 @@ fn schedule_ready_1000(c: &mut Criterion) {
 /// plan may (512: 8 agents of 64, every pattern under one `src/` so no pair is cut short by its
 /// first segment), once per session in the daemon.
 fn plan_apart_512_files(c: &mut Criterion) {
-    use maos_core::plan::{AgentSpec, Overlap, Serialise, apart};
-    let specs: Vec<AgentSpec> = (0..8)
-        .map(|i| AgentSpec {
-            name: format!("a{i}"),
-            role: "r".into(),
-            task: "t".into(),
-            command: vec!["true".into()],
-            resume_command: None,
-            depends_on: vec![],
-            phase: None,
-            stage: None,
-            env: Default::default(),
-            workdir: None,
-            retries: None,
-            files: (0..64).map(|k| format!("src/m{i}/**/f{k}*.rs")).collect(),
-            overlap: Overlap::Wait,
-            land: None,
-            lands: None,
-        })
-        .collect();
-    let refs: Vec<Option<&AgentSpec>> = specs.iter().map(Some).collect();
+    use maos_core::plan::{AgentSpec, Serialise, apart, parse};
+    let mut text = "objective = \"bench\"\n".to_string();
+    for i in 0..8 {
+        let files: Vec<String> = (0..64)
+            .map(|k| format!("\"src/m{i}/**/f{k}*.rs\""))
+            .collect();
+        text += &format!(
+            "[[agent]]\nname = \"a{i}\"\ntask = \"t\"\ncommand = [\"true\"]\nfiles = [{}]\n",
+            files.join(", ")
+        );
+    }
+    let plan = parse(&text).expect("the bench's plan");
+    let refs: Vec<Option<&AgentSpec>> = plan.agents.iter().map(Some).collect();
     assert!(apart(&refs, Serialise::None).iter().all(Vec::is_empty));
     c.bench_function("plan apart: 8 agents x 64 globs, none overlapping", |b| {
         b.iter(|| apart(black_box(&refs), Serialise::None))
