@@ -870,45 +870,33 @@ impl PgStore {
             (!b.ended_waits.is_empty(), CTE_ENDED_WAITS),
             (!b.checkpoints.is_empty(), CTE_CHECKPOINTS),
         ]);
-        // The write and the COMMIT go as one simple query (one round trip, the values as
-        // literals): the project row the write takes is held only until the COMMIT. A batch
-        // that archives or purges sessions sends those statements between the two.
-        let fused = b.archived.is_empty() && b.purged.is_empty();
-        let mut sql = lit::bind(
-            &sql,
-            &[
-                lit::Lit::Text(&self.key),
-                lit::Lit::Text(&rows.sessions),
-                lit::Lit::Text(&rows.phases),
-                lit::Lit::Text(&rows.agents),
-                lit::Lit::Text(&rows.events),
-                lit::Lit::Text(&rows.unlocks),
-                lit::Lit::Text(&rows.locks),
-                lit::Lit::Texts(&ck_session),
-                lit::Lit::Ints(&ck_seq),
-                lit::Lit::Ints(&ck_ts),
-                lit::Lit::Texts(&ck_reason),
-                lit::Lit::Texts(&ck_state),
-                lit::Lit::Int(last_seq),
-                lit::Lit::Int(b.base_seq as i64),
-                lit::Lit::Bool(locks_moved),
-                lit::Lit::Text(&self.daemon),
-                lit::Lit::Text(&unwaits),
-                lit::Lit::Text(&waits),
-                lit::Lit::Text(&ended_waits),
-            ],
-        )?;
-        if fused {
-            sql.push_str(";\nCOMMIT");
-        }
-        let row = (&mut *conn.c)
-            .fetch_all(sql.as_str())
+        // The write is a prepared statement (its plan cached by PostgreSQL), then COMMIT. One
+        // simple query with both (the values as literals) saved that round trip but was
+        // parsed and planned for every batch: more of PostgreSQL's CPU, the scarce thing on
+        // a loaded machine (notes of issue 34).
+        let (base, lock_seq): (i64, i64) = sqlx::query_as(&sql)
+            .bind(&*self.key)
+            .bind(rows.sessions)
+            .bind(rows.phases)
+            .bind(rows.agents)
+            .bind(rows.events)
+            .bind(rows.unlocks)
+            .bind(rows.locks)
+            .bind(ck_session)
+            .bind(ck_seq)
+            .bind(ck_ts)
+            .bind(ck_reason)
+            .bind(ck_state)
+            .bind(last_seq)
+            .bind(b.base_seq as i64)
+            .bind(locks_moved)
+            .bind(&*self.daemon)
+            .bind(unwaits)
+            .bind(waits)
+            .bind(ended_waits)
+            .fetch_one(&mut *conn.c)
             .await
-            .map_err(|e| stale(&self.key, e))?
-            .into_iter()
-            .next()
-            .ok_or_else(|| StoreError::Corrupt("a batch's write returned no row".into()))?;
-        let (base, lock_seq): (i64, i64) = (row.try_get("base")?, row.try_get("lock_seq")?);
+            .map_err(|e| stale(&self.key, e))?;
         if !b.archived.is_empty() {
             let archived: Vec<&str> = b.archived.iter().map(|s| s.as_str()).collect();
             // `changed_seq` too: the other daemons take it out of their memory.
@@ -932,9 +920,7 @@ impl PgStore {
                     .await?;
             }
         }
-        if !fused {
-            (&mut *conn.c).execute("COMMIT").await?;
-        }
+        (&mut *conn.c).execute("COMMIT").await?;
         conn.clean = true;
         self.keep(conn);
         if shared {

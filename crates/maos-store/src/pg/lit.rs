@@ -1,9 +1,9 @@
-//! SQL literals for a batch's simple-query round trips (DESIGN.md §10, issue 34): the batch's
-//! start (`BEGIN`, its settings and `maos_begin_paths`) and its write with its `COMMIT` each go
-//! to PostgreSQL as one simple query, which carries no parameters. The values go in as literals
-//! instead, each with its type spelled out, so that the statement means what the bound one
-//! meant. Text is an escape string (`E'…'`: quotes and backslashes doubled, read the same
-//! whatever `standard_conforming_strings` says); numbers and arrays are quoted and cast.
+//! SQL literals for a batch's start (DESIGN.md §10, issue 34): `BEGIN`, its setting and
+//! `maos_begin_paths` go to PostgreSQL as one simple query, which carries no parameters. The
+//! values go in as literals instead, each with its type spelled out, so that the statement
+//! means what the bound one meant. Text is an escape string (`E'…'`: quotes and backslashes
+//! doubled, read the same whatever `standard_conforming_strings` says); numbers and arrays are
+//! quoted and cast.
 
 use std::fmt::Write as _;
 
@@ -13,8 +13,6 @@ use crate::StoreError;
 pub(super) enum Lit<'a> {
     Text(&'a str),
     Int(i64),
-    Bool(bool),
-    Texts(&'a [&'a str]),
     Ints(&'a [i64]),
     Bools(&'a [bool]),
     /// A NULL of the type named.
@@ -32,12 +30,6 @@ impl Lit<'_> {
             // does not fit.
             Lit::Int(i) => {
                 let _ = write!(out, "'{i}'::bigint");
-            }
-            Lit::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Lit::Texts(v) => {
-                out.push_str("ARRAY[");
-                list(out, v, |out, s| text(out, s))?;
-                out.push_str("]::text[]");
             }
             Lit::Ints(v) => {
                 out.push_str("'{");
@@ -135,16 +127,13 @@ mod tests {
     #[test]
     fn values_are_quoted_and_placeholders_replaced_in_one_pass() {
         let sql = bind(
-            "SELECT $1, $2, $12, $3, $4, $5, $6, $7, $8, $9, $10, $11",
+            "SELECT $1, $2, $9, $3, $4, $5, $6, $7, $8",
             &[
                 Lit::Text("it's a \\ $2"),
                 Lit::Int(i64::MIN),
-                Lit::Bool(true),
-                Lit::Texts(&["a'b", "c"]),
                 Lit::Ints(&[1, -2]),
                 Lit::Bools(&[true, false]),
                 Lit::Null("bigint[]"),
-                Lit::Texts(&[]),
                 Lit::Ints(&[]),
                 Lit::Bools(&[]),
                 Lit::Int(7),
@@ -154,9 +143,9 @@ mod tests {
         .unwrap();
         assert_eq!(
             sql,
-            "SELECT E'it''s a \\\\ $2'::text, '-9223372036854775808'::bigint, E''::text, true, \
-             ARRAY[E'a''b',E'c']::text[], '{1,-2}'::bigint[], '{t,f}'::boolean[], \
-             NULL::bigint[], ARRAY[]::text[], '{}'::bigint[], '{}'::boolean[], '7'::bigint"
+            "SELECT E'it''s a \\\\ $2'::text, '-9223372036854775808'::bigint, E''::text, \
+             '{1,-2}'::bigint[], '{t,f}'::boolean[], NULL::bigint[], '{}'::bigint[], \
+             '{}'::boolean[], '7'::bigint"
         );
     }
 
