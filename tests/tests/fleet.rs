@@ -940,7 +940,7 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
 #[test]
 fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() {
     use maos_core::{AgentId, LockMode, LockPath};
-    use maos_proto::{LockWait, Reply, Request, req};
+    use maos_proto::Reply;
     use std::collections::{BTreeMap, HashSet};
 
     let Some(pg) = postgres_or_skip() else { return };
@@ -1001,30 +1001,11 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
                     let mut holding: Option<String> = None;
                     for _ in 0..ROUNDS {
                         let req = match holding.take() {
-                            Some(path) => Request::LockRelease(req::LockRelease {
-                                agent: Some(agent.clone()),
-                                at: req::LockAt {
-                                    path,
-                                    cwd: Some(root.clone()),
-                                },
-                                force: false,
-                                by: None,
-                            }),
+                            Some(path) => release_lock(agent, &root, &path),
                             None => {
                                 let (path, mode) = menu[(next() % menu.len() as u64) as usize];
                                 holding = Some(path.to_string());
-                                Request::LockAcquire(req::LockAcquire {
-                                    agent: agent.clone(),
-                                    lock: req::Acquire {
-                                        at: req::LockAt {
-                                            path: path.to_string(),
-                                            cwd: Some(root.clone()),
-                                        },
-                                        mode,
-                                        wait: LockWait::NoWait,
-                                        ttl_ms: None,
-                                    },
-                                })
+                                no_wait_acquire(agent, &root, path, mode)
                             }
                         };
                         match client.call(req) {
@@ -1035,15 +1016,7 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
                         }
                     }
                     if let Some(path) = holding {
-                        let release = Request::LockRelease(req::LockRelease {
-                            agent: Some(agent.clone()),
-                            at: req::LockAt {
-                                path,
-                                cwd: Some(root.clone()),
-                            },
-                            force: false,
-                            by: None,
-                        });
+                        let release = release_lock(agent, &root, &path);
                         client.call(release).expect("give back the last lock");
                     }
                     tokens
@@ -1064,22 +1037,12 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
     let ws_root = Env::project_root(&envs[*ws_daemon].project);
     let mut ws_client =
         maos_tests::client::Client::connect(&envs[*ws_daemon].socket, &ws_root).expect("connect");
-    let at = |root: &str, path: &str| req::LockAt {
-        path: path.to_string(),
-        cwd: Some(root.to_string()),
-    };
-    let acquire = |agent: &String, root: &str, path: &str, mode| {
-        Request::LockAcquire(req::LockAcquire {
-            agent: agent.clone(),
-            lock: req::Acquire {
-                at: at(root, path),
-                mode,
-                wait: LockWait::NoWait,
-                ttl_ms: None,
-            },
-        })
-    };
-    match ws_client.call(acquire(ws_agent, &ws_root, ".", LockMode::Workspace)) {
+    match ws_client.call(no_wait_acquire(
+        ws_agent,
+        &ws_root,
+        ".",
+        LockMode::Workspace,
+    )) {
         Ok(Reply::Lock(_)) => {}
         other => panic!("the workspace, with nothing held: {other:?}"),
     }
@@ -1087,19 +1050,14 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
         let root = Env::project_root(&envs[*d].project);
         let mut client =
             maos_tests::client::Client::connect(&envs[*d].socket, &root).expect("connect");
-        let refused = client.call(acquire(agent, &root, "src/a.rs", LockMode::Write));
+        let refused = client.call(no_wait_acquire(agent, &root, "src/a.rs", LockMode::Write));
         assert!(
             matches!(&refused, Err(e) if e.contains("(lock_conflict)")),
             "{agent} through daemon {d} while the workspace is held: {refused:?}"
         );
     }
     ws_client
-        .call(Request::LockRelease(req::LockRelease {
-            agent: Some(ws_agent.clone()),
-            at: at(&ws_root, "."),
-            force: false,
-            by: None,
-        }))
+        .call(release_lock(ws_agent, &ws_root, "."))
         .expect("give back the workspace");
 
     let events = lock_timeline(&envs[1]);
@@ -1169,6 +1127,42 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
             );
         }
     }
+}
+
+/// A lock acquire that never waits, of `path` as seen from `root`.
+fn no_wait_acquire(
+    agent: &str,
+    root: &str,
+    path: &str,
+    mode: maos_core::LockMode,
+) -> maos_proto::Request {
+    use maos_proto::{LockWait, Request, req};
+    Request::LockAcquire(req::LockAcquire {
+        agent: agent.to_string(),
+        lock: req::Acquire {
+            at: req::LockAt {
+                path: path.to_string(),
+                cwd: Some(root.to_string()),
+            },
+            mode,
+            wait: LockWait::NoWait,
+            ttl_ms: None,
+        },
+    })
+}
+
+/// The release of `agent`'s lock on `path` as seen from `root`.
+fn release_lock(agent: &str, root: &str, path: &str) -> maos_proto::Request {
+    use maos_proto::{Request, req};
+    Request::LockRelease(req::LockRelease {
+        agent: Some(agent.to_string()),
+        at: req::LockAt {
+            path: path.to_string(),
+            cwd: Some(root.to_string()),
+        },
+        force: false,
+        by: None,
+    })
 }
 
 /// PostgreSQL restarted as after a crash (immediate shutdown: no checkpoint, the WAL replayed)
