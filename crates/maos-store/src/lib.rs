@@ -3,9 +3,10 @@
 //!
 //! The daemon's project actor owns a [`Store`]. On SQLite: one write connection (the only
 //! writer of the file) and a small read-only pool for history. Writes arrive as a [`Batch`] (everything one
-//! group commit changed) and are applied in one transaction with at most one statement per
-//! table: each statement takes its rows as a single JSON array and expands it with
-//! `json_each`, so its SQL text never changes and stays prepared.
+//! group commit changed) and are applied in one transaction with one statement per table
+//! that has rows: each statement takes its rows as a single JSON array and expands it with
+//! `json_each`, and a batch's SQL is one of a handful of fixed texts (one per shape: which
+//! tables have rows), each kept prepared.
 
 mod engine;
 mod options;
