@@ -55,15 +55,7 @@ impl Budget {
     /// `text` cut to `cap` bytes and to what is left (at a character's boundary, [`CUT`]
     /// appended when cut); what it keeps is spent.
     fn cut(&mut self, text: &mut String, cap: usize) {
-        let keep = cap.min(self.0);
-        if text.len() > keep {
-            let mut end = keep;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-            text.push_str(CUT);
-        }
+        maos_core::text::cut_bytes(text, cap.min(self.0), CUT);
         self.0 = self.0.saturating_sub(text.len());
     }
 }

@@ -199,14 +199,7 @@ impl Radar {
                 };
                 let diff = if theirs { &f.diff_a } else { &f.diff_b };
                 let mut diff = diff.clone();
-                if diff.len() > CONTEXT_DIFF {
-                    let mut end = CONTEXT_DIFF;
-                    while !diff.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    diff.truncate(end);
-                    diff.push_str("\n[… cut]\n");
-                }
+                maos_core::text::cut_bytes(&mut diff, CONTEXT_DIFF, "\n[… cut]\n");
                 told.push(format!(
                     "maos radar: your work on {} in {} would conflict ({}) with the change of {owners} \
                      in {}, not landed yet (maos radar shows both sides). Their change:\n{diff}",

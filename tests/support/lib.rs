@@ -616,6 +616,19 @@ impl Env {
         self.events_in(&self.project, extra)
     }
 
+    /// The default project's lock timeline: grants, releases and expiries, in commit (`seq`)
+    /// order.
+    pub fn lock_timeline(&self) -> Vec<Value> {
+        self.events(&[
+            "--type",
+            "lock_acquired",
+            "--type",
+            "lock_released",
+            "--type",
+            "lock_expired",
+        ])
+    }
+
     /// The running daemon's pid, as `maos daemon status --json` reports it.
     pub fn daemon_pid(&self) -> u32 {
         let v = self.maos_json(&["daemon", "status"]);

@@ -364,19 +364,6 @@ fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
     }
 }
 
-/// The project's lock timeline as `env`'s daemon reads it: grants, releases and expiries, in
-/// commit (`seq`) order.
-fn lock_timeline(env: &Env) -> Vec<Value> {
-    env.events(&[
-        "--type",
-        "lock_acquired",
-        "--type",
-        "lock_released",
-        "--type",
-        "lock_expired",
-    ])
-}
-
 /// `maos daemon status` lists the fleet's daemons as PostgreSQL records them: each running
 /// daemon writes that it is alive every interval (100 ms here, 30 s by default), so one killed
 /// with `kill -9` shows as not running once it has been silent for three of them, while the
@@ -849,7 +836,7 @@ fn random_lock_operations_from_three_daemons_keep_the_lock_model() {
     });
 
     // The timeline, replayed in commit order.
-    let events = lock_timeline(&envs[0]);
+    let events = envs[0].lock_timeline();
     let mut held: BTreeMap<u64, (String, String, String)> = BTreeMap::new();
     let mut last_token: BTreeMap<String, u64> = BTreeMap::new();
     let mut seen = HashSet::new();
@@ -1060,7 +1047,7 @@ fn per_path_turns_keep_directory_and_workspace_locks_exclusive_across_daemons() 
         .call(release_lock(ws_agent, &ws_root, "."))
         .expect("give back the workspace");
 
-    let events = lock_timeline(&envs[1]);
+    let events = envs[1].lock_timeline();
     let mut held: BTreeMap<u64, (AgentId, LockPath, LockMode)> = BTreeMap::new();
     let mut last_token: BTreeMap<String, u64> = BTreeMap::new();
     let mut seen = HashSet::new();

@@ -323,14 +323,7 @@ fn twenty_agents_never_hold_conflicting_locks() {
     assert!(bad_snaps.is_empty(), "lock list showed: {bad_snaps:#?}");
 
     // The timeline, replayed in sequence order: at no moment two conflicting holders.
-    let events = env.events(&[
-        "--type",
-        "lock_acquired",
-        "--type",
-        "lock_released",
-        "--type",
-        "lock_expired",
-    ]);
+    let events = env.lock_timeline();
     let mut held: BTreeMap<u64, Lock> = BTreeMap::new();
     let mut granted: BTreeMap<u64, Lock> = BTreeMap::new();
     let mut last_seq = 0;

@@ -8,6 +8,8 @@
 //!   short;
 //! - [`first_line`]: a multi-line text (a todo, a task) shown by its first line.
 //!
+//! And [`cut_bytes`]: a long text (a diff) cut to a byte budget, saying it was cut.
+//!
 //! For a terminal, see [`crate::term`]: it escapes more (bidirectional controls) and in a
 //! form without `\`.
 
@@ -53,10 +55,35 @@ pub fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("").trim()
 }
 
+/// `text` cut to at most `max` bytes, at a character's boundary, with `marker` appended when
+/// it was cut (a diff or a hunk quoted in an answer of bounded size); true when it was cut.
+pub fn cut_bytes(text: &mut String, max: usize, marker: &str) -> bool {
+    if text.len() <= max {
+        return false;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(marker);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_cut_keeps_whole_characters_and_says_so() {
+        let mut t = "aé".to_string(); // 3 bytes: 'é' is two
+        assert!(cut_bytes(&mut t, 2, "[cut]"));
+        assert_eq!(t, "a[cut]");
+        let mut short = "abc".to_string();
+        assert!(!cut_bytes(&mut short, 3, "[cut]"));
+        assert_eq!(short, "abc");
+    }
 
     #[test]
     fn controls_are_escaped_and_the_rest_kept() {

@@ -376,14 +376,7 @@ impl Git {
         ];
         let (_, out) = self.run(dir, None, &args, &[0])?;
         let mut text = String::from_utf8_lossy(&out).into_owned();
-        if text.len() > cap {
-            let mut end = cap;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-            text.push_str("\n[… cut]\n");
-        }
+        maos_core::text::cut_bytes(&mut text, cap, "\n[… cut]\n");
         Ok(text)
     }
 }
