@@ -164,11 +164,29 @@ impl FleetSide {
             return;
         };
         let agents: Vec<String> = agents.iter().map(ToString::to_string).collect();
-        let last = self.published.remove(worktree).unwrap_or_default();
+        let Some(last) = self.published.remove(worktree) else {
+            return self.write_report(worktree, snap, agents, Published::default());
+        };
         if last.tree == snap.tree && last.agents == agents {
             self.published.insert(worktree.to_string(), last);
             return;
         }
+        // Rows of an earlier report are in PostgreSQL: whatever happens now, an entry stays,
+        // so that `withdraw` deletes them when the worktree leaves (one with no tree is
+        // written again, in full, next time).
+        self.published
+            .insert(worktree.to_string(), Published::default());
+        self.write_report(worktree, snap, agents, last);
+    }
+
+    /// Writes the report of `worktree`, sending only the contents `last` did not hold.
+    fn write_report(
+        &mut self,
+        worktree: &str,
+        snap: &maos_radar::Snapshot,
+        agents: Vec<String>,
+        last: Published,
+    ) {
         let report = fleet::report(&self.git, Path::new(worktree), snap, &last.blobs);
         let mut t = match report {
             Ok(Some(t)) => t,

@@ -62,7 +62,9 @@ pub fn report(
         .zip(git.blob_sizes(dir, &ids)?)
         .map(|(id, size)| (id, size.unwrap_or(0)))
         .collect();
-    let total: u64 = sizes.values().sum();
+    // Per path, as the contents are stored and as `check_report` counts them (one blob at two
+    // paths is sent twice).
+    let total: u64 = present.iter().map(|c| sizes[c.blob.as_str()]).sum();
     if too_large.is_none() {
         if let Some(big) = present
             .iter()

@@ -170,3 +170,35 @@ fn another_clones_report_builds_its_tree_here_and_conflicts_like_a_local_pair() 
     let again = fleet::report(&g, &b, &snap_b, &last).unwrap().unwrap();
     assert!(again.files.iter().all(|f| f.content.is_none()), "{again:?}");
 }
+
+/// One content at many paths is sent once per path, and `check_report` counts it so: a report
+/// whose files hold more than the cap that way says it is too large, rather than going out
+/// with contents that every other daemon then refuses as hostile.
+#[test]
+fn one_blob_at_many_paths_counts_once_per_path() {
+    use maos_core::radar::FLEET_TREE_CAP;
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "base"]);
+    let content = vec![b'y'; (FLEET_FILE_CAP - 1) as usize];
+    let copies = (FLEET_TREE_CAP / (FLEET_FILE_CAP - 1)) + 1;
+    for i in 0..copies {
+        std::fs::write(repo.join(format!("copy{i}.bin")), &content).unwrap();
+    }
+    let now = Utc::now();
+    let mut r = Radar::new(Git::new(), &tmp.path().join("cache")).unwrap();
+    r.watch(&repo, now).unwrap();
+    let name = repo.display().to_string();
+    let snap = r.snapshot(&name).unwrap().clone();
+    let mut t = fleet::report(&Git::new(), &repo, &snap, &HashMap::new())
+        .unwrap()
+        .expect("a report");
+    t.machine = "machine-b".into();
+    let why = t.too_large.clone().expect("too large, counted per path");
+    assert!(why.contains("the changed files hold"), "{why}");
+    check_report(&t).expect("the report passes the receivers' check");
+}

@@ -589,9 +589,6 @@ fn radar_told(
     paths: &[String],
     mut answer: HookAnswer,
 ) -> HookAnswer {
-    if answer.decision == HookDecision::Deny {
-        return answer;
-    }
     let Some(told) = tx
         .state()
         .radar
