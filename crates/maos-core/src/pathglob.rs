@@ -237,6 +237,34 @@ fn reach(la: usize, lb: usize, moves: impl Fn(usize, usize) -> Moves) -> bool {
     false
 }
 
+/// The declared files of a session's agents that did not come through a plan file's checks
+/// (an imported session's specs): the same bounds as a plan's (at most [`MAX_FILES`] an agent,
+/// [`MAX_PLAN_FILES`] in all, each a pattern [`parse`] accepts), or what is wrong.
+pub fn check_declared<'a>(agents: impl IntoIterator<Item = &'a [String]>) -> Result<(), String> {
+    let mut total = 0;
+    for files in agents {
+        if files.len() > MAX_FILES {
+            return Err(format!(
+                "an agent declares {} files; the limit is {MAX_FILES}",
+                files.len()
+            ));
+        }
+        total += files.len();
+        if total > MAX_PLAN_FILES {
+            return Err(format!(
+                "the agents declare more than {MAX_PLAN_FILES} files in all"
+            ));
+        }
+        if let Some((f, e)) = files.iter().find_map(|f| parse(f).err().map(|e| (f, e))) {
+            return Err(format!(
+                "a declared file {:?} {e}",
+                crate::text::clip(f, 80)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The pairs of one list's and another's patterns that overlap (as written), for messages.
 /// Patterns that do not parse are left out (plans are checked before).
 pub fn overlapping<'a>(a: &'a [String], b: &'a [String]) -> Vec<(&'a str, &'a str)> {
@@ -259,6 +287,22 @@ pub fn overlapping<'a>(a: &'a [String], b: &'a [String]) -> Vec<(&'a str, &'a st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn declared_files_from_outside_are_held_to_a_plans_bounds() {
+        let ok = vec!["src/**".to_string()];
+        assert_eq!(check_declared([ok.as_slice()]), Ok(()));
+        let many: Vec<String> = (0..=MAX_FILES).map(|i| format!("f{i}")).collect();
+        let e = check_declared([many.as_slice()]).unwrap_err();
+        assert!(e.contains("the limit is 64"), "{e}");
+        let some: Vec<String> = (0..MAX_FILES).map(|i| format!("f{i}")).collect();
+        let nine = vec![some.as_slice(); 9];
+        let e = check_declared(nine).unwrap_err();
+        assert!(e.contains("more than 512"), "{e}");
+        let bad = vec!["../etc/passwd".to_string()];
+        let e = check_declared([bad.as_slice()]).unwrap_err();
+        assert!(e.contains("../etc/passwd"), "{e}");
+    }
 
     fn p(s: &str) -> Pattern {
         match parse(s) {
