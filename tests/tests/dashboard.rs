@@ -1243,3 +1243,66 @@ fn the_session_api_counts_done_as_ps_does_and_says_a_refusal() {
         "the holder's NOW: {nows:?}"
     );
 }
+
+/// A view left while it still loads never draws over the next one. The page's first view (the
+/// projects) was still waiting for its answer when the address moved to a session; the
+/// session was drawn, then the projects' late answer replaced it, so the page showed the
+/// projects under a session's address (a CI run of `violations` timed out on exactly that).
+/// Here the projects' answer is held in the browser until the session is drawn.
+#[test]
+fn a_view_left_while_it_loads_never_draws_over_the_next() {
+    if !maos_tests::webdriver::available() {
+        return;
+    }
+    let env = Env::new();
+    let sid = env.session("Drawn over by a late answer", &[]);
+    let d = Dashboard::start(&env);
+    let browser = maos_tests::webdriver::Browser::start(&env.root().join("chromium"));
+    // Before the page's own script: `/api/projects` answers wait for `__release()`; once its
+    // body is read, a task queued behind it says that everything the page did with it
+    // (every microtask up to the page's next wait) is done.
+    let hold = r#"
+        window.__held = [];
+        window.__after = false;
+        const real = window.fetch.bind(window);
+        window.fetch = (url, init) => {
+            if (!String(url).startsWith("/api/projects") || window.__go) return real(url, init);
+            return new Promise(done => window.__held.push(() => done(real(url, init).then(r => {
+                const json = r.json.bind(r);
+                r.json = () => json().then(v => { setTimeout(() => { window.__after = true; }, 0); return v; });
+                return r;
+            }))));
+        };
+        window.__release = () => { window.__go = true; for (const f of window.__held.splice(0)) f(); };
+    "#;
+    browser
+        .cdp(
+            "Page.addScriptToEvaluateOnNewDocument",
+            serde_json::json!({ "source": hold }),
+        )
+        .expect("a script before the page's");
+    browser.open(&d.url);
+    browser.until_js(
+        "the projects' answer is held",
+        "return window.__held && window.__held.length === 1",
+    );
+    let root = Env::project_root(&env.project);
+    browser.eval(&format!("location.hash = '#/session/{}/{sid}'", enc(&root)));
+    browser.until_js(
+        "the session drawn",
+        "return !!document.querySelector('#view #timeline')",
+    );
+    browser.eval("window.__release()");
+    browser.until_js("the projects' answer read", "return window.__after");
+    let shown = browser.eval(
+        "return [!!document.querySelector('#view #timeline'), \
+                 document.querySelectorAll('#view section[data-project]').length, \
+                 document.getElementById('where').textContent]",
+    );
+    assert_eq!(
+        shown,
+        serde_json::json!([true, 0, format!("{root} › {}", &sid[..13])]),
+        "the session's page, not the projects: {}",
+        browser.html()
+    );
+}
