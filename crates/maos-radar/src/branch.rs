@@ -5,6 +5,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use maos_core::radar::is_object_id;
+
 /// The most of a `.git` or `HEAD` file read (both are one short line).
 const CAP: u64 = 4096;
 
@@ -43,11 +45,6 @@ pub fn branch(worktree: &Path) -> Option<String> {
     (!name.is_empty()).then(|| name.to_string())
 }
 
-/// Whether `s` is a full object id (40 or 64 lower-case hex digits).
-fn is_id(s: &str) -> bool {
-    (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
 /// The commit `worktree`'s `HEAD` names, read from files: `HEAD` (an id when detached), else
 /// the branch's loose ref in the repository's common directory, else `packed-refs`. `None`
 /// whenever anything is not as expected (an unborn branch, a reftable repository, an odd ref
@@ -63,7 +60,7 @@ pub fn head_commit(worktree: &Path) -> Option<String> {
     for _ in 0..4 {
         let line = text.lines().next()?.trim().to_string();
         let Some(name) = line.strip_prefix("ref:").map(str::trim) else {
-            return is_id(&line).then_some(line);
+            return is_object_id(&line).then_some(line);
         };
         let plain = name.starts_with("refs/heads/")
             && name
@@ -87,6 +84,6 @@ fn packed(common: &Path, name: &str) -> Option<String> {
         .filter(|l| !l.starts_with('#') && !l.starts_with('^'))
         .find_map(|l| {
             let (id, r) = l.split_once(' ')?;
-            (r.trim() == name && is_id(id)).then(|| id.to_string())
+            (r.trim() == name && is_object_id(id)).then(|| id.to_string())
         })
 }

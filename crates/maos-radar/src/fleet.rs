@@ -116,24 +116,40 @@ pub fn report(
     }))
 }
 
-/// The files of a checked report whose blobs this repository lacks: their contents must be
-/// fetched before [`build`].
-pub fn missing(git: &Git, dir: &Path, t: &FleetTree) -> Result<Vec<String>, RadarError> {
-    let present: Vec<&FleetFile> = t.files.iter().filter(|f| f.mode != 0).collect();
-    let ids: Vec<&str> = present.iter().map(|f| f.blob.as_str()).collect();
-    let sizes = git.blob_sizes(dir, &ids)?;
-    Ok(present
-        .iter()
-        .zip(sizes)
-        .filter(|(_, size)| size.is_none())
-        .map(|(f, _)| f.path.clone())
-        .collect())
+/// What this repository holds of a checked report, looked up in one git process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Here {
+    /// Whether its base commit is here.
+    pub base: bool,
+    /// The files whose blobs are not (their contents must be fetched before [`build_with`]).
+    pub missing: Vec<String>,
 }
 
-/// The snapshot another machine's checked report stands for, built in the repository at `dir`:
-/// its base with its files (`contents`: those [`missing`] named, by path) written as blobs
-/// here, through the index file `index`. `Ok(Err(why))` when it cannot be compared here: too
-/// large, its base commit not in this repository, or a content that is not its blob.
+/// Looks up a checked report's base and blobs in the repository at `dir` (one `git cat-file
+/// --batch-check` for all of them).
+pub fn here(git: &Git, dir: &Path, t: &FleetTree) -> Result<Here, RadarError> {
+    let present: Vec<&FleetFile> = t.files.iter().filter(|f| f.mode != 0).collect();
+    let base = format!("{}^{{commit}}", t.base);
+    let mut names: Vec<&str> = vec![base.as_str()];
+    names.extend(present.iter().map(|f| f.blob.as_str()));
+    let types = git.types(dir, &names)?;
+    Ok(Here {
+        base: types.first().and_then(Option::as_deref) == Some("commit"),
+        missing: present
+            .iter()
+            .zip(types.iter().skip(1))
+            .filter(|(_, ty)| ty.as_deref() != Some("blob"))
+            .map(|(f, _)| f.path.clone())
+            .collect(),
+    })
+}
+
+/// The files of a checked report whose blobs this repository lacks ([`here`]'s `missing`).
+pub fn missing(git: &Git, dir: &Path, t: &FleetTree) -> Result<Vec<String>, RadarError> {
+    Ok(here(git, dir, t)?.missing)
+}
+
+/// [`build_with`] after looking the report up here.
 pub fn build(
     git: &Git,
     dir: &Path,
@@ -144,28 +160,52 @@ pub fn build(
     if let Some(why) = &t.too_large {
         return Ok(Err(format!("too large to compare: {why}")));
     }
-    if !git.has_commit(dir, &t.base)? {
+    let found = here(git, dir, t)?;
+    build_with(git, dir, index, t, &found, contents)
+}
+
+/// The snapshot another machine's checked report stands for, built in the repository at `dir`:
+/// its base with its files, those `here` found missing written here as blobs from `contents`
+/// (by path; all in one git process), through the index file `index`. `Ok(Err(why))` when it
+/// cannot be compared here: too large, its base commit not in this repository, a content that
+/// is not its blob, or one that did not arrive.
+pub fn build_with(
+    git: &Git,
+    dir: &Path,
+    index: &Path,
+    t: &FleetTree,
+    here: &Here,
+    contents: HashMap<String, Vec<u8>>,
+) -> Result<Result<Snapshot, String>, RadarError> {
+    if let Some(why) = &t.too_large {
+        return Ok(Err(format!("too large to compare: {why}")));
+    }
+    if !here.base {
         return Ok(Err(format!("cannot compare: base {} not here", t.base)));
     }
+    // Every blob must be here once the missing ones are written.
     let mut contents = contents;
-    for f in t.files.iter().filter(|f| f.mode != 0) {
-        let Some(content) = contents.remove(&f.path) else {
-            continue;
+    let mut writing: Vec<(&FleetFile, Vec<u8>)> = Vec::with_capacity(here.missing.len());
+    for path in &here.missing {
+        let (Some(f), Some(content)) = (
+            t.files.iter().find(|f| f.mode != 0 && f.path == *path),
+            contents.remove(path),
+        ) else {
+            return Ok(Err(format!(
+                "cannot compare: the content of `{path}` did not arrive"
+            )));
         };
-        let id = git.write_blob(dir, content)?;
-        if id != f.blob {
+        writing.push((f, content));
+    }
+    let bodies: Vec<&[u8]> = writing.iter().map(|(_, c)| c.as_slice()).collect();
+    let ids = git.write_blobs(dir, &index.with_extension("blobs"), &bodies)?;
+    for ((f, _), id) in writing.iter().zip(&ids) {
+        if *id != f.blob {
             return Ok(Err(format!(
                 "refused: the content of `{}` is not its blob {}",
                 f.path, f.blob
             )));
         }
-    }
-    // Every blob must be here now (written, or here before).
-    let lacking = missing(git, dir, t)?;
-    if let Some(path) = lacking.first() {
-        return Ok(Err(format!(
-            "cannot compare: the content of `{path}` did not arrive"
-        )));
     }
     let changes: Vec<RawChange> = t
         .files

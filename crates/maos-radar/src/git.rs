@@ -67,6 +67,13 @@ impl Git {
         Git::default()
     }
 
+    /// The git at `program` (a wrapper that counts the processes, in a test).
+    pub fn at(program: impl Into<OsString>) -> Self {
+        Git {
+            program: program.into(),
+        }
+    }
+
     fn command(&self, dir: &Path, index: Option<&Path>) -> Command {
         let mut cmd = Command::new(&self.program);
         cmd.current_dir(dir)
@@ -412,13 +419,6 @@ impl Git {
             .find_map(|r| found.get(r).map(|s| s.to_string())))
     }
 
-    /// Whether the commit `id` is in the repository at `dir`.
-    pub fn has_commit(&self, dir: &Path, id: &str) -> Result<bool, RadarError> {
-        let spec = format!("{id}^{{commit}}");
-        let (code, _) = self.run(dir, None, &["cat-file", "-e", spec.as_str()], &[0, 1, 128])?;
-        Ok(code == 0)
-    }
-
     /// The files that differ between `base` and `tree`, with their mode and blob in `tree`
     /// (renames not followed).
     pub fn raw_changes(
@@ -501,15 +501,94 @@ impl Git {
         Ok(contents)
     }
 
-    /// Writes `content` as a blob into the repository at `dir`; its id.
-    pub fn write_blob(&self, dir: &Path, content: Vec<u8>) -> Result<String, RadarError> {
+    /// The type of each object `names` names (`commit`, `blob`, ...; `None` for one that is
+    /// not here), looked up in one process. A name may be any revision git reads
+    /// (`<id>^{commit}`).
+    pub fn types(&self, dir: &Path, names: &[&str]) -> Result<Vec<Option<String>>, RadarError> {
+        let input = names
+            .iter()
+            .flat_map(|b| format!("{b}\n").into_bytes())
+            .collect();
         let out = self.run_input(
             dir,
             None,
-            &["hash-object", "-w", "--no-filters", "--stdin"],
-            content,
+            &["cat-file", "--batch-check=%(objecttype)"],
+            input,
         )?;
-        Ok(String::from_utf8_lossy(&out).trim().to_string())
+        let text = String::from_utf8_lossy(&out);
+        let mut lines = text.lines();
+        // A name not here is answered `<name> missing` (or `ambiguous`): one word only for
+        // an object here.
+        Ok(names
+            .iter()
+            .map(|_| {
+                lines
+                    .next()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.contains(' '))
+                    .map(String::from)
+            })
+            .collect())
+    }
+
+    /// Writes `contents` as blobs into the repository at `dir`, all in one process (`git
+    /// hash-object -w --stdin-paths`, each content through a file in `scratch`, a directory of
+    /// the radar's own made afresh and removed after); their ids, in order.
+    pub fn write_blobs(
+        &self,
+        dir: &Path,
+        scratch: &Path,
+        contents: &[&[u8]],
+    ) -> Result<Vec<String>, RadarError> {
+        if contents.is_empty() {
+            return Ok(Vec::new());
+        }
+        let cache = |error: std::io::Error| RadarError::Cache {
+            path: scratch.display().to_string(),
+            error,
+        };
+        use std::os::unix::ffi::OsStrExt;
+        // One path a line, as git reads them.
+        let raw = scratch.as_os_str().as_bytes();
+        if raw.contains(&b'\n') || raw.starts_with(b"\"") {
+            return Err(cache(std::io::Error::other(
+                "a path with a newline or a leading quote",
+            )));
+        }
+        let _ = std::fs::remove_dir_all(scratch);
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(scratch)
+                .map_err(cache)?;
+        }
+        let written = (|| {
+            let mut input = Vec::new();
+            for (i, content) in contents.iter().enumerate() {
+                let file = scratch.join(i.to_string());
+                std::fs::write(&file, content).map_err(cache)?;
+                input.extend_from_slice(file.as_os_str().as_bytes());
+                input.push(b'\n');
+            }
+            self.run_input(
+                dir,
+                None,
+                &["hash-object", "-w", "--no-filters", "--stdin-paths"],
+                input,
+            )
+        })();
+        let _ = std::fs::remove_dir_all(scratch);
+        let text = String::from_utf8_lossy(&written?).into_owned();
+        let ids: Vec<String> = text.lines().map(|l| l.trim().to_string()).collect();
+        if ids.len() != contents.len() {
+            return Err(RadarError::Git {
+                dir: dir.display().to_string(),
+                args: "hash-object -w --stdin-paths".into(),
+                message: format!("{} ids for {} contents", ids.len(), contents.len()),
+            });
+        }
+        Ok(ids)
     }
 
     /// The tree of `base` with `changes` made (each a path's new mode and blob, mode 0 to

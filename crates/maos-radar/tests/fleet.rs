@@ -202,3 +202,95 @@ fn one_blob_at_many_paths_counts_once_per_path() {
     assert!(why.contains("the changed files hold"), "{why}");
     check_report(&t).expect("the report passes the receivers' check");
 }
+
+/// A `git` that logs each of its runs (one line of arguments) to `log`, then runs git.
+fn counting_git(dir: &std::path::Path, log: &std::path::Path) -> Git {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("git");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec git \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Git::at(script)
+}
+
+/// Taking another machine's report costs a fixed number of git processes, not one per file:
+/// its base and blobs are looked up once, its missing blobs written in one process, its tree
+/// built through one index.
+#[test]
+fn a_report_of_fifty_files_is_built_with_a_few_git_processes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = tmp.path().join("origin");
+    std::fs::create_dir_all(&origin).unwrap();
+    git(&origin, &["init", "-q", "-b", "main"]);
+    std::fs::write(origin.join("README"), "base\n").unwrap();
+    git(&origin, &["add", "-A"]);
+    git(&origin, &["commit", "-q", "-m", "base"]);
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for c in [&a, &b] {
+        git(
+            tmp.path(),
+            &["clone", "-q", origin.to_str().unwrap(), c.to_str().unwrap()],
+        );
+    }
+    for i in 0..50 {
+        std::fs::write(b.join(format!("f{i}.txt")), format!("file {i} from b\n")).unwrap();
+    }
+    let now = Utc::now();
+    let mut rb = Radar::new(Git::new(), &tmp.path().join("cache-b")).unwrap();
+    rb.watch(&b, now).unwrap();
+    let snap_b = rb.snapshot(&b.display().to_string()).unwrap().clone();
+    let t = fleet::report(&Git::new(), &b, &snap_b, &HashMap::new())
+        .unwrap()
+        .expect("a report");
+    assert_eq!(t.files.len(), 50);
+
+    let log = tmp.path().join("git.log");
+    let g = counting_git(tmp.path(), &log);
+    let here = fleet::here(&g, &a, &t).unwrap();
+    assert!(here.base, "the base is in a");
+    assert_eq!(here.missing.len(), 50, "none of b's blobs is in a");
+    let contents: HashMap<String, Vec<u8>> = t
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.content.clone().unwrap()))
+        .collect();
+    let index = tmp.path().join("foreign.index");
+    let built = fleet::build_with(&g, &a, &index, &t, &here, contents)
+        .unwrap()
+        .expect("built");
+    assert_eq!(built.tree, snap_b.tree, "the very tree b's snapshot was");
+    let runs = std::fs::read_to_string(&log).unwrap();
+    let runs: Vec<&str> = runs.lines().collect();
+    // One lookup, one write of the blobs, and the tree through an index (read-tree,
+    // update-index, write-tree); 56 when each blob was a process and the lookup ran twice.
+    assert_eq!(runs.len(), 5, "git processes for 50 files: {runs:#?}");
+    assert!(
+        !index.with_extension("blobs").exists() && !index.exists(),
+        "the scratch files are gone"
+    );
+
+    // Taken again: the blobs are here now, nothing is fetched or written.
+    let again = fleet::here(&g, &a, &t).unwrap();
+    assert!(again.base && again.missing.is_empty(), "{again:?}");
+    // A blob that is not here and whose content did not come: said, not built.
+    let mut lacking = t.clone();
+    lacking.files[0].blob = "1".repeat(40);
+    let here = fleet::here(&g, &a, &lacking).unwrap();
+    assert_eq!(here.missing, [lacking.files[0].path.clone()]);
+    let why = fleet::build_with(&g, &a, &index, &lacking, &here, HashMap::new())
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(
+        why,
+        format!(
+            "cannot compare: the content of `{}` did not arrive",
+            lacking.files[0].path
+        )
+    );
+}
