@@ -630,10 +630,6 @@ impl PgStore {
             self.conn = None;
         }
         self.shared = false;
-        let mut conn = match self.conn.take() {
-            Some(c) => c,
-            None => BatchConn::new(self.pool.acquire().await?),
-        };
         // What this daemon has not seen comes with the keys' locks, in the same round trip,
         // and with the transaction's start: one simple query (BEGIN, its setting, the call).
         let known_lock_seq = if self.waits_known { self.lock_seq } else { -1 };
@@ -659,12 +655,27 @@ impl PgStore {
                 },
             ],
         )?;
-        conn.clean = false;
-        let row = (&mut *conn.c)
-            .fetch_all(sql.as_str())
-            .await?
-            .pop()
-            .ok_or_else(|| StoreError::Corrupt("maos_begin_paths returned no row".into()))?;
+        let mut conn = match self.conn.take() {
+            Some(c) => c,
+            None => BatchConn::new(self.pool.acquire().await?),
+        };
+        let row = match start(&mut conn, &sql).await {
+            // The connection died while it waited (kept since the last batch, or idle in the
+            // pool: PostgreSQL restarted, the link dropped). Only this batch's start can have
+            // reached PostgreSQL, and a transaction whose connection is gone is rolled back:
+            // nothing of it is committed, so it starts again, once, on a new connection. The
+            // pool's other idle connections waited beside it and share its fate: closed.
+            Err(e) if connection_lost(&e) => {
+                tracing::debug!(error = %e, "a fleet batch's connection was lost; starting again on a new one");
+                drop(conn);
+                while let Some(mut idle) = self.pool.try_acquire() {
+                    idle.close_on_drop();
+                }
+                conn = BatchConn::new(self.pool.acquire().await?);
+                start(&mut conn, &sql).await?
+            }
+            other => other?,
+        };
         self.shared = keys.is_some();
         let last_seq = row.int_opt("last_seq")?.unwrap_or(0).max(0) as u64;
         let lock_seq = row.int_opt("lock_seq")?.unwrap_or(0);
@@ -738,15 +749,19 @@ impl PgStore {
         Ok(fresh)
     }
 
-    /// End a batch that wrote nothing (its transaction, and the key's lock, let go).
+    /// End a batch that wrote nothing (its transaction, and the key's lock, let go). A
+    /// connection kept between batches, with nothing open on it, stays kept.
     pub async fn end(&mut self) {
-        if let Some(mut conn) = self.conn.take()
-            && !conn.clean
-            && (&mut *conn.c).execute("ROLLBACK").await.is_ok()
-        {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        if conn.clean {
+            self.conn = Some(conn);
+        } else if (&mut *conn.c).execute("ROLLBACK").await.is_ok() {
             conn.clean = true;
             self.keep(conn);
         }
+        // Else dropped unclean, so closed: PostgreSQL rolls back.
     }
 
     /// After a batch: its connection kept for the next one (no round trip to give it back
@@ -944,6 +959,30 @@ impl PgStore {
     /// by every project: it closes with the daemon.
     pub async fn close(mut self) {
         self.end().await;
+    }
+}
+
+/// Send a batch's start (`BEGIN` and its turn, [`BEGIN_PATHS`]) on `conn`; its one row.
+async fn start(conn: &mut BatchConn, sql: &str) -> Result<PgRow, StoreError> {
+    conn.clean = false;
+    (&mut *conn.c)
+        .fetch_all(sql)
+        .await?
+        .pop()
+        .ok_or_else(|| StoreError::Corrupt("maos_begin_paths returned no row".into()))
+}
+
+/// Whether `e` says that the connection is gone (its socket closed or broken, or PostgreSQL
+/// ending the session: SQLSTATE class 08, connection exception, or 57P0x, a shutdown, a
+/// restart, a dropped database, an idle session's timeout), rather than that a statement
+/// failed on a live one.
+fn connection_lost(e: &StoreError) -> bool {
+    match e {
+        StoreError::Sql(sqlx::Error::Io(_) | sqlx::Error::Tls(_)) => true,
+        StoreError::Sql(sqlx::Error::Database(db)) => db
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+        _ => false,
     }
 }
 
