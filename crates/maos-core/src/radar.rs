@@ -112,9 +112,9 @@ pub const FLEET_TREE_CAP: u64 = 4 * 1024 * 1024;
 /// Fleet mode: the most changed files a worktree's report lists.
 pub const FLEET_FILES_MAX: usize = 1000;
 /// Fleet mode: the most agents a worktree's report names.
-const FLEET_AGENTS_MAX: usize = 64;
+pub const FLEET_AGENTS_MAX: usize = 64;
 /// The longest machine name, worktree path or repository path a report may hold.
-const FLEET_TEXT_MAX: usize = 4096;
+pub const FLEET_TEXT_MAX: usize = 4096;
 
 /// Fleet mode: what a daemon reports (through PostgreSQL) of one of its agents' worktrees, so
 /// that the other machines' radars can merge it with theirs without reading its disk: a base

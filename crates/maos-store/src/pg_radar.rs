@@ -14,6 +14,11 @@ use crate::pg::{Fleet, unreachable};
 /// How long since its last heartbeat a daemon's reports still count (three of its 30 s
 /// heartbeats, as `daemon status` counts it running).
 const LIVE_US: i64 = 90_000_000;
+/// The most characters of another daemon's texts read (a machine, a path, a reason): one
+/// more than `check_report` takes, so that a longer one is refused, not fetched whole.
+const TEXT_READ: i32 = maos_core::radar::FLEET_TEXT_MAX as i32 + 1;
+/// The most agents of a report read: one more than `check_report` takes.
+const AGENTS_READ: i64 = maos_core::radar::FLEET_AGENTS_MAX as i64 + 1;
 
 /// Another daemon's report of one worktree, as its row holds it: who and which version.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,8 +156,11 @@ impl Fleet {
     }
 
     /// Another daemon's report of one worktree without its files' contents (each file's
-    /// `stored` is what PostgreSQL holds of it); `None` when gone. At most one file more than
-    /// the cap is read, so that a report listing too many is seen as such.
+    /// `stored` is what PostgreSQL holds of it); `None` when gone. Read in one statement, so
+    /// one snapshot: a report rewritten meanwhile is read as it was or as it is, never half of
+    /// each. At most one file more than the cap is read, so that a report listing too many is
+    /// seen as such, and its texts are cut just past what `check_report` takes, so that one of
+    /// any length is refused without being fetched whole.
     pub async fn radar_report(
         &self,
         key: &str,
@@ -160,43 +168,59 @@ impl Fleet {
         worktree: &str,
     ) -> Result<Option<FleetTree>, StoreError> {
         let Some(row) = sqlx::query(
-            "SELECT machine, base, too_large, version,
-                 CASE WHEN jsonb_typeof(agents) = 'array'
-                     THEN ARRAY(SELECT jsonb_array_elements_text(agents))
-                     ELSE ARRAY[agents::text] END AS agents
-             FROM radar_worktrees WHERE project = $1 AND daemon = $2 AND worktree = $3",
-        )
-        .bind(key)
-        .bind(daemon)
-        .bind(worktree)
-        .fetch_optional(self.pool())
-        .await?
-        else {
-            return Ok(None);
-        };
-        let files = sqlx::query(
-            "SELECT path, mode, blob, size, coalesce(octet_length(content), 0)::bigint AS stored
-             FROM radar_files WHERE project = $1 AND daemon = $2 AND worktree = $3
-             ORDER BY path LIMIT $4",
+            "SELECT left(w.machine, $5) AS machine, left(w.base, 65) AS base,
+                 left(w.too_large, $5) AS too_large, w.version,
+                 CASE WHEN jsonb_typeof(w.agents) = 'array'
+                     THEN ARRAY(SELECT left(a, 100) FROM jsonb_array_elements_text(w.agents) a
+                         LIMIT $6)
+                     ELSE ARRAY[left(w.agents::text, 100)] END AS agents,
+                 f.paths, f.modes, f.blobs, f.sizes, f.stored
+             FROM radar_worktrees w
+             LEFT JOIN LATERAL (
+                 SELECT array_agg(path ORDER BY path) AS paths,
+                     array_agg(mode ORDER BY path) AS modes,
+                     array_agg(blob ORDER BY path) AS blobs,
+                     array_agg(size ORDER BY path) AS sizes,
+                     array_agg(stored ORDER BY path) AS stored
+                 FROM (SELECT left(path, $5) AS path, mode, left(blob, 65) AS blob, size,
+                         coalesce(octet_length(content), 0)::bigint AS stored
+                     FROM radar_files f
+                     WHERE f.project = w.project AND f.daemon = w.daemon
+                         AND f.worktree = w.worktree
+                     ORDER BY f.path LIMIT $4) l
+             ) f ON true
+             WHERE w.project = $1 AND w.daemon = $2 AND w.worktree = $3",
         )
         .bind(key)
         .bind(daemon)
         .bind(worktree)
         .bind(maos_core::radar::FLEET_FILES_MAX as i64 + 1)
-        .fetch_all(self.pool())
+        .bind(TEXT_READ)
+        .bind(AGENTS_READ)
+        .fetch_optional(self.pool())
         .await?
-        .iter()
-        .map(|r| {
-            Ok(FleetFile {
-                path: r.try_get("path")?,
-                mode: u32::try_from(r.try_get::<i32, _>("mode")?).unwrap_or(u32::MAX),
-                blob: r.try_get("blob")?,
-                size: u64::try_from(r.try_get::<i64, _>("size")?).unwrap_or(u64::MAX),
-                stored: u64::try_from(r.try_get::<i64, _>("stored")?).unwrap_or(u64::MAX),
+        else {
+            return Ok(None);
+        };
+        let paths: Vec<String> = row.try_get::<Option<_>, _>("paths")?.unwrap_or_default();
+        let modes: Vec<i32> = row.try_get::<Option<_>, _>("modes")?.unwrap_or_default();
+        let blobs: Vec<String> = row.try_get::<Option<_>, _>("blobs")?.unwrap_or_default();
+        let sizes: Vec<i64> = row.try_get::<Option<_>, _>("sizes")?.unwrap_or_default();
+        let stored: Vec<i64> = row.try_get::<Option<_>, _>("stored")?.unwrap_or_default();
+        let files = paths
+            .into_iter()
+            .zip(modes)
+            .zip(blobs)
+            .zip(sizes.into_iter().zip(stored))
+            .map(|(((path, mode), blob), (size, stored))| FleetFile {
+                path,
+                mode: u32::try_from(mode).unwrap_or(u32::MAX),
+                blob,
+                size: u64::try_from(size).unwrap_or(u64::MAX),
+                stored: u64::try_from(stored).unwrap_or(u64::MAX),
                 content: None,
             })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
+            .collect();
         Ok(Some(FleetTree {
             daemon: daemon.to_string(),
             machine: row.try_get("machine")?,
@@ -207,6 +231,68 @@ impl Fleet {
             files,
             version: row.try_get("version")?,
         }))
+    }
+
+    /// The contents of `files` (a checked report's, as [`Fleet::radar_report`] read them) in
+    /// another daemon's report, in one statement: only a row that still holds the blob and the
+    /// size the report said gives its content (a file rewritten since is absent, never another
+    /// version's bytes), and only when all of them together hold at most
+    /// [`maos_core::radar::FLEET_TREE_CAP`] bytes, counted in PostgreSQL before anything is
+    /// fetched. `Ok(Err(why))` over it: "too large to compare: …", in one line.
+    pub async fn radar_contents_of(
+        &self,
+        key: &str,
+        daemon: &str,
+        worktree: &str,
+        files: &[&FleetFile],
+    ) -> Result<Result<Vec<(String, Vec<u8>)>, String>, StoreError> {
+        let cap = maos_core::radar::FLEET_TREE_CAP;
+        let path: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        let blob: Vec<&str> = files.iter().map(|f| f.blob.as_str()).collect();
+        let size: Vec<i64> = files
+            .iter()
+            .map(|f| i64::try_from(f.size).unwrap_or(i64::MAX))
+            .collect();
+        let rows = sqlx::query(
+            "WITH hit AS MATERIALIZED (
+                 SELECT f.path, octet_length(f.content)::bigint AS n
+                 FROM radar_files f
+                     JOIN UNNEST($4::text[], $5::text[], $6::bigint[]) AS w (path, blob, size)
+                         ON f.path = w.path AND f.blob = w.blob AND f.size = w.size
+                 WHERE f.project = $1 AND f.daemon = $2 AND f.worktree = $3
+                     AND f.content IS NOT NULL AND octet_length(f.content) = f.size
+             ), total AS (SELECT coalesce(sum(n), 0)::bigint AS bytes FROM hit)
+             SELECT t.bytes, f.path, f.content
+             FROM total t
+                 LEFT JOIN radar_files f ON t.bytes <= $7 AND f.project = $1
+                     AND f.daemon = $2 AND f.worktree = $3
+                     AND f.path IN (SELECT path FROM hit)",
+        )
+        .bind(key)
+        .bind(daemon)
+        .bind(worktree)
+        .bind(&path)
+        .bind(&blob)
+        .bind(&size)
+        .bind(i64::try_from(cap).unwrap_or(i64::MAX))
+        .fetch_all(self.pool())
+        .await?;
+        let bytes: i64 = match rows.first() {
+            Some(r) => r.try_get("bytes")?,
+            None => 0,
+        };
+        if u64::try_from(bytes).unwrap_or(u64::MAX) > cap {
+            return Ok(Err(format!(
+                "too large to compare: its contents hold {bytes} bytes (at most {cap})"
+            )));
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            if let Some(path) = r.try_get::<Option<String>, _>("path")? {
+                out.push((path, r.try_get("content")?));
+            }
+        }
+        Ok(Ok(out))
     }
 
     /// The contents of `paths` in another daemon's report (call it once the report's sizes
