@@ -15,6 +15,7 @@ mod pg_radar;
 mod quarantine;
 mod rows;
 mod sqlite;
+mod sqlite_write;
 mod types;
 
 pub use engine::{Reader, Store};

@@ -11,6 +11,9 @@ use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite};
 use std::collections::HashMap;
 
+use rusqlite::types::Value;
+
+use crate::sqlite_write::BatchArgs;
 use crate::{Batch, EventQuery, Loaded, StoreError};
 
 /// Microseconds since the Unix epoch.
@@ -229,61 +232,39 @@ FROM json_each($8) AS j";
 const ARCHIVE_SESSIONS: &str = "\
 UPDATE sessions SET archived = 1 WHERE id IN (SELECT j.value FROM json_each($10) AS j)";
 
-/// A batch is one multi-statement query: sqlx runs it in a single hand-off to its worker
-/// thread (instead of one per statement, each costing far more than SQLite itself), and binds
-/// `$N` against the same argument list in every statement. `$N`, not `?N`: SQLite gives a
-/// statement using only `?6` five unnamed parameters before it, which sqlx fills with the next
-/// positional arguments, running past the end of the list (and silently leaving the later
-/// statements' parameters NULL); `$N` is one named parameter that sqlx binds to argument N.
-///
-/// The text holds only the statements of the tables the batch writes (a fresh grant: its
-/// event and its lock row), so a statement with nothing to do is neither run nor answered:
-/// each statement's result is a message from sqlx's worker thread back to the daemon's. There
-/// is one fixed text per shape (which of [`STATEMENTS`] run), made once and kept prepared in
-/// the connection's statement cache; a daemon uses a handful of shapes.
-const STATEMENTS: [&str; 10] = [
-    UPSERT_SESSIONS,
-    UPSERT_PHASES,
-    UPSERT_AGENTS,
-    INSERT_EVENTS,
-    DELETE_LOCKS,
-    UPSERT_LOCKS,
-    SET_TOKEN_BOUND,
-    INSERT_CHECKPOINTS,
-    ARCHIVE_SESSIONS,
-    PURGE_SESSIONS,
+/// A batch's statements, in the order they run, each with the tables it writes; a batch runs
+/// only those of the tables it has rows for (a fresh grant: its event and its lock row),
+/// between `BEGIN IMMEDIATE` and `COMMIT`, on the store's own write connection
+/// (`sqlite_write.rs`), each kept prepared. Every statement takes its arguments as `$N`, bound
+/// by name to the batch's N-th argument (`BatchArgs`); `$N`, not `?N`: SQLite gives a
+/// statement using only `?6` five unnamed parameters before it.
+pub(crate) const STATEMENTS: [&[&str]; 10] = [
+    &[UPSERT_SESSIONS],
+    &[UPSERT_PHASES],
+    &[UPSERT_AGENTS],
+    &[INSERT_EVENTS],
+    &[DELETE_LOCKS],
+    &[UPSERT_LOCKS],
+    &[SET_TOKEN_BOUND],
+    &[INSERT_CHECKPOINTS],
+    &[ARCHIVE_SESSIONS],
+    &PURGE_SESSIONS,
 ];
 
-/// The batch texts made so far, by shape (bit `i` set: `STATEMENTS[i]` runs).
-static BATCH_TEXTS: [std::sync::OnceLock<String>; 1 << STATEMENTS.len()] =
-    [const { std::sync::OnceLock::new() }; 1 << STATEMENTS.len()];
-
-/// The text of the batch of this shape: `BEGIN IMMEDIATE`, its statements in the order of
-/// [`STATEMENTS`], `COMMIT`.
-fn batch_sql(shape: u16) -> &'static str {
-    BATCH_TEXTS[usize::from(shape)].get_or_init(|| {
-        let mut parts = vec!["BEGIN IMMEDIATE"];
-        parts.extend(
-            STATEMENTS
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| shape & (1 << i) != 0)
-                .map(|(_, s)| *s),
-        );
-        parts.push("COMMIT");
-        parts.join(";\n")
-    })
-}
+/// The bits of [`STATEMENTS`] whose batches may be long (snapshots, archiving, deleting
+/// whole sessions): such a batch is never run on the caller's thread.
+pub(crate) const LONG_STATEMENTS: u16 = 1 << 7 | 1 << 8 | 1 << 9;
 
 /// Everything a deleted session recorded goes with it: events, checkpoints, phases, agents,
 /// locks. After the inserts, so that an event about the deletion (with no session) stays.
-const PURGE_SESSIONS: &str = "\
-DELETE FROM session_events WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
-DELETE FROM checkpoints WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
-DELETE FROM phases WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
-DELETE FROM session_agents WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
-DELETE FROM locks WHERE session_id IN (SELECT j.value FROM json_each($11) AS j);
-DELETE FROM sessions WHERE id IN (SELECT j.value FROM json_each($11) AS j)";
+const PURGE_SESSIONS: [&str; 6] = [
+    "DELETE FROM session_events WHERE session_id IN (SELECT j.value FROM json_each($11) AS j)",
+    "DELETE FROM checkpoints WHERE session_id IN (SELECT j.value FROM json_each($11) AS j)",
+    "DELETE FROM phases WHERE session_id IN (SELECT j.value FROM json_each($11) AS j)",
+    "DELETE FROM session_agents WHERE session_id IN (SELECT j.value FROM json_each($11) AS j)",
+    "DELETE FROM locks WHERE session_id IN (SELECT j.value FROM json_each($11) AS j)",
+    "DELETE FROM sessions WHERE id IN (SELECT j.value FROM json_each($11) AS j)",
+];
 
 #[derive(Serialize)]
 struct CheckpointRowOut<'a> {
@@ -450,13 +431,13 @@ impl BatchRows {
     }
 }
 
-/// Write `b` in one transaction; `token_bound`, when given, is the fencing-token bound to
-/// store with it (the batch's own `next_token` is not written: see `SqliteStore::commit`).
-pub(crate) async fn write_batch(
-    conn: &mut SqliteConnection,
+/// The arguments of `b`'s statements ([`STATEMENTS`]) and which of them run; `None` when
+/// nothing is written. `token_bound`, when given, is the fencing-token bound to store with it
+/// (the batch's own `next_token` is not written: see `SqliteStore::commit`).
+pub(crate) fn batch_args(
     b: &Batch<'_>,
     token_bound: Option<u64>,
-) -> Result<(), StoreError> {
+) -> Result<Option<BatchArgs>, StoreError> {
     let BatchRows {
         sessions,
         phases,
@@ -490,7 +471,7 @@ pub(crate) async fn write_batch(
     }
     let (archived, purged) = (json(&b.archived)?, json(&b.purged)?);
     // Which statements run, in the order of `STATEMENTS` (a table with nothing to write is
-    // left out; its argument is still bound, as `[]`).
+    // left out).
     let rows = |j: &str| j != "[]";
     let shape = [
         rows(&sessions),
@@ -508,29 +489,27 @@ pub(crate) async fn write_batch(
     .enumerate()
     .fold(0u16, |m, (i, on)| m | (u16::from(*on) << i));
     if shape == 0 {
-        return Ok(());
+        return Ok(None);
     }
-    let result = sqlx::query(batch_sql(shape))
-        .bind(sessions)
-        .bind(phases)
-        .bind(agents)
-        .bind(events)
-        .bind(unlocks)
-        .bind(locks)
-        .bind(token_bound.map(|t| i64::try_from(t).unwrap_or(i64::MAX)))
-        .bind(checkpoints)
-        .bind(states)
-        .bind(archived)
-        .bind(purged)
-        .execute(&mut *conn)
-        .await;
-    if let Err(e) = result {
-        // A statement failed inside the transaction: undo whatever ran before it (SQLite may
-        // already have rolled back, e.g. on a full disk; then this is a harmless no-op).
-        let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-        return Err(e.into());
-    }
-    Ok(())
+    let bound = token_bound.map_or(Value::Null, |t| {
+        Value::Integer(i64::try_from(t).unwrap_or(i64::MAX))
+    });
+    Ok(Some(BatchArgs {
+        shape,
+        values: [
+            Value::Text(sessions),
+            Value::Text(phases),
+            Value::Text(agents),
+            Value::Text(events),
+            Value::Text(unlocks),
+            Value::Text(locks),
+            bound,
+            Value::Text(checkpoints),
+            Value::Blob(states),
+            Value::Text(archived),
+            Value::Text(purged),
+        ],
+    }))
 }
 
 /// Held locks, the next fencing token, and the token bound as stored (`meta`'s
@@ -610,48 +589,6 @@ impl Cols for SqliteRow {
     }
     fn flag(&self, col: &str) -> Result<bool, StoreError> {
         Ok(self.try_get(col)?)
-    }
-}
-
-/// A row as a JSON object (PostgreSQL's `jsonb_build_object`, several rows in one answer).
-impl Cols for serde_json::Map<String, serde_json::Value> {
-    fn text(&self, col: &str) -> Result<String, StoreError> {
-        self.text_opt(col)?
-            .ok_or_else(|| StoreError::Corrupt(format!("column {col} is NULL")))
-    }
-    fn text_opt(&self, col: &str) -> Result<Option<String>, StoreError> {
-        match self.get(col) {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(StoreError::Corrupt(format!(
-                "column {col} is {other}, not text"
-            ))),
-        }
-    }
-    fn int_opt(&self, col: &str) -> Result<Option<i64>, StoreError> {
-        match self.get(col) {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(v) => v
-                .as_i64()
-                .map(Some)
-                .ok_or_else(|| StoreError::Corrupt(format!("column {col} is {v}, not an integer"))),
-        }
-    }
-    fn flag(&self, col: &str) -> Result<bool, StoreError> {
-        self.get(col)
-            .and_then(serde_json::Value::as_bool)
-            .ok_or_else(|| StoreError::Corrupt(format!("column {col} is not a boolean")))
-    }
-}
-
-/// Rows sent as one JSON array of objects.
-pub(crate) fn json_rows(
-    text: Option<&str>,
-) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, StoreError> {
-    match text {
-        None => Ok(Vec::new()),
-        Some(t) => serde_json::from_str(t)
-            .map_err(|e| StoreError::Corrupt(format!("rows sent as JSON: {e}"))),
     }
 }
 

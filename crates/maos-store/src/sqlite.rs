@@ -1,5 +1,5 @@
-//! SQLite, the default: one file per project, one write connection and a small read-only
-//! pool.
+//! SQLite, the default: one file per project, one write connection (maos's own, see
+//! `sqlite_write.rs`), one sqlx connection for loads and a small read-only pool.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -11,8 +11,9 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Connection, Row};
 
-use crate::options::{StoreOptions, Synchronous, WAL_AUTOCHECKPOINT_PAGES};
+use crate::options::{StoreOptions, Synchronous};
 use crate::rows;
+use crate::sqlite_write::Writer;
 use crate::types::*;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
@@ -33,9 +34,13 @@ const READ_ROW_BUFFER: usize = 1024;
 /// per restart; tokens still only grow (a fleet's come in blocks of 65,536 the same way).
 pub(crate) const TOKEN_BLOCK: u64 = 1000;
 
-/// A project's SQLite database: the single write connection and a read-only pool.
+/// A project's SQLite database: the single write connection, the connection that loads, and
+/// a read-only pool.
 pub struct SqliteStore {
-    write: SqliteConnection,
+    /// Every batch's commit.
+    writer: Writer,
+    /// Loads and checks (opened first and kept: see [`SqliteStore::open`]).
+    loads: SqliteConnection,
     reader: SqliteReader,
     checkpoint: SqliteConnectOptions,
     /// The fencing-token bound as committed in `meta` (no token at or above it was ever
@@ -141,21 +146,13 @@ impl SqliteStore {
         if let Some(pages) = opts.max_page_count {
             base = base.pragma("max_page_count", pages.to_string());
         }
-        // Checkpoints happen mostly off the commit path: the daemon runs `Checkpointer` every
-        // second. Under sustained writes a passive checkpoint never catches up completely, and
-        // only a complete one lets the WAL wrap, so the writer keeps its own checkpoint as a
-        // bound on the WAL (~16 MiB). With most frames already copied in the background it is
-        // rare and cheap; at SQLite's default (1,000 pages) it fsynced inside ~1% of commits.
-        //
-        // Opened before the migration's connection, and kept: when the last connection to a
-        // database closes, SQLite copies the whole WAL back and deletes it. Closing the
-        // migration's connection first would do that on every start, and after a crash the
-        // WAL can hold megabytes (tens of milliseconds before the daemon could serve).
-        let write = base
+        // The loads' connection opens before the migration's, and is kept: when the last
+        // connection to a database closes, SQLite copies the whole WAL back and deletes it.
+        // Closing the migration's connection first would do that on every start, and after a
+        // crash the WAL can hold megabytes (tens of milliseconds before the daemon could serve).
+        let loads = base
             .clone()
             .create_if_missing(true)
-            .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES.to_string())
-            .pragma("cache_spill", WRITE_SPILL_PAGES.to_string())
             .connect()
             .await
             .map_err(open_err)?;
@@ -168,6 +165,13 @@ impl SqliteStore {
             .map_err(open_err)?;
         MIGRATOR.run(&migrate).await?;
         migrate.close().await;
+        // Checkpoints happen mostly off the commit path: the daemon runs `Checkpointer` every
+        // second. Under sustained writes a passive checkpoint never catches up completely, and
+        // only a complete one lets the WAL wrap, so the writer keeps its own checkpoint as a
+        // bound on the WAL (`WAL_AUTOCHECKPOINT_PAGES`, ~16 MiB). With most frames already
+        // copied in the background it is rare and cheap; at SQLite's default (1,000 pages) it
+        // fsynced inside ~1% of commits.
+        let writer = Writer::open(path, &opts, WRITE_SPILL_PAGES).await?;
         let checkpoint = base.clone();
         // History reads can be long (a chart's 100,000 events): sqlx hands rows from its
         // worker thread to the reader through a channel, and at its default of 50 rows the
@@ -179,7 +183,8 @@ impl SqliteStore {
             .min_connections(0)
             .connect_lazy_with(base.read_only(true).row_buffer_size(READ_ROW_BUFFER));
         Ok(SqliteStore {
-            write,
+            writer,
+            loads,
             reader: SqliteReader {
                 pool,
                 path: path.to_path_buf(),
@@ -194,11 +199,7 @@ impl SqliteStore {
     /// all back, inside the commit: a daemon turns it off until its recovery is committed and
     /// its background [`Checkpointer`] runs.
     pub async fn set_autocheckpoint(&mut self, on: bool) -> Result<(), StoreError> {
-        let pages = if on { WAL_AUTOCHECKPOINT_PAGES } else { 0 };
-        sqlx::query(&format!("PRAGMA wal_autocheckpoint = {pages}"))
-            .execute(&mut self.write)
-            .await?;
-        Ok(())
+        self.writer.set_autocheckpoint(on).await
     }
 
     /// A connection of its own for background checkpoints (and the WAL's restarts: see
@@ -215,7 +216,7 @@ impl SqliteStore {
 
     /// Load every session (with phases and agents), held locks, and the counters.
     pub async fn load(&mut self) -> Result<Loaded, StoreError> {
-        let (loaded, bound) = rows::load(&mut self.write).await?;
+        let (loaded, bound) = rows::load(&mut self.loads).await?;
         self.token_bound = Some(bound);
         Ok(loaded)
     }
@@ -224,7 +225,7 @@ impl SqliteStore {
     /// failed commit). The next token is the stored bound (or above a held lock's), which may
     /// be up to [`TOKEN_BLOCK`] above the last token given.
     pub async fn load_locks(&mut self) -> Result<(Vec<(HeldLock, i64)>, u64), StoreError> {
-        let (locks, next, bound) = rows::load_locks(&mut self.write).await?;
+        let (locks, next, bound) = rows::load_locks(&mut self.loads).await?;
         self.token_bound = Some(bound);
         Ok((locks, next))
     }
@@ -243,25 +244,35 @@ impl SqliteStore {
             .next_token
             .filter(|&next| self.token_bound.is_none_or(|b| next > b))
             .map(|next| next.saturating_add(TOKEN_BLOCK));
-        rows::write_batch(&mut self.write, batch, bound).await?;
+        if let Some(args) = rows::batch_args(batch, bound)? {
+            self.writer.commit(args).await?;
+        }
         if bound.is_some() {
             self.token_bound = bound;
         }
         Ok(())
     }
 
-    /// `PRAGMA integrity_check` on the write connection: "ok" when the file is sound.
+    /// `PRAGMA integrity_check` (on the loads' connection): "ok" when the file is sound.
     pub async fn integrity_check(&mut self) -> Result<String, StoreError> {
         let row = sqlx::query("PRAGMA integrity_check")
-            .fetch_one(&mut self.write)
+            .fetch_one(&mut self.loads)
             .await?;
         Ok(row.try_get::<String, _>(0)?)
     }
 
-    /// Close the write connection and the pool cleanly (checkpointing the WAL).
+    /// Batches committed on the blocking pool rather than on the caller's thread (see
+    /// `sqlite_write.rs`): a large batch, `synchronous=FULL`, or the write lock taken.
+    pub fn pooled_commits(&self) -> u64 {
+        self.writer.pooled_commits()
+    }
+
+    /// Close the connections cleanly, the write connection last (the last to close copies
+    /// the WAL back and deletes it).
     pub async fn close(self) {
         self.reader.pool.close().await;
-        let _ = self.write.close().await;
+        let _ = self.loads.close().await;
+        self.writer.close().await;
     }
 }
 

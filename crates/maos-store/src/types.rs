@@ -25,6 +25,9 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database error: {0}")]
     Sql(sqlx::Error),
+    /// A batch's commit failed on the write connection (`sqlite_write.rs`).
+    #[error("database error: {0}")]
+    Write(String),
     #[error("database holds a row maos cannot read: {0}")]
     Corrupt(String),
     /// A row that does not decode, named: its table and its key (`maos doctor` shows it,

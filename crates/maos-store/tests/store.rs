@@ -815,3 +815,154 @@ async fn the_checkpointer_restarts_the_wal_so_that_a_commit_appends() {
     assert_eq!(loaded.last_seq, seq);
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
 }
+
+/// Where a batch commits: a small one (`synchronous=NORMAL`) on the caller's thread, a large
+/// one on the blocking pool; and a small one that finds the write lock taken by another
+/// connection (the checkpointer's WAL restart) does not fail: it waits on the pool until the
+/// lock is free, as the connection always waited.
+#[tokio::test]
+async fn a_small_batch_commits_in_place_and_a_taken_write_lock_is_waited_for() {
+    use sqlx::ConnectOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("maos.db");
+    let mut store = Store::open(path.clone(), StoreOptions::default())
+        .await
+        .unwrap();
+    let s = session(1);
+    let small = [event(1, &s, "x")];
+    let commit = |events| Batch {
+        events,
+        ..Batch::default()
+    };
+    store.commit(&commit(&small)).await.unwrap();
+    assert_eq!(store.pooled_commits(), 0, "a small batch commits in place");
+    let large: Vec<_> = (2..=100)
+        .map(|i| EventRecord {
+            data: json!({"pad": "x".repeat(200)}),
+            ..event(i, &s, "big")
+        })
+        .collect();
+    store.commit(&commit(&large)).await.unwrap();
+    assert_eq!(
+        store.pooled_commits(),
+        1,
+        "a large batch commits on the pool"
+    );
+
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let late = [event(101, &s, "late")];
+    let batch = commit(&late);
+    {
+        let mut waiting = std::pin::pin!(store.commit(&batch));
+        let first =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(waiting.as_mut().poll(cx))).await;
+        assert!(first.is_pending(), "the commit waits for the write lock");
+        sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+        waiting.await.unwrap();
+    }
+    assert_eq!(
+        store.pooled_commits(),
+        2,
+        "the waiting commit ran on the pool"
+    );
+    let last = [event(102, &s, "x")];
+    store.commit(&commit(&last)).await.unwrap();
+    assert_eq!(
+        store.pooled_commits(),
+        2,
+        "then small batches commit in place again"
+    );
+    let seqs: Vec<_> = Reader::Sqlite(store.reader())
+        .events(&EventQuery::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, (1..=102).collect::<Vec<_>>());
+    store.close().await;
+    assert_eq!(maos_store::integrity_check(&path).await.unwrap(), "ok");
+}
+
+/// A full database refuses a small batch committed in place as it refuses a pooled one:
+/// `Full`, nothing of the batch kept, the file sound, the connection still writing.
+#[tokio::test]
+async fn a_full_database_refuses_a_batch_committed_in_place() {
+    use sqlx::ConnectOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("maos.db");
+    let opts = StoreOptions {
+        synchronous: Synchronous::Normal,
+        max_page_count: Some(40),
+        fleet: None,
+    };
+    let mut store = Store::open(path.clone(), opts).await.unwrap();
+    let s = session(1);
+    let mut written = 0u64;
+    let err = loop {
+        assert!(written < 1000, "the database never filled");
+        let e = [EventRecord {
+            data: json!({"pad": "x".repeat(3000)}),
+            ..event(written + 1, &s, "big")
+        }];
+        match store
+            .commit(&Batch {
+                events: &e,
+                ..Batch::default()
+            })
+            .await
+        {
+            Ok(()) => written += 1,
+            Err(err) => break err,
+        }
+    };
+    assert!(written > 0);
+    assert!(matches!(err, StoreError::Full(_)), "{err}");
+    assert_eq!(
+        store.pooled_commits(),
+        0,
+        "every batch was committed in place"
+    );
+    let events = Reader::Sqlite(store.reader())
+        .events(&EventQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(events.len() as u64, written, "nothing of the refused batch");
+    assert_eq!(store.integrity_check().await.unwrap(), "ok");
+    // The write connection is not left inside the failed transaction: another connection
+    // takes the write lock at once, and after it a delete still commits.
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .busy_timeout(std::time::Duration::ZERO)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .expect("the write lock is free after the refused batch");
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    sqlx::Connection::close(other).await.unwrap();
+    store
+        .commit(&Batch {
+            purged: vec![&s.id],
+            ..Batch::default()
+        })
+        .await
+        .unwrap();
+    let events = Reader::Sqlite(store.reader())
+        .events(&EventQuery::default())
+        .await
+        .unwrap();
+    assert!(events.is_empty());
+    store.close().await;
+    assert_eq!(maos_store::integrity_check(&path).await.unwrap(), "ok");
+}

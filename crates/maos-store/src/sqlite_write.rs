@@ -1,0 +1,274 @@
+//! The SQLite batch writer: the one connection that writes a project's batches, held by maos
+//! itself (rusqlite, on the libsqlite3-sys that sqlx links) and called directly.
+//!
+//! Through sqlx a batch went to its connection's worker thread and the answers came back as
+//! messages: three thread hand-offs per commit (the batch to the worker; `BEGIN IMMEDIATE`'s
+//! result back; `COMMIT`'s), each the wake-up of a sleeping thread, which on a loaded 2-core
+//! machine was most of a fresh grant's extra time. Here a small batch with
+//! `synchronous=NORMAL` (written into the WAL, no fsync) runs on the caller's thread, the
+//! project actor's: no hand-off at all. A batch that may take long runs on tokio's blocking
+//! pool instead, one hand-off there and one back, so that the daemon's runtime thread serves
+//! every other connection and project meanwhile: a batch with more than [`INLINE_MAX_BYTES`]
+//! of rows or with snapshots, archiving or deletions ([`LONG_STATEMENTS`]), every batch with
+//! `synchronous=FULL` (an fsync each), and a batch that finds the write lock taken (the
+//! background checkpointer's WAL restart holds it for one small write): the attempt on the
+//! caller's thread never waits for the lock (busy timeout 0); the pooled one waits as long as
+//! the connection always did ([`BUSY_TIMEOUT`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::time::Duration;
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use crate::options::{StoreOptions, Synchronous, WAL_AUTOCHECKPOINT_PAGES};
+use crate::rows::{LONG_STATEMENTS, STATEMENTS};
+use crate::types::StoreError;
+
+/// How long a pooled commit waits for the write lock (what the sqlx connection waited).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most bytes of rows a batch run on the caller's thread carries: a fresh grant's batch
+/// is under 1 KiB; a group commit of 60 agents' grants about 20 KiB.
+pub(crate) const INLINE_MAX_BYTES: usize = 8 * 1024;
+
+/// Prepared statements kept: `BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK` and the 15 of
+/// [`STATEMENTS`].
+const STATEMENT_CACHE: usize = 32;
+
+/// A batch's arguments, owned (a pooled commit takes them to another thread): `$N` of
+/// [`STATEMENTS`] is `values[N - 1]`, and bit `i` of `shape` set means `STATEMENTS[i]` runs.
+pub(crate) struct BatchArgs {
+    pub shape: u16,
+    pub values: [Value; 11],
+}
+
+impl BatchArgs {
+    fn bytes(&self) -> usize {
+        (self.values.iter())
+            .map(|v| match v {
+                Value::Text(t) => t.len(),
+                Value::Blob(b) => b.len(),
+                _ => 8,
+            })
+            .sum()
+    }
+}
+
+/// The write connection, and where its commits run.
+pub(crate) struct Writer {
+    /// Locked by one commit at a time: the caller's, or a pooled one's thread.
+    conn: Arc<Mutex<Connection>>,
+    /// `synchronous=NORMAL`: a commit writes into the WAL without an fsync, so a small one may
+    /// run on the caller's thread.
+    inline: bool,
+    /// Commits run on the blocking pool.
+    pooled: u64,
+}
+
+impl Writer {
+    /// Open the write connection of the (existing, migrated) database at `path`.
+    pub(crate) async fn open(
+        path: &Path,
+        opts: &StoreOptions,
+        spill_pages: u32,
+    ) -> Result<Writer, StoreError> {
+        let (path, sync, max_pages) = (path.to_path_buf(), opts.synchronous, opts.max_page_count);
+        let conn =
+            tokio::task::spawn_blocking(move || connect(&path, sync, max_pages, spill_pages))
+                .await
+                .map_err(|e| StoreError::Write(format!("the write connection did not open: {e}")))?
+                .map_err(store_error)?;
+        Ok(Writer {
+            conn: Arc::new(Mutex::new(conn)),
+            inline: sync == Synchronous::Normal,
+            pooled: 0,
+        })
+    }
+
+    /// Run the batch in one transaction (see the module's doc for on which thread). Returns
+    /// only after the commit; on an error nothing of it is written.
+    pub(crate) async fn commit(&mut self, args: BatchArgs) -> Result<(), StoreError> {
+        if let Some(done) = self.try_inline(&args) {
+            return done;
+        }
+        self.pooled += 1;
+        self.on_pool(move |c| {
+            c.busy_timeout(BUSY_TIMEOUT)?;
+            let ran = run(c, &args);
+            c.busy_timeout(Duration::ZERO)?;
+            ran.map_err(Failed::into_sqlite)
+        })
+        .await
+    }
+
+    /// The commit on the caller's thread, when the batch is small, the connection free and its
+    /// write lock not taken; `None` otherwise (the batch then goes to the pool).
+    fn try_inline(&self, args: &BatchArgs) -> Option<Result<(), StoreError>> {
+        if !self.inline || args.shape & LONG_STATEMENTS != 0 || args.bytes() > INLINE_MAX_BYTES {
+            return None;
+        }
+        let conn = match self.conn.try_lock() {
+            Ok(c) => c,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            // A pooled commit the caller stopped awaiting still runs: queue behind it.
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        match run(&conn, args) {
+            Ok(()) => Some(Ok(())),
+            Err(Failed::Busy) => None,
+            Err(Failed::Sql(e)) => Some(Err(store_error(e))),
+        }
+    }
+
+    /// Commits that ran on the blocking pool so far.
+    pub(crate) fn pooled_commits(&self) -> u64 {
+        self.pooled
+    }
+
+    /// SQLite's own WAL checkpoint on this connection (the bound on the WAL) on or off.
+    pub(crate) async fn set_autocheckpoint(&self, on: bool) -> Result<(), StoreError> {
+        let pages = if on { WAL_AUTOCHECKPOINT_PAGES } else { 0 };
+        self.on_pool(move |c| c.execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages}")))
+            .await
+    }
+
+    /// Run `f` on the connection on the blocking pool. A panic there (none is known) leaves
+    /// the connection's lock poisoned and maybe a transaction open: the next `run` rolls that
+    /// back before it begins.
+    async fn on_pool<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = Arc::clone(&self.conn);
+        match tokio::task::spawn_blocking(move || f(&lock(&conn))).await {
+            Ok(done) => done.map_err(store_error),
+            Err(e) => Err(StoreError::Write(format!(
+                "the commit's thread stopped: {e}"
+            ))),
+        }
+    }
+
+    /// Close the connection (off the caller's thread: the last connection to a database copies
+    /// the WAL back and deletes it). A pooled commit still running keeps it open until it ends.
+    pub(crate) async fn close(self) {
+        let Ok(conn) = Arc::try_unwrap(self.conn) else {
+            return;
+        };
+        let conn = conn.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let closed = tokio::task::spawn_blocking(move || conn.close().map_err(|(_, e)| e)).await;
+        if let Ok(Err(e)) = closed {
+            tracing::warn!(error = %e, "closing the database's write connection failed");
+        }
+    }
+}
+
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    conn.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Open and set up the write connection: the settings sqlx's connection had.
+fn connect(
+    path: &PathBuf,
+    sync: Synchronous,
+    max_pages: Option<u64>,
+    spill_pages: u32,
+) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let mut pragmas = format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; PRAGMA foreign_keys = OFF; \
+         PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}; \
+         PRAGMA cache_spill = {spill_pages};",
+        sync.as_str().to_ascii_uppercase(),
+    );
+    if let Some(pages) = max_pages {
+        pragmas.push_str(&format!(" PRAGMA max_page_count = {pages};"));
+    }
+    conn.execute_batch(&pragmas)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    conn.busy_timeout(Duration::ZERO)?;
+    Ok(conn)
+}
+
+/// Why a batch did not commit.
+enum Failed {
+    /// `BEGIN IMMEDIATE` found the write lock taken: nothing ran.
+    Busy,
+    Sql(rusqlite::Error),
+}
+
+impl Failed {
+    fn into_sqlite(self) -> rusqlite::Error {
+        match self {
+            Failed::Busy => rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                Some("the database stayed locked by another connection".into()),
+            ),
+            Failed::Sql(e) => e,
+        }
+    }
+}
+
+/// `BEGIN IMMEDIATE`, the batch's statements, `COMMIT`; on any failure after the `BEGIN`, a
+/// `ROLLBACK` (unless SQLite already rolled back, as on a full disk).
+fn run(conn: &Connection, args: &BatchArgs) -> Result<(), Failed> {
+    if !conn.is_autocommit() {
+        // Left open by a call that panicked: what it did was never acknowledged.
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
+        return Err(match e.sqlite_error_code() {
+            Some(ErrorCode::DatabaseBusy) => Failed::Busy,
+            _ => Failed::Sql(e),
+        });
+    }
+    let done = statements(conn, args).and_then(|()| exec(conn, "COMMIT"));
+    if let Err(e) = done {
+        if !conn.is_autocommit() {
+            let _ = exec(conn, "ROLLBACK");
+        }
+        return Err(Failed::Sql(e));
+    }
+    Ok(())
+}
+
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.raw_execute().map(drop)
+}
+
+/// The statements of the batch's shape, each bound to its `$N` arguments.
+fn statements(conn: &Connection, args: &BatchArgs) -> rusqlite::Result<()> {
+    for (i, texts) in STATEMENTS.iter().enumerate() {
+        if args.shape & (1 << i) == 0 {
+            continue;
+        }
+        for text in texts.iter() {
+            let mut st = conn.prepare_cached(text)?;
+            for p in 1..=st.parameter_count() {
+                let name = st.parameter_name(p).unwrap_or("?");
+                let value = (name.strip_prefix('$'))
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .and_then(|n| args.values.get(n.wrapping_sub(1)))
+                    .ok_or_else(|| rusqlite::Error::InvalidParameterName(name.to_string()))?;
+                st.raw_bind_parameter(p, value)?;
+            }
+            st.raw_execute()?;
+        }
+    }
+    Ok(())
+}
+
+/// SQLITE_FULL (a full disk, or the size cap) is [`StoreError::Full`]; the rest a write error.
+fn store_error(e: rusqlite::Error) -> StoreError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, msg) if f.code == ErrorCode::DiskFull => {
+            StoreError::Full(msg.clone().unwrap_or_else(|| f.to_string()))
+        }
+        _ => StoreError::Write(e.to_string()),
+    }
+}
