@@ -1,37 +1,33 @@
 //! `maosd`: the maos daemon. One per user; the `maos` client starts it on demand.
 
-mod activation;
-mod charts;
-mod cmd;
-mod config;
-mod conn;
-mod daemon;
-mod error;
-mod files;
-mod fleet;
-mod gc;
-mod hookcall;
-mod keep;
-mod lanes;
-mod lockpath;
-mod locks;
-mod logfile;
-mod ops;
-mod plancheck;
-mod procs;
-mod project;
+// The floors, bottom up: each imports only the floors listed before it.
+/// Leaves: errors, version, the log, lock paths, lanes, configuration, hook calls.
+mod base;
+
+/// Processes: their facts, their effects, plan checks, the supervisor.
+mod proc;
+
+/// The conflict radar, on its own thread per project.
 mod radar;
-mod radar_fleet;
-mod reads;
-mod router;
-mod run;
-mod scope;
-mod server;
-mod shellcmd;
-mod state;
-mod supervise;
-mod version;
-mod windows;
+
+/// The transaction: live state, the lock table's changes, kept versions.
+mod txn;
+
+/// Operations: every change to sessions, agents, phases, locks and processes.
+mod ops;
+
+/// Request handlers.
+mod cmd;
+
+/// The project: a request's route, the actor, the registry, its files, charts, reads, retention.
+mod project;
+
+/// The edge: the daemon's shared state across projects, connections, the server.
+mod edge;
+
+use base::{config, logfile};
+use edge::{activation, server};
+use proc::supervise;
 
 use std::process::ExitCode;
 

@@ -4,7 +4,7 @@ use maos_core::AgentId;
 use maos_proto::{ErrorBody, req};
 
 use super::{Handle, Outcome, agent_reply};
-use crate::state::Txn;
+use crate::txn::state::Txn;
 
 impl Handle for req::AgentRegister {
     fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {

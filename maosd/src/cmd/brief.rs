@@ -6,7 +6,7 @@ use maos_core::{AgentId, SessionId, Ts};
 use maos_proto::{Briefing, ErrorBody, NoteKind, Reply, req};
 
 use super::{Handle, Outcome};
-use crate::state::{State, Txn};
+use crate::txn::state::{State, Txn};
 
 /// `maos note KIND TEXT [--agent ID]`: the agent must belong to the session. Answers the
 /// session.

@@ -7,7 +7,7 @@ use maos_core::{AgentId, LockPath};
 use maos_proto::{ErrorBody, Reply};
 
 use super::reply::Outcome;
-use crate::state::Txn;
+use crate::txn::state::Txn;
 
 /// A request the project's actor applies: the wire's struct (or what the router made of it, a
 /// [`Keyed`] lock request), taken whole by its handler. The router boxes it into the actor's

@@ -3,9 +3,9 @@
 use maos_proto::{ErrorBody, Reply};
 
 use super::{Handle, Outcome};
-use crate::hookcall::Hook;
+use crate::base::hookcall::Hook;
 use crate::ops::hook::Hooked;
-use crate::state::Txn;
+use crate::txn::state::Txn;
 
 impl Handle for Hook {
     fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {

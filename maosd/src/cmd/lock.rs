@@ -5,9 +5,9 @@ use maos_core::{AgentId, LockMode, LockPath};
 use maos_proto::{ErrorBody, ErrorCode, LockCheck, LockList, LockWait, Reply, req};
 
 use super::{Handle, Keyed, Outcome, agent_id, live_id};
-use crate::locks::{view, waiter_view};
 use crate::ops::lock::{self as ops, Taken};
-use crate::state::{State, Txn};
+use crate::txn::locks::{view, waiter_view};
+use crate::txn::state::{State, Txn};
 
 impl Handle for Keyed<req::LockAcquire> {
     fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
@@ -144,7 +144,7 @@ fn list(st: &State, session: Option<&str>) -> Result<Outcome, ErrorBody> {
         sid.as_ref()
             .is_none_or(|s| st.agent(holder).is_some_and(|a| &a.session_id == s))
     };
-    let locks = crate::locks::held_views(st, sid.as_ref());
+    let locks = crate::txn::locks::held_views(st, sid.as_ref());
     let waiters = st
         .locks
         .waiters()

@@ -5,7 +5,7 @@ use maos_proto::{AgentExit, ErrorBody, Reply, req};
 
 use super::{Handle, Outcome, agent_reply, session_reply};
 use crate::ops::process;
-use crate::state::{Named, Txn};
+use crate::txn::state::{Named, Txn};
 
 /// `maos run PLAN` / `maos session create --plan PLAN`.
 impl Handle for req::SessionFromPlan {
@@ -20,7 +20,7 @@ impl Handle for req::SessionFromPlan {
 
     /// Its agents' programs runnable here, their `workdir`s inside the project.
     fn check_here(&self, root: &str) -> Result<(), ErrorBody> {
-        crate::plancheck::check(root, &self.path, &self.text)
+        crate::proc::plancheck::check(root, &self.path, &self.text)
     }
 }
 
@@ -67,7 +67,7 @@ impl Handle for req::Recover {
 }
 
 /// What validation asks of the system: processes, locks, checkpoints.
-struct Live<'a>(&'a crate::state::State);
+struct Live<'a>(&'a crate::txn::state::State);
 
 impl maos_core::validate::Facts for Live<'_> {
     fn launching(&self, agent: &AgentId) -> bool {
@@ -134,7 +134,7 @@ fn log(tx: &Txn<'_>, agent: &str) -> Result<Outcome, ErrorBody> {
             ),
         ));
     }
-    let files = crate::procs::agent_files(&runner.project_dir, a.id.as_str());
+    let files = crate::proc::procs::agent_files(&runner.project_dir, a.id.as_str());
     Ok(Reply::Log {
         agent: a.id.clone(),
         path: files.log.display().to_string(),

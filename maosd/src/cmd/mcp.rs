@@ -8,7 +8,7 @@ use maos_proto::{ErrorBody, McpCaller, McpEvidence, Reply, req};
 
 use super::{Handle, Outcome, agent_id};
 use crate::ops::hook;
-use crate::state::Txn;
+use crate::txn::state::Txn;
 
 /// Whose MCP call this is (`maos_core::mcp`'s rules). The hook's record of the call is taken
 /// whatever the action then does: it answers this call once, and a refused call left

@@ -28,7 +28,7 @@ pub(crate) use reply::{agent_reply, session_reply};
 use maos_core::LockPath;
 use maos_proto::{ErrorBody, McpAction, McpCall, McpCaller, Reply};
 
-use crate::state::Txn;
+use crate::txn::state::Txn;
 
 /// An MCP tool call (`Request::Mcp`) with its action's path resolved to a key, or why it does
 /// not resolve: the caller is still named then, so that the hook's record of the call answers

@@ -3,7 +3,7 @@
 use maos_proto::{ErrorBody, req};
 
 use super::{Handle, Outcome, session_reply};
-use crate::state::Txn;
+use crate::txn::state::Txn;
 
 impl Handle for req::PhaseTransition {
     fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {

@@ -9,7 +9,7 @@ use maos_proto::{
 use maos_store::EventQuery;
 
 use super::{Handle, Outcome};
-use crate::state::{State, Txn};
+use crate::txn::state::{State, Txn};
 
 fn live_or_all(st: &State, all: bool) -> Vec<SessionRecord> {
     st.sessions()
@@ -42,7 +42,7 @@ impl Handle for req::Ps {
 fn ps(st: &State, all: bool, now: Ts) -> Result<Outcome, ErrorBody> {
     let waiters = st.locks.waiters();
     // Violations of files still held by their holder (issue 31 §2).
-    let kept = crate::keep::lock(&st.kept);
+    let kept = crate::txn::keep::lock(&st.kept);
     let violations = |id: &maos_core::AgentId| {
         let mut v = kept.marks_of(id);
         v.retain(|m| {
@@ -159,7 +159,7 @@ pub fn resolve_filter(
     f: &EventFilter,
     limit: Option<u32>,
 ) -> Result<EventQuery, ErrorBody> {
-    f.check().map_err(crate::error::bad_request)?;
+    f.check().map_err(crate::base::error::bad_request)?;
     let session_id = f
         .session
         .as_deref()

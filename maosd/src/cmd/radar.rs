@@ -5,7 +5,7 @@ use maos_proto::{ErrorBody, Reply};
 
 use super::{Handle, Outcome};
 use crate::radar::Note;
-use crate::state::Txn;
+use crate::txn::state::Txn;
 
 /// Not on the wire: the project's radar hands its notes to the actor.
 impl Handle for Vec<Note> {

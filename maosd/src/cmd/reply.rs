@@ -5,7 +5,7 @@ use maos_core::{AgentId, SessionId};
 use maos_proto::{ErrorBody, ErrorCode, Reply};
 use maos_store::EventQuery;
 
-use crate::state::Txn;
+use crate::txn::state::Txn;
 
 /// What handling a request produced.
 pub enum Outcome {

@@ -4,7 +4,7 @@
 use maos_proto::{ErrorBody, FileRestoreReport, Reply};
 
 use super::{Handle, Outcome};
-use crate::state::Txn;
+use crate::txn::state::Txn;
 
 impl Handle for FileRestoreReport {
     fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {

@@ -7,7 +7,7 @@ use super::{Handle, Outcome, agent_reply, session_reply};
 use crate::ops::bad;
 use crate::ops::pause::{self, Paused};
 use crate::ops::session as ops;
-use crate::state::{Named, Txn};
+use crate::txn::state::{Named, Txn};
 
 impl Handle for req::SessionCreate {
     fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {

@@ -4,8 +4,8 @@ use maos_core::{AgentId, AgentOp, AgentState, SessionId, find_cycle};
 use maos_proto::{AgentRecord, ErrorBody, ErrorCode, ErrorRecord};
 use serde_json::json;
 
-use crate::error::{bad_request as bad, invalid};
-use crate::state::Txn;
+use crate::base::error::{bad_request as bad, invalid};
+use crate::txn::state::Txn;
 
 const MAX_TEXT: usize = 4096;
 

@@ -5,8 +5,8 @@ use maos_core::{AgentId, SessionId, Ts};
 use maos_proto::{Briefing, ErrorBody, ErrorCode, Note, NoteKind};
 use serde_json::json;
 
-use crate::error::bad_request as bad;
-use crate::state::{State, Txn};
+use crate::base::error::bad_request as bad;
+use crate::txn::state::{State, Txn};
 
 /// Longest note accepted, in bytes.
 pub const MAX_NOTE: usize = 4096;
@@ -70,6 +70,6 @@ pub fn briefing(st: &State, sid: &SessionId, now: Ts) -> Result<Briefing, ErrorB
     let s = st
         .session(sid)
         .ok_or_else(|| ErrorBody::new(ErrorCode::NotFound, format!("no session {sid}")))?;
-    let locks = crate::locks::held_views(st, Some(sid));
+    let locks = crate::txn::locks::held_views(st, Some(sid));
     Ok(maos_core::brief::build(s, locks, now))
 }

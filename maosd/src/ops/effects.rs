@@ -7,13 +7,13 @@ use maos_core::plan;
 use maos_core::{AgentId, AgentState, SessionId, SessionState};
 use maos_proto::{AgentRecord, ProcessInfo};
 
-use crate::run::Effect;
-use crate::state::Txn;
+use crate::proc::run::Effect;
+use crate::txn::state::Txn;
 
 /// A live managed session this daemon runs: its plan's agents were registered on this
 /// daemon's machine. In a fleet only that daemon schedules, recovers and sweeps them (their
 /// processes are its machine's); the others see them and change nothing of their running.
-pub fn runs_here(st: &crate::state::State, s: &maos_core::record::SessionRecord) -> bool {
+pub fn runs_here(st: &crate::txn::state::State, s: &maos_core::record::SessionRecord) -> bool {
     s.policy.is_some()
         && !s.state.is_terminal()
         && s.agents
@@ -97,7 +97,10 @@ pub fn held_stopped(s: &maos_proto::SessionRecord, a: &AgentRecord) -> bool {
 /// daemon knew them): a process whose agent ended there is terminated, one that was paused
 /// there is stopped, one resumed there is continued. The daemon that recorded the change
 /// could not signal them: their pids are this machine's.
-pub fn catch_up(st: &crate::state::State, changed: &[maos_proto::SessionRecord]) -> Vec<Effect> {
+pub fn catch_up(
+    st: &crate::txn::state::State,
+    changed: &[maos_proto::SessionRecord],
+) -> Vec<Effect> {
     let mut out = Vec::new();
     if st.machine.is_none() {
         return out;
@@ -135,7 +138,7 @@ pub fn catch_up(st: &crate::state::State, changed: &[maos_proto::SessionRecord])
 /// change left to see). `stopped(pid, start_time)`: whether that process is stopped now
 /// (`None`: gone, or not known on this platform; left alone).
 pub fn hold_as_recorded(
-    st: &crate::state::State,
+    st: &crate::txn::state::State,
     stopped: impl Fn(u32, Option<u64>) -> Option<bool>,
 ) -> Vec<Effect> {
     let mut out = Vec::new();
@@ -181,15 +184,16 @@ pub fn own_process(tx: &Txn<'_>, a: &maos_core::record::AgentRecord) -> Option<P
 /// the supervisor reaps the agent before it writes `exit.json`).
 pub fn live_process(process: Option<&ProcessInfo>) -> bool {
     process.is_some_and(|p| {
-        crate::procs::alive(p.pid, p.start_time)
-            || p.supervisor.is_some_and(|s| crate::procs::alive(s, None))
+        crate::proc::procs::alive(p.pid, p.start_time)
+            || p.supervisor
+                .is_some_and(|s| crate::proc::procs::alive(s, None))
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::runs_here;
-    use crate::state::State;
+    use crate::txn::state::State;
     use maos_core::plan::{AgentSpec, RunPolicy};
     use maos_core::record::{AgentRecord, SessionRecord};
 
@@ -245,7 +249,7 @@ mod tests {
     /// resumed or ended its agent; none for another machine's, none when nothing changed.
     #[test]
     fn a_change_made_elsewhere_reaches_only_this_machines_process() {
-        use crate::run::Effect;
+        use crate::proc::run::Effect;
         let signals = |e: &[Effect]| -> Vec<(u32, i32)> {
             e.iter()
                 .filter_map(|e| match e {
@@ -304,7 +308,7 @@ mod tests {
             })
             .iter()
             .filter_map(|e| match e {
-                crate::run::Effect::Signal { sig, .. } => Some(*sig),
+                crate::proc::run::Effect::Signal { sig, .. } => Some(*sig),
                 _ => None,
             })
             .collect()

@@ -17,9 +17,9 @@ use maos_proto::{ErrorBody, HookAnswer, HookDecision, SpawnedBy};
 use serde_json::json;
 
 use self::answer::{ago, answer, deny_held, describe, is_placeholder_task, placeholder_task};
-use crate::hookcall::Hook;
-use crate::locks::who;
-use crate::state::{SpawnIntent, State, Txn};
+use crate::base::hookcall::Hook;
+use crate::txn::locks::who;
+use crate::txn::state::{SpawnIntent, State, Txn};
 
 mod answer;
 mod git;
@@ -805,7 +805,9 @@ pub fn hook(tx: &mut Txn<'_>, call: Hook) -> Result<Hooked, ErrorBody> {
 /// [`hook`]'s answer to every call but a shell call's git turns.
 fn answer_of(tx: &mut Txn<'_>, call: Hook) -> Result<HookAnswer, ErrorBody> {
     if call.session_id.trim().is_empty() {
-        return Err(crate::error::bad_request("hook input has no session_id"));
+        return Err(crate::base::error::bad_request(
+            "hook input has no session_id",
+        ));
     }
     // A write that names no file cannot be locked; refused before anything is registered.
     if call.writes_files()
@@ -814,7 +816,7 @@ fn answer_of(tx: &mut Txn<'_>, call: Hook) -> Result<HookAnswer, ErrorBody> {
         && call.elsewhere.is_empty()
         && matches!(call.event.as_str(), "PreToolUse" | "PostToolUse")
     {
-        return Err(crate::error::bad_request(format!(
+        return Err(crate::base::error::bad_request(format!(
             "hook input: a {} call names no file it writes; nothing was done",
             call.tool_name.as_deref().unwrap_or("write")
         )));
@@ -1156,7 +1158,7 @@ pub fn end_lost_windows(tx: &mut Txn<'_>) -> Result<usize, ErrorBody> {
         .collect();
     let mut ended = 0;
     for (id, p) in watched {
-        if !crate::procs::alive(p.pid, p.start_time) {
+        if !crate::proc::procs::alive(p.pid, p.start_time) {
             let why = format!("its CLI process {} is gone", p.pid);
             end_window(tx, &id, &why)?;
             ended += 1;

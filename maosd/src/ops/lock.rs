@@ -1,5 +1,5 @@
 //! Locks an agent takes and lets go of, with their events (the lock table's own bookkeeping on a
-//! [`Txn`] is in `crate::locks`).
+//! [`Txn`] is in `crate::txn::locks`).
 
 use maos_core::{
     Acquired, AgentId, HeldLock, LockError, LockMode, LockPath, LockRequest, WaitId, WaitPolicy,
@@ -7,9 +7,9 @@ use maos_core::{
 use maos_proto::{ErrorBody, ErrorCode, LockWait};
 use serde_json::json;
 
-use crate::error::{bad_request as bad, invalid};
-use crate::locks::who;
-use crate::state::{State, Txn};
+use crate::base::error::{bad_request as bad, invalid};
+use crate::txn::locks::who;
+use crate::txn::state::{State, Txn};
 
 /// A live agent (its session too), by name: only those take locks.
 pub fn live_agent<'a>(st: &'a State, name: &str) -> Result<&'a maos_proto::AgentRecord, ErrorBody> {
@@ -82,7 +82,7 @@ pub fn lock_error(st: &State, e: &LockError) -> ErrorBody {
                     cycle: cycle.clone(),
                     foreign: None,
                 };
-                return crate::locks::deadlock_error(st, &v);
+                return crate::txn::locks::deadlock_error(st, &v);
             }
             ErrorCode::Deadlock
         }

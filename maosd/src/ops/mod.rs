@@ -1,11 +1,11 @@
 //! The operations floor: every change to a project's sessions, agents, phases, locks and
-//! managed processes, made on a [`Txn`](crate::state::Txn). Operations take ids and domain
+//! managed processes, made on a [`Txn`](crate::txn::state::Txn). Operations take ids and domain
 //! values, return ids and domain values (never a wire reply), validate before they change
 //! anything, and may build on each other; the request handlers above them (`crate::cmd`) only
 //! resolve names, call operations and shape replies.
 //!
 //! An operation that fails part-way needs no care of its own to change nothing: the actor runs
-//! every request in [`Txn::atomic`](crate::state::Txn::atomic).
+//! every request in [`Txn::atomic`](crate::txn::state::Txn::atomic).
 
 pub mod agent;
 pub mod brief;
@@ -20,4 +20,4 @@ mod require;
 pub mod session;
 pub mod violation;
 
-pub use crate::error::bad_request as bad;
+pub use crate::base::error::bad_request as bad;

@@ -8,8 +8,8 @@ use maos_core::{
 use maos_proto::{ErrorBody, ErrorCode, PauseInfo, Target};
 use serde_json::json;
 
-use crate::error::invalid;
-use crate::state::Txn;
+use crate::base::error::invalid;
+use crate::txn::state::Txn;
 
 /// What a pause or resume changed: the whole session (or a phase of it), or one agent.
 pub enum Paused {

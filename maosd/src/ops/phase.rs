@@ -5,8 +5,8 @@ use maos_core::{CheckpointResult, PhaseOp, SessionId, SessionOp};
 use maos_proto::{ErrorBody, ErrorCode, ErrorRecord};
 use serde_json::{Value, json};
 
-use crate::error::{bad_request as bad, invalid};
-use crate::state::Txn;
+use crate::base::error::{bad_request as bad, invalid};
+use crate::txn::state::Txn;
 
 fn session<'a>(
     tx: &'a Txn<'_>,

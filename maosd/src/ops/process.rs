@@ -1,7 +1,7 @@
 //! Managed sessions: sessions made from a plan, whose agents maos starts, watches and restarts.
 //!
 //! The decisions are the pure scheduler's (`maos_core::schedule`); this module turns them into
-//! state changes and process effects ([`crate::run::Effect`]), which the actor carries out
+//! state changes and process effects ([`crate::proc::run::Effect`]), which the actor carries out
 //! after the commit. Process exits come back as [`AgentExit`] reports from the supervisors,
 //! also after a daemon restart (recovery applies the `exit.json` they leave behind).
 
@@ -17,9 +17,9 @@ use maos_proto::{AgentExit, AgentRecord, ErrorBody, ErrorCode, ProcessInfo};
 use serde_json::json;
 
 use super::effects::{grace_of, held, in_paused_phase, runs_here, terminate};
-use crate::error::bad_request as bad;
-use crate::run::{Effect, Launch, Runner, Started};
-use crate::state::Txn;
+use crate::base::error::bad_request as bad;
+use crate::proc::run::{Effect, Launch, Runner, Started};
+use crate::txn::state::Txn;
 
 /// Most scheduler rounds per session and commit (a plan has at most this many steps to take
 /// at once; the guard only stops a bug from spinning the actor).
@@ -461,7 +461,7 @@ fn launch(tx: &mut Txn<'_>, id: &AgentId, runner: &Runner, resume: bool) -> Resu
         _ => spec.command.clone(),
     };
     let root = Path::new(&runner.root);
-    let cwd = crate::run::workdir(root, spec.workdir.as_deref());
+    let cwd = crate::proc::run::workdir(root, spec.workdir.as_deref());
     let (sid, task, role, claude) = (
         a.session_id.clone(),
         a.task.clone(),
@@ -734,7 +734,7 @@ pub fn retry(
         )));
     }
     let next = s.state.retry().map_err(|e| {
-        crate::error::invalid(format!(
+        crate::base::error::invalid(format!(
             "session {short}: {e}; only a failed session, or a failed agent of a live one, is retried"
         ))
     })?;
@@ -758,7 +758,7 @@ pub fn retry(
                 )));
             }
             a.state.retry().map_err(|e| {
-                crate::error::invalid(format!(
+                crate::base::error::invalid(format!(
                     "agent {}: {e}; only a failed or cancelled agent is retried",
                     name_of(a)
                 ))
@@ -795,7 +795,7 @@ pub fn retry(
         }
     }
     if again.is_empty() {
-        return Err(crate::error::invalid(format!(
+        return Err(crate::base::error::invalid(format!(
             "session {short} has no failed or cancelled agent to retry"
         )));
     }

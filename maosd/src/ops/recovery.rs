@@ -8,8 +8,8 @@ use maos_proto::{AgentRecord, ErrorBody, ProcessInfo, RecoveryReport, SessionRec
 
 use super::effects::{live_process, runs_here};
 use super::process::{ended, runner, schedule};
-use crate::run::Runner;
-use crate::state::Txn;
+use crate::proc::run::Runner;
+use crate::txn::state::Txn;
 
 /// An imported session that is managed and still live is recovered at once: its agents'
 /// processes are looked for as at a daemon start.
@@ -69,7 +69,7 @@ pub fn recover(tx: &mut Txn<'_>, session: Option<&str>) -> Result<RecoveryReport
     // Every process and file looked at up front, in parallel: at start-up there can be
     // thousands, and each look is a few system calls spent mostly waiting.
     let t0 = std::time::Instant::now();
-    let seen = crate::procs::par_map(&found, |f| look(f, &runner.project_dir));
+    let seen = crate::proc::procs::par_map(&found, |f| look(f, &runner.project_dir));
     tracing::debug!(
         agents = seen.len(),
         ms = t0.elapsed().as_secs_f64() * 1e3,
@@ -114,7 +114,7 @@ pub fn sweep(tx: &mut Txn<'_>) -> Result<RecoveryReport, ErrorBody> {
                 .map(|a| (s.id.clone(), a.process.clone()))
         })
         .collect();
-    let live = crate::procs::par_map(&running, |(_, p)| live_process(p.as_ref()));
+    let live = crate::proc::procs::par_map(&running, |(_, p)| live_process(p.as_ref()));
     let mut lost: Vec<SessionId> = Vec::new();
     for ((sid, _), live) in running.iter().zip(live) {
         if !live && !lost.contains(sid) {
@@ -156,14 +156,14 @@ fn look(f: &Found, project_dir: &std::path::Path) -> Looked {
         exit: None,
         unreadable: None,
     };
-    if process.is_some_and(|p| crate::procs::alive(p.pid, p.start_time)) {
+    if process.is_some_and(|p| crate::proc::procs::alive(p.pid, p.start_time)) {
         return looked;
     }
     let supervised = process
         .and_then(|p| p.supervisor)
-        .is_some_and(|s| crate::procs::alive(s, None));
-    let files = crate::procs::agent_files(project_dir, f.id.as_str());
-    let exit = match crate::procs::read_exit(&files.exit) {
+        .is_some_and(|s| crate::proc::procs::alive(s, None));
+    let files = crate::proc::procs::agent_files(project_dir, f.id.as_str());
+    let exit = match crate::proc::procs::read_exit(&files.exit) {
         Ok(Some(e)) if process.is_none_or(|p| p.pid == e.pid) => {
             looked.exit = Some(e);
             ExitFile::Current
@@ -215,14 +215,14 @@ fn recover_session(
         if let Some(e) = unreadable {
             r.notes.push(format!("agent {id}: {e}"));
         }
-        let files = crate::procs::agent_files(&runner.project_dir, id.as_str());
+        let files = crate::proc::procs::agent_files(&runner.project_dir, id.as_str());
         if let recovery::Seen::Gone {
             exit: ExitFile::Earlier,
             ..
         } = seen
         {
             // From an earlier attempt: that exit was applied when it happened.
-            tx.effect(crate::run::Effect::RemoveFile(files.exit.clone()));
+            tx.effect(crate::proc::run::Effect::RemoveFile(files.exit.clone()));
         }
         match (
             recovery::fate(seen, tx.state().is_launching(&id), can_resume),
@@ -233,7 +233,7 @@ fn recover_session(
                 ended(tx, &id, exit, runner)?;
                 // Deleted once this is committed: if the commit fails, the next recovery
                 // still finds the exit.
-                tx.effect(crate::run::Effect::RemoveFile(files.exit));
+                tx.effect(crate::proc::run::Effect::RemoveFile(files.exit));
                 r.exits_applied.push(id);
             }
             // A recorded exit is applied; without one (never so) the agent is kept as it is.

@@ -11,7 +11,7 @@ pub fn require_running(s: &SessionRecord, what: &str) -> Result<(), ErrorBody> {
         maos_core::SessionState::Paused => "; resume it with `maos resume`",
         _ => "",
     };
-    Err(crate::error::invalid(format!(
+    Err(crate::base::error::invalid(format!(
         "cannot {what}: session {} is {}{hint}",
         s.id.short(),
         s.state

@@ -7,8 +7,8 @@ use maos_core::{
 use maos_proto::{ErrorBody, ErrorCode, PauseInfo, SessionRecord};
 use serde_json::json;
 
-use crate::error::{bad_request as bad, invalid};
-use crate::state::Txn;
+use crate::base::error::{bad_request as bad, invalid};
+use crate::txn::state::Txn;
 
 /// Longest objective accepted (it is shown in tables and briefings, not a document store).
 const MAX_OBJECTIVE: usize = 4096;

@@ -10,11 +10,11 @@ use maos_core::text::collapse_and_clip;
 use maos_core::{AgentId, LockMode};
 use maos_proto::SeenFile;
 
-use crate::hookcall::Hook;
+use crate::base::hookcall::Hook;
 use serde_json::json;
 
-use crate::keep::{self, Check, Version};
-use crate::state::Txn;
+use crate::txn::keep::{self, Check, Version};
+use crate::txn::state::Txn;
 
 /// Forget the versions of files whose holder let go of them (no longer looked at, their
 /// violations no longer shown). Each hook call does it: the lock table is the authority.
@@ -24,7 +24,7 @@ pub fn settle(tx: &Txn<'_>) {
 
 /// [`settle`] on the project's state (also once it is loaded: after a restart the held
 /// files' versions are known again from the next shell command's end).
-pub fn settle_state(st: &crate::state::State) {
+pub fn settle_state(st: &crate::txn::state::State) {
     let shared = st.kept.clone();
     let holding: HashSet<(&str, &AgentId)> = st
         .locks

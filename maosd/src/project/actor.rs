@@ -17,12 +17,12 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tracing::{debug, error, info, warn};
 
 use super::checkpointer::{self, Checkpoints};
-use crate::charts::Charts;
+use crate::base::error::{actor_gone, handler_panicked, internal, storage_error};
 use crate::cmd::{self, Outcome};
-use crate::error::{actor_gone, handler_panicked, internal, storage_error};
-use crate::files;
-use crate::router::ProjectRequest;
-use crate::state::{Finished, State, Txn, Wakeup};
+use crate::project::charts::Charts;
+use crate::project::files;
+use crate::project::router::ProjectRequest;
+use crate::txn::state::{Finished, State, Txn, Wakeup};
 
 /// Most requests applied in one transaction.
 const MAX_BATCH: usize = 512;
@@ -69,7 +69,7 @@ enum Cmd {
     Started {
         agent: maos_core::AgentId,
         attempt: u32,
-        result: crate::run::Started,
+        result: crate::proc::run::Started,
     },
 }
 
@@ -122,7 +122,7 @@ pub struct ProjectHandle {
     /// The project's conflict radar (`crate::radar`).
     radar: Arc<crate::radar::Radar>,
     /// What the actor knows of held files' content, read by the connections (`keep.rs`).
-    kept: crate::keep::Shared,
+    kept: crate::txn::keep::Shared,
 }
 
 impl ProjectHandle {
@@ -155,7 +155,7 @@ impl ProjectHandle {
     }
 
     /// The held files' versions, as the actor keeps them (`keep.rs`).
-    pub fn kept(&self) -> &crate::keep::Shared {
+    pub fn kept(&self) -> &crate::txn::keep::Shared {
         &self.kept
     }
 
@@ -214,7 +214,7 @@ struct Actor {
     /// The background WAL checkpoint task (stopped with the actor).
     checkpoints: Option<Checkpoints>,
     /// How agents are started; also where `checkpoint.json` files go.
-    runner: crate::run::Runner,
+    runner: crate::proc::run::Runner,
     /// This actor's own queue, for the answers of the tasks it starts (weak: the actor stops
     /// once every handle is gone).
     me: mpsc::WeakSender<Cmd>,
@@ -314,7 +314,7 @@ impl Actor {
             Some((at, read)) => {
                 at + chrono::Duration::from_std(read.elapsed()).unwrap_or(chrono::Duration::zero())
             }
-            None => crate::state::now(),
+            None => crate::txn::state::now(),
         }
     }
 
@@ -663,8 +663,8 @@ impl Actor {
     }
 
     /// Carry out the process work of a committed batch.
-    fn execute(&self, effects: Vec<crate::run::Effect>) {
-        use crate::run::Effect;
+    fn execute(&self, effects: Vec<crate::proc::run::Effect>) {
+        use crate::proc::run::Effect;
         for e in effects {
             match e {
                 Effect::Launch(l) => {
@@ -683,12 +683,12 @@ impl Actor {
                         }
                     });
                 }
-                Effect::Signal { pgid, sig } => crate::run::signal(pgid, sig),
+                Effect::Signal { pgid, sig } => crate::proc::run::signal(pgid, sig),
                 Effect::KillAfter {
                     pgid,
                     start_time,
                     after,
-                } => crate::run::kill_after(pgid, start_time, after),
+                } => crate::proc::run::kill_after(pgid, start_time, after),
                 Effect::RemoveFile(path) => {
                     tokio::task::spawn_blocking(move || {
                         if let Err(e) = std::fs::remove_file(&path)
@@ -778,7 +778,7 @@ impl Actor {
             }
         };
         // This machine's processes are stopped or running as their records say.
-        let held = crate::ops::effects::hold_as_recorded(&self.state, crate::procs::stopped);
+        let held = crate::ops::effects::hold_as_recorded(&self.state, crate::proc::procs::stopped);
         self.execute(held);
         let mut txn = Txn::new(&mut self.state);
         if let Some(f) = fresh {
@@ -986,7 +986,7 @@ pub(super) async fn open(
     let reader = store.reader();
     // Subscribed before the actor commits anything: the charts miss no event.
     let charts = Arc::new(Charts::new(&dir));
-    tokio::spawn(crate::charts::follow(
+    tokio::spawn(crate::project::charts::follow(
         charts.clone(),
         reader.clone(),
         events.subscribe(),
@@ -995,7 +995,7 @@ pub(super) async fn open(
     // back as a request. In a fleet, with what the other daemons report of their machines'.
     let radar = {
         let actor = tx.downgrade();
-        let fleet = crate::radar_fleet::FleetLink::new(opts.fleet.clone(), radar_key);
+        let fleet = crate::radar::fleet::FleetLink::new(opts.fleet.clone(), radar_key);
         let (dir, root) = (dir.join("radar"), PathBuf::from(&root));
         crate::radar::Radar::start(&dir, root, fleet, move |notes| {
             if let Some(actor) = actor.upgrade() {
@@ -1010,7 +1010,7 @@ pub(super) async fn open(
         })
     };
     tokio::spawn(crate::radar::follow(radar.clone(), events.subscribe()));
-    let runner = crate::run::Runner {
+    let runner = crate::proc::run::Runner {
         exe: std::env::current_exe()
             .map_err(|e| internal(format_args!("cannot find the maosd binary: {e}")))?,
         socket,
@@ -1018,7 +1018,7 @@ pub(super) async fn open(
         project_dir: dir.clone(),
     };
     let notifier = opts.fleet.as_ref().and_then(|f| store.notifier(f.daemon()));
-    let kept = crate::keep::Shared::default();
+    let kept = crate::txn::keep::Shared::default();
     let mut actor = Actor {
         root,
         hash,
@@ -1077,5 +1077,5 @@ fn fleet_key(root: &str) -> Result<maos_core::project_key::ProjectKey, ErrorBody
 /// How often the actor looks for managed agents whose exit was lost (`cmd::managed::sweep`):
 /// 10 s, or `MAOS_TEST_SWEEP_MS` (the end-to-end tests' override).
 fn sweep_every() -> std::time::Duration {
-    crate::config::interval("MAOS_TEST_SWEEP_MS", std::time::Duration::from_secs(10))
+    crate::base::config::interval("MAOS_TEST_SWEEP_MS", std::time::Duration::from_secs(10))
 }

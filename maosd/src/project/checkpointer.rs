@@ -8,7 +8,7 @@ use maos_proto::ErrorBody;
 use maos_store::Store;
 use tracing::{debug, warn};
 
-use crate::error::storage_error;
+use crate::base::error::storage_error;
 
 /// How often committed WAL frames are copied back into the database file.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);

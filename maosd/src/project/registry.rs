@@ -11,7 +11,7 @@ use tokio::sync::Mutex;
 use tracing::{error, info, warn};
 
 use super::actor::{self, ProjectHandle};
-use crate::files;
+use crate::project::files;
 
 /// Every open project, opened on first use.
 pub struct Projects {
@@ -113,7 +113,7 @@ impl Projects {
                     Ok(key) => fleet
                         .has_project(key.as_str())
                         .await
-                        .map_err(|e| crate::error::storage_error(&e))?,
+                        .map_err(|e| crate::base::error::storage_error(&e))?,
                     Err(_) => false,
                 },
             };
@@ -244,8 +244,8 @@ impl Projects {
         .await
         .map_err(|e| match e {
             // A row that does not decode is what this reports, not an error of its own.
-            maos_store::StoreError::BadRow { .. } => crate::error::internal(e),
-            e => crate::error::storage_error(&e),
+            maos_store::StoreError::BadRow { .. } => crate::base::error::internal(e),
+            e => crate::base::error::storage_error(&e),
         })?;
         drop(open);
         let Some(q) = found else {
@@ -297,7 +297,7 @@ impl Projects {
 
     /// Close every project: once no connection holds a handle any more, each actor finishes
     /// its queue, commits, and closes its database; this waits for all of them.
-    /// Then each project's big Gantt charts are saved (`crate::charts`).
+    /// Then each project's big Gantt charts are saved (`crate::project::charts`).
     pub async fn close_all(&self) {
         let charts: Vec<_> = (self.open.lock().await.drain())
             .map(|(_, h)| h.charts())

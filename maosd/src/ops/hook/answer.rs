@@ -7,8 +7,8 @@ use maos_core::{AgentId, Ts};
 use maos_proto::{HookAnswer, HookCall, HookDecision};
 use serde_json::json;
 
-use crate::locks::who;
-use crate::state::{State, Txn};
+use crate::txn::locks::who;
+use crate::txn::state::{State, Txn};
 
 /// A window's task until its first prompt names it ("Claude Code main thread": older maos).
 pub fn placeholder_task(cli: Cli) -> String {

@@ -7,11 +7,11 @@
 use maos_core::{AgentId, HeldLock, LockMode, LockPath, WaitPolicy};
 use maos_proto::{GitUse, HookAnswer};
 
-use crate::hookcall::Hook;
+use crate::base::hookcall::Hook;
 
 use super::answer::{deny_held, describe};
 use crate::ops::lock::{self as ops, Taken};
-use crate::state::Txn;
+use crate::txn::state::Txn;
 
 /// What a hook call comes to: an answer now, or a wait for the git index that the actor
 /// answers when it ends.

@@ -14,7 +14,7 @@ use crate::cmd::Outcome;
 
 /// Apply a wire request the way the daemon does: routed, then handled by the actor.
 fn handle(tx: &mut Txn<'_>, r: Request) -> Result<Outcome, ErrorBody> {
-    use crate::router::{ProjectRequest, ProjectRoute, Route};
+    use crate::project::router::{ProjectRequest, ProjectRoute, Route};
     // The tests name paths by their keys.
     let key = |at: &maos_proto::req::LockAt| {
         maos_core::LockPath::new(&at.path)
@@ -108,7 +108,7 @@ fn hook(event: &str, session: &str, extra: Value) -> Request {
 fn fixture(dir: &Path, db: &Path, rt: &tokio::runtime::Runtime) -> Fixture {
     let mut store = rt.block_on(open(db));
     let mut st = State::new(Vec::new(), 0);
-    st.runner = Some(crate::run::Runner {
+    st.runner = Some(crate::proc::run::Runner {
         exe: dir.join("no-maosd"),
         socket: dir.join("no.sock"),
         root: "/p".into(),
@@ -1012,7 +1012,7 @@ fn recovery_keeps_the_exit_file_until_its_commit() {
         tx.launched(&agent);
         tx.finish();
     }
-    let files = crate::procs::agent_files(&tmp.path().join("project"), agent.as_str());
+    let files = crate::proc::procs::agent_files(&tmp.path().join("project"), agent.as_str());
     if let Err(e) = std::fs::create_dir_all(&files.dir) {
         panic!("agent dir: {e}");
     }
@@ -1041,7 +1041,7 @@ fn recovery_keeps_the_exit_file_until_its_commit() {
         let deletes = tx
             .effects
             .iter()
-            .filter(|e| matches!(e, crate::run::Effect::RemoveFile(p) if p == exit_file))
+            .filter(|e| matches!(e, crate::proc::run::Effect::RemoveFile(p) if p == exit_file))
             .count();
         (report.sessions[0].exits_applied.clone(), deletes, tx)
     }

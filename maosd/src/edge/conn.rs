@@ -19,14 +19,16 @@ use tokio_util::bytes::Bytes;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tracing::{debug, info, warn};
 
+use crate::base::error::{bad_request, internal, storage_error, unusable_backup};
+use crate::base::lanes::{Lanes, Slot};
+use crate::base::lockpath::Landing;
 use crate::cmd::Outcome;
-use crate::daemon::Daemon;
-use crate::error::{bad_request, internal, storage_error, unusable_backup};
-use crate::lanes::{Lanes, Slot};
-use crate::lockpath::Landing;
+use crate::edge::daemon::Daemon;
+use crate::project::reads;
+use crate::project::router::{
+    ArchivedRead, DaemonRequest, ProjectRequest, ProjectRoute, Route, WritePlace,
+};
 use crate::project::{ProjectHandle, Subscription};
-use crate::reads;
-use crate::router::{ArchivedRead, DaemonRequest, ProjectRequest, ProjectRoute, Route, WritePlace};
 
 type Conn = Framed<UnixStream, LengthDelimitedCodec>;
 
@@ -162,7 +164,7 @@ async fn next_within(conn: &mut Conn, daemon: &Daemon, slot: &Slot, idle: Durati
 pub async fn serve(stream: UnixStream, daemon: Arc<Daemon>, lanes: Arc<Lanes>) {
     let mut conn = Framed::new(stream, codec());
     let hello = tokio::time::timeout(HELLO_TIMEOUT, next(&mut conn, &daemon)).await;
-    let ours = crate::version::protocol();
+    let ours = crate::base::version::protocol();
     let welcome = ServerMsg::Welcome {
         protocol: ours,
         daemon_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -313,15 +315,15 @@ async fn request(
             }))
         }
         ProjectRoute::RestoreFile(req::RestoreFile { path, cwd, version }) => {
-            crate::keep::check_restore_path(&path)?;
+            crate::txn::keep::check_restore_path(&path)?;
             let key = lock_key(Some(&root), &req::LockAt { path, cwd })?.to_string();
-            let store = crate::keep::store_dir(&daemon.config.home, &root);
+            let store = crate::txn::keep::store_dir(&daemon.config.home, &root);
             let real_root = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone().into());
             let handle = cached(daemon, cache, root, false).await?;
             let (sha, holder) =
-                crate::keep::restore_choice(handle.kept(), &store, &key, version.as_deref())?;
+                crate::txn::keep::restore_choice(handle.kept(), &store, &key, version.as_deref())?;
             let report = tokio::task::spawn_blocking(move || {
-                crate::keep::restore(&store, &real_root, &key, &sha, holder)
+                crate::txn::keep::restore(&store, &real_root, &key, &sha, holder)
             })
             .await
             .map_err(|e| internal(format_args!("maos restore-file: {e}")))??;
@@ -338,7 +340,7 @@ async fn request(
         }) => {
             let handle = daemon.projects.existing(&root).await?;
             let sync = daemon.config.synchronous == maos_store::Synchronous::Full;
-            crate::gc::run(
+            crate::project::gc::run(
                 &daemon.config.home,
                 &root,
                 &handle,
@@ -399,7 +401,7 @@ async fn request(
             if let Some(refused) = request.over_long_write() {
                 return refused;
             }
-            let kept_store = crate::keep::store_dir(&daemon.config.home, &root);
+            let kept_store = crate::txn::keep::store_dir(&daemon.config.home, &root);
             let canonical = std::fs::canonicalize(&root);
             request.place_writes(&Placer {
                 root: canonical
@@ -417,16 +419,18 @@ async fn request(
             // also when that shows in a fleet's refresh of an open project.
             let hook_write = request.unloadable_answer("").is_some();
             // A hook in a fleet is answered within its budget (fleet.rs).
-            let budget = crate::fleet::Budget::of(daemon.projects.fleet(), &request);
+            let budget = crate::edge::fleet::Budget::of(daemon.projects.fleet(), &request);
             // Files whose lock lives in another project: taken there first (scope.rs).
             if let ProjectRequest::Hook(call) = &request
-                && let Some(answer) = crate::scope::take_elsewhere(daemon, call, budget).await
+                && let Some(answer) = crate::edge::scope::take_elsewhere(daemon, call, budget).await
             {
                 return answer;
             }
             // The window's events that other projects it wrote in must hear too.
             let follow = match &request {
-                ProjectRequest::Hook(call) if crate::scope::follows(call) => Some(call.clone()),
+                ProjectRequest::Hook(call) if crate::edge::scope::follows(call) => {
+                    Some(call.clone())
+                }
                 _ => None,
             };
             let answer = match budget.bound(cached(daemon, cache, root, create)).await {
@@ -434,12 +438,13 @@ async fn request(
                     if let ProjectRequest::Hook(call) = &mut request
                         && call.writes_files()
                     {
-                        crate::scope::link_held(handle, &real_root, call).await;
+                        crate::edge::scope::link_held(handle, &real_root, call).await;
                     }
                     // After the call: the files it wrote and, after a shell command, the
                     // held ones, hashed here (never in the actor).
                     if let ProjectRequest::Hook(call) = &mut request {
-                        crate::keep::look_after(handle.kept(), kept_store, &real_root, call).await;
+                        crate::txn::keep::look_after(handle.kept(), kept_store, &real_root, call)
+                            .await;
                     }
                     let hook = matches!(request, ProjectRequest::Hook(_));
                     match budget
@@ -447,7 +452,7 @@ async fn request(
                         .await
                     {
                         Err(e) if e.code == ErrorCode::ProjectUnloadable && hook_write => {
-                            Ok(crate::router::unloadable_denial(&e.message))
+                            Ok(crate::project::router::unloadable_denial(&e.message))
                         }
                         // A git command's wait for its turn at the index (ops/hook/git.rs).
                         r if hook => git_turn(r),
@@ -464,7 +469,7 @@ async fn request(
                 Err(e) => Err(e),
             };
             if let Some(call) = follow {
-                crate::scope::fan_out(daemon, &call, &real_root.to_string_lossy()).await;
+                crate::edge::scope::fan_out(daemon, &call, &real_root.to_string_lossy()).await;
             }
             answer
         }
@@ -534,7 +539,7 @@ fn lock_key(root: Option<&str>, at: &req::LockAt) -> Result<maos_core::LockPath,
         .cwd
         .as_deref()
         .map_or_else(|| root.clone(), std::path::PathBuf::from);
-    crate::lockpath::resolve(&root, &cwd, &at.path)
+    crate::base::lockpath::resolve(&root, &cwd, &at.path)
 }
 
 /// A hook call that waited for its turn at the git index: granted, it goes on; a wait that
@@ -561,13 +566,13 @@ fn git_turn(reply: Result<Reply, ErrorBody>) -> Result<Reply, ErrorBody> {
     }
 }
 
-/// [`crate::router::Place`] for the project at `root`: its canonical path, or why there is
+/// [`crate::project::router::Place`] for the project at `root`: its canonical path, or why there is
 /// none (then every write is refused).
 struct Placer<'a> {
     root: Result<&'a std::path::Path, String>,
 }
 
-impl crate::router::Place for Placer<'_> {
+impl crate::project::router::Place for Placer<'_> {
     /// Where a file the call writes lands (relative to `cwd`, or to the root).
     fn write(&self, path: &str, cwd: &Option<String>) -> WritePlace {
         let root = match &self.root {
@@ -577,7 +582,7 @@ impl crate::router::Place for Placer<'_> {
         let cwd = cwd
             .as_deref()
             .map_or_else(|| root.to_path_buf(), std::path::PathBuf::from);
-        match crate::lockpath::place(root, &cwd, path) {
+        match crate::base::lockpath::place(root, &cwd, path) {
             Ok(Landing::Project(key)) => WritePlace::Project(key.as_str().to_string()),
             Ok(Landing::Outside(real)) => match real.to_str() {
                 Some(p) => WritePlace::Outside(p.to_string()),
@@ -603,7 +608,7 @@ impl crate::router::Place for Placer<'_> {
         let cwd = cwd
             .as_deref()
             .map_or_else(|| root.to_path_buf(), std::path::PathBuf::from);
-        crate::lockpath::git_index(root, &cwd.join(dir))
+        crate::base::lockpath::git_index(root, &cwd.join(dir))
     }
 }
 
@@ -611,8 +616,8 @@ impl crate::router::Place for Placer<'_> {
 /// or when `outside_project` denies them (the project's `.maos/config.toml`, else the
 /// daemon's setting); else left in `call.outside`, to be written unlocked and recorded. A
 /// refused call names every file it writes in `paths`, for its denial's event.
-async fn judge_outside(daemon: &Daemon, root: &str, call: &mut crate::hookcall::Hook) {
-    use crate::lockpath::{OutsidePolicy, outside_refusal, project_policy};
+async fn judge_outside(daemon: &Daemon, root: &str, call: &mut crate::base::hookcall::Hook) {
+    use crate::base::lockpath::{OutsidePolicy, outside_refusal, project_policy};
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.into());
     let known: Vec<std::path::PathBuf> = daemon
         .projects

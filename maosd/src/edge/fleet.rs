@@ -84,7 +84,7 @@ pub async fn listen(
 /// (the end-to-end tests' override). `maos daemon status` counts a daemon silent for three of
 /// these as not running.
 pub fn heartbeat_every() -> Duration {
-    crate::config::interval("MAOS_TEST_HEARTBEAT_MS", Duration::from_secs(30))
+    crate::base::config::interval("MAOS_TEST_HEARTBEAT_MS", Duration::from_secs(30))
 }
 
 /// Write that this daemon is alive (its row of `daemons`) now and every [`heartbeat_every`]
@@ -167,10 +167,10 @@ impl<'a> Budget<'a> {
     /// The budget of `request`, counted from now.
     pub fn of(
         fleet: Option<&'a Arc<maos_store::Fleet>>,
-        request: &crate::router::ProjectRequest,
+        request: &crate::project::router::ProjectRequest,
     ) -> Budget<'a> {
         let hook = match request {
-            crate::router::ProjectRequest::Hook(call) => call.budget_ms.map(answer_within),
+            crate::project::router::ProjectRequest::Hook(call) => call.budget_ms.map(answer_within),
             _ => None,
         };
         Budget {

@@ -1,5 +1,5 @@
 //! What the daemon remembers of each window (a CLI session) across projects, in memory: its
-//! last prompt and the other projects it wrote in (read by `crate::scope`, held by the daemon).
+//! last prompt and the other projects it wrote in (read by `crate::edge::scope`, held by the daemon).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;

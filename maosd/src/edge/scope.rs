@@ -5,7 +5,7 @@
 //! prompts and its end reach every project it wrote in; and a file named through a hard link
 //! asks for the lock of the held file it is.
 //!
-//! What a window wrote where is kept in memory ([`Windows`](crate::windows::Windows)): after a restart of the daemon a
+//! What a window wrote where is kept in memory ([`Windows`](crate::edge::windows::Windows)): after a restart of the daemon a
 //! window's locks in another project end with the window's process, or their lease.
 
 use std::collections::BTreeMap;
@@ -14,14 +14,14 @@ use std::path::Path;
 
 use maos_proto::{ErrorBody, ErrorCode, HookCall, HookDecision, Reply, req};
 
-use crate::hookcall::Hook;
+use crate::base::hookcall::Hook;
 use tracing::debug;
 
 use crate::cmd::Outcome;
-use crate::daemon::Daemon;
-use crate::fleet::Budget;
+use crate::edge::daemon::Daemon;
+use crate::edge::fleet::Budget;
 use crate::project::ProjectHandle;
-use crate::router::ProjectRequest;
+use crate::project::router::ProjectRequest;
 
 async fn ask(handle: &ProjectHandle, request: ProjectRequest) -> Result<Reply, ErrorBody> {
     match handle.request(request).await? {
@@ -133,7 +133,7 @@ pub async fn take_elsewhere(
             }
             Ok(_) => {}
             Err(e) if e.code == ErrorCode::ProjectUnloadable => {
-                return Some(Ok(crate::router::unloadable_denial(&e.message)));
+                return Some(Ok(crate::project::router::unloadable_denial(&e.message)));
             }
             Err(e) => return Some(Err(e)),
         }

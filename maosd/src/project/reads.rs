@@ -5,9 +5,9 @@
 
 use maos_proto::{ErrorBody, ErrorCode, Reply, req};
 
-use crate::error::{prefix_error, storage_error};
+use crate::base::error::{prefix_error, storage_error};
 use crate::project::ProjectHandle;
-use crate::router::{ArchivedRead, ReadRequest};
+use crate::project::router::{ArchivedRead, ReadRequest};
 
 /// The answer to a read of the database.
 pub async fn answer(handle: &ProjectHandle, read: ReadRequest) -> Result<Reply, ErrorBody> {

@@ -73,7 +73,7 @@ pub struct Runner {
 
 impl Runner {
     pub fn agent_dir(&self, agent: &AgentId) -> PathBuf {
-        crate::procs::agent_files(&self.project_dir, agent.as_str()).dir
+        crate::proc::procs::agent_files(&self.project_dir, agent.as_str()).dir
     }
 
     /// Start the supervisor for `l` and wait for its first line: the agent's pid, or why it
@@ -153,7 +153,7 @@ fn parse_started(line: &str) -> Started {
 
 /// Carry out a signal now (cheap, non-blocking).
 pub fn signal(pgid: u32, sig: i32) {
-    match crate::procs::signal_group(pgid, sig) {
+    match crate::proc::procs::signal_group(pgid, sig) {
         Ok(true) => debug!(pgid, sig, "signalled agent process group"),
         Ok(false) => debug!(pgid, sig, "agent process group already gone"),
         Err(e) => warn!(pgid, sig, error = %e, "cannot signal agent process group"),
@@ -168,7 +168,7 @@ pub fn kill_after(pgid: u32, start_time: Option<u64>, after: Duration) {
     }
     tokio::spawn(async move {
         tokio::time::sleep(after).await;
-        let leader = crate::procs::alive(pgid, start_time);
+        let leader = crate::proc::procs::alive(pgid, start_time);
         // SAFETY: signal 0 to a process group only checks that it has members.
         let members = unsafe { libc::kill(-(pgid as libc::pid_t), 0) } == 0;
         if leader || members {

@@ -37,13 +37,13 @@ pub struct Config {
     /// Whether an agent CLI's write outside every project maos knows is written (allowed,
     /// unlocked, recorded) or refused: `MAOS_OUTSIDE_PROJECT`, else `outside_project` in
     /// `config.toml`; default allow. A project's own `.maos/config.toml` may deny it too.
-    pub outside_project: crate::lockpath::OutsidePolicy,
+    pub outside_project: crate::base::lockpath::OutsidePolicy,
     /// Where `outside_project` was set, for the reasons that quote it.
     pub outside_project_from: String,
     /// Connections served at once and their lanes (`max_connections`, default 1024), and how
     /// long an idle one that is not a subscription or a wait stays open (`connection_idle`,
     /// default 60s).
-    pub limits: crate::lanes::Limits,
+    pub limits: crate::base::lanes::Limits,
 }
 
 /// `config.toml`: every key optional.
@@ -85,7 +85,7 @@ impl Config {
         let file: File = match std::fs::read_to_string(&path) {
             Ok(text) => toml::from_str(&text).map_err(|e| ConfigError::File {
                 path: path.clone(),
-                message: crate::lockpath::toml_error(&text, &e),
+                message: crate::base::lockpath::toml_error(&text, &e),
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::default(),
             Err(e) => {
@@ -140,26 +140,26 @@ impl Config {
         }
         .filter(|d| !d.is_zero());
         let log_max_bytes = file.log_max_bytes.unwrap_or(10 * 1024 * 1024);
-        if log_max_bytes < crate::logfile::MIN_MAX_BYTES {
+        if log_max_bytes < crate::base::logfile::MIN_MAX_BYTES {
             return Err(ConfigError::File {
                 path,
                 message: format!(
                     "log_max_bytes = {log_max_bytes}: must be at least {} (bytes)",
-                    crate::logfile::MIN_MAX_BYTES
+                    crate::base::logfile::MIN_MAX_BYTES
                 ),
             });
         }
         let log_keep = file.log_keep.unwrap_or(3);
-        if log_keep > crate::logfile::MAX_KEEP {
+        if log_keep > crate::base::logfile::MAX_KEEP {
             return Err(ConfigError::File {
                 path,
                 message: format!(
                     "log_keep = {log_keep}: at most {} old logs are kept; raise log_max_bytes instead",
-                    crate::logfile::MAX_KEEP
+                    crate::base::logfile::MAX_KEEP
                 ),
             });
         }
-        use crate::lanes::Limits;
+        use crate::base::lanes::Limits;
         let max_connections = file.max_connections.unwrap_or(Limits::DEFAULT_MAX);
         if max_connections < Limits::MIN_MAX {
             return Err(ConfigError::File {

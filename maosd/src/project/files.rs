@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use maos_proto::{ErrorBody, ErrorCode};
 use tracing::warn;
 
-use crate::error::file_error;
+use crate::base::error::file_error;
 
 /// Make `dir` the directory of the project at `root`: create it and its `project.json`, or
 /// check that the one there names `root` (two roots whose hashes collide).

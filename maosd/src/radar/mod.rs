@@ -7,7 +7,9 @@
 //! went away back to the actor as notes, which it records as `radar_conflict` /
 //! `radar_cleared` events. A worktree leaves the radar when its last agent ends. In a fleet
 //! it also pairs this machine's worktrees with what the other daemons report of theirs through
-//! PostgreSQL (`crate::radar_fleet`), and reports this machine's.
+//! PostgreSQL (`crate::radar::fleet`), and reports this machine's.
+
+pub mod fleet;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -89,7 +91,7 @@ impl Radar {
     pub fn start(
         dir: &Path,
         root: PathBuf,
-        fleet: Option<crate::radar_fleet::FleetLink>,
+        fleet: Option<fleet::FleetLink>,
         notes: impl Fn(Vec<Note>) + Send + 'static,
     ) -> Arc<Radar> {
         let engine = match maos_radar::Radar::new(Git::new(), dir) {
@@ -111,8 +113,7 @@ impl Radar {
             .name("maosd-radar".into())
             .spawn(move || {
                 let in_fleet = fleet.is_some();
-                let fleet =
-                    fleet.map(|link| crate::radar_fleet::FleetSide::new(link, root.clone(), &dir));
+                let fleet = fleet.map(|link| fleet::FleetSide::new(link, root.clone(), &dir));
                 let mut worker = Worker::new(engine, root);
                 worker.fleet = fleet;
                 loop {
@@ -297,7 +298,7 @@ struct Worker {
     /// The project's root: a worktree is looked at only if its project is this one.
     root: PathBuf,
     /// In a fleet: the other machines' worktrees, and the reports of this machine's.
-    fleet: Option<crate::radar_fleet::FleetSide>,
+    fleet: Option<fleet::FleetSide>,
 }
 
 impl Worker {

@@ -9,9 +9,9 @@ use maos_core::{LockMode, LockPath};
 use maos_proto::req::{self, LockAt};
 use maos_proto::{Elsewhere, ErrorBody, McpAction, Reply, Request};
 
+use crate::base::hookcall::Hook;
 use crate::cmd::{Handle, Keyed, Mcp, Outcome};
-use crate::hookcall::Hook;
-use crate::state::Txn;
+use crate::txn::state::Txn;
 
 /// Where one request goes.
 pub enum Route {
@@ -49,7 +49,7 @@ pub enum ProjectRoute {
     /// included), then the actor applies it.
     Import(req::Import),
     /// A session's Gantt chart: the actor (or, archived, the database) names the session,
-    /// then the project's charts answer (`crate::charts`).
+    /// then the project's charts answer (`crate::project::charts`).
     Gantt(req::Gantt),
     /// `maos radar`: the project's radar answers (`crate::radar`), never the actor.
     Radar(req::Radar),
@@ -321,7 +321,7 @@ impl ProjectRequest {
         {
             // The client reads the plain forms of a patch through the shell itself, from the
             // directory it is applied in: then those are its files.
-            let found = crate::shellcmd::targets(&command, call.paths.is_empty());
+            let found = crate::base::shellcmd::targets(&command, call.paths.is_empty());
             for f in found.files {
                 if !call.paths.contains(&f) {
                     call.paths.push(f);
@@ -433,7 +433,7 @@ mod tests {
     /// wire's fixture (every kind, in its forms) that goes to the actor.
     #[test]
     fn each_request_tells_the_edge_what_it_needs() {
-        let text = include_str!("../../crates/maos-proto/tests/fixtures/requests.json");
+        let text = include_str!("../../../crates/maos-proto/tests/fixtures/requests.json");
         let cases: Vec<[Value; 2]> = serde_json::from_str(text).expect("the fixture");
         let resolve = |at: &LockAt| {
             LockPath::new(&at.path)

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use maos_core::plan::{self, AgentSpec, MachineIssue};
 use maos_proto::{ErrorBody, ErrorCode};
 
-use crate::lockpath::{lexical, resolve_links};
+use crate::base::lockpath::{lexical, resolve_links};
 
 /// Refuse the plan at `path` (as the client named it) whose `text` asks for a program that is
 /// not there or a directory outside the project at `root`: one line, the file, the line and
@@ -33,7 +33,7 @@ pub fn check(root: &str, path: &str, text: &str) -> Result<(), ErrorBody> {
 
 fn agent(root: &Path, daemon_path: Option<&OsStr>, spec: &AgentSpec) -> Result<(), MachineIssue> {
     let who = format!("agent {:?}", spec.name);
-    let cwd = crate::run::workdir(root, spec.workdir.as_deref());
+    let cwd = crate::proc::run::workdir(root, spec.workdir.as_deref());
     if let Some(w) = &spec.workdir {
         let real = resolve_links(&lexical(&cwd));
         if !real.starts_with(root) {

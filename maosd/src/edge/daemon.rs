@@ -8,7 +8,7 @@ use maos_core::Ts;
 use maos_proto::DaemonStatus;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::base::config::Config;
 use crate::project::Projects;
 
 /// What every connection shares.
@@ -17,7 +17,7 @@ pub struct Daemon {
     pub shutdown: CancellationToken,
     pub config: Config,
     /// What each window wrote in other projects (scope.rs).
-    pub windows: crate::windows::Windows,
+    pub windows: crate::edge::windows::Windows,
     started: Instant,
     started_at: Ts,
 }
@@ -29,7 +29,7 @@ impl Daemon {
             projects,
             shutdown: CancellationToken::new(),
             started: Instant::now(),
-            started_at: crate::state::now(),
+            started_at: crate::txn::state::now(),
             config,
             windows: Default::default(),
         }
@@ -39,7 +39,7 @@ impl Daemon {
         DaemonStatus {
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            protocol: crate::version::protocol(),
+            protocol: crate::base::version::protocol(),
             started_at: self.started_at,
             uptime_secs: self.started.elapsed().as_secs_f64(),
             socket: self.config.socket.display().to_string(),
@@ -64,7 +64,7 @@ impl Daemon {
         };
         // A daemon silent for three of its intervals is not running (or cannot reach
         // PostgreSQL).
-        let quiet = 3.0 * crate::fleet::heartbeat_every().as_secs_f64();
+        let quiet = 3.0 * crate::edge::fleet::heartbeat_every().as_secs_f64();
         let members = status
             .members
             .into_iter()

@@ -9,7 +9,7 @@ use maos_core::{
 use maos_proto::{ErrorBody, ErrorCode, LockView, Reply, WaiterView};
 use serde_json::json;
 
-use crate::state::{State, Txn};
+use crate::txn::state::{State, Txn};
 
 fn path_str(p: &LockPath) -> String {
     p.to_string()

@@ -9,9 +9,9 @@ use std::time::Duration;
 use maos_core::SessionId;
 use maos_proto::{ErrorBody, ErrorCode, GcEntry, GcReport, req};
 
-use crate::error::{file_error, internal, storage_error};
+use crate::base::error::{file_error, internal, storage_error};
 use crate::project::ProjectHandle;
-use crate::router::ProjectRequest;
+use crate::project::router::ProjectRequest;
 
 /// Where `maos gc` writes the exports of the sessions it deletes.
 pub fn exports_dir(home: &Path, root: &str) -> PathBuf {
@@ -31,7 +31,7 @@ pub async fn run(
     dry_run: bool,
     sync: bool,
 ) -> Result<GcReport, ErrorBody> {
-    let now = crate::state::now();
+    let now = crate::txn::state::now();
     let cutoff = chrono::Duration::from_std(older_than)
         .ok()
         .and_then(|d| now.checked_sub_signed(d))
@@ -66,7 +66,7 @@ pub async fn run(
             continue;
         };
         let path = maos_core::id_path(&dir, &id, ".json")
-            .map_err(|e| crate::error::internal(format_args!("maos gc: {e}")))?;
+            .map_err(|e| crate::base::error::internal(format_args!("maos gc: {e}")))?;
         let written = {
             let (dir, path) = (dir.clone(), path.clone());
             tokio::task::spawn_blocking(move || write_export(&dir, &path, &export, sync)).await
@@ -110,8 +110,8 @@ async fn sweep_kept(home: &Path, root: &str, handle: &ProjectHandle) {
         _ => return,
     };
     let before = oldest.map_or_else(std::time::SystemTime::now, std::time::SystemTime::from);
-    let store = crate::keep::store_dir(home, root);
-    let _ = tokio::task::spawn_blocking(move || crate::keep::sweep(&store, before)).await;
+    let store = crate::txn::keep::store_dir(home, root);
+    let _ = tokio::task::spawn_blocking(move || crate::txn::keep::sweep(&store, before)).await;
 }
 
 /// The export, replaced whole, mode 0600 (synced with `sync`): the session is deleted right

@@ -30,7 +30,7 @@ use maos_store::{EventQuery, Reader};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tracing::{debug, info, warn};
 
-use crate::error::storage_error;
+use crate::base::error::storage_error;
 
 /// Events read from the database per query while catching up.
 const PAGE: u32 = 5_000;
@@ -304,7 +304,7 @@ impl Charts {
             };
             let written = tokio::task::spawn_blocking(move || {
                 let body = serde_json::to_vec(&doc).map_err(std::io::Error::other)?;
-                crate::files::write_whole(&path, &body)
+                crate::project::files::write_whole(&path, &body)
             })
             .await;
             match written {
@@ -322,7 +322,7 @@ impl Charts {
 /// `MAOS_TEST_CHART_SAVE_MS` (the end-to-end tests' override). A daemon killed then loses at
 /// most this much of its charts: its successor reads only the events after the saved ones.
 fn save_every() -> std::time::Duration {
-    crate::config::interval(
+    crate::base::config::interval(
         "MAOS_TEST_CHART_SAVE_MS",
         std::time::Duration::from_secs(600),
     )
@@ -398,8 +398,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::state::State;
-    use crate::state::atomic_tests::{apply_all, id_of, open, req, rt};
+    use crate::txn::state::State;
+    use crate::txn::state::atomic_tests::{apply_all, id_of, open, req, rt};
 
     /// The follower gets the events of 20 commits through a channel of 4: it falls behind,
     /// catches its fold up from the database, and folds on. Its fold then holds every chart

@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
 
-use crate::activation::Activated;
-use crate::config::Config;
-use crate::daemon::Daemon;
+use crate::base::config::Config;
+use crate::edge::activation::Activated;
+use crate::edge::daemon::Daemon;
 use crate::project::Projects;
 
 /// Sockets taken beyond `max_connections` while their hello is read: a connection the lanes
@@ -122,7 +122,15 @@ async fn scheduled_gc(daemon: Arc<Daemon>, older_than: Duration) {
         }
         for (root, handle) in daemon.projects.handles().await {
             let sync = daemon.config.synchronous == maos_store::Synchronous::Full;
-            match crate::gc::run(&daemon.config.home, &root, &handle, older_than, false, sync).await
+            match crate::project::gc::run(
+                &daemon.config.home,
+                &root,
+                &handle,
+                older_than,
+                false,
+                sync,
+            )
+            .await
             {
                 Ok(r) if !r.sessions.is_empty() => {
                     info!(project = %root, deleted = r.sessions.len(), "scheduled gc: finished sessions exported and deleted");
@@ -138,8 +146,11 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
     // Before anything is created or bound: a URL that cannot be used leaves nothing behind.
     let fleet = match &config.database_url {
         Some(url) => {
-            let machine = config.machine.clone().unwrap_or_else(crate::fleet::machine);
-            let id = crate::fleet::daemon_id(&machine, &config.home);
+            let machine = config
+                .machine
+                .clone()
+                .unwrap_or_else(crate::edge::fleet::machine);
+            let id = crate::edge::fleet::daemon_id(&machine, &config.home);
             let fleet = maos_store::Fleet::new(url, id, machine).map_err(StartError::Fleet)?;
             info!(
                 url = fleet.url(),
@@ -195,12 +206,12 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
     if let Some(fleet) = daemon.projects.fleet() {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         daemon.projects.set_listener(tx);
-        tokio::spawn(crate::fleet::listen(
+        tokio::spawn(crate::edge::fleet::listen(
             fleet.clone(),
             rx,
             daemon.shutdown.clone(),
         ));
-        tokio::spawn(crate::fleet::heartbeat(
+        tokio::spawn(crate::edge::fleet::heartbeat(
             fleet.clone(),
             daemon.shutdown.clone(),
         ));
@@ -227,7 +238,7 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
     let tracker = TaskTracker::new();
     let limits = daemon.config.limits;
     raise_fd_limit((limits.max + HANDSHAKE) as u64 + OWN_FDS);
-    let lanes = crate::lanes::Lanes::new(limits);
+    let lanes = crate::base::lanes::Lanes::new(limits);
     let limit = Arc::new(Semaphore::new(limits.max + HANDSHAKE));
     let me = maos_proto::paths::uid();
     let idle = Idle::new();
@@ -271,7 +282,7 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
                      point MAOS_SOCKET at your own daemon's socket",
                     cred.uid()
                 );
-                tracker.spawn(crate::conn::refuse(stream, message));
+                tracker.spawn(crate::edge::conn::refuse(stream, message));
                 continue;
             }
             Err(e) => {
@@ -283,7 +294,7 @@ pub async fn run(mut config: Config, activated: Option<Activated>) -> Result<(),
         let done = idle.clone();
         let lanes = lanes.clone();
         tracker.spawn(async move {
-            crate::conn::serve(stream, d, lanes).await;
+            crate::edge::conn::serve(stream, d, lanes).await;
             done.touch();
             drop(permit);
         });

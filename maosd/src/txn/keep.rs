@@ -312,7 +312,7 @@ pub async fn look_after(
     shared: &Shared,
     store: PathBuf,
     real_root: &Path,
-    call: &mut crate::hookcall::Hook,
+    call: &mut crate::base::hookcall::Hook,
 ) {
     // A shell command begins: when, so that its end can tell the changes it made from
     // earlier ones.
@@ -772,7 +772,7 @@ mod tests {
     #[test]
     fn a_change_before_the_command_names_no_violator_and_starts_are_per_command() {
         let (a, b) = (agent(1), agent(2));
-        let now = crate::state::now();
+        let now = crate::txn::state::now();
         let mut k = Kept::default();
         k.set(&a, &seen("x", "aa", None), now);
         let mut earlier = seen("x", "bb", Some("aa"));
@@ -800,7 +800,7 @@ mod tests {
         // then its write becomes the version: the next look must compare with that version,
         // not take the file as unknown (which would swallow the next change unreported).
         let a = agent(1);
-        let now = crate::state::now();
+        let now = crate::txn::state::now();
         let mut k = Kept::default();
         let holding: HashSet<(&str, &AgentId)> = [("src/x.rs", &a)].into_iter().collect();
         k.settle(&holding);
@@ -814,7 +814,7 @@ mod tests {
     #[test]
     fn the_same_violator_overwriting_a_file_again_is_one_mark() {
         let (a, b) = (agent(1), agent(2));
-        let now = crate::state::now();
+        let now = crate::txn::state::now();
         let mut k = Kept::default();
         k.set(&a, &seen("src/x.rs", "aa", None), now);
         for (sha, before) in [("bb", "aa"), ("cc", "aa")] {
@@ -829,7 +829,7 @@ mod tests {
     #[test]
     fn another_agents_change_is_a_violation_once_and_the_holders_own_is_not() {
         let (a, b) = (agent(1), agent(2));
-        let now = crate::state::now();
+        let now = crate::txn::state::now();
         let mut k = Kept::default();
         k.set(&a, &seen("src/x.rs", "aa", None), now);
         assert_eq!(k.held(), [("src/x.rs".to_string(), "aa".to_string())]);
@@ -866,7 +866,7 @@ mod tests {
     #[test]
     fn a_released_file_is_not_looked_at_and_its_mark_goes() {
         let (a, b) = (agent(1), agent(2));
-        let now = crate::state::now();
+        let now = crate::txn::state::now();
         let mut k = Kept::default();
         k.set(&a, &seen("x", "aa", None), now);
         assert!(matches!(
@@ -887,7 +887,7 @@ mod tests {
     #[test]
     fn a_held_file_without_a_known_version_gets_one_at_the_next_look() {
         let (a, b) = (agent(1), agent(2));
-        let now = crate::state::now();
+        let now = crate::txn::state::now();
         let mut k = Kept::default();
         let holding: HashSet<(&str, &AgentId)> =
             [("src/y.rs", &a), (".git/index", &b)].into_iter().collect();

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use maos_proto::{AgentExit, ClientMsg, ErrorCode, Request, ServerMsg};
 
-use crate::procs::{self, AgentFiles};
+use crate::proc::procs::{self, AgentFiles};
 
 const USAGE: &str = "usage: maosd supervise --agent ID --socket PATH --project ROOT --dir AGENT_DIR [--cwd DIR] -- ARGV...";
 
@@ -428,7 +428,7 @@ fn report_once(opts: &Opts, exit: &AgentExit) -> Attempt {
     let _ = stream.set_read_timeout(Some(ATTEMPT_TIMEOUT));
     let _ = stream.set_write_timeout(Some(ATTEMPT_TIMEOUT));
     let hello = ClientMsg::Hello {
-        protocol: crate::version::protocol(),
+        protocol: crate::base::version::protocol(),
         client_version: env!("CARGO_PKG_VERSION").to_string(),
         // A short request that must get through a full daemon: the lane kept for the CLI.
         client: maos_proto::ClientKind::Cli,

@@ -12,7 +12,7 @@ use maos_core::{AgentId, HeldLock, LockTable, SessionId, Ts, resolve_prefix};
 use maos_proto::{AgentRecord, ErrorBody, ErrorCode, EventRecord, SessionRecord};
 use maos_store::Batch;
 
-use crate::error::prefix_error;
+use crate::base::error::prefix_error;
 use serde_json::Value;
 
 /// Now, UTC, truncated to microseconds (what the database stores).
@@ -70,7 +70,7 @@ pub struct State {
     /// When each session's latest committed checkpoint was taken.
     checkpointed: HashMap<SessionId, Ts>,
     /// How this project starts managed agents (`None` in unit tests).
-    pub(crate) runner: Option<crate::run::Runner>,
+    pub(crate) runner: Option<crate::proc::run::Runner>,
     /// In fleet mode, this daemon's machine: agents registered here are stamped with it.
     pub(crate) machine: Option<String>,
     /// Agents whose launch this daemon committed and whose supervisor has not answered yet.
@@ -84,7 +84,7 @@ pub struct State {
     mcp_calls: maos_core::mcp::McpCalls,
     /// The held files' last versions, violations and notices (issue 31 §2): advisory, in
     /// memory only, shared with the connections, which hash the files (`keep.rs`).
-    pub(crate) kept: crate::keep::Shared,
+    pub(crate) kept: crate::txn::keep::Shared,
     /// The project's conflict radar (`crate::radar`), read by a write's hook answer.
     pub(crate) radar: Option<std::sync::Arc<crate::radar::Radar>>,
 }
@@ -398,7 +398,7 @@ pub struct Finished {
     /// Answers for parked lock waits.
     pub wakeups: Vec<Wakeup>,
     /// Process work.
-    pub effects: Vec<crate::run::Effect>,
+    pub effects: Vec<crate::proc::run::Effect>,
     /// Checkpoints committed (their readable `checkpoint.json` is written after).
     pub checkpoints: Vec<maos_store::CheckpointRow>,
 }
@@ -430,7 +430,7 @@ pub struct Txn<'a> {
     pub(crate) wakeups: Vec<Wakeup>,
     checkpoints: Vec<maos_store::CheckpointRow>,
     /// Process work to do once the commit succeeded.
-    effects: Vec<crate::run::Effect>,
+    effects: Vec<crate::proc::run::Effect>,
     /// Sessions taken out of memory in this transaction (`archived = 1` in the database).
     archived: Vec<SessionId>,
     /// Sessions deleted in this transaction.
@@ -624,7 +624,7 @@ impl<'a> Txn<'a> {
     }
 
     /// Process work for after the commit (nothing happens if the transaction rolls back).
-    pub fn effect(&mut self, e: crate::run::Effect) {
+    pub fn effect(&mut self, e: crate::proc::run::Effect) {
         self.change_point();
         self.effects.push(e);
     }
@@ -1448,7 +1448,7 @@ mod tests {
             .effects
             .iter()
             .filter_map(|e| match e {
-                crate::run::Effect::Signal { pgid, .. } => Some(*pgid),
+                crate::proc::run::Effect::Signal { pgid, .. } => Some(*pgid),
                 _ => None,
             })
             .collect();
