@@ -676,7 +676,7 @@ pub fn call_of(v: &Value) -> Result<HookCall, String> {
                 .flatten(),
         },
         // A shell tool's command: the daemon reads which files it writes (maos-shell).
-        command: matches!(tool, "Bash" | "run_shell_command")
+        command: maos_proto::is_shell_tool(tool)
             .then(|| shell_script(input))
             .flatten()
             .filter(|c| c.len() <= maos_proto::MAX_COMMAND)

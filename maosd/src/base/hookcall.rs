@@ -68,9 +68,6 @@ impl Hook {
     /// project or in another one (the daemon found those).
     pub fn writes_files(&self) -> bool {
         self.call.writes_files()
-            || (matches!(
-                self.call.tool_name.as_deref(),
-                Some("Bash" | "run_shell_command")
-            ) && !(self.elsewhere.is_empty() && self.outside.is_empty()))
+            || (self.call.is_shell() && !(self.elsewhere.is_empty() && self.outside.is_empty()))
     }
 }

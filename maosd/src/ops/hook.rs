@@ -923,10 +923,7 @@ fn answer_of(tx: &mut Txn<'_>, call: Hook) -> Result<HookAnswer, ErrorBody> {
                 subagent_done(tx, &sid, &agent, &call, res)?;
             } else if let Some(items) = &call.todos {
                 set_todos(tx, &sid, &agent, items.clone());
-            } else if matches!(
-                call.tool_name.as_deref(),
-                Some("Bash" | "run_shell_command")
-            ) {
+            } else if call.is_shell() {
                 let mut data = json!({ "tool_use_id": call.tool_use_id, "cwd": call.cwd });
                 with_machine(tx, &mut data);
                 tx.lock_event(&agent, "command_run", data);

@@ -297,14 +297,6 @@ pub fn write_back(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
-/// The shell tools, whose end is checked against every held file.
-pub fn is_shell(call: &maos_proto::HookCall) -> bool {
-    matches!(
-        call.tool_name.as_deref(),
-        Some("Bash" | "run_shell_command")
-    )
-}
-
 /// PostToolUse: look at the files the call wrote (each kept: its writer's version, if it
 /// holds the file) and, after a shell command, at every held file (kept when it changed), in
 /// a blocking task. Sets `call.seen` for the actor; nothing for any other event.
@@ -316,21 +308,22 @@ pub async fn look_after(
 ) {
     // A shell command begins: when, so that its end can tell the changes it made from
     // earlier ones.
-    if call.event == "PreToolUse" && is_shell(call) {
+    if call.event == "PreToolUse" && call.is_shell() {
         lock(shared).started(command_key(call), SystemTime::now());
         return;
     }
     if call.event != "PostToolUse" || call.path_error.is_some() {
         return;
     }
-    let start = is_shell(call)
+    let start = call
+        .is_shell()
         .then(|| lock(shared).take_start(&command_key(call)))
         .flatten();
     let mut wanted: Vec<(String, Option<String>, Option<String>)> = Vec::new();
     if call.writes_files() {
         wanted.extend(call.paths.iter().map(|p| (p.clone(), None, None)));
     }
-    if is_shell(call) {
+    if call.is_shell() {
         for (path, sha, stamp) in lock(shared).to_look() {
             if !wanted.iter().any(|(p, _, _)| *p == path) {
                 wanted.push((path, sha, stamp));

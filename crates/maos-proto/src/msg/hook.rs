@@ -94,15 +94,26 @@ impl HookCall {
                 "Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "apply_patch" | "write_file"
                 | "replace",
             ) => true,
-            Some("Bash" | "run_shell_command") => !self.paths.is_empty(),
+            Some(t) if is_shell_tool(t) => !self.paths.is_empty(),
             _ => false,
         }
+    }
+
+    /// The call is of a shell tool ([`is_shell_tool`]).
+    pub fn is_shell(&self) -> bool {
+        self.tool_name.as_deref().is_some_and(is_shell_tool)
     }
 
     /// The call is of a tool that starts a subagent ([`is_spawn_tool`]).
     pub fn spawns_subagent(&self) -> bool {
         self.tool_name.as_deref().is_some_and(is_spawn_tool)
     }
+}
+
+/// A shell tool, as the client names it for the daemon: Claude Code's and Codex's `Bash`,
+/// Gemini CLI's `run_shell_command` (the other CLIs' shells are given one of these names).
+pub fn is_shell_tool(name: &str) -> bool {
+    matches!(name, "Bash" | "run_shell_command")
 }
 
 /// A tool that starts a subagent: Claude Code's `Agent` (`Task` before 2.1.63), Codex's
