@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use maos_core::ids::{AgentId, SessionId};
 use maos_core::radar::RadarPair;
@@ -61,9 +62,16 @@ pub struct Radar {
     machine: Option<String>,
 }
 
+/// The most hooks' working directories whose worktree the radar remembers (they come from
+/// outside, any number of them); past it, it forgets them all.
+const CWDS: usize = 1024;
+/// How long a working directory found in no worktree of the project is taken as such before
+/// git is asked again (a directory may become a worktree: `git worktree add`, `git init`).
+const MISS_FOR: Duration = Duration::from_secs(10);
+
 /// In a fleet, how often the radar looks for other daemons' new reports while this machine has
 /// worktrees on it.
-const FLEET_LOOK: std::time::Duration = std::time::Duration::from_secs(1);
+const FLEET_LOOK: Duration = Duration::from_secs(1);
 
 impl std::fmt::Debug for Radar {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -293,8 +301,9 @@ struct Worker {
     engine: maos_radar::Radar,
     /// Each live agent's worktree and session.
     agents: BTreeMap<AgentId, (String, SessionId)>,
-    /// A working directory's worktree root (`None`: not in a worktree of the project).
-    worktrees: HashMap<String, Option<String>>,
+    /// A working directory's worktree root as git last said (`None`: in no worktree of the
+    /// project), and when: at most [`CWDS`] of them, a miss for [`MISS_FOR`].
+    worktrees: HashMap<String, (Option<String>, Instant)>,
     /// The project's root: a worktree is looked at only if its project is this one.
     root: PathBuf,
     /// In a fleet: the other machines' worktrees, and the reports of this machine's.
@@ -316,15 +325,27 @@ impl Worker {
     /// outside: another repository (or none) is never looked at, since a snapshot writes git
     /// objects into the repository it looks at.
     fn toplevel(&mut self, cwd: &str) -> Option<String> {
-        if let Some(known) = self.worktrees.get(cwd) {
-            return known.clone();
+        self.toplevel_at(cwd, Instant::now())
+    }
+
+    /// [`Worker::toplevel`] at `now`: what git said of `cwd` is kept (a directory found in no
+    /// worktree of the project only for [`MISS_FOR`]: it may become one); past [`CWDS`]
+    /// directories all are forgotten, and asked again as they come.
+    fn toplevel_at(&mut self, cwd: &str, now: Instant) -> Option<String> {
+        match self.worktrees.get(cwd) {
+            Some((Some(top), _)) => return Some(top.clone()),
+            Some((None, at)) if now.saturating_duration_since(*at) < MISS_FOR => return None,
+            _ => {}
         }
         let top = Git::new()
             .toplevel(Path::new(cwd))
             .ok()
             .filter(|top| maos_proto::paths::find_project(top).as_deref() == Some(&*self.root))
             .map(|p| p.display().to_string());
-        self.worktrees.insert(cwd.to_string(), top.clone());
+        if self.worktrees.len() >= CWDS && !self.worktrees.contains_key(cwd) {
+            self.worktrees.clear();
+        }
+        self.worktrees.insert(cwd.to_string(), (top.clone(), now));
         top
     }
 
@@ -541,5 +562,51 @@ mod tests {
         assert_eq!(worker.toplevel(&inside), Some(root.display().to_string()));
         assert_eq!(worker.toplevel(&other.display().to_string()), None);
         assert_eq!(worker.toplevel(&tmp.path().display().to_string()), None);
+    }
+
+    /// Hooks' working directories come from outside, any number of them: the radar remembers
+    /// at most `CWDS` of them.
+    #[test]
+    fn the_working_directories_remembered_are_bounded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = maos_radar::Radar::new(Git::new(), &tmp.path().join("radar")).unwrap();
+        let mut worker = Worker::new(engine, tmp.path().to_path_buf());
+        // Directories that do not exist: git is not even started for them.
+        for i in 0..1100 {
+            let cwd = tmp.path().join(format!("gone/{i}")).display().to_string();
+            assert_eq!(worker.toplevel(&cwd), None);
+        }
+        assert!(worker.worktrees.len() <= CWDS, "{}", worker.worktrees.len());
+    }
+
+    /// A directory in no worktree is asked of git again after a while: it may have become one.
+    #[test]
+    fn a_directory_that_becomes_a_worktree_is_found() {
+        let tmp = tempfile::tempdir().unwrap();
+        let later = tmp.path().join("later");
+        std::fs::create_dir_all(later.join("src")).unwrap();
+        let root = std::fs::canonicalize(&later).unwrap();
+        let engine = maos_radar::Radar::new(Git::new(), &tmp.path().join("radar")).unwrap();
+        let mut worker = Worker::new(engine, root.clone());
+        let cwd = later.join("src").display().to_string();
+        let t0 = Instant::now();
+        assert_eq!(worker.toplevel_at(&cwd, t0), None, "not a worktree yet");
+        git_init(&later);
+        assert_eq!(
+            worker.toplevel_at(&cwd, t0 + Duration::from_secs(1)),
+            None,
+            "a miss is kept a while"
+        );
+        assert_eq!(
+            worker.toplevel_at(&cwd, t0 + MISS_FOR),
+            Some(root.display().to_string()),
+            "then asked again"
+        );
+        // A worktree found is kept.
+        std::fs::remove_dir_all(later.join(".git")).unwrap();
+        assert_eq!(
+            worker.toplevel_at(&cwd, t0 + MISS_FOR * 3),
+            Some(root.display().to_string())
+        );
     }
 }
