@@ -354,3 +354,178 @@ fn hostile_rows_are_refused_and_a_base_not_here_is_said_not_guessed() {
     assert!(!e1.root().join("x").exists());
     assert!(!c1.parent().unwrap().join("x").exists());
 }
+
+/// The blob id git gives `content`.
+fn blob_id(content: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("git")
+        .args(["hash-object", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("git hash-object");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(content)
+        .expect("write");
+    let out = child.wait_with_output().expect("git hash-object");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A directory holding a `git` that appends each of its runs' arguments to `log`, then runs
+/// the real git (found on this process's `PATH`).
+fn logging_git(dir: &Path, log: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let real = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("git"))
+        .find(|g| g.is_file())
+        .expect("git on PATH");
+    let bin = dir.join("logging-git");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = bin.join("git");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// While no report changes, the radar merges nothing again: its looks every second read the
+/// versions and skip what they took already. Other reports arriving meanwhile (looked at on
+/// later looks) merge nothing of the pair already merged, and each costs one git process (its
+/// base and blobs looked up once). git's runs are counted through a `git` on the daemon's
+/// `PATH` that logs them.
+#[test]
+fn looks_at_unchanged_reports_merge_nothing_again() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let e1 = daemon_on(&pg, "machine-1");
+    let origin = origin(&e1);
+    let c1 = clone(&e1, &origin, "one");
+    let log = e1.root().join("git.log");
+    let bin = logging_git(&e1.root(), &log);
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    let started = e1
+        .maos_cmd_in(&c1, &["daemon", "start"])
+        .env("PATH", &path)
+        .output()
+        .expect("maos daemon start");
+    assert!(started.status.success(), "{started:?}");
+    start(&e1, &c1, "w1");
+    write(&e1, &c1, "w1", "notes.txt", "notes from 1\n");
+
+    // Machine 2's report, as its daemon writes it: notes.txt changed on the same line.
+    let url = pg.url();
+    let main = {
+        let out = std::process::Command::new("git")
+            .args(["rev-parse", "main"])
+            .current_dir(&origin)
+            .output()
+            .expect("rev-parse");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let theirs = b"notes from 2\n";
+    let report = |worktree: &'static str, base: String, blob: String, content: &'static [u8]| {
+        let url = url.clone();
+        maos_tests::block_on(async move {
+            let mut c = PgConnection::connect(&url).await.expect("connect");
+            sqlx::query(
+                "INSERT INTO daemons VALUES ('m2/1', 'machine-2', maos_now_us(), maos_now_us())
+                 ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
+            )
+            .execute(&mut c)
+            .await
+            .expect("daemon row");
+            sqlx::query(
+                "INSERT INTO radar_worktrees (project, daemon, worktree, machine, agents, base,
+                     version, updated_at)
+                 VALUES ($1, 'm2/1', $2, 'machine-2', '[]', $3, nextval('maos_radar_version'),
+                     maos_now_us())",
+            )
+            .bind(KEY)
+            .bind(worktree)
+            .bind(&base)
+            .execute(&mut c)
+            .await
+            .expect("report row");
+            sqlx::query(
+                "INSERT INTO radar_files (project, daemon, worktree, path, mode, blob, size,
+                     content) VALUES ($1, 'm2/1', $2, 'notes.txt', 33188, $3, $4, $5)",
+            )
+            .bind(KEY)
+            .bind(worktree)
+            .bind(&blob)
+            .bind(content.len() as i64)
+            .bind(content)
+            .execute(&mut c)
+            .await
+            .expect("file row");
+        });
+    };
+    report("/srv/two", main.clone(), blob_id(theirs), theirs);
+    let mut pairs = Vec::new();
+    wait_until(
+        Duration::from_secs(20),
+        "machine 2's conflict shows",
+        || {
+            pairs = radar(&e1, &c1);
+            pairs.iter().any(|p| files(p) == ["notes.txt"])
+        },
+    );
+    let merges = |from: usize| -> Vec<String> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .skip(from)
+            .filter(|l| l.contains("merge-tree"))
+            .map(String::from)
+            .collect()
+    };
+    assert!(!merges(0).is_empty(), "the pair was merged: the log counts");
+    let mark = std::fs::read_to_string(&log).unwrap().lines().count();
+
+    // Two more reports, each on a look of its own (the second written once the first shows),
+    // neither comparable here (their base is no commit of this clone): the looks that take them
+    // and those in between find the pair's report unchanged.
+    let far = "0123456789abcdef0123456789abcdef01234567".to_string();
+    for (n, worktree) in [(2, "/srv/three"), (3, "/srv/four")] {
+        report(worktree, far.clone(), blob_id(b"x\n"), b"x\n");
+        wait_until(Duration::from_secs(20), "the report is looked at", || {
+            pairs = radar(&e1, &c1);
+            pairs.len() == n
+        });
+    }
+    assert_eq!(
+        merges(mark),
+        Vec::<String>::new(),
+        "looks merged again what did not change: {pairs:#?}"
+    );
+    // And ran no other git than one lookup of each new report's base and blobs (its base is
+    // not here: nothing fetched, nothing built).
+    let runs: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .skip(mark)
+        .map(String::from)
+        .collect();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    assert!(
+        runs.iter()
+            .all(|r| r.ends_with("cat-file --batch-check=%(objecttype)")),
+        "{runs:#?}"
+    );
+    assert!(
+        pairs.iter().any(|p| files(p) == ["notes.txt"]),
+        "the conflict stays: {pairs:#?}"
+    );
+}

@@ -1,5 +1,5 @@
 //! How a daemon reads another daemon's radar report from the fleet's PostgreSQL
-//! (`maos_store::Fleet::radar_report` / `radar_contents_of`), on a real throwaway PostgreSQL:
+//! (`maos_store::Fleet::radar_report` / `radar_contents`), on a real throwaway PostgreSQL:
 //! a report rewritten while it is read is read whole, as it was or as it is, never its base of
 //! one version with the files of another (the rewrite is made to land exactly between the reads:
 //! the writer holds `radar_files` locked until the reader waits on it); contents are only those
@@ -160,7 +160,7 @@ fn contents_are_those_of_the_blobs_read_and_bounded_in_all() {
             .expect("version 2");
         let wanted: Vec<&FleetFile> = read.files.iter().collect();
         let contents = reader
-            .radar_contents_of(KEY, "m1/a", WORKTREE, &wanted)
+            .radar_contents(KEY, "m1/a", WORKTREE, &wanted)
             .await
             .expect("contents")
             .expect("within the cap");
@@ -187,7 +187,7 @@ fn contents_are_those_of_the_blobs_read_and_bounded_in_all() {
             .expect("a report");
         let wanted: Vec<&FleetFile> = read.files.iter().collect();
         let why = reader
-            .radar_contents_of(KEY, "m1/a", WORKTREE, &wanted)
+            .radar_contents(KEY, "m1/a", WORKTREE, &wanted)
             .await
             .expect("contents")
             .expect_err("over the cap");
@@ -201,7 +201,7 @@ fn contents_are_those_of_the_blobs_read_and_bounded_in_all() {
         // One file fewer is within the cap, and read.
         let within: Vec<&FleetFile> = read.files.iter().skip(1).collect();
         let contents = reader
-            .radar_contents_of(KEY, "m1/a", WORKTREE, &within)
+            .radar_contents(KEY, "m1/a", WORKTREE, &within)
             .await
             .expect("contents")
             .expect("within the cap");

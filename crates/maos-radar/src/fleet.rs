@@ -121,7 +121,7 @@ pub fn report(
 pub struct Here {
     /// Whether its base commit is here.
     pub base: bool,
-    /// The files whose blobs are not (their contents must be fetched before [`build_with`]).
+    /// The files whose blobs are not (their contents must be fetched before [`build`]).
     pub missing: Vec<String>,
 }
 
@@ -144,32 +144,12 @@ pub fn here(git: &Git, dir: &Path, t: &FleetTree) -> Result<Here, RadarError> {
     })
 }
 
-/// The files of a checked report whose blobs this repository lacks ([`here`]'s `missing`).
-pub fn missing(git: &Git, dir: &Path, t: &FleetTree) -> Result<Vec<String>, RadarError> {
-    Ok(here(git, dir, t)?.missing)
-}
-
-/// [`build_with`] after looking the report up here.
-pub fn build(
-    git: &Git,
-    dir: &Path,
-    index: &Path,
-    t: &FleetTree,
-    contents: HashMap<String, Vec<u8>>,
-) -> Result<Result<Snapshot, String>, RadarError> {
-    if let Some(why) = &t.too_large {
-        return Ok(Err(format!("too large to compare: {why}")));
-    }
-    let found = here(git, dir, t)?;
-    build_with(git, dir, index, t, &found, contents)
-}
-
 /// The snapshot another machine's checked report stands for, built in the repository at `dir`:
 /// its base with its files, those `here` found missing written here as blobs from `contents`
 /// (by path; all in one git process), through the index file `index`. `Ok(Err(why))` when it
 /// cannot be compared here: too large, its base commit not in this repository, a content that
 /// is not its blob, or one that did not arrive.
-pub fn build_with(
+pub fn build(
     git: &Git,
     dir: &Path,
     index: &Path,

@@ -79,7 +79,8 @@ fn another_clones_report_builds_its_tree_here_and_conflicts_like_a_local_pair() 
     let mut ra = Radar::new(Git::new(), &tmp.path().join("cache-a")).unwrap();
     ra.watch(&a, now).unwrap();
     let g = Git::new();
-    let missing = fleet::missing(&g, &a, &t).unwrap();
+    let here = fleet::here(&g, &a, &t).unwrap();
+    let missing = &here.missing;
     assert_eq!(
         missing.len(),
         3,
@@ -92,7 +93,7 @@ fn another_clones_report_builds_its_tree_here_and_conflicts_like_a_local_pair() 
         .map(|f| (f.path.clone(), f.content.clone().unwrap()))
         .collect();
     let index = tmp.path().join("cache-a/foreign.index");
-    let built = fleet::build(&g, &a, &index, &t, contents.clone())
+    let built = fleet::build(&g, &a, &index, &t, &here, contents.clone())
         .unwrap()
         .expect("built");
     assert_eq!(built.tree, snap_b.tree, "the very tree b's snapshot was");
@@ -111,9 +112,16 @@ fn another_clones_report_builds_its_tree_here_and_conflicts_like_a_local_pair() 
     // B's side undone (a new report without api.rs): the conflict clears.
     let mut calm = t.clone();
     calm.files.retain(|f| f.path != "src/api.rs");
-    let calm = fleet::build(&g, &a, &index, &calm, HashMap::new())
-        .unwrap()
-        .expect("built");
+    let calm = fleet::build(
+        &g,
+        &a,
+        &index,
+        &calm,
+        &fleet::here(&g, &a, &calm).unwrap(),
+        HashMap::new(),
+    )
+    .unwrap()
+    .expect("built");
     let update = ra.put("machine-b:/b", &a, calm, now).unwrap();
     assert!(
         matches!(&update.changes[..], [Change::Cleared { .. }]),
@@ -123,18 +131,32 @@ fn another_clones_report_builds_its_tree_here_and_conflicts_like_a_local_pair() 
     // A base this clone lacks (b's own commit): said, not guessed.
     let mut far = t.clone();
     far.base = b_head.clone();
-    let why = fleet::build(&g, &a, &index, &far, HashMap::new())
-        .unwrap()
-        .unwrap_err();
+    let why = fleet::build(
+        &g,
+        &a,
+        &index,
+        &far,
+        &fleet::here(&g, &a, &far).unwrap(),
+        HashMap::new(),
+    )
+    .unwrap()
+    .unwrap_err();
     assert_eq!(why, format!("cannot compare: base {b_head} not here"));
     // A content that is not its blob: refused (a fresh file, so its blob is not here yet).
     let mut forged = t.clone();
     forged.files.retain(|f| f.path == "new.txt");
     forged.files[0].blob = "1".repeat(40);
     let lying = HashMap::from([("new.txt".to_string(), b"new\n".to_vec())]);
-    let why = fleet::build(&g, &a, &index, &forged, lying)
-        .unwrap()
-        .unwrap_err();
+    let why = fleet::build(
+        &g,
+        &a,
+        &index,
+        &forged,
+        &fleet::here(&g, &a, &forged).unwrap(),
+        lying,
+    )
+    .unwrap()
+    .unwrap_err();
     assert!(
         why.starts_with("refused: the content of `new.txt`"),
         "{why}"
@@ -154,9 +176,16 @@ fn another_clones_report_builds_its_tree_here_and_conflicts_like_a_local_pair() 
         big.files.iter().any(|f| f.path == "src/api.rs"),
         "named still"
     );
-    let why = fleet::build(&g, &a, &index, &big, HashMap::new())
-        .unwrap()
-        .unwrap_err();
+    let why = fleet::build(
+        &g,
+        &a,
+        &index,
+        &big,
+        &fleet::Here::default(),
+        HashMap::new(),
+    )
+    .unwrap()
+    .unwrap_err();
     assert!(why.starts_with("too large to compare: "), "{why}");
     // A second report skips the contents written already.
     let last: HashMap<String, String> = t
@@ -261,7 +290,7 @@ fn a_report_of_fifty_files_is_built_with_a_few_git_processes() {
         .map(|f| (f.path.clone(), f.content.clone().unwrap()))
         .collect();
     let index = tmp.path().join("foreign.index");
-    let built = fleet::build_with(&g, &a, &index, &t, &here, contents)
+    let built = fleet::build(&g, &a, &index, &t, &here, contents)
         .unwrap()
         .expect("built");
     assert_eq!(built.tree, snap_b.tree, "the very tree b's snapshot was");
@@ -283,7 +312,7 @@ fn a_report_of_fifty_files_is_built_with_a_few_git_processes() {
     lacking.files[0].blob = "1".repeat(40);
     let here = fleet::here(&g, &a, &lacking).unwrap();
     assert_eq!(here.missing, [lacking.files[0].path.clone()]);
-    let why = fleet::build_with(&g, &a, &index, &lacking, &here, HashMap::new())
+    let why = fleet::build(&g, &a, &index, &lacking, &here, HashMap::new())
         .unwrap()
         .unwrap_err();
     assert_eq!(

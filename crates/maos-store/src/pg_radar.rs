@@ -239,7 +239,7 @@ impl Fleet {
     /// version's bytes), and only when all of them together hold at most
     /// [`maos_core::radar::FLEET_TREE_CAP`] bytes, counted in PostgreSQL before anything is
     /// fetched. `Ok(Err(why))` over it: "too large to compare: …", in one line.
-    pub async fn radar_contents_of(
+    pub async fn radar_contents(
         &self,
         key: &str,
         daemon: &str,
@@ -255,14 +255,14 @@ impl Fleet {
             .collect();
         let rows = sqlx::query(
             "WITH hit AS MATERIALIZED (
-                 SELECT f.path, octet_length(f.content)::bigint AS n
+                 SELECT f.path, f.size AS n
                  FROM radar_files f
                      JOIN UNNEST($4::text[], $5::text[], $6::bigint[]) AS w (path, blob, size)
                          ON f.path = w.path AND f.blob = w.blob AND f.size = w.size
                  WHERE f.project = $1 AND f.daemon = $2 AND f.worktree = $3
-                     AND f.content IS NOT NULL AND octet_length(f.content) = f.size
+                     AND octet_length(coalesce(f.content, ''::bytea)) = f.size
              ), total AS (SELECT coalesce(sum(n), 0)::bigint AS bytes FROM hit)
-             SELECT t.bytes, f.path, f.content
+             SELECT t.bytes, f.path, coalesce(f.content, ''::bytea) AS content
              FROM total t
                  LEFT JOIN radar_files f ON t.bytes <= $7 AND f.project = $1
                      AND f.daemon = $2 AND f.worktree = $3
@@ -293,31 +293,5 @@ impl Fleet {
             }
         }
         Ok(Ok(out))
-    }
-
-    /// The contents of `paths` in another daemon's report (call it once the report's sizes
-    /// were checked); a file whose content is gone meanwhile is absent.
-    pub async fn radar_contents(
-        &self,
-        key: &str,
-        daemon: &str,
-        worktree: &str,
-        paths: &[&str],
-    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT path, content FROM radar_files
-             WHERE project = $1 AND daemon = $2 AND worktree = $3 AND path = ANY ($4)
-                 AND content IS NOT NULL AND octet_length(content) <= $5",
-        )
-        .bind(key)
-        .bind(daemon)
-        .bind(worktree)
-        .bind(paths)
-        .bind(maos_core::radar::FLEET_FILE_CAP as i64)
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("path")?, r.try_get("content")?)))
-            .collect()
     }
 }

@@ -10,12 +10,12 @@
 //! not in this clone, it was too large to report) is shown as a pair that could not be compared,
 //! never guessed at.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use maos_core::ids::AgentId;
-use maos_core::radar::{FleetTree, RadarPair, RadarSide, check_report};
+use maos_core::radar::{FleetFile, FleetTree, RadarPair, RadarSide, check_report};
 use maos_core::time::Ts;
 use maos_radar::{Change, Git, fleet};
 use maos_store::Fleet;
@@ -60,6 +60,17 @@ struct Foreign {
     note: Option<String>,
     /// When that was found.
     at: Ts,
+}
+
+/// What taking another daemon's checked report here came to.
+enum Built {
+    /// The tree it stands for, built here.
+    Tree(maos_radar::Snapshot),
+    /// Why it cannot be compared here (shown with the pairs).
+    Note(String),
+    /// It was rewritten while it was read (a content it named is gone): the next look takes
+    /// the new version.
+    Moved,
 }
 
 /// What this machine last wrote of one of its worktrees.
@@ -350,14 +361,21 @@ impl FleetSide {
             Ok(agents) => {
                 foreign.agents = agents;
                 foreign.names = report.files.iter().map(|f| f.path.clone()).collect();
-                let built = self.build(&report);
-                if let Err(why) = &built
-                    && why.starts_with("refused")
-                {
-                    warn!(worktree = %name, reason = %why,
-                          "the radar refused another daemon's report of a worktree");
+                match self.build(&report) {
+                    Built::Tree(snap) => Ok(snap),
+                    Built::Note(why) => {
+                        if why.starts_with("refused") {
+                            warn!(worktree = %name, reason = %why,
+                                  "the radar refused another daemon's report of a worktree");
+                        }
+                        Err(why)
+                    }
+                    // Its version moved: the next look takes the new one.
+                    Built::Moved => {
+                        debug!(worktree = %name, "a report was rewritten while it was read");
+                        return changes;
+                    }
                 }
-                built
             }
         };
         match built {
@@ -378,48 +396,66 @@ impl FleetSide {
         changes
     }
 
-    /// The tree a checked report stands for, built here; `Err` says why it cannot be compared.
-    fn build(&mut self, t: &FleetTree) -> Result<maos_radar::Snapshot, String> {
-        let attempt = || -> Result<Result<maos_radar::Snapshot, String>, String> {
-            let err = |e: maos_radar::RadarError| format!("cannot compare: {e}");
-            if t.too_large.is_some() {
-                return fleet::build(&self.git, &self.root, &self.index, t, HashMap::new())
-                    .map_err(err);
-            }
-            let missing = fleet::missing(&self.git, &self.root, t).map_err(err)?;
-            let paths: Vec<&str> = missing.iter().map(String::as_str).collect();
-            let contents = if paths.is_empty() {
-                Vec::new()
-            } else {
-                self.link
-                    .runtime
-                    .block_on(self.link.fleet.radar_contents(
-                        &self.link.key,
-                        &t.daemon,
-                        &t.worktree,
-                        &paths,
-                    ))
-                    .map_err(|e| format!("cannot compare: {e}"))?
+    /// The tree a checked report stands for, built here: its base and blobs looked up once,
+    /// only the missing blobs' contents fetched (none when its base is not here), all of them
+    /// written in one git process.
+    fn build(&mut self, t: &FleetTree) -> Built {
+        let err = |e: maos_radar::RadarError| Built::Note(format!("cannot compare: {e}"));
+        if t.too_large.is_some() {
+            // Said by `fleet::build`, with nothing looked up.
+            let none = fleet::Here::default();
+            return match fleet::build(&self.git, &self.root, &self.index, t, &none, HashMap::new())
+            {
+                Ok(Ok(snap)) => Built::Tree(snap),
+                Ok(Err(why)) => Built::Note(why),
+                Err(e) => err(e),
             };
-            // The contents are checked against the report's sizes like everything else.
-            for (path, c) in &contents {
-                let said = t.files.iter().find(|f| &f.path == path).map(|f| f.size);
-                if said != Some(c.len() as u64) {
-                    return Ok(Err(format!(
-                        "refused: `{path}` is not the size its report says"
-                    )));
-                }
-            }
-            fleet::build(
-                &self.git,
-                &self.root,
-                &self.index,
-                t,
-                contents.into_iter().collect(),
-            )
-            .map_err(err)
+        }
+        let here = match fleet::here(&self.git, &self.root, t) {
+            Ok(here) => here,
+            Err(e) => return err(e),
         };
-        attempt().and_then(|r| r)
+        let missing: HashSet<&str> = here.missing.iter().map(String::as_str).collect();
+        let wanted: Vec<&FleetFile> = match here.base {
+            true => t
+                .files
+                .iter()
+                .filter(|f| missing.contains(f.path.as_str()))
+                .collect(),
+            false => Vec::new(),
+        };
+        let contents = if wanted.is_empty() {
+            Vec::new()
+        } else {
+            let read = self.link.runtime.block_on(self.link.fleet.radar_contents(
+                &self.link.key,
+                &t.daemon,
+                &t.worktree,
+                &wanted,
+            ));
+            match read {
+                Ok(Ok(contents)) => contents,
+                Ok(Err(why)) => return Built::Note(why),
+                Err(e) => return Built::Note(format!("cannot compare: {e}")),
+            }
+        };
+        // A content is read only while its row holds the blob the report named: one absent
+        // was rewritten since the report was read.
+        if contents.len() < wanted.len() {
+            return Built::Moved;
+        }
+        match fleet::build(
+            &self.git,
+            &self.root,
+            &self.index,
+            t,
+            &here,
+            contents.into_iter().collect(),
+        ) {
+            Ok(Ok(snap)) => Built::Tree(snap),
+            Ok(Err(why)) => Built::Note(why),
+            Err(e) => err(e),
+        }
     }
 
     /// Whether `name` is another machine's worktree; its machine and agents.
@@ -477,12 +513,23 @@ impl FleetSide {
     }
 }
 
-/// Text from another daemon's row, safe for a log line or a name: control characters
-/// escaped, at most 200 characters.
+/// Text from another daemon's row, safe for a log line or a name: at most 200 characters, its
+/// control characters escaped.
 fn shown(s: &str) -> String {
-    s.chars()
-        .take(200)
-        .collect::<String>()
-        .escape_debug()
-        .to_string()
+    maos_core::text::escape_controls(&maos_core::text::clip(s, 200))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown;
+
+    /// Another daemon's text in a name or a log line: its control characters escaped, at most
+    /// 200 characters of it, a cut one marked.
+    #[test]
+    fn another_daemons_text_is_shown_escaped_and_clipped() {
+        assert_eq!(shown("machine-2"), "machine-2");
+        assert_eq!(shown("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+        let long = "x".repeat(300);
+        assert_eq!(shown(&long), format!("{}…", "x".repeat(199)));
+    }
 }
