@@ -692,7 +692,7 @@ impl PgStore {
             waits: None,
         };
         let mut live = Vec::new();
-        for c in rows::json_rows(row.text_opt("changed")?.as_deref())? {
+        for c in tuples(row.text_opt("changed")?.as_deref(), &CHANGED)? {
             let id = c.text("id")?;
             if c.flag("archived")? {
                 fresh.gone.push(rows::in_row("sessions", "id", &c, || {
@@ -705,7 +705,7 @@ impl PgStore {
         if !live.is_empty() {
             fresh.sessions = read_sessions(&mut conn.c, &self.key, Which::Ids(&live)).await?;
         }
-        fresh.events = rows::json_rows(row.text_opt("events")?.as_deref())?
+        fresh.events = tuples(row.text_opt("events")?.as_deref(), &EVENTS)?
             .iter()
             .map(rows::event_from_row)
             .collect::<Result<_, _>>()?;
@@ -721,13 +721,13 @@ impl PgStore {
         }
         if let Some(locks) = row.text_opt("locks")? {
             fresh.locks = Some(
-                rows::json_rows(Some(&locks))?
+                tuples(Some(&locks), &LOCKS)?
                     .iter()
                     .map(rows::lock_from_row)
                     .collect::<Result<_, _>>()?,
             );
             let mut waits = FleetWaits::default();
-            for w in rows::json_rows(row.text_opt("waits")?.as_deref())? {
+            for w in tuples(row.text_opt("waits")?.as_deref(), &WAITS)? {
                 let daemon = w.text("daemon")?;
                 let wait = u64::try_from(w.int("wait")?)
                     .map_err(|_| StoreError::Corrupt("column wait is negative".into()))?;
@@ -962,6 +962,98 @@ impl PgStore {
     }
 }
 
+/// The columns of the rows a batch's start reads, in the order `maos_begin_turn` (migration
+/// 0005) sends them: each row a JSON array, cheaper for PostgreSQL to build than an object.
+const CHANGED: [&str; 2] = ["id", "archived"];
+const EVENTS: [&str; 6] = ["seq", "ts", "session_id", "agent_id", "type", "data"];
+const LOCKS: [&str; 7] = [
+    "token",
+    "path",
+    "holder_id",
+    "mode",
+    "acquired_at",
+    "expires_at",
+    "ttl_us",
+];
+const WAITS: [&str; 10] = [
+    "daemon",
+    "wait",
+    "agent_id",
+    "path",
+    "mode",
+    "born",
+    "since",
+    "deadline",
+    "lease_until",
+    "message",
+];
+
+/// A row sent as a JSON array, read by its columns' names.
+struct Tuple {
+    names: &'static [&'static str],
+    values: Vec<serde_json::Value>,
+}
+
+/// The rows of one JSON array of arrays, each with exactly the columns `names` (`None`: none).
+fn tuples(text: Option<&str>, names: &'static [&'static str]) -> Result<Vec<Tuple>, StoreError> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    let rows: Vec<Vec<serde_json::Value>> = serde_json::from_str(text)
+        .map_err(|e| StoreError::Corrupt(format!("rows sent as JSON: {e}")))?;
+    rows.into_iter()
+        .map(|values| {
+            if values.len() == names.len() {
+                Ok(Tuple { names, values })
+            } else {
+                Err(StoreError::Corrupt(format!(
+                    "a row of {} columns where {} ({}) were expected",
+                    values.len(),
+                    names.len(),
+                    names.join(", ")
+                )))
+            }
+        })
+        .collect()
+}
+
+impl Tuple {
+    fn get(&self, col: &str) -> Option<&serde_json::Value> {
+        let i = self.names.iter().position(|n| *n == col)?;
+        self.values.get(i)
+    }
+}
+
+impl Cols for Tuple {
+    fn text(&self, col: &str) -> Result<String, StoreError> {
+        self.text_opt(col)?
+            .ok_or_else(|| StoreError::Corrupt(format!("column {col} is NULL")))
+    }
+    fn text_opt(&self, col: &str) -> Result<Option<String>, StoreError> {
+        match self.get(col) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(StoreError::Corrupt(format!(
+                "column {col} is {other}, not text"
+            ))),
+        }
+    }
+    fn int_opt(&self, col: &str) -> Result<Option<i64>, StoreError> {
+        match self.get(col) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(v) => v
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| StoreError::Corrupt(format!("column {col} is {v}, not an integer"))),
+        }
+    }
+    fn flag(&self, col: &str) -> Result<bool, StoreError> {
+        self.get(col)
+            .and_then(serde_json::Value::as_bool)
+            .ok_or_else(|| StoreError::Corrupt(format!("column {col} is not a boolean")))
+    }
+}
+
 /// Send a batch's start (`BEGIN` and its turn, [`BEGIN_PATHS`]) on `conn`; its one row.
 async fn start(conn: &mut BatchConn, sql: &str) -> Result<PgRow, StoreError> {
     conn.clean = false;
@@ -969,7 +1061,7 @@ async fn start(conn: &mut BatchConn, sql: &str) -> Result<PgRow, StoreError> {
         .fetch_all(sql)
         .await?
         .pop()
-        .ok_or_else(|| StoreError::Corrupt("maos_begin_paths returned no row".into()))
+        .ok_or_else(|| StoreError::Corrupt("maos_begin_turn returned no row".into()))
 }
 
 /// Whether `e` says that the connection is gone (its socket closed or broken, or PostgreSQL
@@ -1107,12 +1199,12 @@ e AS (
 /// with the read alone.
 ///
 /// The batch's start is one simple query: its transaction, that setting, and its turn
-/// (`maos_begin_paths`; `$5`/`$6` NULL for the project's own turn), the values bound as
+/// (`maos_begin_turn`; `$5`/`$6` NULL for the project's own turn), the values bound as
 /// literals ([`lit::bind`]).
 const BEGIN_PATHS: &str = "BEGIN; SET LOCAL enable_bitmapscan = off;
 SELECT now_us, last_seq, lock_seq, token, changed::text AS changed, events::text AS events,
     locks::text AS locks, waits::text AS waits
-FROM maos_begin_paths($1, $2, $3, $4, $5, $6)";
+FROM maos_begin_turn($1, $2, $3, $4, $5, $6)";
 
 // Deletions name their rows' keys as an array (`= ANY (ARRAY(…))`), so that they are planned
 // as index scans on the key (a semi-join went through every lock of the project).
@@ -1446,6 +1538,37 @@ mod tests {
         );
         assert!(crate::EndedWait::of("no-id-here", String::new()).is_none());
         assert!(crate::EndedWait::of("d#x", String::new()).is_none());
+    }
+
+    #[test]
+    fn rows_sent_as_arrays_are_read_by_column_and_a_short_row_is_refused() {
+        use crate::rows::Cols;
+        let locks = super::tuples(
+            Some(r#"[[7, "src/a.rs", "agent-1", "write", 10, 20, 30]]"#),
+            &super::LOCKS,
+        )
+        .expect("one row");
+        let lock = &locks[0];
+        assert_eq!(lock.int("token").expect("token"), 7);
+        assert_eq!(lock.text("path").expect("path"), "src/a.rs");
+        assert_eq!(lock.int("ttl_us").expect("ttl"), 30);
+        assert!(lock.text("token").is_err(), "a number is not text");
+        assert!(lock.int_opt("nothing").expect("absent").is_none());
+        let events = super::tuples(
+            Some(r#"[[3, 5, null, null, "note_recorded", "{\"text\":\"hi\"}"]]"#),
+            &super::EVENTS,
+        )
+        .expect("one event");
+        let e = crate::rows::event_from_row(&events[0]).expect("an event");
+        assert_eq!((e.seq, e.kind.as_str()), (3, "note_recorded"));
+        assert_eq!(e.data["text"], "hi");
+        assert!(super::tuples(Some("[[1, true, 3]]"), &super::CHANGED).is_err());
+        assert!(super::tuples(Some("{}"), &super::CHANGED).is_err());
+        assert!(
+            super::tuples(None, &super::CHANGED)
+                .expect("none")
+                .is_empty()
+        );
     }
 
     #[test]
