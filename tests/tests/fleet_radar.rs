@@ -215,13 +215,21 @@ fn overlapping_edits_on_two_machines_show_on_both_and_clean_merges_show_nothing(
     assert!(cleared.len() >= 2, "both daemons said so: {cleared:#?}");
 }
 
-/// Rows of a worktree report, written straight into PostgreSQL as a hostile or confused daemon
-/// might.
+/// The daemon `evil/1` on machine `evil`, a live member of the fleet (its reports count).
+async fn evil_member(c: &mut PgConnection) {
+    sqlx::query("INSERT INTO daemons VALUES ('evil/1', 'evil', maos_now_us(), maos_now_us())")
+        .execute(c)
+        .await
+        .expect("daemon row");
+}
+
+/// Rows of a worktree report of `evil/1`, written straight into PostgreSQL as a hostile or
+/// confused daemon might: one file (path, blob, size, content).
 async fn put_report(
     c: &mut PgConnection,
     worktree: &str,
     base: &str,
-    file: (&str, i64, Option<&[u8]>),
+    file: (&str, &str, i64, Option<&[u8]>),
 ) {
     sqlx::query(
         "INSERT INTO radar_worktrees (project, daemon, worktree, machine, agents, base, version,
@@ -241,9 +249,9 @@ async fn put_report(
     .bind(KEY)
     .bind(worktree)
     .bind(file.0)
-    .bind("b".repeat(base.len().max(40)))
     .bind(file.1)
     .bind(file.2)
+    .bind(file.3)
     .execute(&mut *c)
     .await
     .expect("file row");
@@ -274,22 +282,26 @@ fn hostile_rows_are_refused_and_a_base_not_here_is_said_not_guessed() {
     let unknown = "0123456789abcdef0123456789abcdef01234567";
     maos_tests::block_on(async {
         let mut c = PgConnection::connect(&url).await.expect("connect");
-        sqlx::query("INSERT INTO daemons VALUES ('evil/1', 'evil', maos_now_us(), maos_now_us())")
-            .execute(&mut c)
-            .await
-            .expect("daemon row");
+        evil_member(&mut c).await;
         let base = "a".repeat(40);
-        put_report(&mut c, "/w/dots", &base, ("../x", 2, Some(b"x\n"))).await;
-        put_report(&mut c, "/w/huge", &base, ("src/api.rs", 1 << 40, None)).await;
+        let b = &"b".repeat(40);
+        put_report(&mut c, "/w/dots", &base, ("../x", b, 2, Some(b"x\n"))).await;
+        put_report(&mut c, "/w/huge", &base, ("src/api.rs", b, 1 << 40, None)).await;
         put_report(
             &mut c,
             "/w/sha",
             "HEAD~1; rm -rf /",
-            ("src/api.rs", 2, Some(b"x\n")),
+            ("src/api.rs", b, 2, Some(b"x\n")),
         )
         .await;
         // Sound, but its base is a commit this clone never had.
-        put_report(&mut c, "/w/far", unknown, ("src/api.rs", 2, Some(b"x\n"))).await;
+        put_report(
+            &mut c,
+            "/w/far",
+            unknown,
+            ("src/api.rs", b, 2, Some(b"x\n")),
+        )
+        .await;
     });
 
     let mut pairs = Vec::new();
@@ -424,7 +436,7 @@ fn looks_at_unchanged_reports_merge_nothing_again() {
     start(&e1, &c1, "w1");
     write(&e1, &c1, "w1", "notes.txt", "notes from 1\n");
 
-    // Machine 2's report, as its daemon writes it: notes.txt changed on the same line.
+    // Another machine's report, as its daemon writes it: notes.txt changed on the same line.
     let url = pg.url();
     let main = {
         let out = std::process::Command::new("git")
@@ -435,94 +447,71 @@ fn looks_at_unchanged_reports_merge_nothing_again() {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     let theirs = b"notes from 2\n";
-    let report = |worktree: &'static str, base: String, blob: String, content: &'static [u8]| {
-        let url = url.clone();
-        maos_tests::block_on(async move {
+    let report = |worktree: &str, base: &str, content: &[u8]| {
+        maos_tests::block_on(async {
             let mut c = PgConnection::connect(&url).await.expect("connect");
-            sqlx::query(
-                "INSERT INTO daemons VALUES ('m2/1', 'machine-2', maos_now_us(), maos_now_us())
-                 ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
+            let blob = blob_id(content);
+            put_report(
+                &mut c,
+                worktree,
+                base,
+                ("notes.txt", &blob, content.len() as i64, Some(content)),
             )
-            .execute(&mut c)
-            .await
-            .expect("daemon row");
-            sqlx::query(
-                "INSERT INTO radar_worktrees (project, daemon, worktree, machine, agents, base,
-                     version, updated_at)
-                 VALUES ($1, 'm2/1', $2, 'machine-2', '[]', $3, nextval('maos_radar_version'),
-                     maos_now_us())",
-            )
-            .bind(KEY)
-            .bind(worktree)
-            .bind(&base)
-            .execute(&mut c)
-            .await
-            .expect("report row");
-            sqlx::query(
-                "INSERT INTO radar_files (project, daemon, worktree, path, mode, blob, size,
-                     content) VALUES ($1, 'm2/1', $2, 'notes.txt', 33188, $3, $4, $5)",
-            )
-            .bind(KEY)
-            .bind(worktree)
-            .bind(&blob)
-            .bind(content.len() as i64)
-            .bind(content)
-            .execute(&mut c)
-            .await
-            .expect("file row");
-        });
+            .await;
+        })
     };
-    report("/srv/two", main.clone(), blob_id(theirs), theirs);
+    maos_tests::block_on(async {
+        evil_member(&mut PgConnection::connect(&url).await.expect("connect")).await
+    });
+    report("/srv/two", &main, theirs);
     let mut pairs = Vec::new();
     wait_until(
         Duration::from_secs(20),
-        "machine 2's conflict shows",
+        "the other machine's conflict shows",
         || {
             pairs = radar(&e1, &c1);
             pairs.iter().any(|p| files(p) == ["notes.txt"])
         },
     );
-    let merges = |from: usize| -> Vec<String> {
+    // git's runs since the `from`th.
+    let runs = |from: usize| -> Vec<String> {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
             .lines()
             .skip(from)
-            .filter(|l| l.contains("merge-tree"))
             .map(String::from)
             .collect()
     };
-    assert!(!merges(0).is_empty(), "the pair was merged: the log counts");
-    let mark = std::fs::read_to_string(&log).unwrap().lines().count();
+    let before = runs(0);
+    assert!(
+        before.iter().any(|r| r.contains("merge-tree")),
+        "the pair was merged: the log counts {before:#?}"
+    );
 
     // Two more reports, each on a look of its own (the second written once the first shows),
     // neither comparable here (their base is no commit of this clone): the looks that take them
     // and those in between find the pair's report unchanged.
-    let far = "0123456789abcdef0123456789abcdef01234567".to_string();
+    let far = "0123456789abcdef0123456789abcdef01234567";
     for (n, worktree) in [(2, "/srv/three"), (3, "/srv/four")] {
-        report(worktree, far.clone(), blob_id(b"x\n"), b"x\n");
+        report(worktree, far, b"x\n");
         wait_until(Duration::from_secs(20), "the report is looked at", || {
             pairs = radar(&e1, &c1);
             pairs.len() == n
         });
     }
-    assert_eq!(
-        merges(mark),
-        Vec::<String>::new(),
-        "looks merged again what did not change: {pairs:#?}"
-    );
-    // And ran no other git than one lookup of each new report's base and blobs (its base is
-    // not here: nothing fetched, nothing built).
-    let runs: Vec<String> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .skip(mark)
-        .map(String::from)
-        .collect();
-    assert_eq!(runs.len(), 2, "{runs:#?}");
+    // No merge again, and no other git than one lookup of each new report's base and blobs
+    // (its base is not here: nothing fetched, nothing built).
+    let later = runs(before.len());
     assert!(
-        runs.iter()
+        !later.iter().any(|r| r.contains("merge-tree")),
+        "looks merged again what did not change: {later:#?}"
+    );
+    assert_eq!(later.len(), 2, "{later:#?}");
+    assert!(
+        later
+            .iter()
             .all(|r| r.ends_with("cat-file --batch-check=%(objecttype)")),
-        "{runs:#?}"
+        "{later:#?}"
     );
     assert!(
         pairs.iter().any(|p| files(p) == ["notes.txt"]),
