@@ -81,13 +81,14 @@ fn init_logging(foreground: bool, config: &config::Config) -> Result<(), String>
 }
 
 /// glibc's allocator, set for a daemon whose allocations come in bursts (a recovery at start,
-/// a large commit) from a few threads: SQLite allocates on sqlx's worker threads, and each
-/// thread's own arena grows page by page, with an `mprotect` each time, and gives memory back
-/// as soon as it is free. With one arena, grown 8 MiB ahead and trimmed only past 32 MiB free
-/// (compared through `GLIBC_TUNABLES` on `maos-bench startup`), recovery's commit took 37 ms
-/// instead of 51–62 and a restart without recovery 66 ms instead of 87. The threads hardly
-/// contend: the runtime is single-threaded and SQLite runs one statement at a time per
-/// connection.
+/// a large commit) from a few threads: SQLite allocates on sqlx's worker threads (loads,
+/// reads) and on tokio's blocking pool (large commits; small ones run on the runtime thread,
+/// `maos_store`'s `sqlite_write.rs`), and each thread's own arena grows page by page, with an
+/// `mprotect` each time, and gives memory back as soon as it is free. With one arena, grown
+/// 8 MiB ahead and trimmed only past 32 MiB free (compared through `GLIBC_TUNABLES` on
+/// `maos-bench startup`), recovery's commit took 37 ms instead of 51–62 and a restart without
+/// recovery 66 ms instead of 87. The threads hardly contend: the runtime is single-threaded
+/// and SQLite runs one statement at a time per connection.
 fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -151,7 +152,8 @@ fn main() -> ExitCode {
     }
     // One thread: the project actors are single-threaded by design, and a request that hops
     // between threads (connection task → actor → back) pays a cross-CPU wake-up each way,
-    // which costs more than the work itself. SQLite runs on sqlx's own worker threads. In a
+    // which costs more than the work itself. A small SQLite commit runs on this thread too, a
+    // large one on tokio's blocking pool, loads and reads on sqlx's worker threads. In a
     // fleet the PostgreSQL round trips run on the runtime itself, inside the project's turn:
     // two threads there, so that an actor whose answer came is not queued behind every
     // connection's reply.
