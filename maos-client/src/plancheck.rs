@@ -26,18 +26,21 @@ pub fn run(path: &Path, json: bool) -> Res {
         crate::failure::usage(format!("cannot read the plan {}: {e}", path.display()))
     })?;
     let shown = path.display().to_string();
-    let p = plan::parse(&text).map_err(|e| Failure {
-        body: maos_proto::ErrorBody::new(
-            maos_proto::ErrorCode::BadRequest,
-            format!("{shown}:{}:{}: {}", e.line, e.column, e.message),
-        ),
+    let refused = |message: String| Failure {
+        body: maos_proto::ErrorBody::new(maos_proto::ErrorCode::BadRequest, message),
         exit: 1,
-    })?;
+    };
+    let p = plan::parse(&text)
+        .map_err(|e| refused(format!("{shown}:{}:{}: {}", e.line, e.column, e.message)))?;
+    // What `maos run` refuses too: files too costly to compare.
+    let overlaps = p
+        .file_overlaps()
+        .map_err(|e| refused(format!("{shown}: {e}")))?;
     let checked = Checked {
         path: shown,
         agents: p.agents.len(),
         landings: p.agents.iter().filter(|a| a.land.is_some()).count(),
-        overlaps: p.overlaps(),
+        overlaps,
     };
     if json {
         return print_json(&checked);

@@ -19,6 +19,17 @@ pub const MAX_FILES: usize = 64;
 pub const MAX_PLAN_FILES: usize = 512;
 /// The longest pattern, in bytes.
 pub const MAX_PATTERN: usize = 1024;
+/// The longest file name, in bytes (`NAME_MAX` on Linux and macOS): a segment whose literal
+/// characters and `?` need more can match no file.
+pub const MAX_NAME: usize = 255;
+/// The most `*` in one segment.
+pub const MAX_STARS: usize = 8;
+/// The most `**` segments in one pattern.
+pub const MAX_ANY: usize = 8;
+/// The most steps comparing the declared files of every two agents of one plan (or session)
+/// may take ([`Work`]): about 0.1 to 0.3 s of the project actor's time on a 2-core machine, 4
+/// times what the largest plans of ordinary patterns take (512 files, ~2 million steps).
+pub const MAX_WORK: u64 = 8_000_000;
 
 /// One character of a segment's glob.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,16 +106,38 @@ pub fn parse(pattern: &str) -> Result<Pattern, String> {
                      inside a name"
                 ));
             }
-            _ => segs.push(Seg::Glob(
-                part.chars()
-                    .map(|c| match c {
-                        '*' => Tok::Star,
-                        '?' => Tok::One,
-                        c => Tok::Lit(c),
-                    })
-                    .collect(),
-            )),
+            _ => {
+                let stars = part.matches('*').count();
+                if stars > MAX_STARS {
+                    return Err(format!(
+                        "has {stars} '*' in one name ({:?}); the limit is {MAX_STARS}",
+                        crate::text::clip(part, 40)
+                    ));
+                }
+                // Bytes a name needs: its literal characters, and one at least for each '?'.
+                let needs = part.len() - stars;
+                if needs > MAX_NAME {
+                    return Err(format!(
+                        "has a name that needs {needs} bytes ({:?}); a file name is at most \
+                         {MAX_NAME}, so it matches no file",
+                        crate::text::clip(part, 40)
+                    ));
+                }
+                segs.push(Seg::Glob(
+                    part.chars()
+                        .map(|c| match c {
+                            '*' => Tok::Star,
+                            '?' => Tok::One,
+                            c => Tok::Lit(c),
+                        })
+                        .collect(),
+                ));
+            }
         }
+    }
+    let any = segs.iter().filter(|s| **s == Seg::Any).count();
+    if any > MAX_ANY {
+        return Err(format!("has {any} '**' segments; the limit is {MAX_ANY}"));
     }
     if segs.is_empty() {
         return Err("names the project root; write `**` for the whole project".into());
@@ -151,44 +184,106 @@ fn glob_match(g: &[Tok], s: &[char]) -> bool {
 }
 
 /// Whether some path is covered by both patterns (each covers what it matches and everything
-/// under it). Exact, symmetric, O(segments² × segment length²).
+/// under it). Exact and symmetric; without a budget (for one pair: at most the product of the
+/// two patterns' lengths, squared). Comparing many pairs goes through a [`Work`].
 pub fn overlap(a: &Pattern, b: &Pattern) -> bool {
-    // Both are in covering form (`/**` appended): a path under both is matched by both.
-    let (a, b) = (&a.segs, &b.segs);
-    // The product of the two patterns as automata over segments: state (i, j) = the next
-    // segment of each to match; `**` loops on any segment and may also be skipped.
-    reach(a.len(), b.len(), |i, j| {
-        let (sa, sb) = (a.get(i), b.get(j));
-        let mut out = [None; 3];
-        if sa == Some(&Seg::Any) {
-            out[0] = Some((i + 1, j));
+    !matches!(Work::new(u64::MAX).overlap(a, b), Ok(false))
+}
+
+/// Comparing patterns within a budget of steps. A step is one state of a product automaton
+/// visited (two patterns' segments, or two segments' characters, paired), one literal
+/// character compared, or one comparison begun; the time a comparison takes is proportional to
+/// its steps (the visited tables are reused, never cleared, so no step is left uncounted).
+/// The same comparisons always take the same steps.
+#[derive(Debug)]
+pub struct Work {
+    steps: Steps,
+    segs: Seen,
+    toks: Seen,
+}
+
+/// A comparison would take more than its budget of steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OverBudget;
+
+#[derive(Debug)]
+struct Steps {
+    used: u64,
+    limit: u64,
+}
+
+impl Steps {
+    fn spend(&mut self, n: u64) -> Result<(), OverBudget> {
+        self.used = self.used.saturating_add(n);
+        if self.used > self.limit {
+            return Err(OverBudget);
         }
-        if sb == Some(&Seg::Any) {
-            out[1] = Some((i, j + 1));
+        Ok(())
+    }
+}
+
+impl Work {
+    /// A budget of `limit` steps.
+    pub fn new(limit: u64) -> Work {
+        Work {
+            steps: Steps { used: 0, limit },
+            segs: Seen::default(),
+            toks: Seen::default(),
         }
-        if let (Some(sa), Some(sb)) = (sa, sb) {
-            let fits = match (sa, sb) {
-                (Seg::Glob(g), Seg::Glob(h)) => globs_meet(g, h),
-                _ => true,
-            };
-            if fits {
-                let next = |s: &Seg, k: usize| if *s == Seg::Any { k } else { k + 1 };
-                out[2] = Some((next(sa, i), next(sb, j)));
+    }
+
+    /// The steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.steps.used
+    }
+
+    /// [`overlap`], counting its steps: `Err` once the budget is spent (the answer is then
+    /// unknown).
+    pub fn overlap(&mut self, a: &Pattern, b: &Pattern) -> Result<bool, OverBudget> {
+        // Both are in covering form (`/**` appended): a path under both is matched by both.
+        let (a, b) = (&a.segs, &b.segs);
+        let Work { steps, segs, toks } = self;
+        // The product of the two patterns as automata over segments: state (i, j) = the next
+        // segment of each to match; `**` loops on any segment and may also be skipped.
+        reach(segs, steps, a.len(), b.len(), |i, j, steps| {
+            let (sa, sb) = (a.get(i), b.get(j));
+            let mut out = [None; 3];
+            if sa == Some(&Seg::Any) {
+                out[0] = Some((i + 1, j));
             }
-        }
-        out
-    })
+            if sb == Some(&Seg::Any) {
+                out[1] = Some((i, j + 1));
+            }
+            if let (Some(sa), Some(sb)) = (sa, sb) {
+                let fits = match (sa, sb) {
+                    (Seg::Glob(g), Seg::Glob(h)) => globs_meet(toks, steps, g, h)?,
+                    _ => true,
+                };
+                if fits {
+                    let next = |s: &Seg, k: usize| if *s == Seg::Any { k } else { k + 1 };
+                    out[2] = Some((next(sa, i), next(sb, j)));
+                }
+            }
+            Ok(out)
+        })
+    }
 }
 
 /// Whether two segment globs match a common non-empty name.
-fn globs_meet(g: &[Tok], h: &[Tok]) -> bool {
+fn globs_meet(
+    seen: &mut Seen,
+    steps: &mut Steps,
+    g: &[Tok],
+    h: &[Tok],
+) -> Result<bool, OverBudget> {
     let literal = |x: &[Tok]| x.iter().all(|t| matches!(t, Tok::Lit(_)));
     if literal(g) && literal(h) {
-        return g == h;
+        steps.spend(1 + g.len().min(h.len()) as u64)?;
+        return Ok(g == h);
     }
     // A common name, if any, can be non-empty: two globs that both match "" are all stars, and
     // then both match "x" too.
-    reach(g.len(), h.len(), |i, j| {
+    reach(seen, steps, g.len(), h.len(), |i, j, _| {
         let (tg, th) = (g.get(i), h.get(j));
         let mut out = [None; 3];
         if tg == Some(&Tok::Star) {
@@ -207,34 +302,67 @@ fn globs_meet(g: &[Tok], h: &[Tok]) -> bool {
                 out[2] = Some((next(tg, i), next(th, j)));
             }
         }
-        out
+        Ok(out)
     })
 }
 
 /// The moves out of a state of a product automaton: at most three.
 type Moves = [Option<(usize, usize)>; 3];
 
-/// Whether (la, lb) is reachable from (0, 0) by `moves` (states (i, j) with i ≤ la, j ≤ lb).
-fn reach(la: usize, lb: usize, moves: impl Fn(usize, usize) -> Moves) -> bool {
-    let width = lb + 1;
-    let mut seen = vec![false; (la + 1) * width];
-    let mut todo = Vec::with_capacity(la + lb + 2);
-    todo.push((0, 0));
-    while let Some((i, j)) = todo.pop() {
-        if (i, j) == (la, lb) {
-            return true;
+/// A product automaton's visited states and stack, kept from one comparison to the next: a
+/// state is visited when its stamp is the current comparison's, so nothing is cleared between
+/// comparisons.
+#[derive(Debug, Default)]
+struct Seen {
+    stamp: Vec<u32>,
+    now: u32,
+    todo: Vec<(usize, usize)>,
+}
+
+impl Seen {
+    /// Begin a comparison over `size` states.
+    fn begin(&mut self, size: usize) {
+        if self.stamp.len() < size {
+            self.stamp.resize(size, 0);
         }
-        match seen.get_mut(i * width + j) {
-            Some(s) if !*s => *s = true,
+        self.now = self.now.wrapping_add(1);
+        if self.now == 0 {
+            self.stamp.fill(0);
+            self.now = 1;
+        }
+        self.todo.clear();
+    }
+}
+
+/// Whether (la, lb) is reachable from (0, 0) by `moves` (states (i, j) with i ≤ la, j ≤ lb),
+/// one step per state visited and one to begin.
+fn reach(
+    seen: &mut Seen,
+    steps: &mut Steps,
+    la: usize,
+    lb: usize,
+    mut moves: impl FnMut(usize, usize, &mut Steps) -> Result<Moves, OverBudget>,
+) -> Result<bool, OverBudget> {
+    let width = lb + 1;
+    seen.begin((la + 1) * width);
+    steps.spend(1)?;
+    seen.todo.push((0, 0));
+    while let Some((i, j)) = seen.todo.pop() {
+        if (i, j) == (la, lb) {
+            return Ok(true);
+        }
+        match seen.stamp.get_mut(i * width + j) {
+            Some(s) if *s != seen.now => *s = seen.now,
             _ => continue,
         }
-        for (ni, nj) in moves(i, j).into_iter().flatten() {
-            if ni <= la && nj <= lb && !seen[ni * width + nj] {
-                todo.push((ni, nj));
+        steps.spend(1)?;
+        for (ni, nj) in moves(i, j, steps)?.into_iter().flatten() {
+            if ni <= la && nj <= lb && seen.stamp[ni * width + nj] != seen.now {
+                seen.todo.push((ni, nj));
             }
         }
     }
-    false
+    Ok(false)
 }
 
 /// The declared files of a session's agents that did not come through a plan file's checks
@@ -272,11 +400,12 @@ pub fn overlapping<'a>(a: &'a [String], b: &'a [String]) -> Vec<(&'a str, &'a st
         .iter()
         .filter_map(|s| parse(s).ok().map(|p| (s.as_str(), p)))
         .collect();
+    let mut work = Work::new(u64::MAX);
     let mut out = Vec::new();
     for s in a {
         let Ok(p) = parse(s) else { continue };
         for (t, q) in &pb {
-            if overlap(&p, q) {
+            if !matches!(work.overlap(&p, q), Ok(false)) {
                 out.push((s.as_str(), *t));
             }
         }
@@ -285,7 +414,7 @@ pub fn overlapping<'a>(a: &'a [String], b: &'a [String]) -> Vec<(&'a str, &'a st
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -381,8 +510,99 @@ mod tests {
         assert!(parse(&long).is_err_and(|e| e.contains("limit")));
     }
 
+    /// Bounds that make sense for file names, each at its edge: a name of 255 bytes, 8 `*` in a
+    /// name, 8 `**` in a pattern.
+    #[test]
+    fn bounds_of_a_name() {
+        let name = "a".repeat(MAX_NAME - 2) + "?.";
+        assert!(parse(&format!("src/{name}")).is_ok());
+        let e = parse(&format!("src/{name}x")).unwrap_err();
+        assert!(
+            e.starts_with("has a name that needs 256 bytes (") && e.ends_with("matches no file"),
+            "{e}"
+        );
+        // A multi-byte character counts its bytes; '*' counts none.
+        assert!(parse(&"é".repeat(127)).is_ok());
+        assert!(parse(&"é".repeat(128)).is_err_and(|e| e.contains("needs 256 bytes")));
+        assert!(parse(&format!("*{}*", "a".repeat(MAX_NAME))).is_ok());
+        let stars = "*a".repeat(MAX_STARS);
+        assert!(parse(&stars).is_ok());
+        assert_eq!(
+            parse(&format!("src/{stars}*")),
+            Err(format!(
+                "has 9 '*' in one name (\"{stars}*\"); the limit is {MAX_STARS}"
+            ))
+        );
+        let any = "**/a/".repeat(MAX_ANY);
+        assert!(parse(&any).is_ok());
+        // `**/**` is one `**`.
+        assert!(parse(&"**/**/a/".repeat(MAX_ANY)).is_ok_and(|p| p.segs.len() == 2 * MAX_ANY + 1));
+        assert_eq!(
+            parse(&format!("{any}**/b")),
+            Err(format!("has 9 '**' segments; the limit is {MAX_ANY}"))
+        );
+    }
+
+    /// What a comparison costs is counted, and a budget stops it: two patterns within every
+    /// bound of one pattern whose product automaton has ~46,000 states (before these bounds, two
+    /// of 1,023 bytes had a million, and a plan may compare 114,688 pairs), and the budget cuts
+    /// the count where it says.
+    #[test]
+    fn work_is_counted_and_bounded() {
+        let a = format!("*{}{}", "a*".repeat(MAX_STARS - 1), "a".repeat(200));
+        let b = format!("*{}{}b", "a*".repeat(MAX_STARS - 1), "a".repeat(199));
+        let (pa, pb) = (p(&a), p(&b));
+        let mut w = Work::new(u64::MAX);
+        assert_eq!(w.overlap(&pa, &pb), Ok(false));
+        let cost = w.steps();
+        assert!((40_000..60_000).contains(&cost), "{cost} steps");
+        // The same comparison costs the same again, and both ways.
+        assert_eq!(w.overlap(&pb, &pa), Ok(false));
+        assert_eq!(w.steps(), 2 * cost);
+        for limit in [0, 1, cost / 2, cost - 1] {
+            let mut w = Work::new(limit);
+            assert_eq!(w.overlap(&pa, &pb), Err(OverBudget), "{limit}");
+            assert_eq!(w.steps(), limit + 1, "stops at the first step over");
+        }
+        assert_eq!(Work::new(cost).overlap(&pa, &pb), Ok(false));
+        // The largest names before this bound: a million states for one pair.
+        let old = |c: char| format!("src/{}", format!("*{c}").repeat(509));
+        let mut w = Work::new(u64::MAX);
+        let (x, y) = (old('a'), old('b'));
+        let (px, py) = (parse_unbounded(&x), parse_unbounded(&y));
+        assert_eq!(w.overlap(&px, &py), Ok(false));
+        assert!(w.steps() > 1_000_000, "{}", w.steps());
+        assert!(parse(&x).is_err());
+        // Literal names cost their length, not its square.
+        let mut w = Work::new(u64::MAX);
+        let name = "n".repeat(MAX_NAME);
+        assert_eq!(w.overlap(&p(&name), &p(&name)), Ok(true));
+        assert!(w.steps() < 3 * MAX_NAME as u64, "{}", w.steps());
+    }
+
+    /// A pattern read without the bounds of a name (the largest patterns before them).
+    fn parse_unbounded(s: &str) -> Pattern {
+        let mut segs: Vec<Seg> = s
+            .split('/')
+            .map(|part| match part {
+                "**" => Seg::Any,
+                _ => Seg::Glob(
+                    part.chars()
+                        .map(|c| match c {
+                            '*' => Tok::Star,
+                            '?' => Tok::One,
+                            c => Tok::Lit(c),
+                        })
+                        .collect(),
+                ),
+            })
+            .collect();
+        segs.push(Seg::Any);
+        Pattern { segs }
+    }
+
     /// A segment of a generated pattern: up to two of `a`, `b`, `?`, `*`, or `**`.
-    fn seg() -> impl proptest::strategy::Strategy<Value = String> {
+    pub(crate) fn seg() -> impl proptest::strategy::Strategy<Value = String> {
         use proptest::prelude::*;
         prop_oneof![
             1 => Just("**".to_owned()),
@@ -392,7 +612,7 @@ mod tests {
     }
 
     /// Every path of 1 to 4 segments, each 1 or 2 of `a`, `b`, `c`.
-    fn paths() -> Vec<String> {
+    pub(crate) fn paths() -> Vec<String> {
         let mut names = Vec::new();
         for x in ["a", "b", "c"] {
             names.push(x.to_owned());

@@ -152,7 +152,9 @@ pub fn held(s: &Snapshot<'_>) -> Vec<(usize, usize)> {
     step_and_holds(s).1
 }
 
-fn step_and_holds(s: &Snapshot<'_>) -> (Vec<Action>, Vec<(usize, usize)>) {
+/// [`step`] and [`held`] of one snapshot in one pass: what the daemon calls on every
+/// scheduling round (when the actions are empty, the holds are those of a settled snapshot).
+pub fn step_and_holds(s: &Snapshot<'_>) -> (Vec<Action>, Vec<(usize, usize)>) {
     let nodes = s.nodes;
     let mut holds = Vec::new();
     if s.session != SessionState::Running || !nodes.iter().any(|n| n.managed) {
@@ -1259,6 +1261,7 @@ depends_on = ["first"]
             let s = Snapshot { strategy, policy: &policy, session, phases: &phases, nodes: &nodes };
             let actions = step(&s);
             prop_assert_eq!(&step(&s), &actions);
+            prop_assert_eq!(step_and_holds(&s), (actions.clone(), held(&s)));
             for (h, by) in held(&s) {
                 prop_assert!(nodes[h].apart.contains(&by) && !actions.contains(&Action::Start(h)));
             }
