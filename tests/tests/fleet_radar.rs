@@ -6,7 +6,8 @@
 //! machine's name; edits that merge cleanly show nothing; undoing clears it. Hostile rows put in
 //! PostgreSQL by hand (a path `../x`, a huge size, a base that is no commit id) are refused with
 //! a log line and a line in `maos radar`, and a report whose base this clone lacks is shown as
-//! not comparable, never guessed at; the daemon keeps serving.
+//! not comparable, never guessed at, until a `git fetch` brings the base in; the daemon keeps
+//! serving.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -517,4 +518,90 @@ fn looks_at_unchanged_reports_merge_nothing_again() {
         pairs.iter().any(|p| files(p) == ["notes.txt"]),
         "the conflict stays: {pairs:#?}"
     );
+}
+
+/// A report whose base this clone lacks is shown as not comparable; once the user fetches
+/// (`git fetch`, as `maos radar`'s note says), the pair is compared, and its conflict shown,
+/// though the other machine writes nothing new: the radar looks again at the reports it could
+/// not compare when this clone's refs change.
+#[test]
+fn a_base_not_here_compares_once_fetched() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let (e1, e2) = (daemon_on(&pg, "machine-1"), daemon_on(&pg, "machine-2"));
+    let origin = origin(&e1);
+    // Machine 1 cloned before the main line moved on; machine 2 after.
+    let c1 = clone(&e1, &origin, "one");
+    std::fs::write(origin.join("later.txt"), "later\n").unwrap();
+    git(&origin, &["add", "later.txt"]);
+    git(&origin, &["commit", "-q", "-m", "later"]);
+    let later = {
+        let out = std::process::Command::new("git")
+            .args(["rev-parse", "main"])
+            .current_dir(&origin)
+            .output()
+            .expect("rev-parse");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let c2 = clone(&e2, &origin, "two");
+    start(&e1, &c1, "w1");
+    start(&e2, &c2, "w2");
+    write(&e1, &c1, "w1", "notes.txt", "notes from 1\n");
+    write(&e2, &c2, "w2", "notes.txt", "notes from 2\n");
+
+    // Machine 2's report is on its main line's commit, which machine 1's clone has not fetched.
+    let note = format!("cannot compare: base {later} not here");
+    let mut pairs = Vec::new();
+    wait_until(
+        Duration::from_secs(20),
+        "the pair cannot be compared",
+        || {
+            pairs = radar(&e1, &c1);
+            pairs
+                .iter()
+                .any(|p| p["note"].as_str() == Some(note.as_str()))
+        },
+    );
+    assert_eq!(pairs.len(), 1, "{pairs:#?}");
+    assert!(files(&pairs[0]).is_empty(), "nothing guessed: {pairs:#?}");
+    // The version of machine 2's report: it must not change from here on.
+    let url = pg.url();
+    let version = || -> Vec<i64> {
+        maos_tests::block_on(async {
+            let mut c = PgConnection::connect(&url).await.expect("connect");
+            sqlx::query_scalar::<_, i64>(
+                "SELECT version FROM radar_worktrees WHERE project = $1 AND machine = 'machine-2'",
+            )
+            .bind(KEY)
+            .fetch_all(&mut c)
+            .await
+            .expect("versions")
+        })
+    };
+    let before = version();
+    assert_eq!(
+        before.len(),
+        1,
+        "machine 2 reports one worktree: {before:?}"
+    );
+
+    git(&c1, &["fetch", "-q"]);
+    wait_until(
+        Duration::from_secs(20),
+        "the fetched pair is compared",
+        || {
+            pairs = radar(&e1, &c1);
+            pairs.iter().any(|p| files(p) == ["notes.txt"])
+        },
+    );
+    assert_eq!(pairs.len(), 1, "{pairs:#?}");
+    let pair = &pairs[0];
+    assert!(pair["note"].is_null(), "{pair:#}");
+    let (other, _) = sides(pair);
+    assert_eq!(other["machine"], "machine-2", "{pair:#}");
+    let table = String::from_utf8_lossy(&e1.maos_in(&c1, &["radar"]).stdout).into_owned();
+    assert!(
+        table.contains("1 file would conflict") && !table.contains("cannot compare"),
+        "{table}"
+    );
+    assert_eq!(version(), before, "machine 2 wrote nothing new");
 }

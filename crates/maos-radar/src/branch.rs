@@ -1,9 +1,13 @@
 //! The branch a worktree is on, read from its `HEAD` file (no git process: the daemon fills it
-//! in each time it reports a pair, for the dashboard and `maos radar`), and the commit its
-//! `HEAD` names, read from the ref files (a snapshot's first step, one git process fewer).
+//! in each time it reports a pair, for the dashboard and `maos radar`), the commit its
+//! `HEAD` names, read from the ref files (a snapshot's first step, one git process fewer), and
+//! a stamp of the repository's refs on disk, to tell whether a fetch may have brought commits
+//! in since the last look (the fleet radar's reports whose base was not here).
 
 use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use maos_core::radar::is_object_id;
 
@@ -51,10 +55,7 @@ pub fn branch(worktree: &Path) -> Option<String> {
 /// name): git is asked then.
 pub fn head_commit(worktree: &Path) -> Option<String> {
     let dir = git_dir(worktree)?;
-    let common = match read_small(&dir.join("commondir")) {
-        Some(c) => dir.join(c.trim()),
-        None => dir.clone(),
-    };
+    let common = common_dir(&dir);
     let mut text = read_small(&dir.join("HEAD"))?;
     // A symbolic ref may point at another: a few steps at most.
     for _ in 0..4 {
@@ -75,6 +76,95 @@ pub fn head_commit(worktree: &Path) -> Option<String> {
         };
     }
     None
+}
+
+/// The repository's common directory: where a linked worktree's git directory's `commondir`
+/// points, else the git directory itself.
+fn common_dir(dir: &Path) -> PathBuf {
+    match read_small(&dir.join("commondir")) {
+        Some(c) => dir.join(c.trim()),
+        None => dir.to_path_buf(),
+    }
+}
+
+/// The most directories a [`RefsStamp`] looks at under `refs/` (and linked worktrees it looks
+/// at for their `FETCH_HEAD`), and the most entries of them it reads: past them, it sees no
+/// change there.
+const STAMP_DIRS: usize = 1024;
+const STAMP_ENTRIES: usize = 65_536;
+
+/// What a repository's refs look like on disk, read without a git process: the modification
+/// time, size and inode of `FETCH_HEAD` (the main worktree's and each linked one's),
+/// `packed-refs`, `reftable/` and every directory under `refs/` (a ref is written by a rename
+/// into its directory, which changes that directory's time). A fetch that brings commits in
+/// writes a ref or `FETCH_HEAD`, so it changes the stamp; the radar's own work writes objects
+/// only, so it never does. Two stamps are compared, never read for meaning.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RefsStamp(Vec<(u64, u64, Option<SystemTime>)>);
+
+impl RefsStamp {
+    fn add(&mut self, path: &Path) {
+        self.0.push(match std::fs::symlink_metadata(path) {
+            Ok(m) => (m.ino(), m.len(), m.modified().ok()),
+            Err(_) => (0, 0, None),
+        });
+    }
+}
+
+/// The [`RefsStamp`] of the repository `worktree` belongs to (empty when it has no git
+/// directory).
+pub fn refs_stamp(worktree: &Path) -> RefsStamp {
+    let mut stamp = RefsStamp::default();
+    let Some(dir) = git_dir(worktree) else {
+        return stamp;
+    };
+    let common = common_dir(&dir);
+    for name in ["FETCH_HEAD", "packed-refs", "reftable"] {
+        stamp.add(&common.join(name));
+    }
+    if dir != common {
+        stamp.add(&dir.join("FETCH_HEAD"));
+    }
+    let mut budget = STAMP_ENTRIES;
+    let linked = common.join("worktrees");
+    stamp.add(&linked);
+    for entry in subdirs(&linked, &mut budget).into_iter().take(STAMP_DIRS) {
+        stamp.add(&entry.join("FETCH_HEAD"));
+    }
+    // Breadth first, each directory's subdirectories in name order.
+    let mut dirs = std::collections::VecDeque::from([common.join("refs")]);
+    let mut looked = 0;
+    while let Some(d) = dirs.pop_front() {
+        if looked >= STAMP_DIRS {
+            break;
+        }
+        looked += 1;
+        stamp.add(&d);
+        dirs.extend(subdirs(&d, &mut budget));
+    }
+    stamp
+}
+
+/// The subdirectories of `dir` (none when it cannot be read), by name; each entry read takes
+/// one of `budget`.
+fn subdirs(dir: &Path, budget: &mut usize) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        if *budget == 0 {
+            break;
+        }
+        *budget -= 1;
+        if let Ok(e) = e
+            && e.file_type().is_ok_and(|t| t.is_dir())
+        {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    out
 }
 
 /// `name`'s id in the repository's `packed-refs`.

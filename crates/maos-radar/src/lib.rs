@@ -26,7 +26,7 @@ mod parse;
 mod plan;
 mod radar;
 
-pub use branch::{branch, head_commit};
+pub use branch::{RefsStamp, branch, head_commit, refs_stamp};
 pub use git::{Git, RawChange};
 pub use hunks::hunks;
 pub use model::{RadarError, Snapshot};

@@ -323,3 +323,94 @@ fn a_report_of_fifty_files_is_built_with_a_few_git_processes() {
         )
     );
 }
+
+/// A fetch that brings commits in changes the clone's refs stamp (from the clone and from a
+/// linked worktree of it); the radar's own work, which writes objects only, and the time
+/// passing do not. The fleet radar looks again at reports whose base was not here only when it
+/// changes.
+#[test]
+fn a_fetch_changes_the_refs_stamp_and_the_radars_own_objects_do_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = tmp.path().join("origin");
+    std::fs::create_dir_all(&origin).unwrap();
+    git(&origin, &["init", "-q", "-b", "main"]);
+    std::fs::write(origin.join("notes.txt"), "notes\n").unwrap();
+    git(&origin, &["add", "-A"]);
+    git(&origin, &["commit", "-q", "-m", "base"]);
+    let clone = tmp.path().join("clone");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    let linked = tmp.path().join("linked");
+    git(
+        &clone,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "side",
+            linked.to_str().unwrap(),
+        ],
+    );
+    let before = maos_radar::refs_stamp(&clone);
+    assert_ne!(
+        before,
+        maos_radar::RefsStamp::default(),
+        "it reads the refs"
+    );
+    assert_eq!(maos_radar::refs_stamp(&clone), before, "nothing changed");
+    assert_eq!(
+        maos_radar::refs_stamp(&linked),
+        maos_radar::refs_stamp(&linked)
+    );
+
+    // The radar snapshots the clone with work in it: objects written, no ref.
+    std::fs::write(clone.join("notes.txt"), "notes here\n").unwrap();
+    let mut radar = Radar::new(Git::new(), &tmp.path().join("cache")).unwrap();
+    radar.watch(&clone, Utc::now()).unwrap();
+    git(&clone, &["hash-object", "-w", "notes.txt"]);
+    assert_eq!(maos_radar::refs_stamp(&clone), before, "objects only");
+
+    // The main line moves on; a fetch from the clone, then one from its linked worktree.
+    for (n, from) in [(1, &clone), (2, &linked)] {
+        std::fs::write(origin.join("later.txt"), format!("later {n}\n")).unwrap();
+        git(&origin, &["add", "-A"]);
+        git(&origin, &["commit", "-q", "-m", "later"]);
+        let (here, there) = (
+            maos_radar::refs_stamp(&clone),
+            maos_radar::refs_stamp(&linked),
+        );
+        git(from, &["fetch", "-q"]);
+        assert_ne!(
+            maos_radar::refs_stamp(&clone),
+            here,
+            "fetch {n}, seen from the clone"
+        );
+        assert_ne!(
+            maos_radar::refs_stamp(&linked),
+            there,
+            "fetch {n}, seen from the linked one"
+        );
+    }
+    // A fetch of one commit by its id, no ref written: its FETCH_HEAD says it.
+    git(&origin, &["commit", "-q", "--allow-empty", "-m", "by id"]);
+    let id = git(&origin, &["rev-parse", "HEAD"]).trim().to_string();
+    git(
+        &origin,
+        &["config", "uploadpack.allowAnySHA1InWant", "true"],
+    );
+    let here = maos_radar::refs_stamp(&linked);
+    git(&linked, &["fetch", "-q", "origin", &id]);
+    assert_ne!(
+        maos_radar::refs_stamp(&linked),
+        here,
+        "FETCH_HEAD of the linked worktree"
+    );
+}

@@ -8,7 +8,9 @@
 //! put on the engine as another machine's worktree, `<machine>:<path>`, which pairs it with
 //! this machine's worktrees like a local one. One that cannot be built here (its base commit is
 //! not in this clone, it was too large to report) is shown as a pair that could not be compared,
-//! never guessed at.
+//! never guessed at. One whose base was not here is looked at again, without a rebuild, when
+//! this clone's refs change (a fetch): one `git cat-file` for their bases, and those now here
+//! are taken again.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use maos_core::ids::AgentId;
 use maos_core::radar::{FleetFile, FleetTree, RadarPair, RadarSide, check_report};
 use maos_core::time::Ts;
-use maos_radar::{Change, Git, fleet};
+use maos_radar::{Change, Git, RefsStamp, fleet};
 use maos_store::Fleet;
 use tracing::{debug, warn};
 
@@ -58,9 +60,21 @@ struct Foreign {
     names: BTreeSet<String>,
     /// Why it could not be compared here (`None`: it is on the engine).
     note: Option<String>,
+    /// Its base commit was not in this clone: it is looked at again when the clone's refs
+    /// change.
+    waiting: bool,
+    /// Waiting, and to be looked at again at the next look.
+    due: bool,
     /// When that was found.
     at: Ts,
 }
+
+/// The most reports whose base was not here looked up again in one look (the rest on the
+/// next looks).
+const RECHECK_MAX: usize = 64;
+/// How often reports whose base was not here are looked up again though this clone's refs
+/// did not change (commits may arrive without a ref written: an alternate object store).
+const RECHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
 /// What taking another daemon's checked report here came to.
 enum Built {
@@ -68,6 +82,8 @@ enum Built {
     Tree(maos_radar::Snapshot),
     /// Why it cannot be compared here (shown with the pairs).
     Note(String),
+    /// Its base commit is not here (shown with the pairs; looked at again after a fetch).
+    NoBase(String),
     /// It was rewritten while it was read (a content it named is gone): the next look takes
     /// the new version.
     Moved,
@@ -97,6 +113,11 @@ pub struct FleetSide {
     foreign: BTreeMap<String, Foreign>,
     /// The version of each other daemon's report last taken, by (daemon, worktree).
     seen: HashMap<(String, String), i64>,
+    /// This clone's refs as the last look found them, before it looked anything up (kept
+    /// while a report waits for its base).
+    stamp: Option<RefsStamp>,
+    /// When the waiting reports were last looked up again (`None`: none waits).
+    rechecked: Option<Ts>,
     /// The last failure to reach PostgreSQL, said once.
     failing: Option<String>,
 }
@@ -113,6 +134,8 @@ impl FleetSide {
             published: HashMap::new(),
             foreign: BTreeMap::new(),
             seen: HashMap::new(),
+            stamp: None,
+            rechecked: None,
             failing: None,
         };
         let gone = side
@@ -281,6 +304,23 @@ impl FleetSide {
             }
             changes.extend(engine.forget(&name));
         }
+        // This clone's refs, read before anything is looked up, when a report waits for its
+        // base or one is to be taken (it may wait after).
+        let fresh = versions
+            .iter()
+            .any(|v| self.seen.get(&(v.daemon.clone(), v.worktree.clone())) != Some(&v.version));
+        let waiting = self.foreign.values().any(|f| f.waiting);
+        let stamp = (fresh || waiting).then(|| maos_radar::refs_stamp(&self.root));
+        if waiting {
+            let moved = match (&self.stamp, &stamp) {
+                (Some(old), Some(new)) => old != new,
+                _ => true,
+            };
+            self.recheck(moved, now);
+        } else {
+            self.rechecked = None;
+        }
+        self.stamp = stamp;
         for v in &versions {
             let key = (v.daemon.clone(), v.worktree.clone());
             if self.seen.get(&key) == Some(&v.version) {
@@ -290,6 +330,54 @@ impl FleetSide {
             changes.extend(self.take(engine, &v.daemon, &v.worktree, now));
         }
         changes
+    }
+
+    /// Looks up again the bases of the reports that wait for theirs: all of them when this
+    /// clone's refs `moved` or [`RECHECK_EVERY`] has passed, at most [`RECHECK_MAX`] a look, in
+    /// one `git cat-file`. A report whose base is here now is taken again by this look (it is
+    /// no longer counted as seen); the others wait on.
+    fn recheck(&mut self, moved: bool, now: Ts) {
+        let every = self.rechecked.is_some_and(|at| now - at >= RECHECK_EVERY);
+        if moved || every {
+            for f in self.foreign.values_mut().filter(|f| f.waiting) {
+                f.due = true;
+            }
+            self.rechecked = Some(now);
+        }
+        self.rechecked.get_or_insert(now);
+        let due: Vec<String> = self
+            .foreign
+            .iter()
+            .filter(|(_, f)| f.due)
+            .map(|(n, _)| n.clone())
+            .take(RECHECK_MAX)
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let bases: Vec<String> = due
+            .iter()
+            .filter_map(|n| self.foreign.get(n))
+            .map(|f| format!("{}^{{commit}}", f.base))
+            .collect();
+        let names: Vec<&str> = bases.iter().map(String::as_str).collect();
+        let types = match self.git.types(&self.root, &names) {
+            Ok(types) => types,
+            Err(e) => {
+                warn!(error = %e, "the radar cannot look up the bases it waits for");
+                Vec::new()
+            }
+        };
+        for (i, name) in due.iter().enumerate() {
+            let Some(f) = self.foreign.get_mut(name) else {
+                continue;
+            };
+            f.due = false;
+            if types.get(i).and_then(Option::as_deref) == Some("commit") {
+                debug!(worktree = %name, "a report's base is here now: taken again");
+                self.seen.remove(&(f.daemon.clone(), f.worktree.clone()));
+            }
+        }
     }
 
     /// Takes one other daemon's report: checked, built, put on the engine (or noted).
@@ -348,6 +436,8 @@ impl FleetSide {
             base: report.base.clone(),
             names: BTreeSet::new(),
             note: None,
+            waiting: false,
+            due: false,
             at: now,
         };
         let built = match checked {
@@ -368,6 +458,10 @@ impl FleetSide {
                             warn!(worktree = %name, reason = %why,
                                   "the radar refused another daemon's report of a worktree");
                         }
+                        Err(why)
+                    }
+                    Built::NoBase(why) => {
+                        foreign.waiting = true;
                         Err(why)
                     }
                     // Its version moved: the next look takes the new one.
@@ -397,8 +491,8 @@ impl FleetSide {
     }
 
     /// The tree a checked report stands for, built here: its base and blobs looked up once,
-    /// only the missing blobs' contents fetched (none when its base is not here), all of them
-    /// written in one git process.
+    /// only the missing blobs' contents fetched (none when its base is not here: it waits for
+    /// it, `Built::NoBase`), all of them written in one git process.
     fn build(&mut self, t: &FleetTree) -> Built {
         let err = |e: maos_radar::RadarError| Built::Note(format!("cannot compare: {e}"));
         if t.too_large.is_some() {
@@ -415,15 +509,21 @@ impl FleetSide {
             Ok(here) => here,
             Err(e) => return err(e),
         };
+        if !here.base {
+            // Said by `fleet::build`, with nothing fetched.
+            return match fleet::build(&self.git, &self.root, &self.index, t, &here, HashMap::new())
+            {
+                Ok(Ok(snap)) => Built::Tree(snap),
+                Ok(Err(why)) => Built::NoBase(why),
+                Err(e) => err(e),
+            };
+        }
         let missing: HashSet<&str> = here.missing.iter().map(String::as_str).collect();
-        let wanted: Vec<&FleetFile> = match here.base {
-            true => t
-                .files
-                .iter()
-                .filter(|f| missing.contains(f.path.as_str()))
-                .collect(),
-            false => Vec::new(),
-        };
+        let wanted: Vec<&FleetFile> = t
+            .files
+            .iter()
+            .filter(|f| missing.contains(f.path.as_str()))
+            .collect();
         let contents = if wanted.is_empty() {
             Vec::new()
         } else {
