@@ -50,6 +50,16 @@ fn origin(env: &Env) -> PathBuf {
     origin
 }
 
+/// The commit `origin`'s `main` is on.
+fn main_of(origin: &Path) -> String {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "main"])
+        .current_dir(origin)
+        .output()
+        .expect("rev-parse");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// A clone of `origin` in `env`'s directory, on a branch of its own.
 fn clone(env: &Env, origin: &Path, branch: &str) -> PathBuf {
     let dir = env.root().join("clone");
@@ -439,14 +449,7 @@ fn looks_at_unchanged_reports_merge_nothing_again() {
 
     // Another machine's report, as its daemon writes it: notes.txt changed on the same line.
     let url = pg.url();
-    let main = {
-        let out = std::process::Command::new("git")
-            .args(["rev-parse", "main"])
-            .current_dir(&origin)
-            .output()
-            .expect("rev-parse");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    let main = main_of(&origin);
     let theirs = b"notes from 2\n";
     let report = |worktree: &str, base: &str, content: &[u8]| {
         maos_tests::block_on(async {
@@ -534,14 +537,7 @@ fn a_base_not_here_compares_once_fetched() {
     std::fs::write(origin.join("later.txt"), "later\n").unwrap();
     git(&origin, &["add", "later.txt"]);
     git(&origin, &["commit", "-q", "-m", "later"]);
-    let later = {
-        let out = std::process::Command::new("git")
-            .args(["rev-parse", "main"])
-            .current_dir(&origin)
-            .output()
-            .expect("rev-parse");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    let later = main_of(&origin);
     let c2 = clone(&e2, &origin, "two");
     start(&e1, &c1, "w1");
     start(&e2, &c2, "w2");

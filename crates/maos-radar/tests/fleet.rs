@@ -200,6 +200,15 @@ fn another_clones_report_builds_its_tree_here_and_conflicts_like_a_local_pair() 
     assert!(again.files.iter().all(|f| f.content.is_none()), "{again:?}");
 }
 
+/// A repository at `dir` whose `main` holds one commit: `file` with `content`.
+fn repository(dir: &std::path::Path, file: &str, content: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join(file), content).unwrap();
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "base"]);
+}
+
 /// One content at many paths is sent once per path, and `check_report` counts it so: a report
 /// whose files hold more than the cap that way says it is too large, rather than going out
 /// with contents that every other daemon then refuses as hostile.
@@ -208,11 +217,7 @@ fn one_blob_at_many_paths_counts_once_per_path() {
     use maos_core::radar::FLEET_TREE_CAP;
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "base"]);
+    repository(&repo, "a.txt", "a\n");
     let content = vec![b'y'; (FLEET_FILE_CAP - 1) as usize];
     let copies = (FLEET_TREE_CAP / (FLEET_FILE_CAP - 1)) + 1;
     for i in 0..copies {
@@ -255,11 +260,7 @@ fn counting_git(dir: &std::path::Path, log: &std::path::Path) -> Git {
 fn a_report_of_fifty_files_is_built_with_a_few_git_processes() {
     let tmp = tempfile::tempdir().unwrap();
     let origin = tmp.path().join("origin");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "-b", "main"]);
-    std::fs::write(origin.join("README"), "base\n").unwrap();
-    git(&origin, &["add", "-A"]);
-    git(&origin, &["commit", "-q", "-m", "base"]);
+    repository(&origin, "README", "base\n");
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     for c in [&a, &b] {
         git(
@@ -332,11 +333,7 @@ fn a_report_of_fifty_files_is_built_with_a_few_git_processes() {
 fn a_fetch_changes_the_refs_stamp_and_the_radars_own_objects_do_not() {
     let tmp = tempfile::tempdir().unwrap();
     let origin = tmp.path().join("origin");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "-b", "main"]);
-    std::fs::write(origin.join("notes.txt"), "notes\n").unwrap();
-    git(&origin, &["add", "-A"]);
-    git(&origin, &["commit", "-q", "-m", "base"]);
+    repository(&origin, "notes.txt", "notes\n");
     let clone = tmp.path().join("clone");
     git(
         tmp.path(),
