@@ -33,9 +33,7 @@ pub fn run(path: &Path, json: bool) -> Res {
     let p = plan::parse(&text)
         .map_err(|e| refused(format!("{shown}:{}:{}: {}", e.line, e.column, e.message)))?;
     // What `maos run` refuses too: files too costly to compare.
-    let overlaps = p
-        .file_overlaps()
-        .map_err(|e| refused(format!("{shown}: {e}")))?;
+    let overlaps = p.overlaps().map_err(|e| refused(format!("{shown}: {e}")))?;
     let checked = Checked {
         path: shown,
         agents: p.agents.len(),

@@ -302,3 +302,76 @@ fn run_check_reports_overlaps_without_running_anything() {
     let ps = env.maos_json(&["ps", "--all"]);
     assert_eq!(ps.as_array().map(Vec::len), Some(0), "{ps}");
 }
+
+/// Declared files that would cost too much to compare: each pattern within its bounds (a name
+/// of 210 bytes, 8 `*`), but ~46,000 product-automaton steps a pair, and 8 agents of 64 make
+/// 114,688 pairs. Before the budget, `maos run` of such a plan held the project's actor for
+/// the whole comparison (5 billion steps: minutes), and every other request of the project
+/// waited; now `maos run` and `maos import` refuse it in one line naming the limit, nothing is
+/// made, and the project answers its next request at once.
+#[test]
+fn files_too_costly_to_compare_are_refused_and_the_project_answers() {
+    let env = Env::new();
+    let costly = |i: usize| -> Vec<String> {
+        (0..64)
+            .map(|k| format!("*{}{}{i}x{k:02}", "a*".repeat(7), "a".repeat(196)))
+            .collect()
+    };
+    let mut text = "objective = \"costly\"\n".to_string();
+    for i in 0..8 {
+        text += &entry(
+            &format!("a{i}"),
+            &format!("files = {:?}", costly(i)),
+            "exit 0",
+        );
+    }
+    let path = plan(&env, &text);
+    let p = path.to_str().expect("utf-8");
+    let says = |message: &str| {
+        assert!(
+            message.contains("plan.toml: comparing every two agents' declared files would take more than 8000000 steps (the limit; agent \"a1\"'s files bring it over): declare fewer patterns, or patterns with fewer wildcards")
+                && !message.contains('\n'),
+            "{message}"
+        );
+    };
+    // (`maos run --check` says the same: maos_core's Plan::overlaps, unit-tested; each refusal
+    // costs the budget's 8 million steps, seconds in a debug build.)
+    let f = env.maos_fail(&["run", p]);
+    assert_eq!((f.exit, f.code.as_str()), (1, "bad_request"));
+    says(&f.message);
+    // The project answers, and nothing was made.
+    let ps = env.maos_json(&["ps", "--all"]);
+    assert_eq!(ps.as_array().map(Vec::len), Some(0), "{ps}");
+
+    // The same files in a session's export: `maos import` refuses them the same way.
+    let cheap = text.replace("a*a*a*a*a*a*a*", "");
+    let cheap = plan(&env, &cheap.replace(&"a".repeat(196), ""));
+    let sid = env.create(&[
+        "session",
+        "create",
+        "--plan",
+        cheap.to_str().expect("utf-8"),
+    ]);
+    let file = env.root().join("costly.json");
+    let out = env.maos(&["export", &sid, "-o", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", maos_tests::describe(&out));
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+    let agents = v["session"]["agents"].as_array_mut().expect("agents");
+    assert_eq!(agents.len(), 8);
+    for (i, a) in agents.iter_mut().enumerate() {
+        a["spec"]["files"] = serde_json::json!(costly(i));
+    }
+    std::fs::write(&file, v.to_string()).expect("write");
+    let other = env.make_project("other");
+    let f = env.maos_fail_in(&other, &["import", file.to_str().expect("utf-8")]);
+    assert_eq!((f.exit, f.code.as_str()), (1, "bad_request"));
+    assert!(
+        f.message.contains("costly.json: comparing every two agents' declared files would take more than 8000000 steps")
+            && !f.message.contains('\n'),
+        "{}",
+        f.message
+    );
+    let ps = env.maos_json_in(&other, &["ps", "--all"]);
+    assert_eq!(ps.as_array().map(Vec::len), Some(0), "{ps}");
+}

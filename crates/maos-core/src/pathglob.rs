@@ -393,26 +393,6 @@ pub fn check_declared<'a>(agents: impl IntoIterator<Item = &'a [String]>) -> Res
     Ok(())
 }
 
-/// The pairs of one list's and another's patterns that overlap (as written), for messages.
-/// Patterns that do not parse are left out (plans are checked before).
-pub fn overlapping<'a>(a: &'a [String], b: &'a [String]) -> Vec<(&'a str, &'a str)> {
-    let pb: Vec<(&str, Pattern)> = b
-        .iter()
-        .filter_map(|s| parse(s).ok().map(|p| (s.as_str(), p)))
-        .collect();
-    let mut work = Work::new(u64::MAX);
-    let mut out = Vec::new();
-    for s in a {
-        let Ok(p) = parse(s) else { continue };
-        for (t, q) in &pb {
-            if !matches!(work.overlap(&p, q), Ok(false)) {
-                out.push((s.as_str(), *t));
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -652,12 +632,5 @@ pub(crate) mod tests {
             proptest::prop_assert_eq!(overlap(&pa, &pb), overlap(&pb, &pa));
             proptest::prop_assert!(overlap(&pa, &pa));
         }
-    }
-
-    #[test]
-    fn overlapping_pairs() {
-        let a = vec!["src/api.rs".to_owned(), "docs/**".to_owned()];
-        let b = vec!["src/**".to_owned(), "tests/x.rs".to_owned()];
-        assert_eq!(overlapping(&a, &b), vec![("src/api.rs", "src/**")]);
     }
 }

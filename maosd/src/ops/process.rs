@@ -5,10 +5,8 @@
 //! after the commit. Process exits come back as [`AgentExit`] reports from the supervisors,
 //! also after a daemon restart (recovery applies the `exit.json` they leave behind).
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use maos_core::plan::{self, Plan};
 use maos_core::schedule::{self, Action, Node};
@@ -19,7 +17,7 @@ use serde_json::json;
 use super::effects::{grace_of, held, in_paused_phase, runs_here, terminate};
 use crate::base::error::bad_request as bad;
 use crate::proc::run::{Effect, Launch, Runner, Started};
-use crate::txn::state::Txn;
+use crate::txn::state::{SessionFiles, Txn};
 
 /// Most scheduler rounds per session and commit (a plan has at most this many steps to take
 /// at once; the guard only stops a bug from spinning the actor).
@@ -41,13 +39,6 @@ pub fn from_plan(
 
 fn create(tx: &mut Txn<'_>, path: &str, plan: Plan, start: bool) -> Result<SessionId, ErrorBody> {
     plan.validate().map_err(|e| bad(format!("{path}: {e}")))?;
-    let sid = super::session::create(
-        tx,
-        plan.objective.clone(),
-        plan.strategy,
-        plan.phases.clone(),
-    )?;
-    tx.session_mut(&sid).policy = Some(plan.policy.clone());
     // Each agent with `land` is followed by its landing agent (`NAME.land`, which depends on
     // it): an agent of its own, so it is scheduled, run, logged and retried like the others.
     let specs: Vec<plan::AgentSpec> = plan
@@ -55,6 +46,23 @@ fn create(tx: &mut Txn<'_>, path: &str, plan: Plan, start: bool) -> Result<Sessi
         .iter()
         .flat_map(|a| std::iter::once(a.clone()).chain(a.landing()))
         .collect();
+    // Every two agents' declared files, compared once (within the budget, or the plan is
+    // refused before anything is made): the report, and what the scheduler keeps apart.
+    let refs: Vec<Option<&plan::AgentSpec>> = specs.iter().map(Some).collect();
+    let pairs = plan::compare(&refs).map_err(|e| bad(format!("{path}: {e}")))?;
+    let overlaps = pairs.report(&refs);
+    let files = Arc::new(SessionFiles {
+        agents: refs.len(),
+        apart: pairs.apart(&refs, plan.policy.landing),
+        pairs,
+    });
+    let sid = super::session::create(
+        tx,
+        plan.objective.clone(),
+        plan.strategy,
+        plan.phases.clone(),
+    )?;
+    tx.session_mut(&sid).policy = Some(plan.policy.clone());
     let mut ids: Vec<(String, AgentId)> = Vec::with_capacity(specs.len());
     for spec in &specs {
         let mut deps: Vec<AgentId> = spec
@@ -91,7 +99,7 @@ fn create(tx: &mut Txn<'_>, path: &str, plan: Plan, start: bool) -> Result<Sessi
             tx.agent_mut(id).depends_on = all;
         }
     }
-    let overlaps = plan.overlaps();
+    tx.keep_files(&sid, files);
     let mut loaded = json!({ "path": path, "agents": ids.len(), "phases": plan.phases.len(),
                              "strategy": plan.strategy, "policy": plan.policy });
     if !overlaps.is_empty() {
@@ -130,12 +138,23 @@ fn managed(tx: &Txn<'_>, sid: &SessionId) -> bool {
 /// until it has nothing more to do. Most batches (hook calls, locks) touch no managed session
 /// and cost only the check.
 pub fn schedule_touched(tx: &mut Txn<'_>) {
-    let sids: Vec<SessionId> = tx
-        .touched_sessions()
-        .into_iter()
+    let touched = tx.touched_sessions();
+    let sids: Vec<SessionId> = touched
+        .iter()
         .filter(|sid| managed(tx, sid))
+        .cloned()
         .collect();
     schedule_each(tx, sids);
+    // A session that ended runs no more agents: its compared files go.
+    for sid in touched {
+        if tx
+            .state()
+            .session(&sid)
+            .is_none_or(|s| s.state.is_terminal())
+        {
+            tx.forget_files(&sid);
+        }
+    }
 }
 
 /// Run the scheduler for every live managed session (after recovery at start).
@@ -172,8 +191,9 @@ fn schedule_each(tx: &mut Txn<'_>, sids: Vec<SessionId>) {
     }
 }
 
-fn nodes(s: &maos_proto::SessionRecord) -> Vec<Node> {
-    let mut apart = apart(s);
+fn nodes(s: &maos_proto::SessionRecord, files: &SessionFiles) -> Vec<Node> {
+    // Ended agents run no more: they hold nobody back.
+    let live = |i: usize| s.agents.get(i).is_some_and(|a| !a.state.is_terminal());
     s.agents
         .iter()
         .enumerate()
@@ -188,73 +208,61 @@ fn nodes(s: &maos_proto::SessionRecord) -> Vec<Node> {
                 .collect(),
             phase: a.spec.as_ref().and_then(|p| p.phase),
             stage: a.spec.as_ref().and_then(|p| p.stage),
-            apart: apart.get_mut(i).map(std::mem::take).unwrap_or_default(),
+            apart: match (live(i), files.apart.get(i)) {
+                (true, Some(js)) => js.iter().copied().filter(|&j| live(j)).collect(),
+                _ => Vec::new(),
+            },
         })
         .collect()
 }
 
-/// Which agents must not run at once with which, by index (see [`plan::apart`]).
-type Apart = Rc<Vec<Vec<usize>>>;
-
-thread_local! {
-    /// Each session's [`plan::apart`] relation, with the number of agents it was made for: a
-    /// pure function of the agents' specs, which never change once made (agents are only
-    /// added), so it is computed once per session instead of on every scheduling (comparing
-    /// declared files costs the product of their counts). At most `APART_CACHED` sessions.
-    static APART: RefCell<HashMap<SessionId, (usize, Apart)>> =
-        RefCell::new(HashMap::new());
-}
-const APART_CACHED: usize = 256;
-
-/// Which agents of the session must not run at the same time as which (declared files that
-/// overlap, serialised landings), by index. Ended agents are left out: they run no more.
-fn apart(s: &maos_proto::SessionRecord) -> Vec<Vec<usize>> {
-    let n = s.agents.len();
-    let all = APART.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if let Some((k, rel)) = cache.get(&s.id)
-            && *k == n
-        {
-            return rel.clone();
-        }
-        let specs: Vec<Option<&plan::AgentSpec>> =
-            s.agents.iter().map(|a| a.spec.as_deref()).collect();
-        let landing = s.policy.as_ref().map(|p| p.landing).unwrap_or_default();
-        let rel = Rc::new(plan::apart(&specs, landing));
-        if cache.len() >= APART_CACHED {
-            cache.clear();
-        }
-        cache.insert(s.id.clone(), (n, rel.clone()));
-        rel
+/// The session's agents' declared files, compared: as kept since the plan was loaded, or
+/// compared now (after a restart, another daemon's plan, an import) and kept until the session
+/// ends. The same specs cost the same steps as when the plan or import was accepted. A
+/// session whose files cost more than the budget (one older than it) has every two agents
+/// with files kept apart: they run one after another.
+fn session_files(tx: &mut Txn<'_>, sid: &SessionId) -> Option<Arc<SessionFiles>> {
+    let s = tx.state().session(sid)?;
+    if let Some(f) = tx.state().files(sid)
+        && let Some(added) = s.agents.get(f.agents..)
+        && added.iter().all(|a| a.spec.is_none())
+    {
+        return Some(f.clone());
+    }
+    let specs: Vec<Option<&plan::AgentSpec>> = s.agents.iter().map(|a| a.spec.as_deref()).collect();
+    let pairs = plan::compare(&specs).unwrap_or_else(|e| {
+        tracing::warn!(session = %sid, error = %e, "declared files taken to overlap");
+        plan::FilePairs::assume_overlap(&specs)
     });
-    let live = |i: usize| s.agents.get(i).is_some_and(|a| !a.state.is_terminal());
-    all.iter()
-        .enumerate()
-        .map(|(i, js)| match live(i) {
-            true => js.iter().copied().filter(|&j| live(j)).collect(),
-            false => Vec::new(),
-        })
-        .collect()
+    let landing = s.policy.as_ref().map(|p| p.landing).unwrap_or_default();
+    let files = Arc::new(SessionFiles {
+        agents: specs.len(),
+        apart: pairs.apart(&specs, landing),
+        pairs,
+    });
+    tx.keep_files(sid, files.clone());
+    Some(files)
 }
 
 /// Record why each pending agent the scheduler holds back waits (`held`, and an
 /// `agent_waiting` event when that changes), and forget it for the others.
-fn note_held(tx: &mut Txn<'_>, sid: &SessionId, holds: &[(usize, usize)]) {
+fn note_held(tx: &mut Txn<'_>, sid: &SessionId, files: &SessionFiles, holds: &[(usize, usize)]) {
     let Some(s) = tx.state().session(sid) else {
         return;
     };
+    let specs: Vec<Option<&plan::AgentSpec>> = s.agents.iter().map(|a| a.spec.as_deref()).collect();
     let now = tx.now;
     let mut changes: Vec<(AgentId, Option<maos_core::record::Held>)> = Vec::new();
     for (i, a) in s.agents.iter().enumerate() {
         let by = holds
             .iter()
             .find(|(h, _)| *h == i)
-            .and_then(|&(_, j)| s.agents.get(j));
+            .and_then(|&(_, j)| Some((j, s.agents.get(j)?)));
         match (by, &a.held) {
             (None, None) => {}
             (None, Some(_)) => changes.push((a.id.clone(), None)),
-            (Some(b), Some(h)) if h.by == b.id => {}
-            (Some(b), _) => {
+            (Some((_, b)), Some(h)) if h.by == b.id => {}
+            (Some((j, b)), _) => {
                 let name = |x: &AgentRecord| {
                     x.spec
                         .as_ref()
@@ -262,7 +270,7 @@ fn note_held(tx: &mut Txn<'_>, sid: &SessionId, holds: &[(usize, usize)]) {
                 };
                 let reason = match (a.spec.as_deref(), b.spec.as_deref()) {
                     (Some(x), Some(y)) if x.lands.is_some() && y.lands.is_some() => {
-                        let overlapping = maos_core::pathglob::overlapping(&x.files, &y.files);
+                        let overlapping = files.pairs.files(&specs, i, j);
                         if overlapping.is_empty() {
                             format!("landings run one at a time: {} lands first", name(b))
                         } else {
@@ -273,10 +281,10 @@ fn note_held(tx: &mut Txn<'_>, sid: &SessionId, holds: &[(usize, usize)]) {
                             )
                         }
                     }
-                    (Some(x), Some(y)) => format!(
+                    (Some(_), Some(_)) => format!(
                         "its files overlap {}'s ({})",
                         name(b),
-                        files_of(&maos_core::pathglob::overlapping(&x.files, &y.files))
+                        files_of(&files.pairs.files(&specs, i, j))
                     ),
                     _ => format!("{} runs", name(b)),
                 };
@@ -316,13 +324,19 @@ fn files_of(pairs: &[(&str, &str)]) -> String {
 
 pub fn schedule(tx: &mut Txn<'_>, sid: &SessionId, runner: &Runner) {
     for _ in 0..MAX_ROUNDS {
+        if tx.state().session(sid).is_none_or(|s| s.policy.is_none()) {
+            return;
+        }
+        let Some(files) = session_files(tx, sid) else {
+            return;
+        };
         let Some(s) = tx.state().session(sid) else {
             return;
         };
         let Some(policy) = s.policy.clone() else {
             return;
         };
-        let ns = nodes(s);
+        let ns = nodes(s, &files);
         let phases: Vec<_> = s.workflow.phases.iter().map(|p| p.state).collect();
         let ids: Vec<AgentId> = s.agents.iter().map(|a| a.id.clone()).collect();
         let snapshot = schedule::Snapshot {
@@ -332,11 +346,10 @@ pub fn schedule(tx: &mut Txn<'_>, sid: &SessionId, runner: &Runner) {
             phases: &phases,
             nodes: &ns,
         };
-        let actions = schedule::step(&snapshot);
+        let (actions, holds) = schedule::step_and_holds(&snapshot);
         if actions.is_empty() {
-            let holds = schedule::held(&snapshot);
             if !holds.is_empty() || s.agents.iter().any(|a| a.held.is_some()) {
-                note_held(tx, sid, &holds);
+                note_held(tx, sid, &files, &holds);
             }
             return;
         }
@@ -856,4 +869,73 @@ pub fn resume_agent(tx: &mut Txn<'_>, id: &AgentId) -> Result<(), ErrorBody> {
     let runner = runner(tx)?;
     super::agent::transition(tx, id, AgentOp::Resume, None, None)?;
     launch(tx, id, &runner, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::state::State;
+
+    const PLAN: &str = "objective = \"files\"\nstrategy = \"parallel\"\n\
+        [[agent]]\nname = \"a\"\ntask = \"t\"\ncommand = [\"true\"]\nfiles = [\"src/**\"]\n\
+        [[agent]]\nname = \"b\"\ntask = \"t\"\ncommand = [\"true\"]\nfiles = [\"src/api.rs\"]\n\
+        land = [\"true\"]\n\
+        [[agent]]\nname = \"c\"\ntask = \"t\"\ncommand = [\"true\"]\nfiles = [\"docs/**\"]\n";
+
+    /// A session's declared files are compared once, when its plan is loaded, kept with the
+    /// session while it lives (the scheduler takes them as they are), compared again the same
+    /// way after a restart, and forgotten when the session ends or a rollback takes it away.
+    #[test]
+    fn a_sessions_compared_files_live_as_long_as_it_does() {
+        let mut st = State::new(Vec::new(), 0);
+        let mut tx = Txn::new(&mut st);
+        let sid = from_plan(&mut tx, "/p/plan.toml", PLAN, false).expect("the plan");
+        let files = tx
+            .state()
+            .files(&sid)
+            .cloned()
+            .expect("compared at creation");
+        assert_eq!(files.agents, 4, "a, b, b.land, c");
+        assert_eq!(files.apart, [vec![1], vec![0], vec![], vec![]]);
+        assert_eq!(
+            files.pairs.report(
+                &tx.state()
+                    .session(&sid)
+                    .expect("session")
+                    .agents
+                    .iter()
+                    .map(|a| a.spec.as_deref())
+                    .collect::<Vec<_>>()
+            )[0]
+            .files,
+            [("src/**".to_string(), "src/api.rs".to_string())]
+        );
+        let again = session_files(&mut tx, &sid).expect("files");
+        assert!(Arc::ptr_eq(&again, &files), "not compared again");
+        tx.finish();
+
+        // After a restart (the same records, nothing kept), the same relation.
+        let mut fresh = State::new(st.sessions().to_vec(), 100);
+        let mut tx = Txn::new(&mut fresh);
+        assert!(tx.state().files(&sid).is_none());
+        let back = session_files(&mut tx, &sid).expect("files");
+        assert_eq!(back.apart, files.apart);
+        assert_eq!(back.pairs, files.pairs);
+        tx.finish();
+
+        // A batch that made a session and rolled back forgets its files with it.
+        let mut tx = Txn::new(&mut st);
+        let gone = from_plan(&mut tx, "/p/plan.toml", PLAN, false).expect("the plan");
+        assert!(tx.state().files(&gone).is_some());
+        tx.rollback();
+        assert!(st.files(&gone).is_none() && st.files(&sid).is_some());
+
+        // The session ends: its files go with the batch's scheduling.
+        let mut tx = Txn::new(&mut st);
+        super::super::session::transition(&mut tx, &sid, SessionOp::Cancel, None, None)
+            .expect("cancel");
+        schedule_touched(&mut tx);
+        tx.finish();
+        assert!(st.files(&sid).is_none());
+    }
 }

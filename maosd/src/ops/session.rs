@@ -142,14 +142,11 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<SessionId, Err
     {
         return Err(too_long("a note", n.text.len(), super::brief::MAX_NOTE));
     }
-    // Declared files drive the scheduler's overlap checks: a plan file's bounds, also here.
-    maos_core::pathglob::check_declared(
-        rec.agents
-            .iter()
-            .filter_map(|a| a.spec.as_deref())
-            .map(|s| s.files.as_slice()),
-    )
-    .map_err(|e| bad(format!("{path}: {e}")))?;
+    // Declared files drive the scheduler's overlap checks: a plan file's bounds and its budget
+    // of comparisons, also here (the scheduler compares them again, at the same cost).
+    let specs: Vec<Option<&maos_core::plan::AgentSpec>> =
+        rec.agents.iter().map(|a| a.spec.as_deref()).collect();
+    maos_core::plan::check_declared(&specs).map_err(|e| bad(format!("{path}: {e}")))?;
     super::brief::cap_notes(&mut rec.notes);
     let sid = rec.id.clone();
     let agents = std::mem::take(&mut rec.agents);

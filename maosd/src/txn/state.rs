@@ -6,6 +6,7 @@
 //! fails, [`Txn::rollback`] puts memory back exactly as it was, so memory and disk never differ.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use chrono::SubsecRound;
 use maos_core::{AgentId, HeldLock, LockTable, SessionId, Ts, resolve_prefix};
@@ -33,6 +34,20 @@ pub struct SpawnIntent {
     pub(crate) claimed_by: Option<AgentId>,
     /// `claimed_by` is known, not guessed: no guess takes the request away.
     pub(crate) certain: bool,
+}
+
+/// A managed session's agents' declared files, compared once ([`maos_core::plan::compare`]),
+/// and the agents kept apart that derive from them: a pure function of the agents' specs,
+/// which never change once made (agents are only added, and those added after the plan's have
+/// no spec), so the scheduler compares them once per session instead of on every round.
+#[derive(Debug)]
+pub struct SessionFiles {
+    /// The session's first `agents` agents were compared.
+    pub agents: usize,
+    /// Which of them overlap, through which patterns.
+    pub pairs: maos_core::plan::FilePairs,
+    /// [`maos_core::plan::FilePairs::apart`] of all of them, ended ones included.
+    pub apart: Vec<Vec<usize>>,
 }
 
 /// Default lease: ten minutes without any sign of life from the holder.
@@ -69,6 +84,10 @@ pub struct State {
     pub(crate) spawn_intents: Vec<SpawnIntent>,
     /// When each session's latest committed checkpoint was taken.
     checkpointed: HashMap<SessionId, Ts>,
+    /// Each live managed session's declared files, compared once (see [`SessionFiles`]):
+    /// derived, so not undone by a rollback; an entry leaves with its session (out of memory,
+    /// or ended: [`Txn::forget_files`], and at every reindex).
+    files: HashMap<SessionId, Arc<SessionFiles>>,
     /// How this project starts managed agents (`None` in unit tests).
     pub(crate) runner: Option<crate::proc::run::Runner>,
     /// In fleet mode, this daemon's machine: agents registered here are stamped with it.
@@ -213,6 +232,18 @@ impl State {
                 self.agent_session.insert(a.id.clone(), s.id.clone());
             }
         }
+        let (by_id, sessions) = (&self.by_id, &self.sessions);
+        self.files.retain(|id, _| {
+            by_id
+                .get(id)
+                .and_then(|&i| sessions.get(i))
+                .is_some_and(|s| !s.state.is_terminal())
+        });
+    }
+
+    /// The session's declared files as compared (if they were since it came into memory).
+    pub fn files(&self, id: &SessionId) -> Option<&Arc<SessionFiles>> {
+        self.files.get(id)
     }
 
     pub fn sessions(&self) -> &[SessionRecord] {
@@ -605,6 +636,17 @@ impl<'a> Txn<'a> {
     /// An agent's last tool call (advisory: see [`State::activity`]).
     pub fn note_activity(&mut self, id: &AgentId, activity: maos_core::record::Activity) {
         self.st.activity.insert(id.clone(), activity);
+    }
+
+    /// Keep a session's compared files (derived: not undone by a rollback, which forgets
+    /// those of the sessions it takes out of memory).
+    pub fn keep_files(&mut self, id: &SessionId, files: Arc<SessionFiles>) {
+        self.st.files.insert(id.clone(), files);
+    }
+
+    /// Forget a session's compared files (it ended).
+    pub fn forget_files(&mut self, id: &SessionId) {
+        self.st.files.remove(id);
     }
 
     /// A launch is under way (advisory, not undone by a rollback: the answer clears it).

@@ -288,17 +288,9 @@ impl FilePairs {
 impl Plan {
     /// Every pair of agents whose declared files overlap, in file order; `Err` when comparing
     /// them would take more than [`MAX_WORK`] steps (see [`compare`]).
-    pub fn file_overlaps(&self) -> Result<Vec<FileOverlap>, TooMuchWork> {
+    pub fn overlaps(&self) -> Result<Vec<FileOverlap>, TooMuchWork> {
         let agents: Vec<Option<&AgentSpec>> = self.agents.iter().map(Some).collect();
         Ok(compare(&agents)?.report(&agents))
-    }
-
-    /// [`Plan::file_overlaps`] without the budget (for the daemon until it compares once).
-    pub fn overlaps(&self) -> Vec<FileOverlap> {
-        let agents: Vec<Option<&AgentSpec>> = self.agents.iter().map(Some).collect();
-        compare_within(&agents, u64::MAX)
-            .map(|(pairs, _)| pairs.report(&agents))
-            .unwrap_or_default()
     }
 }
 

@@ -1015,7 +1015,7 @@ files = ["tests/**"]
     assert_eq!(plan.agents[1].overlap, Overlap::Wait);
     assert_eq!(plan.agents[0].land.as_ref().map(Vec::len), Some(5));
     assert_eq!(parse(&plan.to_toml()), Ok(plan.clone()));
-    let overlaps = plan.overlaps();
+    let overlaps = plan.overlaps().unwrap();
     assert_eq!(
         overlaps,
         [

@@ -70,7 +70,7 @@ fn a_plan_whose_files_cost_too_much_to_compare_is_refused_in_one_line() {
         "one agent: nothing to compare"
     );
     // An import of such a session is refused in one line (and `maos run --check`, which asks
-    // `Plan::file_overlaps`, the same: both are `compare`); each pattern is within its bounds.
+    // `Plan::overlaps`, the same: both are `compare`); each pattern is within its bounds.
     let e = check_declared(&some(&plan)).unwrap_err();
     assert_eq!(
         e,
@@ -308,6 +308,6 @@ proptest! {
             policy: Default::default(),
             agents: plan.clone(),
         };
-        prop_assert_eq!(p.file_overlaps(), Ok(report));
+        prop_assert_eq!(p.overlaps(), Ok(report));
     }
 }
