@@ -9,8 +9,8 @@
 //! reported. After a write in one worktree only that worktree is snapshotted again and only
 //! the pairs whose other side changed a file that the write changed are merged again.
 //!
-//! Floors: `model` (errors, snapshots), `branch` (a worktree's branch from its `HEAD` file, the repository's refs stamp)
-//! and the pure modules `hunks` (conflict markers),
+//! Floors: `model` (errors, snapshots), `branch` (a worktree's branch from its `HEAD` file,
+//! the repository's refs stamp) and the pure modules `hunks` (conflict markers),
 //! `parse` (git's `-z` outputs) and `plan` (which pairs to merge) at the bottom; `git` (every
 //! git process) above them; `radar` (the incremental engine) and `fleet` (reports of worktrees
 //! for other machines, and the trees theirs stand for) above; `corpus` (the correctness
