@@ -229,6 +229,11 @@ struct Actor {
     /// that serves them counts from this, never from this machine's time of day, which may
     /// be off (hours fast: a batch every millisecond; hours slow: an expiry served hours late).
     pg_clock: Option<(maos_core::Ts, tokio::time::Instant)>,
+    /// In a fleet: how long a batch waits for more requests before it starts, while the
+    /// project is busy ([`gather_window`]).
+    gather: Option<std::time::Duration>,
+    /// How many commands the last batch took.
+    last_batch: usize,
 }
 
 /// An actor left idle while other daemons commit still catches up every this many of their
@@ -336,6 +341,8 @@ impl Actor {
     }
 
     async fn batch(&mut self, mut cmds: Vec<Cmd>, rx: &mut mpsc::Receiver<Cmd>) {
+        self.gather(&mut cmds, rx).await;
+        self.last_batch = cmds.len();
         // In a fleet, lock requests alone take per-path turns (DESIGN.md §10): beside the
         // other daemons' batches on other paths. What turns out to need more goes on below,
         // in the project's own turn.
@@ -476,6 +483,25 @@ impl Actor {
                 }
             });
             let _ = reply.send(sub);
+        }
+    }
+
+    /// In a fleet, while the project is busy: the requests that arrive within the gathering
+    /// window join the batch (up to [`MAX_BATCH`]).
+    async fn gather(&mut self, cmds: &mut Vec<Cmd>, rx: &mut mpsc::Receiver<Cmd>) {
+        let Some(window) = self.gather else {
+            return;
+        };
+        if self.last_batch < 2 || cmds.is_empty() {
+            return;
+        }
+        let until = tokio::time::Instant::now() + window;
+        while cmds.len() < MAX_BATCH {
+            let room = MAX_BATCH - cmds.len();
+            match tokio::time::timeout_at(until, rx.recv_many(cmds, room)).await {
+                Ok(n) if n > 0 => {}
+                _ => break,
+            }
         }
     }
 
@@ -1044,6 +1070,8 @@ pub(super) async fn open(
         notifier,
         pokes_skipped: 0,
         pg_clock: None,
+        gather: opts.fleet.as_ref().and_then(|_| gather_window()),
+        last_batch: 0,
     };
     actor.reconcile(true).await;
     actor.checkpoints = checkpointer::spawn(&actor.store, actor.root.clone()).await?;
@@ -1076,6 +1104,22 @@ fn fleet_key(root: &str) -> Result<maos_core::project_key::ProjectKey, ErrorBody
 
 /// How often the actor looks for managed agents whose exit was lost (`cmd::managed::sweep`):
 /// 10 s, or `MAOS_TEST_SWEEP_MS` (the end-to-end tests' override).
+/// In a fleet, how long a busy project's batch waits for more requests before it starts:
+/// PostgreSQL's work is mostly per batch (its start, its write, its commit and fsync, the
+/// notification), so requests that share a batch share it. Only while the project is busy (the
+/// last batch took more than one request): a lone client never waits. `MAOS_FLEET_GATHER_US`
+/// (microseconds; 0: never), else [`GATHER`].
+fn gather_window() -> Option<std::time::Duration> {
+    let us = std::env::var("MAOS_FLEET_GATHER_US")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(GATHER.as_micros() as u64);
+    (us > 0).then(|| std::time::Duration::from_micros(us))
+}
+
+/// The fleet's gathering window by default ([`gather_window`]).
+const GATHER: std::time::Duration = std::time::Duration::from_micros(0);
+
 fn sweep_every() -> std::time::Duration {
     crate::base::config::interval("MAOS_TEST_SWEEP_MS", std::time::Duration::from_secs(10))
 }
