@@ -249,16 +249,27 @@ async fn history_filters() {
     assert!(r.events(&since).await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn a_full_database_refuses_writes_cleanly_and_recovers() {
+/// A new store in a directory of its own (gone with the `TempDir`), and its database's path.
+async fn new_store(opts: StoreOptions) -> (tempfile::TempDir, std::path::PathBuf, Store) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("maos.db");
-    let opts = StoreOptions {
-        synchronous: Synchronous::Full,
+    let store = Store::open(path.clone(), opts).await.unwrap();
+    (dir, path, store)
+}
+
+/// A new store whose database is capped at 40 pages (a full disk on demand).
+async fn capped(synchronous: Synchronous) -> (tempfile::TempDir, std::path::PathBuf, Store) {
+    new_store(StoreOptions {
+        synchronous,
         max_page_count: Some(40),
         fleet: None,
-    };
-    let mut store = Store::open(path.clone(), opts).await.unwrap();
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_full_database_refuses_writes_cleanly_and_recovers() {
+    let (_dir, path, mut store) = capped(Synchronous::Full).await;
     let s = session(1);
     store
         .commit(&Batch {
@@ -816,18 +827,25 @@ async fn the_checkpointer_restarts_the_wal_so_that_a_commit_appends() {
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
 }
 
+/// Another connection to `path` holding the write lock (`BEGIN IMMEDIATE`, no waiting for it).
+async fn take_write_lock(path: &std::path::Path) -> Result<sqlx::SqliteConnection, sqlx::Error> {
+    use sqlx::ConnectOptions;
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .busy_timeout(std::time::Duration::ZERO)
+        .connect()
+        .await?;
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await?;
+    Ok(conn)
+}
+
 /// Where a batch commits: a small one (`synchronous=NORMAL`) on the caller's thread, a large
 /// one on the blocking pool; and a small one that finds the write lock taken by another
 /// connection (the checkpointer's WAL restart) does not fail: it waits on the pool until the
 /// lock is free, as the connection always waited.
 #[tokio::test]
 async fn a_small_batch_commits_in_place_and_a_taken_write_lock_is_waited_for() {
-    use sqlx::ConnectOptions;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("maos.db");
-    let mut store = Store::open(path.clone(), StoreOptions::default())
-        .await
-        .unwrap();
+    let (_dir, path, mut store) = new_store(StoreOptions::default()).await;
     let s = session(1);
     let small = [event(1, &s, "x")];
     let commit = |events| Batch {
@@ -849,15 +867,7 @@ async fn a_small_batch_commits_in_place_and_a_taken_write_lock_is_waited_for() {
         "a large batch commits on the pool"
     );
 
-    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .connect()
-        .await
-        .unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut other)
-        .await
-        .unwrap();
+    let mut other = take_write_lock(&path).await.unwrap();
     let late = [event(101, &s, "late")];
     let batch = commit(&late);
     {
@@ -896,15 +906,7 @@ async fn a_small_batch_commits_in_place_and_a_taken_write_lock_is_waited_for() {
 /// `Full`, nothing of the batch kept, the file sound, the connection still writing.
 #[tokio::test]
 async fn a_full_database_refuses_a_batch_committed_in_place() {
-    use sqlx::ConnectOptions;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("maos.db");
-    let opts = StoreOptions {
-        synchronous: Synchronous::Normal,
-        max_page_count: Some(40),
-        fleet: None,
-    };
-    let mut store = Store::open(path.clone(), opts).await.unwrap();
+    let (_dir, path, mut store) = capped(Synchronous::Normal).await;
     let s = session(1);
     let mut written = 0u64;
     let err = loop {
@@ -939,14 +941,7 @@ async fn a_full_database_refuses_a_batch_committed_in_place() {
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
     // The write connection is not left inside the failed transaction: another connection
     // takes the write lock at once, and after it a delete still commits.
-    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .busy_timeout(std::time::Duration::ZERO)
-        .connect()
-        .await
-        .unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut other)
+    let mut other = take_write_lock(&path)
         .await
         .expect("the write lock is free after the refused batch");
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
