@@ -273,8 +273,107 @@ fn plan_apart_512_files(c: &mut Criterion) {
     });
 }
 
+/// A plan of 64 agents of 8 patterns each (paths, directories, globs; agents `i` and `i + 8k`
+/// share one file), and the session's scheduler snapshot with agents 0-7 running: the other 56
+/// wait for them.
+fn plan_64x8() -> (Vec<maos_core::plan::AgentSpec>, Vec<Node>) {
+    use maos_core::plan::{Serialise, apart, parse};
+    let mut text = "objective = \"bench\"\nstrategy = \"parallel\"\n".to_string();
+    for i in 0..64 {
+        let files = [
+            format!("crates/c{i}/src/**"),
+            format!("crates/c{i}/tests/t{i}.rs"),
+            format!("crates/c{i}/Cargo.toml"),
+            format!("docs/d{i}/*.md"),
+            format!("**/m{i}_*.rs"),
+            format!("src/net/n{i}?.rs"),
+            format!("tests/it_{i}/**/*.rs"),
+            format!("shared/s{}.rs", i % 8),
+        ];
+        let files: Vec<String> = files.iter().map(|f| format!("{f:?}")).collect();
+        text += &format!(
+            "[[agent]]\nname = \"a{i}\"\ntask = \"t\"\ncommand = [\"true\"]\nfiles = [{}]\n",
+            files.join(", ")
+        );
+    }
+    let plan = parse(&text).expect("the bench's plan");
+    let refs: Vec<Option<&maos_core::plan::AgentSpec>> = plan.agents.iter().map(Some).collect();
+    let rel = apart(&refs, Serialise::None);
+    let nodes = rel
+        .into_iter()
+        .enumerate()
+        .map(|(i, apart)| Node {
+            state: if i < 8 {
+                AgentState::Running
+            } else {
+                AgentState::Pending
+            },
+            paused: false,
+            managed: true,
+            deps: Vec::new(),
+            phase: None,
+            stage: None,
+            apart,
+        })
+        .collect();
+    (plan.agents, nodes)
+}
+
+/// Issue 35's plan rule at a session's creation and on each scheduling round, for a plan of 64
+/// agents of 8 patterns: the one comparison and what derives from it, a round that holds 56
+/// agents, and the worst a plan can cost before it is refused (the budget spent).
+fn plan_files(c: &mut Criterion) {
+    use maos_core::plan::{AgentSpec, Serialise, compare};
+    use maos_core::schedule::step_and_holds;
+    let (agents, nodes) = plan_64x8();
+    let refs: Vec<Option<&AgentSpec>> = agents.iter().map(Some).collect();
+    let policy = RunPolicy::default();
+    let snapshot = Snapshot {
+        strategy: Strategy::Parallel,
+        policy: &policy,
+        session: SessionState::Running,
+        phases: &[],
+        nodes: &nodes,
+    };
+    let (actions, holds) = step_and_holds(&snapshot);
+    assert!(
+        actions.is_empty() && holds.len() == 56,
+        "{actions:?} {holds:?}"
+    );
+    c.bench_function(
+        "plan files 64x8: at creation (compare, report, apart)",
+        |b| {
+            b.iter(|| {
+                let pairs = compare(black_box(&refs)).expect("within the budget");
+                (pairs.report(&refs), pairs.apart(&refs, Serialise::None))
+            })
+        },
+    );
+    c.bench_function("plan files 64x8: a scheduling round, 56 held", |b| {
+        b.iter(|| step_and_holds(black_box(&snapshot)))
+    });
+    let costly: Vec<AgentSpec> = (0..8)
+        .map(|i| {
+            let mut a = agents[i].clone();
+            a.files = (0..64)
+                .map(|k| format!("*{}{}{i}x{k:02}", "a*".repeat(7), "a".repeat(196)))
+                .collect();
+            a
+        })
+        .collect();
+    let refs: Vec<Option<&AgentSpec>> = costly.iter().map(Some).collect();
+    assert!(compare(&refs).is_err());
+    let mut g = c.benchmark_group("plan files");
+    g.sample_size(10);
+    g.bench_function("refused at the budget (8 agents x 64 costly globs)", |b| {
+        b.iter(|| compare(black_box(&refs)).is_err())
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    plan_files,
     plan_apart_512_files,
     transitions,
     progress_100,
