@@ -8,6 +8,9 @@
 //! else is literal. A pattern covers the paths it matches **and everything under them**, as a
 //! lock on a directory covers its files: `src/net` and `src/*` both cover `src/net/tcp.rs`.
 //!
+//! A name needs at most [`MAX_NAME`] bytes (its literal characters, and one for each `?`) and
+//! holds at most [`MAX_STARS`] `*`; a pattern holds at most [`MAX_ANY`] `**`.
+//!
 //! [`overlap`] is exact for that meaning: two patterns overlap when some path is covered by
 //! both. It is conservative about what agents will really touch (a directory named by one and
 //! a file under it overlap, `*` matches hidden files, and any name may be a directory, so

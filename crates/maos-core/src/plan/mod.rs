@@ -73,10 +73,13 @@
 //! - `files` declares what an agent will change: paths and globs relative to the project root
 //!   (`*`, `?`, and `**` as a whole segment; a path covers everything under it; no `..`, no
 //!   absolute path, at most [`MAX_FILES`](crate::pathglob::MAX_FILES) of at most
-//!   [`MAX_PATTERN`](crate::pathglob::MAX_PATTERN) bytes; see [`crate::pathglob`]). Two agents
+//!   [`MAX_PATTERN`](crate::pathglob::MAX_PATTERN) bytes, a name of at most 255 bytes with at
+//!   most 8 `*`, at most 8 `**`; see [`crate::pathglob`]). Two agents
 //!   whose files overlap never run at the same time, whatever the strategy: the later one in
 //!   file order waits until the other ended, unless one of them says `overlap = "allow"`
-//!   (default `"wait"`). [`Plan::overlaps`] lists the pairs.
+//!   (default `"wait"`). [`Plan::overlaps`] lists the pairs; comparing every two agents' files
+//!   may take at most [`MAX_WORK`](crate::pathglob::MAX_WORK) steps, or `maos run` refuses
+//!   the plan ([`compare`]).
 //! - `land` is an argv like `command` (same placeholders): once the agent completed, maos runs
 //!   it as an agent of its own, `NAME.land` (so no other agent may be named so), in the same
 //!   workdir. `[landing] serialise = "all"` never runs two landings at once;
