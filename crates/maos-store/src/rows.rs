@@ -1,4 +1,5 @@
-//! Row mapping: records ⇄ SQL rows. Writes pass each table's rows as one JSON array.
+//! Row mapping: records ⇄ SQL rows. Writes pass most tables' rows as one JSON array; SQLite
+//! binds the events and lock rows one by one.
 
 use chrono::DateTime;
 use maos_core::record::{AgentRecord, EventRecord, SessionRecord};
@@ -202,15 +203,54 @@ ON CONFLICT (session_id, idx) DO UPDATE SET name = excluded.name, state = exclud
     ended_at = excluded.ended_at, result = excluded.result, artifacts = excluded.artifacts,
     handoff = excluded.handoff";
 
-const UPSERT_LOCKS: &str = "\
-INSERT INTO locks (token, path, holder_id, session_id, mode, acquired_at, expires_at, ttl_us)
-SELECT j.value->>'token', j.value->>'path', j.value->>'holder_id', j.value->>'session_id',
-    j.value->>'mode', j.value->>'acquired_at', j.value->>'expires_at', j.value->>'ttl_us'
-FROM json_each($6) AS j WHERE true
-ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us";
+/// The rows bound one by one, each kept prepared: the tables a fresh grant writes (its event,
+/// its lock row; a release deletes one). A row's values bound directly cost less than
+/// encoding the rows as JSON for SQLite to parse back with `json_each` (issue 34: that was
+/// most of a fresh grant's commit besides the pages written). Index = the row's [`BatchRow`] kind.
+pub(crate) const ROW_STATEMENTS: [&str; 3] = [
+    "INSERT INTO session_events (seq, ts, session_id, agent_id, type, data) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    "DELETE FROM locks WHERE token = ?1",
+    "INSERT INTO locks (token, path, holder_id, session_id, mode, acquired_at, expires_at, \
+     ttl_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+     ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us",
+];
 
-const DELETE_LOCKS: &str = "\
-DELETE FROM locks WHERE token IN (SELECT j.value FROM json_each($5) AS j)";
+/// One row of [`ROW_STATEMENTS`], its values owned (a pooled commit takes them to another
+/// thread). Run after [`STATEMENTS`]' slot of the same table ([`BatchRow::slot`]), in this order.
+pub(crate) enum BatchRow {
+    Event([Value; 6]),
+    Unlock([Value; 1]),
+    Lock([Value; 8]),
+}
+
+impl BatchRow {
+    /// The row's statement in [`ROW_STATEMENTS`].
+    pub(crate) fn statement(&self) -> &'static str {
+        ROW_STATEMENTS[match self {
+            BatchRow::Event(_) => 0,
+            BatchRow::Unlock(_) => 1,
+            BatchRow::Lock(_) => 2,
+        }]
+    }
+
+    /// The slot of [`STATEMENTS`] this row's table has (the order tables are written in).
+    pub(crate) fn slot(&self) -> usize {
+        match self {
+            BatchRow::Event(_) => 3,
+            BatchRow::Unlock(_) => 4,
+            BatchRow::Lock(_) => 5,
+        }
+    }
+
+    pub(crate) fn values(&self) -> &[Value] {
+        match self {
+            BatchRow::Event(v) => v,
+            BatchRow::Unlock(v) => v,
+            BatchRow::Lock(v) => v,
+        }
+    }
+}
 
 /// The fencing-token bound: no token at or above it was ever given (written a block ahead of
 /// the grants, see `SqliteStore::commit`; never lowered).
@@ -242,9 +282,10 @@ pub(crate) const STATEMENTS: [&[&str]; 10] = [
     &[UPSERT_SESSIONS],
     &[UPSERT_PHASES],
     &[UPSERT_AGENTS],
-    &[INSERT_EVENTS],
-    &[DELETE_LOCKS],
-    &[UPSERT_LOCKS],
+    // Events, unlocks and locks: bound row by row (`ROW_STATEMENTS`), never as JSON.
+    &[],
+    &[],
+    &[],
     &[SET_TOKEN_BOUND],
     &[INSERT_CHECKPOINTS],
     &[ARCHIVE_SESSIONS],
@@ -289,12 +330,6 @@ struct LockRowOut<'a> {
     ttl_us: i64,
 }
 
-const INSERT_EVENTS: &str = "\
-INSERT INTO session_events (seq, ts, session_id, agent_id, type, data)
-SELECT j.value->>'seq', j.value->>'ts', j.value->>'session_id', j.value->>'agent_id',
-    j.value->>'type', j.value->>'data'
-FROM json_each($4) AS j";
-
 /// A batch's rows, each table's as one JSON array (`[]` when it has none), as both engines
 /// take them.
 pub(crate) struct BatchRows {
@@ -311,6 +346,16 @@ impl BatchRows {
     /// The batch's rows, with `sessions` as the session rows to write (SQLite: the batch's
     /// own; a fleet adds those whose phases changed).
     pub(crate) fn of(b: &Batch<'_>, sessions: &[&SessionRecord]) -> Result<BatchRows, StoreError> {
+        Self::build(b, sessions, true)
+    }
+
+    /// As [`BatchRows::of`]; without `events_and_locks`, the events, unlocks and locks are
+    /// left `[]` (SQLite binds them row by row: [`batch_rows`]).
+    fn build(
+        b: &Batch<'_>,
+        sessions: &[&SessionRecord],
+        events_and_locks: bool,
+    ) -> Result<BatchRows, StoreError> {
         let empty = || "[]".to_string();
         let (mut phases, mut agents, mut events, mut unlocks, mut locks) =
             (empty(), empty(), empty(), empty(), empty());
@@ -382,7 +427,7 @@ impl BatchRows {
                 .collect::<Result<Vec<_>, StoreError>>()?;
             agents = json(&rows)?;
         }
-        if !b.events.is_empty() {
+        if events_and_locks && !b.events.is_empty() {
             let rows = b
                 .events
                 .iter()
@@ -400,10 +445,10 @@ impl BatchRows {
             events = json(&rows)?;
         }
         // Deletes first (tokens are never reused, so order only matters for clarity).
-        if !b.unlocks.is_empty() {
+        if events_and_locks && !b.unlocks.is_empty() {
             unlocks = json(&b.unlocks)?;
         }
-        if !b.locks.is_empty() {
+        if events_and_locks && !b.locks.is_empty() {
             let rows: Vec<_> = b
                 .locks
                 .iter()
@@ -445,7 +490,7 @@ pub(crate) fn batch_args(
         events,
         unlocks,
         locks,
-    } = BatchRows::of(b, &b.sessions)?;
+    } = BatchRows::build(b, &b.sessions, false)?;
     let empty = || "[]".to_string();
     let mut checkpoints = empty();
     let mut states = Vec::new();
@@ -488,7 +533,8 @@ pub(crate) fn batch_args(
     .iter()
     .enumerate()
     .fold(0u16, |m, (i, on)| m | (u16::from(*on) << i));
-    if shape == 0 {
+    let rows = batch_rows(b)?;
+    if shape == 0 && rows.is_empty() {
         return Ok(None);
     }
     let bound = token_bound.map_or(Value::Null, |t| {
@@ -509,7 +555,46 @@ pub(crate) fn batch_args(
             Value::Text(archived),
             Value::Text(purged),
         ],
+        rows,
     }))
+}
+
+/// The batch's events, unlocks and locks as rows of [`ROW_STATEMENTS`], in that order.
+fn batch_rows(b: &Batch<'_>) -> Result<Vec<BatchRow>, StoreError> {
+    let int = |n: u64| {
+        i64::try_from(n)
+            .map(Value::Integer)
+            .map_err(|_| StoreError::Corrupt(format!("cannot encode row: {n} is out of range")))
+    };
+    let text = |t: &str| Value::Text(t.to_string());
+    let opt = |t: Option<&str>| t.map_or(Value::Null, text);
+    let mut rows = Vec::with_capacity(b.events.len() + b.unlocks.len() + b.locks.len());
+    for e in b.events {
+        rows.push(BatchRow::Event([
+            int(e.seq)?,
+            Value::Integer(to_us(&e.ts)),
+            opt(e.session_id.as_ref().map(SessionId::as_str)),
+            opt(e.agent_id.as_ref().map(AgentId::as_str)),
+            text(&e.kind),
+            Value::Text(json(&e.data)?),
+        ]));
+    }
+    for &t in &b.unlocks {
+        rows.push(BatchRow::Unlock([int(t)?]));
+    }
+    for r in &b.locks {
+        rows.push(BatchRow::Lock([
+            int(r.lock.token)?,
+            text(r.lock.path.as_str()),
+            text(r.lock.holder.as_str()),
+            text(r.session_id.as_str()),
+            text(r.lock.mode.as_str()),
+            Value::Integer(to_us(&r.lock.acquired_at)),
+            Value::Integer(to_us(&r.lock.expires_at)),
+            Value::Integer(r.ttl_us),
+        ]));
+    }
+    Ok(rows)
 }
 
 /// Held locks, the next fencing token, and the token bound as stored (`meta`'s

@@ -23,7 +23,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::options::{StoreOptions, Synchronous, WAL_AUTOCHECKPOINT_PAGES};
-use crate::rows::{LONG_STATEMENTS, STATEMENTS};
+use crate::rows::{BatchRow, LONG_STATEMENTS, STATEMENTS};
 use crate::types::StoreError;
 
 /// How long a pooled commit waits for the write lock (what the sqlx connection waited).
@@ -33,26 +33,28 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// is under 1 KiB; a group commit of 60 agents' grants about 20 KiB.
 pub(crate) const INLINE_MAX_BYTES: usize = 8 * 1024;
 
-/// Prepared statements kept: `BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK` and the 15 of
-/// [`STATEMENTS`].
+/// Prepared statements kept: `BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK`, the 12 of
+/// [`STATEMENTS`] and the 3 of `ROW_STATEMENTS`.
 const STATEMENT_CACHE: usize = 32;
 
 /// A batch's arguments, owned (a pooled commit takes them to another thread): `$N` of
-/// [`STATEMENTS`] is `values[N - 1]`, and bit `i` of `shape` set means `STATEMENTS[i]` runs.
+/// [`STATEMENTS`] is `values[N - 1]`, and bit `i` of `shape` set means `STATEMENTS[i]` runs;
+/// `rows` are bound one by one, each after its table's slot of [`STATEMENTS`].
 pub(crate) struct BatchArgs {
     pub shape: u16,
     pub values: [Value; 11],
+    pub rows: Vec<BatchRow>,
 }
 
 impl BatchArgs {
     fn bytes(&self) -> usize {
-        (self.values.iter())
-            .map(|v| match v {
-                Value::Text(t) => t.len(),
-                Value::Blob(b) => b.len(),
-                _ => 8,
-            })
-            .sum()
+        let size = |v: &Value| match v {
+            Value::Text(t) => t.len(),
+            Value::Blob(b) => b.len(),
+            _ => 8,
+        };
+        let rows = self.rows.iter().flat_map(BatchRow::values);
+        self.values.iter().chain(rows).map(size).sum()
     }
 }
 
@@ -241,9 +243,14 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.raw_execute().map(drop)
 }
 
-/// The statements of the batch's shape, each bound to its `$N` arguments.
+/// The statements of the batch's shape, each bound to its `$N` arguments, and its rows, each
+/// after its table's slot.
 fn statements(conn: &Connection, args: &BatchArgs) -> rusqlite::Result<()> {
+    let mut rows = args.rows.iter().peekable();
     for (i, texts) in STATEMENTS.iter().enumerate() {
+        while let Some(row) = rows.next_if(|r| r.slot() < i) {
+            row_statement(conn, row)?;
+        }
         if args.shape & (1 << i) == 0 {
             continue;
         }
@@ -260,7 +267,16 @@ fn statements(conn: &Connection, args: &BatchArgs) -> rusqlite::Result<()> {
             st.raw_execute()?;
         }
     }
-    Ok(())
+    rows.try_for_each(|row| row_statement(conn, row))
+}
+
+/// One row of the batch, its values bound in place (`?1`, `?2`, …).
+fn row_statement(conn: &Connection, row: &BatchRow) -> rusqlite::Result<()> {
+    let mut st = conn.prepare_cached(row.statement())?;
+    for (p, value) in row.values().iter().enumerate() {
+        st.raw_bind_parameter(p + 1, value)?;
+    }
+    st.raw_execute().map(drop)
 }
 
 /// SQLITE_FULL (a full disk, or the size cap) is [`StoreError::Full`]; the rest a write error.
