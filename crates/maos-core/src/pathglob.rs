@@ -244,31 +244,20 @@ impl Work {
     /// unknown).
     pub fn overlap(&mut self, a: &Pattern, b: &Pattern) -> Result<bool, OverBudget> {
         // Both are in covering form (`/**` appended): a path under both is matched by both.
-        let (a, b) = (&a.segs, &b.segs);
+        // The product of the two patterns as automata over segments: `**` loops on any
+        // segment and may also be skipped.
         let Work { steps, segs, toks } = self;
-        // The product of the two patterns as automata over segments: state (i, j) = the next
-        // segment of each to match; `**` loops on any segment and may also be skipped.
-        reach(segs, steps, a.len(), b.len(), |i, j, steps| {
-            let (sa, sb) = (a.get(i), b.get(j));
-            let mut out = [None; 3];
-            if sa == Some(&Seg::Any) {
-                out[0] = Some((i + 1, j));
-            }
-            if sb == Some(&Seg::Any) {
-                out[1] = Some((i, j + 1));
-            }
-            if let (Some(sa), Some(sb)) = (sa, sb) {
-                let fits = match (sa, sb) {
-                    (Seg::Glob(g), Seg::Glob(h)) => globs_meet(toks, steps, g, h)?,
-                    _ => true,
-                };
-                if fits {
-                    let next = |s: &Seg, k: usize| if *s == Seg::Any { k } else { k + 1 };
-                    out[2] = Some((next(sa, i), next(sb, j)));
-                }
-            }
-            Ok(out)
-        })
+        meet(
+            segs,
+            steps,
+            &a.segs,
+            &b.segs,
+            |x| *x == Seg::Any,
+            |x, y, steps| match (x, y) {
+                (Seg::Glob(g), Seg::Glob(h)) => globs_meet(toks, steps, g, h),
+                _ => Ok(true),
+            },
+        )
     }
 }
 
@@ -285,25 +274,46 @@ fn globs_meet(
         return Ok(g == h);
     }
     // A common name, if any, can be non-empty: two globs that both match "" are all stars, and
-    // then both match "x" too.
-    reach(seen, steps, g.len(), h.len(), |i, j, _| {
-        let (tg, th) = (g.get(i), h.get(j));
+    // then both match "x" too. `*` loops on any character and may also be skipped.
+    meet(
+        seen,
+        steps,
+        g,
+        h,
+        |t| *t == Tok::Star,
+        |x, y, _| match (x, y) {
+            (Tok::Lit(c), Tok::Lit(d)) => Ok(c == d),
+            _ => Ok(true),
+        },
+    )
+}
+
+/// Whether two sequences (of segments, or of a name's characters) match something in common,
+/// through the product of their automata: state (i, j) = the next element of each to match;
+/// an element that `loops` (`**`, `*`) matches any run, none included; two others move on
+/// together when they `fit`.
+fn meet<T>(
+    seen: &mut Seen,
+    steps: &mut Steps,
+    a: &[T],
+    b: &[T],
+    loops: impl Fn(&T) -> bool,
+    mut fit: impl FnMut(&T, &T, &mut Steps) -> Result<bool, OverBudget>,
+) -> Result<bool, OverBudget> {
+    reach(seen, steps, a.len(), b.len(), |i, j, steps| {
+        let (x, y) = (a.get(i), b.get(j));
         let mut out = [None; 3];
-        if tg == Some(&Tok::Star) {
+        if x.is_some_and(&loops) {
             out[0] = Some((i + 1, j));
         }
-        if th == Some(&Tok::Star) {
+        if y.is_some_and(&loops) {
             out[1] = Some((i, j + 1));
         }
-        if let (Some(&tg), Some(&th)) = (tg, th) {
-            let fits = match (tg, th) {
-                (Tok::Lit(c), Tok::Lit(d)) => c == d,
-                _ => true,
-            };
-            if fits {
-                let next = |t: Tok, k: usize| if t == Tok::Star { k } else { k + 1 };
-                out[2] = Some((next(tg, i), next(th, j)));
-            }
+        if let (Some(x), Some(y)) = (x, y)
+            && fit(x, y, steps)?
+        {
+            let next = |t: &T, k: usize| if loops(t) { k } else { k + 1 };
+            out[2] = Some((next(x, i), next(y, j)));
         }
         Ok(out)
     })

@@ -37,6 +37,17 @@ fn session_of(agents: &[AgentSpec]) -> Vec<AgentSpec> {
         .collect()
 }
 
+/// A plan of these agents.
+fn plan_of(agents: &[AgentSpec]) -> Plan {
+    Plan {
+        objective: "o".into(),
+        strategy: crate::Strategy::Parallel,
+        phases: Vec::new(),
+        policy: Default::default(),
+        agents: agents.to_vec(),
+    }
+}
+
 fn some(agents: &[AgentSpec]) -> Vec<Option<&AgentSpec>> {
     agents.iter().map(Some).collect()
 }
@@ -81,14 +92,11 @@ fn a_plan_whose_files_cost_too_much_to_compare_is_refused_in_one_line() {
         ),
         "the second agent's comparisons run over"
     );
-    let p = Plan {
-        objective: "o".into(),
-        strategy: crate::Strategy::Parallel,
-        phases: Vec::new(),
-        policy: Default::default(),
-        agents: plan.clone(),
-    };
-    assert_eq!(p.validate(), Ok(()), "within every bound of one pattern");
+    assert_eq!(
+        plan_of(&plan).validate(),
+        Ok(()),
+        "within every bound of one pattern"
+    );
     // Given such agents (a session older than the budget), the scheduler keeps every two of
     // them apart instead of comparing: they run one after another.
     let apart = FilePairs::assume_overlap(&some(&plan)).apart(&some(&plan), Serialise::None);
@@ -301,13 +309,6 @@ proptest! {
             }
         }
         prop_assert_eq!(pairs.report(&specs), report.clone());
-        let p = Plan {
-            objective: "o".into(),
-            strategy: crate::Strategy::Parallel,
-            phases: Vec::new(),
-            policy: Default::default(),
-            agents: plan.clone(),
-        };
-        prop_assert_eq!(p.overlaps(), Ok(report));
+        prop_assert_eq!(plan_of(&plan).overlaps(), Ok(report));
     }
 }
