@@ -161,6 +161,42 @@ impl Pattern {
     }
 }
 
+/// A segment of a generated pattern: up to two of `a`, `b`, `?`, `*`, or `**`.
+#[cfg(test)]
+pub(crate) fn seg() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    prop_oneof![
+        1 => Just("**".to_owned()),
+        6 => proptest::collection::vec(prop_oneof![Just('a'), Just('b'), Just('?'), Just('*')], 1..=2)
+            .prop_map(|cs| cs.into_iter().collect::<String>()),
+    ]
+}
+
+/// Every path of 1 to 4 segments, each 1 or 2 of `a`, `b`, `c`.
+#[cfg(test)]
+pub(crate) fn paths() -> Vec<String> {
+    let mut names = Vec::new();
+    for x in ["a", "b", "c"] {
+        names.push(x.to_owned());
+        for y in ["a", "b", "c"] {
+            names.push(format!("{x}{y}"));
+        }
+    }
+    let mut out: Vec<String> = names.clone();
+    let mut last = names.clone();
+    for _ in 1..4 {
+        let mut next = Vec::new();
+        for p in &last {
+            for n in &names {
+                next.push(format!("{p}/{n}"));
+            }
+        }
+        out.extend(next.iter().cloned());
+        last = next;
+    }
+    out
+}
+
 /// Whether `segs` matches exactly these path segments.
 #[cfg(test)]
 fn segs_match(segs: &[Seg], parts: &[&str]) -> bool {
@@ -407,7 +443,7 @@ pub fn check_declared<'a>(agents: impl IntoIterator<Item = &'a [String]>) -> Res
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
     #[test]
@@ -592,40 +628,6 @@ pub(crate) mod tests {
             .collect();
         segs.push(Seg::Any);
         Pattern { segs }
-    }
-
-    /// A segment of a generated pattern: up to two of `a`, `b`, `?`, `*`, or `**`.
-    pub(crate) fn seg() -> impl proptest::strategy::Strategy<Value = String> {
-        use proptest::prelude::*;
-        prop_oneof![
-            1 => Just("**".to_owned()),
-            6 => proptest::collection::vec(prop_oneof![Just('a'), Just('b'), Just('?'), Just('*')], 1..=2)
-                .prop_map(|cs| cs.into_iter().collect::<String>()),
-        ]
-    }
-
-    /// Every path of 1 to 4 segments, each 1 or 2 of `a`, `b`, `c`.
-    pub(crate) fn paths() -> Vec<String> {
-        let mut names = Vec::new();
-        for x in ["a", "b", "c"] {
-            names.push(x.to_owned());
-            for y in ["a", "b", "c"] {
-                names.push(format!("{x}{y}"));
-            }
-        }
-        let mut out: Vec<String> = names.clone();
-        let mut last = names.clone();
-        for _ in 1..4 {
-            let mut next = Vec::new();
-            for p in &last {
-                for n in &names {
-                    next.push(format!("{p}/{n}"));
-                }
-            }
-            out.extend(next.iter().cloned());
-            last = next;
-        }
-        out
     }
 
     proptest::proptest! {

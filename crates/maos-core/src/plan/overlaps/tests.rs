@@ -5,8 +5,8 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::pathglob::tests::{paths, seg};
 use crate::pathglob::{MAX_STARS, MAX_WORK};
+use crate::pathglob::{paths, seg};
 
 fn agent(name: &str, files: &[String]) -> AgentSpec {
     AgentSpec {
