@@ -9,6 +9,9 @@ use maos_tests::netcut::NetCut;
 use maos_tests::postgres::{Postgres, Shutdown, postgres_or_skip};
 use sqlx::{Connection, PgConnection};
 
+/// A way to break the connections between two batches.
+type Break<'a> = dyn FnMut(&mut Postgres) + 'a;
+
 const KEY: &str = "test.invalid/kept-connection";
 
 /// One batch: begun, one note recorded, committed. Returns the event's number.
@@ -86,7 +89,7 @@ fn a_batch_after_postgres_restarted_or_the_link_dropped_succeeds_on_a_new_connec
             "the connection is kept between batches"
         );
 
-        let breaks: [(&str, &mut dyn FnMut(&mut Postgres)); 3] = [
+        let breaks: [(&str, &mut Break); 3] = [
             ("fast restart", &mut |pg: &mut Postgres| {
                 pg.restart(Shutdown::Fast).expect("restart PostgreSQL")
             }),
