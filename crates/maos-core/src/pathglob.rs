@@ -126,15 +126,7 @@ pub fn parse(pattern: &str) -> Result<Pattern, String> {
                         crate::text::clip(part, 40)
                     ));
                 }
-                segs.push(Seg::Glob(
-                    part.chars()
-                        .map(|c| match c {
-                            '*' => Tok::Star,
-                            '?' => Tok::One,
-                            c => Tok::Lit(c),
-                        })
-                        .collect(),
-                ));
+                segs.push(glob(part));
             }
         }
     }
@@ -149,6 +141,19 @@ pub fn parse(pattern: &str) -> Result<Pattern, String> {
         segs.push(Seg::Any);
     }
     Ok(Pattern { segs })
+}
+
+/// A name's glob, read.
+fn glob(part: &str) -> Seg {
+    Seg::Glob(
+        part.chars()
+            .map(|c| match c {
+                '*' => Tok::Star,
+                '?' => Tok::One,
+                c => Tok::Lit(c),
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -615,15 +620,7 @@ mod tests {
             .split('/')
             .map(|part| match part {
                 "**" => Seg::Any,
-                _ => Seg::Glob(
-                    part.chars()
-                        .map(|c| match c {
-                            '*' => Tok::Star,
-                            '?' => Tok::One,
-                            c => Tok::Lit(c),
-                        })
-                        .collect(),
-                ),
+                _ => glob(part),
             })
             .collect();
         segs.push(Seg::Any);
