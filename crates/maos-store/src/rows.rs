@@ -14,7 +14,6 @@ use std::collections::HashMap;
 
 use rusqlite::types::Value;
 
-use crate::sqlite_write::BatchArgs;
 use crate::{Batch, EventQuery, Loaded, StoreError};
 
 /// Microseconds since the Unix epoch.
@@ -1249,4 +1248,25 @@ pub(crate) async fn events(
         out.reverse();
     }
     Ok(out)
+}
+
+/// A batch's arguments, owned (a pooled commit takes them to another thread): `$N` of
+/// [`STATEMENTS`] is `values[N - 1]`, and bit `i` of `shape` set means `STATEMENTS[i]` runs;
+/// `rows` are bound one by one, each after its table's slot of [`STATEMENTS`].
+pub(crate) struct BatchArgs {
+    pub shape: u16,
+    pub values: [Value; 11],
+    pub rows: Vec<BatchRow>,
+}
+
+impl BatchArgs {
+    pub(crate) fn bytes(&self) -> usize {
+        let size = |v: &Value| match v {
+            Value::Text(t) => t.len(),
+            Value::Blob(b) => b.len(),
+            _ => 8,
+        };
+        let rows = self.rows.iter().flat_map(BatchRow::values);
+        self.values.iter().chain(rows).map(size).sum()
+    }
 }

@@ -19,11 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
-use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::options::{StoreOptions, Synchronous, WAL_AUTOCHECKPOINT_PAGES};
-use crate::rows::{BatchRow, LONG_STATEMENTS, STATEMENTS};
+use crate::rows::{BatchArgs, BatchRow, LONG_STATEMENTS, STATEMENTS};
 use crate::types::StoreError;
 
 /// How long a pooled commit waits for the write lock (what the sqlx connection waited).
@@ -36,27 +35,6 @@ pub(crate) const INLINE_MAX_BYTES: usize = 8 * 1024;
 /// Prepared statements kept: `BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK`, the 12 of
 /// [`STATEMENTS`] and the 3 of `ROW_STATEMENTS`.
 const STATEMENT_CACHE: usize = 32;
-
-/// A batch's arguments, owned (a pooled commit takes them to another thread): `$N` of
-/// [`STATEMENTS`] is `values[N - 1]`, and bit `i` of `shape` set means `STATEMENTS[i]` runs;
-/// `rows` are bound one by one, each after its table's slot of [`STATEMENTS`].
-pub(crate) struct BatchArgs {
-    pub shape: u16,
-    pub values: [Value; 11],
-    pub rows: Vec<BatchRow>,
-}
-
-impl BatchArgs {
-    fn bytes(&self) -> usize {
-        let size = |v: &Value| match v {
-            Value::Text(t) => t.len(),
-            Value::Blob(b) => b.len(),
-            _ => 8,
-        };
-        let rows = self.rows.iter().flat_map(BatchRow::values);
-        self.values.iter().chain(rows).map(size).sum()
-    }
-}
 
 /// The write connection, and where its commits run.
 pub(crate) struct Writer {
