@@ -734,10 +734,12 @@ impl<'a> Txn<'a> {
                     self.lock_rows.push(lock.token);
                 }
             }
-            for token in stored.keys() {
-                if !held.iter().any(|l| l.token == *token) {
-                    self.lock_deletes.push(*token);
-                }
+            // A stored lock the holder no longer holds is deleted. Looked up in a set: an agent
+            // may hold hundreds, and this runs on every batch that touches it.
+            if !stored.is_empty() {
+                let kept: HashSet<_> = held.iter().map(|l| l.token).collect();
+                self.lock_deletes
+                    .extend(stored.keys().filter(|t| !kept.contains(*t)).copied());
             }
         }
     }
