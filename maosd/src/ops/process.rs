@@ -230,7 +230,10 @@ fn session_files(tx: &mut Txn<'_>, sid: &SessionId) -> Option<Arc<SessionFiles>>
         return Some(f.clone());
     }
     let specs: Vec<Option<&plan::AgentSpec>> = s.agents.iter().map(|a| a.spec.as_deref()).collect();
-    let pairs = plan::compare(&specs).unwrap_or_else(|e| {
+    // Checked as an import is: a pattern that does not parse (bounds tightened since the
+    // session was stored) would otherwise be left out of the comparison, its agent kept apart
+    // from nobody.
+    let pairs = plan::check_declared(&specs).unwrap_or_else(|e| {
         tracing::warn!(session = %sid, error = %e, "declared files taken to overlap");
         plan::FilePairs::assume_overlap(&specs)
     });

@@ -143,10 +143,13 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<SessionId, Err
         return Err(too_long("a note", n.text.len(), super::brief::MAX_NOTE));
     }
     // Declared files drive the scheduler's overlap checks: a plan file's bounds and its budget
-    // of comparisons, also here (the scheduler compares them again, at the same cost).
+    // of comparisons, also here (the scheduler compares them again, at the same cost). An ended
+    // session never runs an agent again: its specs are only kept.
     let specs: Vec<Option<&maos_core::plan::AgentSpec>> =
         rec.agents.iter().map(|a| a.spec.as_deref()).collect();
-    maos_core::plan::check_declared(&specs).map_err(|e| bad(format!("{path}: {e}")))?;
+    if !rec.state.is_terminal() {
+        maos_core::plan::check_declared(&specs).map_err(|e| bad(format!("{path}: {e}")))?;
+    }
     super::brief::cap_notes(&mut rec.notes);
     let sid = rec.id.clone();
     let agents = std::mem::take(&mut rec.agents);

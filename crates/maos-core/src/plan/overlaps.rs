@@ -305,7 +305,18 @@ pub fn apart(agents: &[Option<&AgentSpec>], landing: Serialise) -> Vec<Vec<usize
 /// The declared files of a session's agents that did not come through a plan file's checks
 /// (an imported session's specs): a plan's bounds ([`crate::pathglob::check_declared`]) and
 /// its budget ([`compare`]), or what is wrong, in one line. `Ok`: the comparison.
+/// A landing agent that carries the very files of the agent it lands is that agent's copy: its
+/// files count once, as in the plan file they came from.
 pub fn check_declared(agents: &[Option<&AgentSpec>]) -> Result<FilePairs, String> {
-    crate::pathglob::check_declared(agents.iter().flatten().map(|a| a.files.as_slice()))?;
+    let copy = |a: &AgentSpec| {
+        a.lands.as_deref().is_some_and(|n| {
+            agents
+                .iter()
+                .flatten()
+                .any(|b| b.lands.is_none() && b.name == n && b.files == a.files)
+        })
+    };
+    let declared = agents.iter().flatten().filter(|a| !copy(a));
+    crate::pathglob::check_declared(declared.map(|a| a.files.as_slice()))?;
     compare(agents).map_err(|e| e.to_string())
 }

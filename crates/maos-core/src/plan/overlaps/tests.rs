@@ -312,3 +312,40 @@ proptest! {
         prop_assert_eq!(plan_of(&plan).overlaps(), Ok(report));
     }
 }
+
+/// A session made from a plan whose agents all `land` carries each agent's files twice (its
+/// landing agent's are a copy): its import counts them once, as the plan check did.
+#[test]
+fn a_landing_agents_copy_of_its_files_counts_once() {
+    let agents: Vec<AgentSpec> = (0..5)
+        .map(|i| {
+            let files: Vec<String> = (0..crate::pathglob::MAX_FILES)
+                .map(|k| format!("src/a{i}/f{k}.rs"))
+                .collect();
+            AgentSpec {
+                land: Some(vec!["true".into()]),
+                ..agent(&format!("a{i}"), &files)
+            }
+        })
+        .collect();
+    assert_eq!(plan_of(&agents).validate(), Ok(()), "320 files in the plan");
+    let session = session_of(&agents);
+    assert_eq!(session.len(), 10, "each agent and its landing agent");
+    assert!(check_declared(&some(&session)).is_ok());
+    // A landing agent whose files are not its agent's copy counts on its own.
+    let mut forged = session.clone();
+    forged[1].files = (0..crate::pathglob::MAX_FILES)
+        .map(|k| format!("other/f{k}.rs"))
+        .collect();
+    forged.extend(
+        session_of(&agents[..3])
+            .into_iter()
+            .enumerate()
+            .map(|(n, mut a)| {
+                a.name = format!("b{n}");
+                a.lands = None;
+                a
+            }),
+    );
+    assert!(check_declared(&some(&forged)).unwrap_err().contains("512"));
+}
