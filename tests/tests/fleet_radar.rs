@@ -57,6 +57,7 @@ fn main_of(origin: &Path) -> String {
         .current_dir(origin)
         .output()
         .expect("rev-parse");
+    assert!(out.status.success(), "git rev-parse main in {origin:?}");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 

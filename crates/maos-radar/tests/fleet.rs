@@ -363,10 +363,7 @@ fn a_fetch_changes_the_refs_stamp_and_the_radars_own_objects_do_not() {
         "it reads the refs"
     );
     assert_eq!(maos_radar::refs_stamp(&clone), before, "nothing changed");
-    assert_eq!(
-        maos_radar::refs_stamp(&linked),
-        maos_radar::refs_stamp(&linked)
-    );
+    let linked_before = maos_radar::refs_stamp(&linked);
 
     // The radar snapshots the clone with work in it: objects written, no ref.
     std::fs::write(clone.join("notes.txt"), "notes here\n").unwrap();
@@ -374,6 +371,11 @@ fn a_fetch_changes_the_refs_stamp_and_the_radars_own_objects_do_not() {
     radar.watch(&clone, Utc::now()).unwrap();
     git(&clone, &["hash-object", "-w", "notes.txt"]);
     assert_eq!(maos_radar::refs_stamp(&clone), before, "objects only");
+    assert_eq!(
+        maos_radar::refs_stamp(&linked),
+        linked_before,
+        "objects only, seen from the linked worktree"
+    );
 
     // The main line moves on; a fetch from the clone, then one from its linked worktree.
     for (n, from) in [(1, &clone), (2, &linked)] {

@@ -1102,8 +1102,6 @@ fn fleet_key(root: &str) -> Result<maos_core::project_key::ProjectKey, ErrorBody
     })
 }
 
-/// How often the actor looks for managed agents whose exit was lost (`cmd::managed::sweep`):
-/// 10 s, or `MAOS_TEST_SWEEP_MS` (the end-to-end tests' override).
 /// In a fleet, how long a busy project's batch waits for more requests before it starts:
 /// PostgreSQL's work is mostly per batch (its start, its write, its commit and fsync, the
 /// notification), so requests that share a batch share it. Only while the project is busy (the
@@ -1124,6 +1122,8 @@ fn gather_window() -> Option<std::time::Duration> {
 /// request of a busy project may wait for others small.
 const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// How often the actor looks for managed agents whose exit was lost (`cmd::managed::sweep`):
+/// 10 s, or `MAOS_TEST_SWEEP_MS` (the end-to-end tests' override).
 fn sweep_every() -> std::time::Duration {
     crate::base::config::interval("MAOS_TEST_SWEEP_MS", std::time::Duration::from_secs(10))
 }
