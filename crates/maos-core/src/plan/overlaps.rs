@@ -3,6 +3,7 @@
 //! ([`FilePairs::report`], [`Plan::overlaps`]) and the pairs the scheduler keeps apart
 //! ([`FilePairs::apart`]).
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
@@ -202,20 +203,20 @@ impl FilePairs {
             return Vec::new();
         };
         let text = |x: &'a AgentSpec, k: usize| x.files.get(k).map(String::as_str);
-        let pairs: Vec<(usize, usize)> = if oi == oj {
-            (0..a.files.len())
-                .filter(|&k| parse(&a.files[k]).is_ok())
-                .map(|k| (k, k))
-                .collect()
-        } else if oi < oj {
-            self.of(*oi, *oj).map(<[_]>::to_vec).unwrap_or_default()
-        } else {
-            let mut turned: Vec<(usize, usize)> = (self.of(*oj, *oi).unwrap_or_default())
-                .iter()
-                .map(|&(k, l)| (l, k))
-                .collect();
-            turned.sort_unstable();
-            turned
+        let pairs: Vec<(usize, usize)> = match oi.cmp(oj) {
+            // One owner (an agent with itself, or with its own landing agent, which carries
+            // its very files: never compared, `meet` says they overlap): each pattern that
+            // parses overlaps itself.
+            Ordering::Equal => patterns(a).into_iter().map(|(k, _)| (k, k)).collect(),
+            Ordering::Less => self.of(*oi, *oj).map(<[_]>::to_vec).unwrap_or_default(),
+            Ordering::Greater => {
+                let mut turned: Vec<(usize, usize)> = (self.of(*oj, *oi).unwrap_or_default())
+                    .iter()
+                    .map(|&(k, l)| (l, k))
+                    .collect();
+                turned.sort_unstable();
+                turned
+            }
         };
         pairs
             .into_iter()

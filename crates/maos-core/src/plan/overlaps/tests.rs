@@ -180,6 +180,30 @@ fn a_plan_costs_what_its_session_costs() {
     assert!(compare_within(&specs, plan_cost - 1).is_err());
 }
 
+/// An agent and its own landing agent are compared as one (the landing's owner is the agent,
+/// whose very files it carries): each of their patterns that parses overlaps itself, one that
+/// does not is left out, as from every comparison; they are never kept apart.
+#[test]
+fn an_agent_and_its_landing_share_every_pattern_that_parses() {
+    let mut a = agent("a", &["src/**".into(), String::new(), "docs/*.md".into()]);
+    a.land = Some(vec!["true".into()]);
+    let session = session_of(&[a]);
+    let specs = some(&session);
+    let pairs = compare(&specs).unwrap();
+    let own = [("src/**", "src/**"), ("docs/*.md", "docs/*.md")];
+    assert_eq!(pairs.files(&specs, 0, 1), own);
+    assert_eq!(pairs.files(&specs, 1, 0), own);
+    assert_eq!(pairs.files(&specs, 0, 0), own, "an agent with itself");
+    assert!(pairs.meet(0, 1) && pairs.meet(1, 0));
+    for landing in [Serialise::None, Serialise::Overlapping, Serialise::All] {
+        let apart = pairs.apart(&specs, landing);
+        assert!(
+            apart.len() == 2 && apart.iter().all(Vec::is_empty),
+            "{apart:?}"
+        );
+    }
+}
+
 /// The relation the scheduler kept before the comparison was made once (every two agents
 /// compared as they come), with `meet` for whether two agents' files overlap.
 fn apart_by_pairs(
