@@ -254,7 +254,7 @@ fn schedule_ready_1000(c: &mut Criterion) {
 /// plan may (512: 8 agents of 64, every pattern under one `src/` so no pair is cut short by its
 /// first segment), once per session in the daemon.
 fn plan_apart_512_files(c: &mut Criterion) {
-    use maos_core::plan::{AgentSpec, Serialise, apart, parse};
+    use maos_core::plan::{AgentSpec, Serialise, compare, parse};
     let mut text = "objective = \"bench\"\n".to_string();
     for i in 0..8 {
         let files: Vec<String> = (0..64)
@@ -267,9 +267,14 @@ fn plan_apart_512_files(c: &mut Criterion) {
     }
     let plan = parse(&text).expect("the bench's plan");
     let refs: Vec<Option<&AgentSpec>> = plan.agents.iter().map(Some).collect();
-    assert!(apart(&refs, Serialise::None).iter().all(Vec::is_empty));
+    let apart = |refs: &[Option<&AgentSpec>]| {
+        compare(refs)
+            .expect("within the budget")
+            .apart(refs, Serialise::None)
+    };
+    assert!(apart(&refs).iter().all(Vec::is_empty));
     c.bench_function("plan apart: 8 agents x 64 globs, none overlapping", |b| {
-        b.iter(|| apart(black_box(&refs), Serialise::None))
+        b.iter(|| apart(black_box(&refs)))
     });
 }
 
@@ -277,7 +282,7 @@ fn plan_apart_512_files(c: &mut Criterion) {
 /// share one file), and the session's scheduler snapshot with agents 0-7 running: the other 56
 /// wait for them.
 fn plan_64x8() -> (Vec<maos_core::plan::AgentSpec>, Vec<Node>) {
-    use maos_core::plan::{Serialise, apart, parse};
+    use maos_core::plan::{Serialise, compare, parse};
     let mut text = "objective = \"bench\"\nstrategy = \"parallel\"\n".to_string();
     for i in 0..64 {
         let files = [
@@ -298,7 +303,9 @@ fn plan_64x8() -> (Vec<maos_core::plan::AgentSpec>, Vec<Node>) {
     }
     let plan = parse(&text).expect("the bench's plan");
     let refs: Vec<Option<&maos_core::plan::AgentSpec>> = plan.agents.iter().map(Some).collect();
-    let rel = apart(&refs, Serialise::None);
+    let rel = compare(&refs)
+        .expect("within the budget")
+        .apart(&refs, Serialise::None);
     let nodes = rel
         .into_iter()
         .enumerate()

@@ -109,7 +109,7 @@ use position::{Spans, error_at, line_column};
 use read::read;
 
 pub use model::*;
-pub use overlaps::{FileOverlap, FilePairs, TooMuchWork, apart, check_declared, compare};
+pub use overlaps::{FileOverlap, FilePairs, TooMuchWork, check_declared, compare};
 
 /// Read and check a plan file's text. The first mistake found is returned, at the line and
 /// column of the offending key or value (line 1, column 1 for something missing at the top).

@@ -295,14 +295,6 @@ impl Plan {
     }
 }
 
-/// The kept-apart relation of these agents ([`FilePairs::apart`] of [`compare`]); agents whose
-/// comparison would run over the budget are taken to overlap ([`FilePairs::assume_overlap`]).
-pub fn apart(agents: &[Option<&AgentSpec>], landing: Serialise) -> Vec<Vec<usize>> {
-    compare(agents)
-        .unwrap_or_else(|_| FilePairs::assume_overlap(agents))
-        .apart(agents, landing)
-}
-
 /// The declared files of a session's agents that did not come through a plan file's checks
 /// (an imported session's specs): a plan's bounds ([`crate::pathglob::check_declared`]) and
 /// its budget ([`compare`]), or what is wrong, in one line. `Ok`: the comparison.

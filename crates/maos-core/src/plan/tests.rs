@@ -1036,7 +1036,7 @@ files = ["tests/**"]
     // The scheduler's relation: api and net apart; docs allows; tests overlaps nobody.
     let specs: Vec<Option<&AgentSpec>> = plan.agents.iter().map(Some).collect();
     assert_eq!(
-        apart(&specs, plan.policy.landing),
+        compare(&specs).unwrap().apart(&specs, plan.policy.landing),
         [vec![1], vec![0], vec![], vec![]]
     );
     // Landing agents: each carries its agent's files and depends on it.
@@ -1052,16 +1052,22 @@ files = ["tests/**"]
     // A landing and a work agent are never apart; two landings are under `all`, and under
     // `overlapping` only when their agents' files overlap.
     let with = vec![Some(&plan.agents[1]), Some(&land), Some(&other)];
-    assert_eq!(apart(&with, Serialise::All), [vec![], vec![2], vec![1]]);
+    assert_eq!(
+        compare(&with).unwrap().apart(&with, Serialise::All),
+        [vec![], vec![2], vec![1]]
+    );
     let none: [Vec<usize>; 3] = Default::default();
-    assert_eq!(apart(&with, Serialise::Overlapping), none);
-    assert_eq!(apart(&with, Serialise::None), none);
+    assert_eq!(
+        compare(&with).unwrap().apart(&with, Serialise::Overlapping),
+        none
+    );
+    assert_eq!(compare(&with).unwrap().apart(&with, Serialise::None), none);
     let mut net_land = plan.agents[1].clone();
     net_land.land = Some(vec!["true".into()]);
     let net_land = net_land.landing().unwrap();
     let with = vec![Some(&land), Some(&net_land), None];
     assert_eq!(
-        apart(&with, Serialise::Overlapping),
+        compare(&with).unwrap().apart(&with, Serialise::Overlapping),
         [vec![1], vec![0], vec![]]
     );
 }
