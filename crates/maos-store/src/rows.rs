@@ -202,21 +202,24 @@ ON CONFLICT (session_id, idx) DO UPDATE SET name = excluded.name, state = exclud
     ended_at = excluded.ended_at, result = excluded.result, artifacts = excluded.artifacts,
     handoff = excluded.handoff";
 
-/// The rows bound one by one, each kept prepared: the tables a fresh grant writes (its event,
-/// its lock row; a release deletes one). A row's values bound directly cost less than
-/// encoding the rows as JSON for SQLite to parse back with `json_each` (issue 34: that was
-/// most of a fresh grant's commit besides the pages written). Index = the row's [`BatchRow`] kind.
-pub(crate) const ROW_STATEMENTS: [&str; 3] = [
-    "INSERT INTO session_events (seq, ts, session_id, agent_id, type, data) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    "DELETE FROM locks WHERE token = ?1",
-    "INSERT INTO locks (token, path, holder_id, session_id, mode, acquired_at, expires_at, \
-     ttl_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-     ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us",
-];
+/// A fresh grant's event row, bound in place (see [`BatchRow`]).
+const INSERT_EVENT: &str = "INSERT INTO session_events (seq, ts, session_id, agent_id, type, data) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
-/// One row of [`ROW_STATEMENTS`], its values owned (a pooled commit takes them to another
-/// thread). Run after [`STATEMENTS`]' slot of the same table ([`BatchRow::slot`]), in this order.
+/// A lock that is gone (released, expired, taken back), by its token.
+const DELETE_LOCK: &str = "DELETE FROM locks WHERE token = ?1";
+
+/// A lock granted, or its lease renewed.
+const UPSERT_LOCK: &str = "INSERT INTO locks (token, path, holder_id, session_id, mode, \
+     acquired_at, expires_at, ttl_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+     ON CONFLICT (token) DO UPDATE SET expires_at = excluded.expires_at, ttl_us = excluded.ttl_us";
+
+/// One row bound in place, its values owned (a pooled commit takes them to another thread):
+/// the tables a fresh grant writes (its event, its lock row; a release deletes one). A row's
+/// values bound directly cost less than encoding the rows as JSON for SQLite to parse back
+/// with `json_each` (issue 34: that was most of a fresh grant's commit besides the pages
+/// written). Each kind's statement is kept prepared; the rows run at [`Part::Rows`], in the
+/// order of [`BatchArgs::rows`] (events, then unlocks, then locks).
 pub(crate) enum BatchRow {
     Event([Value; 6]),
     Unlock([Value; 1]),
@@ -224,21 +227,12 @@ pub(crate) enum BatchRow {
 }
 
 impl BatchRow {
-    /// The row's statement in [`ROW_STATEMENTS`].
+    /// The row's statement, its values bound as `?1`, `?2`, ….
     pub(crate) fn statement(&self) -> &'static str {
-        ROW_STATEMENTS[match self {
-            BatchRow::Event(_) => 0,
-            BatchRow::Unlock(_) => 1,
-            BatchRow::Lock(_) => 2,
-        }]
-    }
-
-    /// The slot of [`STATEMENTS`] this row's table has (the order tables are written in).
-    pub(crate) fn slot(&self) -> usize {
         match self {
-            BatchRow::Event(_) => 3,
-            BatchRow::Unlock(_) => 4,
-            BatchRow::Lock(_) => 5,
+            BatchRow::Event(_) => INSERT_EVENT,
+            BatchRow::Unlock(_) => DELETE_LOCK,
+            BatchRow::Lock(_) => UPSERT_LOCK,
         }
     }
 
@@ -254,57 +248,99 @@ impl BatchRow {
 /// The fencing-token bound: no token at or above it was ever given (written a block ahead of
 /// the grants, see `SqliteStore::commit`; never lowered).
 const SET_TOKEN_BOUND: &str = "\
-INSERT INTO meta (key, value) VALUES ('next_lock_token', $7)
+INSERT INTO meta (key, value) VALUES ('next_lock_token', $4)
 ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)";
 
-/// The snapshots are not in `$8`'s JSON: they are large (a session with its agents), and
+/// The snapshots are not in `$5`'s JSON: they are large (a session with its agents), and
 /// escaping them into a JSON string, then having SQLite parse and unescape it, cost more than
-/// the rest of a recovery's commit. `$9` is their UTF-8 bytes back to back, and each row of
-/// `$8` says where its own is (`off`, 1-based, and `len`, in bytes: `substr` of a blob counts
+/// the rest of a recovery's commit. `$6` is their UTF-8 bytes back to back, and each row of
+/// `$5` says where its own is (`off`, 1-based, and `len`, in bytes: `substr` of a blob counts
 /// bytes).
 const INSERT_CHECKPOINTS: &str = "\
 INSERT INTO checkpoints (session_id, seq, ts, reason, state)
 SELECT j.value->>'session_id', j.value->>'seq', j.value->>'ts', j.value->>'reason',
-    CAST(substr($9, j.value->>'off', j.value->>'len') AS TEXT)
-FROM json_each($8) AS j";
+    CAST(substr($6, j.value->>'off', j.value->>'len') AS TEXT)
+FROM json_each($5) AS j";
 
 const ARCHIVE_SESSIONS: &str = "\
-UPDATE sessions SET archived = 1 WHERE id IN (SELECT j.value FROM json_each($10) AS j)";
-
-/// A batch's statements, in the order they run, each with the tables it writes; a batch runs
-/// only those of the tables it has rows for (a fresh grant: its event and its lock row),
-/// between `BEGIN IMMEDIATE` and `COMMIT`, on the store's own write connection
-/// (`sqlite_write.rs`), each kept prepared. Every statement takes its arguments as `$N`, bound
-/// by name to the batch's N-th argument (`BatchArgs`); `$N`, not `?N`: SQLite gives a
-/// statement using only `?6` five unnamed parameters before it.
-pub(crate) const STATEMENTS: [&[&str]; 10] = [
-    &[UPSERT_SESSIONS],
-    &[UPSERT_PHASES],
-    &[UPSERT_AGENTS],
-    // Events, unlocks and locks: bound row by row (`ROW_STATEMENTS`), never as JSON.
-    &[],
-    &[],
-    &[],
-    &[SET_TOKEN_BOUND],
-    &[INSERT_CHECKPOINTS],
-    &[ARCHIVE_SESSIONS],
-    &PURGE_SESSIONS,
-];
-
-/// The bits of [`STATEMENTS`] whose batches may be long (snapshots, archiving, deleting
-/// whole sessions): such a batch is never run on the caller's thread.
-pub(crate) const LONG_STATEMENTS: u16 = 1 << 7 | 1 << 8 | 1 << 9;
+UPDATE sessions SET archived = 1 WHERE id IN (SELECT j.value FROM json_each($7) AS j)";
 
 /// Everything a deleted session recorded goes with it: events, checkpoints, phases, agents,
 /// locks. After the inserts, so that an event about the deletion (with no session) stays.
 const PURGE_SESSIONS: [&str; 6] = [
-    "DELETE FROM session_events WHERE session_id IN (SELECT j.value FROM json_each($11) AS j)",
-    "DELETE FROM checkpoints WHERE session_id IN (SELECT j.value FROM json_each($11) AS j)",
-    "DELETE FROM phases WHERE session_id IN (SELECT j.value FROM json_each($11) AS j)",
-    "DELETE FROM session_agents WHERE session_id IN (SELECT j.value FROM json_each($11) AS j)",
-    "DELETE FROM locks WHERE session_id IN (SELECT j.value FROM json_each($11) AS j)",
-    "DELETE FROM sessions WHERE id IN (SELECT j.value FROM json_each($11) AS j)",
+    "DELETE FROM session_events WHERE session_id IN (SELECT j.value FROM json_each($8) AS j)",
+    "DELETE FROM checkpoints WHERE session_id IN (SELECT j.value FROM json_each($8) AS j)",
+    "DELETE FROM phases WHERE session_id IN (SELECT j.value FROM json_each($8) AS j)",
+    "DELETE FROM session_agents WHERE session_id IN (SELECT j.value FROM json_each($8) AS j)",
+    "DELETE FROM locks WHERE session_id IN (SELECT j.value FROM json_each($8) AS j)",
+    "DELETE FROM sessions WHERE id IN (SELECT j.value FROM json_each($8) AS j)",
 ];
+
+/// The parts of a SQLite batch, in the order they run between `BEGIN IMMEDIATE` and `COMMIT`
+/// on the store's own write connection (`sqlite_write.rs`); a batch runs only the parts it
+/// has rows for (a fresh grant: [`Part::Rows`], its event and its lock row). Every statement
+/// is kept prepared. The statements of a part take their arguments as `$N`, bound by name to
+/// [`BatchArgs::values`]`[N - 1]`; `$N`, not `?N`: SQLite gives a statement using only `?6`
+/// five unnamed parameters before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// `$1`: the sessions' rows as JSON.
+    Sessions,
+    /// `$2`: the phases' rows as JSON.
+    Phases,
+    /// `$3`: the agents' rows as JSON.
+    Agents,
+    /// The events, unlocks and locks, bound one row at a time ([`BatchRow`]), never as JSON.
+    Rows,
+    /// `$4`: the fencing-token bound.
+    TokenBound,
+    /// `$5` and `$6`: the snapshots.
+    Checkpoints,
+    /// `$7`: the ids of the sessions archived.
+    Archive,
+    /// `$8`: the ids of the sessions deleted.
+    Purge,
+}
+
+impl Part {
+    /// Every part, in the order they run.
+    pub(crate) const ALL: [Part; 8] = [
+        Part::Sessions,
+        Part::Phases,
+        Part::Agents,
+        Part::Rows,
+        Part::TokenBound,
+        Part::Checkpoints,
+        Part::Archive,
+        Part::Purge,
+    ];
+
+    /// The part's bit in [`BatchArgs::shape`].
+    pub(crate) const fn bit(self) -> u16 {
+        1 << self as u16
+    }
+
+    /// The part's statements (none for [`Part::Rows`]: each row names its own,
+    /// [`BatchRow::statement`]).
+    pub(crate) const fn statements(self) -> &'static [&'static str] {
+        match self {
+            Part::Sessions => &[UPSERT_SESSIONS],
+            Part::Phases => &[UPSERT_PHASES],
+            Part::Agents => &[UPSERT_AGENTS],
+            Part::Rows => &[],
+            Part::TokenBound => &[SET_TOKEN_BOUND],
+            Part::Checkpoints => &[INSERT_CHECKPOINTS],
+            Part::Archive => &[ARCHIVE_SESSIONS],
+            Part::Purge => &PURGE_SESSIONS,
+        }
+    }
+
+    /// Whether a batch with this part may be long (snapshots, archiving, deleting whole
+    /// sessions): such a batch is never run on the caller's thread.
+    pub(crate) const fn long(self) -> bool {
+        matches!(self, Part::Checkpoints | Part::Archive | Part::Purge)
+    }
+}
 
 #[derive(Serialize)]
 struct CheckpointRowOut<'a> {
@@ -329,8 +365,8 @@ struct LockRowOut<'a> {
     ttl_us: i64,
 }
 
-/// A batch's rows, each table's as one JSON array (`[]` when it has none), as both engines
-/// take them.
+/// A batch's rows, each table's as one JSON array (`[]` when it has none), as PostgreSQL
+/// takes them.
 pub(crate) struct BatchRows {
     pub sessions: String,
     pub phases: String,
@@ -342,22 +378,77 @@ pub(crate) struct BatchRows {
 }
 
 impl BatchRows {
-    /// The batch's rows, with `sessions` as the session rows to write (SQLite: the batch's
-    /// own; a fleet adds those whose phases changed).
+    /// The batch's rows, with `sessions` as the session rows to write (a fleet adds those
+    /// whose phases changed to the batch's own).
     pub(crate) fn of(b: &Batch<'_>, sessions: &[&SessionRecord]) -> Result<BatchRows, StoreError> {
-        Self::build(b, sessions, true)
-    }
-
-    /// As [`BatchRows::of`]; without `events_and_locks`, the events, unlocks and locks are
-    /// left `[]` (SQLite binds them row by row: [`batch_rows`]).
-    fn build(
-        b: &Batch<'_>,
-        sessions: &[&SessionRecord],
-        events_and_locks: bool,
-    ) -> Result<BatchRows, StoreError> {
+        let RecordRows {
+            sessions,
+            phases,
+            agents,
+        } = RecordRows::of(b, sessions)?;
         let empty = || "[]".to_string();
-        let (mut phases, mut agents, mut events, mut unlocks, mut locks) =
-            (empty(), empty(), empty(), empty(), empty());
+        let (mut events, mut unlocks, mut locks) = (empty(), empty(), empty());
+        if !b.events.is_empty() {
+            let rows = b
+                .events
+                .iter()
+                .map(|e| {
+                    Ok(EventRow {
+                        seq: e.seq,
+                        ts: to_us(&e.ts),
+                        session_id: e.session_id.as_ref().map(SessionId::as_str),
+                        agent_id: e.agent_id.as_ref().map(AgentId::as_str),
+                        r#type: &e.kind,
+                        data: json(&e.data)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            events = json(&rows)?;
+        }
+        // Deletes first (tokens are never reused, so order only matters for clarity).
+        if !b.unlocks.is_empty() {
+            unlocks = json(&b.unlocks)?;
+        }
+        if !b.locks.is_empty() {
+            let rows: Vec<_> = b
+                .locks
+                .iter()
+                .map(|r| LockRowOut {
+                    path: r.lock.path.as_str(),
+                    holder_id: r.lock.holder.as_str(),
+                    session_id: r.session_id.as_str(),
+                    mode: r.lock.mode,
+                    token: r.lock.token,
+                    acquired_at: to_us(&r.lock.acquired_at),
+                    expires_at: to_us(&r.lock.expires_at),
+                    ttl_us: r.ttl_us,
+                })
+                .collect();
+            locks = json(&rows)?;
+        }
+        Ok(BatchRows {
+            sessions,
+            phases,
+            agents,
+            events,
+            unlocks,
+            locks,
+        })
+    }
+}
+
+/// The sessions', phases' and agents' rows of a batch as JSON arrays (`[]` when there are
+/// none): what both engines take as JSON.
+struct RecordRows {
+    sessions: String,
+    phases: String,
+    agents: String,
+}
+
+impl RecordRows {
+    fn of(b: &Batch<'_>, sessions: &[&SessionRecord]) -> Result<RecordRows, StoreError> {
+        let empty = || "[]".to_string();
+        let (mut phases, mut agents) = (empty(), empty());
         let sessions = if sessions.is_empty() {
             empty()
         } else {
@@ -426,70 +517,26 @@ impl BatchRows {
                 .collect::<Result<Vec<_>, StoreError>>()?;
             agents = json(&rows)?;
         }
-        if events_and_locks && !b.events.is_empty() {
-            let rows = b
-                .events
-                .iter()
-                .map(|e| {
-                    Ok(EventRow {
-                        seq: e.seq,
-                        ts: to_us(&e.ts),
-                        session_id: e.session_id.as_ref().map(SessionId::as_str),
-                        agent_id: e.agent_id.as_ref().map(AgentId::as_str),
-                        r#type: &e.kind,
-                        data: json(&e.data)?,
-                    })
-                })
-                .collect::<Result<Vec<_>, StoreError>>()?;
-            events = json(&rows)?;
-        }
-        // Deletes first (tokens are never reused, so order only matters for clarity).
-        if events_and_locks && !b.unlocks.is_empty() {
-            unlocks = json(&b.unlocks)?;
-        }
-        if events_and_locks && !b.locks.is_empty() {
-            let rows: Vec<_> = b
-                .locks
-                .iter()
-                .map(|r| LockRowOut {
-                    path: r.lock.path.as_str(),
-                    holder_id: r.lock.holder.as_str(),
-                    session_id: r.session_id.as_str(),
-                    mode: r.lock.mode,
-                    token: r.lock.token,
-                    acquired_at: to_us(&r.lock.acquired_at),
-                    expires_at: to_us(&r.lock.expires_at),
-                    ttl_us: r.ttl_us,
-                })
-                .collect();
-            locks = json(&rows)?;
-        }
-        Ok(BatchRows {
+        Ok(RecordRows {
             sessions,
             phases,
             agents,
-            events,
-            unlocks,
-            locks,
         })
     }
 }
 
-/// The arguments of `b`'s statements ([`STATEMENTS`]) and which of them run; `None` when
-/// nothing is written. `token_bound`, when given, is the fencing-token bound to store with it
-/// (the batch's own `next_token` is not written: see `SqliteStore::commit`).
+/// The arguments of `b`'s [`Part`]s and which of them run; `None` when nothing is written.
+/// `token_bound`, when given, is the fencing-token bound to store with it (the batch's own
+/// `next_token` is not written: see `SqliteStore::commit`).
 pub(crate) fn batch_args(
     b: &Batch<'_>,
     token_bound: Option<u64>,
 ) -> Result<Option<BatchArgs>, StoreError> {
-    let BatchRows {
+    let RecordRows {
         sessions,
         phases,
         agents,
-        events,
-        unlocks,
-        locks,
-    } = BatchRows::build(b, &b.sessions, false)?;
+    } = RecordRows::of(b, &b.sessions)?;
     let empty = || "[]".to_string();
     let mut checkpoints = empty();
     let mut states = Vec::new();
@@ -514,26 +561,22 @@ pub(crate) fn batch_args(
         checkpoints = json(&rows)?;
     }
     let (archived, purged) = (json(&b.archived)?, json(&b.purged)?);
-    // Which statements run, in the order of `STATEMENTS` (a table with nothing to write is
-    // left out).
-    let rows = |j: &str| j != "[]";
+    let rows = batch_rows(b)?;
+    let has = |j: &str| j != "[]";
     let shape = [
-        rows(&sessions),
-        rows(&phases),
-        rows(&agents),
-        rows(&events),
-        rows(&unlocks),
-        rows(&locks),
-        token_bound.is_some(),
-        rows(&checkpoints),
-        rows(&archived),
-        rows(&purged),
+        (Part::Sessions, has(&sessions)),
+        (Part::Phases, has(&phases)),
+        (Part::Agents, has(&agents)),
+        (Part::Rows, !rows.is_empty()),
+        (Part::TokenBound, token_bound.is_some()),
+        (Part::Checkpoints, has(&checkpoints)),
+        (Part::Archive, has(&archived)),
+        (Part::Purge, has(&purged)),
     ]
     .iter()
-    .enumerate()
-    .fold(0u16, |m, (i, on)| m | (u16::from(*on) << i));
-    let rows = batch_rows(b)?;
-    if shape == 0 && rows.is_empty() {
+    .filter(|(_, on)| *on)
+    .fold(0u16, |m, (part, _)| m | part.bit());
+    if shape == 0 {
         return Ok(None);
     }
     let bound = token_bound.map_or(Value::Null, |t| {
@@ -545,9 +588,6 @@ pub(crate) fn batch_args(
             Value::Text(sessions),
             Value::Text(phases),
             Value::Text(agents),
-            Value::Text(events),
-            Value::Text(unlocks),
-            Value::Text(locks),
             bound,
             Value::Text(checkpoints),
             Value::Blob(states),
@@ -558,7 +598,7 @@ pub(crate) fn batch_args(
     }))
 }
 
-/// The batch's events, unlocks and locks as rows of [`ROW_STATEMENTS`], in that order.
+/// The batch's events, unlocks and locks as [`BatchRow`]s, in that order.
 fn batch_rows(b: &Batch<'_>) -> Result<Vec<BatchRow>, StoreError> {
     let int = |n: u64| {
         i64::try_from(n)
@@ -1250,16 +1290,26 @@ pub(crate) async fn events(
     Ok(out)
 }
 
-/// A batch's arguments, owned (a pooled commit takes them to another thread): `$N` of
-/// [`STATEMENTS`] is `values[N - 1]`, and bit `i` of `shape` set means `STATEMENTS[i]` runs;
-/// `rows` are bound one by one, each after its table's slot of [`STATEMENTS`].
+/// A batch's arguments, owned (a pooled commit takes them to another thread): `$N` of a
+/// [`Part`]'s statements is `values[N - 1]`, and `shape` has the bit of every part that runs;
+/// `rows` are bound one by one at [`Part::Rows`].
 pub(crate) struct BatchArgs {
     pub shape: u16,
-    pub values: [Value; 11],
+    pub values: [Value; 8],
     pub rows: Vec<BatchRow>,
 }
 
 impl BatchArgs {
+    /// Whether `part` runs.
+    pub(crate) fn runs(&self, part: Part) -> bool {
+        self.shape & part.bit() != 0
+    }
+
+    /// Whether a part that may be long runs ([`Part::long`]).
+    pub(crate) fn long(&self) -> bool {
+        Part::ALL.iter().any(|&p| p.long() && self.runs(p))
+    }
+
     pub(crate) fn bytes(&self) -> usize {
         let size = |v: &Value| match v {
             Value::Text(t) => t.len(),
@@ -1268,5 +1318,20 @@ impl BatchArgs {
         };
         let rows = self.rows.iter().flat_map(BatchRow::values);
         self.values.iter().chain(rows).map(size).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Part;
+
+    /// [`Part::ALL`] lists every part once, in the order of their declaration (a part's bit in
+    /// a batch's shape is its place), ending with the last.
+    #[test]
+    fn every_part_is_listed_once_in_the_order_it_runs() {
+        for (i, part) in Part::ALL.into_iter().enumerate() {
+            assert_eq!(part as usize, i, "{part:?}");
+        }
+        assert_eq!(Part::ALL.last(), Some(&Part::Purge));
     }
 }

@@ -9,7 +9,7 @@
 //! project actor's: no hand-off at all. A batch that may take long runs on tokio's blocking
 //! pool instead, one hand-off there and one back, so that the daemon's runtime thread serves
 //! every other connection and project meanwhile: a batch with more than [`INLINE_MAX_BYTES`]
-//! of rows or with snapshots, archiving or deletions ([`LONG_STATEMENTS`]), every batch with
+//! of rows or with snapshots, archiving or deletions ([`Part::long`]), every batch with
 //! `synchronous=FULL` (an fsync each), and a batch that finds the write lock taken (the
 //! background checkpointer's WAL restart holds it for one small write): the attempt on the
 //! caller's thread never waits for the lock (busy timeout 0); the pooled one waits as long as
@@ -22,7 +22,7 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::options::{StoreOptions, Synchronous, WAL_AUTOCHECKPOINT_PAGES};
-use crate::rows::{BatchArgs, BatchRow, LONG_STATEMENTS, STATEMENTS};
+use crate::rows::{BatchArgs, BatchRow, Part};
 use crate::types::StoreError;
 
 /// How long a pooled commit waits for the write lock (what the sqlx connection waited).
@@ -32,8 +32,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// is under 1 KiB; a group commit of 60 agents' grants about 20 KiB.
 pub(crate) const INLINE_MAX_BYTES: usize = 8 * 1024;
 
-/// Prepared statements kept: `BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK`, the 12 of
-/// [`STATEMENTS`] and the 3 of `ROW_STATEMENTS`.
+/// Prepared statements kept: `BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK`, the 12 of the
+/// [`Part`]s and the 3 of [`BatchRow`]s.
 const STATEMENT_CACHE: usize = 32;
 
 /// The write connection, and where its commits run.
@@ -86,7 +86,7 @@ impl Writer {
     /// The commit on the caller's thread, when the batch is small, the connection free and its
     /// write lock not taken; `None` otherwise (the batch then goes to the pool).
     fn try_inline(&self, args: &BatchArgs) -> Option<Result<(), StoreError>> {
-        if !self.inline || args.shape & LONG_STATEMENTS != 0 || args.bytes() > INLINE_MAX_BYTES {
+        if !self.inline || args.long() || args.bytes() > INLINE_MAX_BYTES {
             return None;
         }
         let conn = match self.conn.try_lock() {
@@ -221,18 +221,19 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.raw_execute().map(drop)
 }
 
-/// The statements of the batch's shape, each bound to its `$N` arguments, and its rows, each
-/// after its table's slot.
+/// The statements of the batch's parts, in order, each bound to its `$N` arguments, and its
+/// rows at [`Part::Rows`].
 fn statements(conn: &Connection, args: &BatchArgs) -> rusqlite::Result<()> {
-    let mut rows = args.rows.iter().peekable();
-    for (i, texts) in STATEMENTS.iter().enumerate() {
-        while let Some(row) = rows.next_if(|r| r.slot() < i) {
-            row_statement(conn, row)?;
-        }
-        if args.shape & (1 << i) == 0 {
+    for part in Part::ALL {
+        if !args.runs(part) {
             continue;
         }
-        for text in texts.iter() {
+        if part == Part::Rows {
+            for row in &args.rows {
+                row_statement(conn, row)?;
+            }
+        }
+        for text in part.statements() {
             let mut st = conn.prepare_cached(text)?;
             for p in 1..=st.parameter_count() {
                 let name = st.parameter_name(p).unwrap_or("?");
@@ -245,7 +246,7 @@ fn statements(conn: &Connection, args: &BatchArgs) -> rusqlite::Result<()> {
             st.raw_execute()?;
         }
     }
-    rows.try_for_each(|row| row_statement(conn, row))
+    Ok(())
 }
 
 /// One row of the batch, its values bound in place (`?1`, `?2`, …).
