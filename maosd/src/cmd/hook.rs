@@ -2,23 +2,21 @@
 
 use maos_proto::{ErrorBody, Reply};
 
-use super::{Handle, Outcome};
+use super::Outcome;
 use crate::base::hookcall::Hook;
 use crate::ops::hook::Hooked;
 use crate::txn::state::Txn;
 
-impl Handle for Hook {
-    fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
-        Ok(match crate::ops::hook::hook(tx, *self)? {
-            Hooked::Answer(answer) => Reply::Hook(answer).into(),
-            // A git command waiting for its turn at the index: the connection turns the grant
-            // into the hook's answer (conn.rs).
-            Hooked::Wait(wait) => Outcome::Park { wait, caller: None },
-        })
-    }
-
-    /// An agent CLI's first call starts maos's work in a project.
-    fn creates_project(&self) -> bool {
-        true
-    }
+/// Apply a hook call (`ProjectRequest::Hook`; it creates its project's state: an agent CLI's
+/// first call starts maos's work there). A hook is deliberately not a [`super::Handle`]: the
+/// connection works on it before the actor does (its paths placed, its budget and fail policy,
+/// its fleet routing), which it finds only as the router's hook variant; a hook boxed as any
+/// other request would skip all of that, and without an `impl Handle` it cannot be.
+pub fn apply_hook(tx: &mut Txn<'_>, hook: Hook) -> Result<Outcome, ErrorBody> {
+    Ok(match crate::ops::hook::hook(tx, hook)? {
+        Hooked::Answer(answer) => Reply::Hook(answer).into(),
+        // A git command waiting for its turn at the index: the connection turns the grant
+        // into the hook's answer (conn.rs).
+        Hooked::Wait(wait) => Outcome::Park { wait, caller: None },
+    })
 }

@@ -21,6 +21,7 @@ mod session;
 
 pub use handler::{Handle, Keyed};
 pub(crate) use handler::{agent_id, live_id};
+pub use hook::apply_hook;
 pub use query::{event_query, resolve_filter};
 pub use reply::Outcome;
 pub(crate) use reply::{agent_reply, session_reply};

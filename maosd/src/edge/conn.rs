@@ -144,7 +144,7 @@ fn waits(route: &Route) -> bool {
     let Route::Project(ProjectRoute::Actor { request, .. }) = route else {
         return false;
     };
-    request.handler().waits()
+    request.waits()
 }
 
 /// The next frame; `None` when a connection that closes when idle had none for `idle`.
@@ -413,7 +413,7 @@ async fn request(
                 judge_outside(daemon, &root, call).await;
             }
             // What a plan asks of this machine (its programs, its directories), likewise.
-            request.handler().check_here(&root)?;
+            request.check_here(&root)?;
             let create = request.creates_project();
             // A write through a hook is refused while the project's state cannot be loaded,
             // also when that shows in a fleet's refresh of an open project.

@@ -522,7 +522,7 @@ impl Actor {
         for c in cmds {
             match c {
                 Cmd::Poke => {}
-                Cmd::Request { body, .. } => paths.push(body.handler().path_turn()?.clone()),
+                Cmd::Request { body, .. } => paths.push(body.path_turn()?.clone()),
                 _ => return None,
             }
         }

@@ -189,7 +189,7 @@ impl Route {
                 request: ProjectRequest::new(r),
             }),
             Request::Hook(call) => project(ProjectRoute::Actor {
-                request: ProjectRequest::Hook(Box::new(Hook::from(*call))),
+                request: ProjectRequest::from(Hook::from(*call)),
                 archived: None,
             }),
             Request::LockAcquire(r) => {
@@ -239,38 +239,63 @@ impl Route {
     }
 }
 
+/// A hook call's request: the only way to make one, since a hook is no [`Handle`].
+impl From<Hook> for ProjectRequest {
+    fn from(call: Hook) -> Self {
+        ProjectRequest::Hook(Box::new(call))
+    }
+}
+
 impl ProjectRequest {
-    /// A request for the actor, applied by its handler. A hook call is
-    /// [`ProjectRequest::Hook`] instead, so that the connection finds it.
+    /// A request for the actor, applied by its handler. A hook call is no [`Handle`] (see
+    /// `cmd::apply_hook`), so it cannot come here: it is [`ProjectRequest::Hook`], made by
+    /// `From<Hook>`, which the connection finds.
     pub fn new(request: impl Handle) -> Self {
         ProjectRequest::Apply(Box::new(request))
     }
 
-    /// The request's handler, which also tells what the connection and the actor need to know
-    /// of it.
-    pub fn handler(&self) -> &dyn Handle {
+    /// The handler of any request but a hook call: it tells what the connection and the actor
+    /// need to know of its request. A hook call's facts are the methods below.
+    fn handler(&self) -> Option<&dyn Handle> {
         match self {
-            ProjectRequest::Hook(call) => &**call,
-            ProjectRequest::Apply(request) => &**request,
+            ProjectRequest::Hook(_) => None,
+            ProjectRequest::Apply(request) => Some(&**request),
         }
     }
 
     /// Apply it (the actor, in the request's step of the batch's transaction).
     pub fn apply(self, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
         match self {
-            ProjectRequest::Hook(call) => call.handle(tx),
+            ProjectRequest::Hook(call) => crate::cmd::apply_hook(tx, *call),
             ProjectRequest::Apply(request) => request.handle(tx),
         }
     }
 
-    /// Whether the request may create its project's state ([`Handle::creates_project`]).
+    /// Whether the request may create its project's state ([`Handle::creates_project`]): a
+    /// hook call does (an agent CLI's first call starts maos's work there).
     pub fn creates_project(&self) -> bool {
-        self.handler().creates_project()
+        self.handler().is_none_or(|h| h.creates_project())
     }
 
     /// What it answers for a project with nothing recorded ([`Handle::empty_answer`]).
     pub fn empty_answer(&self) -> Option<Reply> {
-        self.handler().empty_answer()
+        self.handler()?.empty_answer()
+    }
+
+    /// Whether it may wait for a lock ([`Handle::waits`]): its connection is long-lived while
+    /// it waits.
+    pub fn waits(&self) -> bool {
+        self.handler().is_some_and(|h| h.waits())
+    }
+
+    /// The one lock path whose fleet turn it may take ([`Handle::path_turn`]).
+    pub fn path_turn(&self) -> Option<&LockPath> {
+        self.handler()?.path_turn()
+    }
+
+    /// What it asks of this machine, checked by the connection ([`Handle::check_here`]).
+    pub fn check_here(&self, root: &str) -> Result<(), ErrorBody> {
+        self.handler().map_or(Ok(()), |h| h.check_here(root))
     }
 
     /// What a hook call that writes files is answered while the project's state cannot be
@@ -428,6 +453,21 @@ mod tests {
         })
     }
 
+    // A hook call is no `Handle`: `ProjectRequest::new(hook)` and `ProjectRequest::Apply` of a
+    // hook do not compile, so no hook reaches the actor boxed as another request, unseen by
+    // the connection's work on hooks (its paths placed, its budget and fail policy, its fleet
+    // routing). `ProjectRequest::from(hook)` is the hook's variant.
+    static_assertions::assert_not_impl_any!(Hook: Handle);
+
+    #[test]
+    fn a_hook_call_is_a_hook_request() {
+        let request = ProjectRequest::from(Hook::default());
+        assert!(matches!(request, ProjectRequest::Hook(_)));
+        assert!(request.creates_project());
+        assert!(!request.waits());
+        assert!(request.path_turn().is_none());
+    }
+
     /// Each request kind tells the connection and the actor what it told them when these facts
     /// were matches here, not `Handle`'s methods beside the handlers: every request of the
     /// wire's fixture (every kind, in its forms) that goes to the actor.
@@ -455,7 +495,7 @@ mod tests {
             };
             let waits = acquire
                 .is_some_and(|a| a["wait"]["policy"].as_str().is_some_and(|p| p != "no_wait"));
-            let h = request.handler();
+            let h = &request;
             assert_eq!(
                 h.creates_project(),
                 matches!(
