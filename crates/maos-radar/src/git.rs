@@ -455,21 +455,10 @@ impl Git {
 
     /// The sizes of `blobs` (`None` for one that is missing).
     pub fn blob_sizes(&self, dir: &Path, blobs: &[&str]) -> Result<Vec<Option<u64>>, RadarError> {
-        let input = blobs
-            .iter()
-            .flat_map(|b| format!("{b}\n").into_bytes())
-            .collect();
-        let out = self.run_input(
-            dir,
-            None,
-            &["cat-file", "--batch-check=%(objectsize)"],
-            input,
-        )?;
-        let text = String::from_utf8_lossy(&out);
-        let mut lines = text.lines();
-        Ok(blobs
-            .iter()
-            .map(|_| lines.next().and_then(|l| l.trim().parse().ok()))
+        let sizes = self.batch_check(dir, "%(objectsize)", blobs)?;
+        Ok(sizes
+            .into_iter()
+            .map(|s| s.and_then(|s| s.parse().ok()))
             .collect())
     }
 
@@ -505,20 +494,26 @@ impl Git {
     /// not here), looked up in one process. A name may be any revision git reads
     /// (`<id>^{commit}`).
     pub fn types(&self, dir: &Path, names: &[&str]) -> Result<Vec<Option<String>>, RadarError> {
+        self.batch_check(dir, "%(objecttype)", names)
+    }
+
+    /// `git cat-file --batch-check=<format>` of `names`, in one process: for each name, in
+    /// order, what `format` (one `%(...)` atom) says of its object; `None` for one not here
+    /// (answered `<name> missing` or `ambiguous`, more than one word).
+    fn batch_check(
+        &self,
+        dir: &Path,
+        format: &str,
+        names: &[&str],
+    ) -> Result<Vec<Option<String>>, RadarError> {
         let input = names
             .iter()
-            .flat_map(|b| format!("{b}\n").into_bytes())
+            .flat_map(|n| format!("{n}\n").into_bytes())
             .collect();
-        let out = self.run_input(
-            dir,
-            None,
-            &["cat-file", "--batch-check=%(objecttype)"],
-            input,
-        )?;
+        let arg = format!("--batch-check={format}");
+        let out = self.run_input(dir, None, &["cat-file", arg.as_str()], input)?;
         let text = String::from_utf8_lossy(&out);
         let mut lines = text.lines();
-        // A name not here is answered `<name> missing` (or `ambiguous`): one word only for
-        // an object here.
         Ok(names
             .iter()
             .map(|_| {

@@ -209,6 +209,33 @@ fn repository(dir: &std::path::Path, file: &str, content: &str) {
     git(dir, &["commit", "-q", "-m", "base"]);
 }
 
+/// Types and sizes come from one `cat-file --batch-check` each, answered in order: an object
+/// not here (`<name> missing`) or a name git cannot read is `None`, never another's answer.
+#[test]
+fn types_and_sizes_say_none_for_what_is_not_here() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    repository(&repo, "a.txt", "abc\n");
+    let blob = git(&repo, &["rev-parse", "HEAD:a.txt"]).trim().to_string();
+    let head = format!("{}^{{commit}}", git(&repo, &["rev-parse", "HEAD"]).trim());
+    let absent = "0123456789abcdef0123456789abcdef01234567";
+    let g = Git::new();
+    let names = [head.as_str(), absent, blob.as_str(), "no such thing"];
+    assert_eq!(
+        g.types(&repo, &names).unwrap(),
+        [
+            Some("commit".to_string()),
+            None,
+            Some("blob".to_string()),
+            None
+        ]
+    );
+    assert_eq!(
+        g.blob_sizes(&repo, &[absent, blob.as_str()]).unwrap(),
+        [None, Some(4)]
+    );
+}
+
 /// One content at many paths is sent once per path, and `check_report` counts it so: a report
 /// whose files hold more than the cap that way says it is too large, rather than going out
 /// with contents that every other daemon then refuses as hostile.
