@@ -4,7 +4,7 @@
 //! handlers' floor.
 
 use maos_core::{AgentId, LockPath};
-use maos_proto::{ErrorBody, Reply};
+use maos_proto::{ErrorBody, Reply, req};
 
 use super::reply::Outcome;
 use crate::txn::state::Txn;
@@ -30,9 +30,12 @@ pub trait Handle: dyn_clone::DynClone + Send + 'static {
         None
     }
 
-    /// Whether it may wait for a lock: its connection is long-lived while it waits.
-    fn waits(&self) -> bool {
-        false
+    /// The lock it asks for, when it asks for one (a lock acquire, MCP's `lock_acquire`).
+    /// Whether it may wait for it is decided once, from its `wait`, for every request
+    /// (`ops::lock::may_wait`, asked by `ProjectRequest::waits`): a request only says what it
+    /// asks.
+    fn acquire(&self) -> Option<&req::Acquire> {
+        None
     }
 
     /// The one lock path it changes, when a fleet batch of such requests may take that path's

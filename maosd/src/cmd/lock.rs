@@ -2,7 +2,7 @@
 //! MCP call's caller), the path to its key (by the connection, on arrival: [`Keyed`]).
 
 use maos_core::{AgentId, LockMode, LockPath};
-use maos_proto::{ErrorBody, ErrorCode, LockCheck, LockList, LockWait, Reply, req};
+use maos_proto::{ErrorBody, ErrorCode, LockCheck, LockList, Reply, req};
 
 use super::{Handle, Keyed, Outcome, agent_id, live_id};
 use crate::ops::lock::{self as ops, Taken};
@@ -16,8 +16,8 @@ impl Handle for Keyed<req::LockAcquire> {
         acquire(tx, &holder, &req.lock, key)
     }
 
-    fn waits(&self) -> bool {
-        !matches!(self.req.lock.wait, LockWait::NoWait)
+    fn acquire(&self) -> Option<&req::Acquire> {
+        Some(&self.req.lock)
     }
 
     fn path_turn(&self) -> Option<&LockPath> {

@@ -59,11 +59,11 @@ impl Handle for Mcp {
         })
     }
 
-    fn waits(&self) -> bool {
-        let McpAction::LockAcquire(a) = &self.call.action else {
-            return false;
-        };
-        a.wait != maos_proto::LockWait::NoWait
+    fn acquire(&self) -> Option<&maos_proto::req::Acquire> {
+        match &self.call.action {
+            McpAction::LockAcquire(a) => Some(a),
+            _ => None,
+        }
     }
 }
 

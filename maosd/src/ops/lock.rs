@@ -93,6 +93,14 @@ pub fn lock_error(st: &State, e: &LockError) -> ErrorBody {
     ErrorBody::new(code, e.to_string())
 }
 
+/// Whether an acquire asking `wait` may park a lock wait instead of being answered at once: the
+/// one place this is decided (the connection's lane for a request that may wait,
+/// `ProjectRequest::waits`), and what [`wait_policy`] makes of it (its tests hold them to
+/// each other).
+pub fn may_wait(wait: LockWait) -> bool {
+    wait != LockWait::NoWait
+}
+
 /// How long a request may wait, as the lock table takes it.
 pub fn wait_policy(wait: LockWait, now: maos_core::Ts) -> WaitPolicy {
     match wait {
@@ -230,4 +238,28 @@ pub fn release(
         tx.renew(&asker);
     }
     Ok(released)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An acquire may wait exactly when the lock table is told it may.
+    #[test]
+    fn may_wait_is_what_the_policy_says() {
+        let now = maos_core::Ts::default();
+        for wait in [
+            LockWait::NoWait,
+            LockWait::Forever,
+            LockWait::Wait { ms: 0 },
+            LockWait::Wait { ms: 1 },
+            LockWait::Wait { ms: u64::MAX },
+        ] {
+            assert_eq!(
+                may_wait(wait),
+                wait_policy(wait, now) != WaitPolicy::NoWait,
+                "{wait:?}"
+            );
+        }
+    }
 }

@@ -282,10 +282,14 @@ impl ProjectRequest {
         self.handler()?.empty_answer()
     }
 
-    /// Whether it may wait for a lock ([`Handle::waits`]): its connection is long-lived while
-    /// it waits.
+    /// Whether it may wait for a lock: its connection is long-lived while it waits. Decided
+    /// from the lock it asks for ([`Handle::acquire`]) by `ops::lock::may_wait`, the one
+    /// place that decides it. A hook call's wait for the git index is bounded and keeps the
+    /// hook's connection.
     pub fn waits(&self) -> bool {
-        self.handler().is_some_and(|h| h.waits())
+        self.handler()
+            .and_then(|h| h.acquire())
+            .is_some_and(|a| crate::ops::lock::may_wait(a.wait))
     }
 
     /// The one lock path whose fleet turn it may take ([`Handle::path_turn`]).
