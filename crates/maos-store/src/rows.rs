@@ -1241,20 +1241,29 @@ pub(crate) fn push_event_filters<'a, DB: sqlx::Database>(
     if let Some(until) = q.until_us {
         b.push(" AND ts < ").push_bind(until);
     }
-    if let Some(path) = &q.path {
-        // As `maos_core::events::path_matches` decides it for live events.
+    // An event about one of `paths`: as `maos_core::events::path_matches` decides it for live
+    // events, for each.
+    let mut about = |paths: &[String]| {
         let mut sep = " AND (";
-        for field in ["path", "paths", "cycle"] {
-            b.push(format!(
-                "{sep}{}(COALESCE({}, ''), ",
-                d.position,
-                (d.field)(field)
-            ))
-            .push_bind(path.clone())
-            .push(") > 0");
-            sep = " OR ";
+        for path in paths {
+            for field in ["path", "paths", "cycle"] {
+                b.push(format!(
+                    "{sep}{}(COALESCE({}, ''), ",
+                    d.position,
+                    (d.field)(field)
+                ))
+                .push_bind(path.clone())
+                .push(") > 0");
+                sep = " OR ";
+            }
         }
         b.push(")");
+    };
+    if let Some(path) = &q.path {
+        about(std::slice::from_ref(path));
+    }
+    if !q.paths.is_empty() {
+        about(&q.paths);
     }
     if let Some(text) = &q.text {
         b.push(format!(
@@ -1290,12 +1299,15 @@ pub(crate) async fn events(
     Ok(out)
 }
 
+/// How many arguments ([`BatchArgs::values`]) the statements of a SQLite batch's parts take.
+pub(crate) const ARGUMENTS: usize = 8;
+
 /// A batch's arguments, owned (a pooled commit takes them to another thread): `$N` of a
 /// [`Part`]'s statements is `values[N - 1]`, and `shape` has the bit of every part that runs;
 /// `rows` are bound one by one at [`Part::Rows`].
 pub(crate) struct BatchArgs {
     pub shape: u16,
-    pub values: [Value; 8],
+    pub values: [Value; ARGUMENTS],
     pub rows: Vec<BatchRow>,
 }
 

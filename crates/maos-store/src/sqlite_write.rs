@@ -22,7 +22,7 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::options::{StoreOptions, Synchronous, WAL_AUTOCHECKPOINT_PAGES};
-use crate::rows::{BatchArgs, BatchRow, Part};
+use crate::rows::{ARGUMENTS, BatchArgs, BatchRow, Part};
 use crate::types::StoreError;
 
 /// How long a pooled commit waits for the write lock (what the sqlx connection waited).
@@ -36,10 +36,19 @@ pub(crate) const INLINE_MAX_BYTES: usize = 8 * 1024;
 /// [`Part`]s and the 3 of [`BatchRow`]s.
 const STATEMENT_CACHE: usize = 32;
 
+/// The write connection, and what it read once of its statements.
+struct Conn {
+    db: Connection,
+    /// For each [`Part`] (by its place in [`Part::ALL`]) and each of its statements, the
+    /// argument each of its parameters takes (`$N`: [`BatchArgs::values`]`[N - 1]`), read
+    /// when the connection opened rather than by name at every commit.
+    params: Vec<Vec<Box<[usize]>>>,
+}
+
 /// The write connection, and where its commits run.
 pub(crate) struct Writer {
     /// Locked by one commit at a time: the caller's, or a pooled one's thread.
-    conn: Arc<Mutex<Connection>>,
+    conn: Arc<Mutex<Conn>>,
     /// `synchronous=NORMAL`: a commit writes into the WAL without an fsync, so a small one may
     /// run on the caller's thread.
     inline: bool,
@@ -75,9 +84,9 @@ impl Writer {
         }
         self.pooled += 1;
         self.on_pool(move |c| {
-            c.busy_timeout(BUSY_TIMEOUT)?;
+            c.db.busy_timeout(BUSY_TIMEOUT)?;
             let ran = run(c, &args);
-            c.busy_timeout(Duration::ZERO)?;
+            c.db.busy_timeout(Duration::ZERO)?;
             ran.map_err(Failed::into_sqlite)
         })
         .await
@@ -110,8 +119,10 @@ impl Writer {
     /// SQLite's own WAL checkpoint on this connection (the bound on the WAL) on or off.
     pub(crate) async fn set_autocheckpoint(&self, on: bool) -> Result<(), StoreError> {
         let pages = if on { WAL_AUTOCHECKPOINT_PAGES } else { 0 };
-        self.on_pool(move |c| c.execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages}")))
-            .await
+        self.on_pool(move |c| {
+            c.db.execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages}"))
+        })
+        .await
     }
 
     /// Run `f` on the connection on the blocking pool. A panic there (none is known) leaves
@@ -119,7 +130,7 @@ impl Writer {
     /// back before it begins.
     async fn on_pool<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+        f: impl FnOnce(&Conn) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
         let conn = Arc::clone(&self.conn);
         match tokio::task::spawn_blocking(move || f(&lock(&conn))).await {
@@ -137,14 +148,14 @@ impl Writer {
             return;
         };
         let conn = conn.into_inner().unwrap_or_else(PoisonError::into_inner);
-        let closed = tokio::task::spawn_blocking(move || conn.close().map_err(|(_, e)| e)).await;
+        let closed = tokio::task::spawn_blocking(move || conn.db.close().map_err(|(_, e)| e)).await;
         if let Ok(Err(e)) = closed {
             tracing::warn!(error = %e, "closing the database's write connection failed");
         }
     }
 }
 
-fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+fn lock(conn: &Mutex<Conn>) -> MutexGuard<'_, Conn> {
     conn.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -154,7 +165,7 @@ fn connect(
     sync: Synchronous,
     max_pages: Option<u64>,
     spill_pages: u32,
-) -> rusqlite::Result<Connection> {
+) -> rusqlite::Result<Conn> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -172,7 +183,29 @@ fn connect(
     conn.execute_batch(&pragmas)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.busy_timeout(Duration::ZERO)?;
-    Ok(conn)
+    let params = parameters(&conn)?;
+    Ok(Conn { db: conn, params })
+}
+
+/// Which argument each parameter of each part's statements takes (see [`Conn::params`]);
+/// every statement is prepared (and kept) on the way.
+fn parameters(conn: &Connection) -> rusqlite::Result<Vec<Vec<Box<[usize]>>>> {
+    let of = |text: &str| {
+        let st = conn.prepare_cached(text)?;
+        (1..=st.parameter_count())
+            .map(|p| {
+                let name = st.parameter_name(p).unwrap_or("?");
+                (name.strip_prefix('$'))
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .filter(|n| (1..=ARGUMENTS).contains(n))
+                    .map(|n| n - 1)
+                    .ok_or_else(|| rusqlite::Error::InvalidParameterName(name.to_string()))
+            })
+            .collect()
+    };
+    (Part::ALL.iter())
+        .map(|part| part.statements().iter().map(|t| of(t)).collect())
+        .collect()
 }
 
 /// Why a batch did not commit.
@@ -196,7 +229,8 @@ impl Failed {
 
 /// `BEGIN IMMEDIATE`, the batch's statements, `COMMIT`; on any failure after the `BEGIN`, a
 /// `ROLLBACK` (unless SQLite already rolled back, as on a full disk).
-fn run(conn: &Connection, args: &BatchArgs) -> Result<(), Failed> {
+fn run(c: &Conn, args: &BatchArgs) -> Result<(), Failed> {
+    let conn = &c.db;
     if !conn.is_autocommit() {
         // Left open by a call that panicked: what it did was never acknowledged.
         let _ = conn.execute_batch("ROLLBACK");
@@ -207,7 +241,7 @@ fn run(conn: &Connection, args: &BatchArgs) -> Result<(), Failed> {
             _ => Failed::Sql(e),
         });
     }
-    let done = statements(conn, args).and_then(|()| exec(conn, "COMMIT"));
+    let done = statements(c, args).and_then(|()| exec(conn, "COMMIT"));
     if let Err(e) = done {
         if !conn.is_autocommit() {
             let _ = exec(conn, "ROLLBACK");
@@ -223,25 +257,20 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 
 /// The statements of the batch's parts, in order, each bound to its `$N` arguments, and its
 /// rows at [`Part::Rows`].
-fn statements(conn: &Connection, args: &BatchArgs) -> rusqlite::Result<()> {
-    for part in Part::ALL {
+fn statements(c: &Conn, args: &BatchArgs) -> rusqlite::Result<()> {
+    for (part, params) in Part::ALL.into_iter().zip(&c.params) {
         if !args.runs(part) {
             continue;
         }
         if part == Part::Rows {
             for row in &args.rows {
-                row_statement(conn, row)?;
+                row_statement(&c.db, row)?;
             }
         }
-        for text in part.statements() {
-            let mut st = conn.prepare_cached(text)?;
-            for p in 1..=st.parameter_count() {
-                let name = st.parameter_name(p).unwrap_or("?");
-                let value = (name.strip_prefix('$'))
-                    .and_then(|n| n.parse::<usize>().ok())
-                    .and_then(|n| args.values.get(n.wrapping_sub(1)))
-                    .ok_or_else(|| rusqlite::Error::InvalidParameterName(name.to_string()))?;
-                st.raw_bind_parameter(p, value)?;
+        for (text, params) in part.statements().iter().zip(params) {
+            let mut st = c.db.prepare_cached(text)?;
+            for (p, &arg) in params.iter().enumerate() {
+                st.raw_bind_parameter(p + 1, &args.values[arg])?;
             }
             st.raw_execute()?;
         }
