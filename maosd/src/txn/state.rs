@@ -710,36 +710,20 @@ impl<'a> Txn<'a> {
         &mut self.st.locks
     }
 
-    /// Work out which lock rows must be written or deleted: for every holder touched in this
-    /// transaction, the table's locks against what the database holds. A renewed lease is
-    /// written once it moved by half its length, so a restart never loses more than that.
+    /// Work out which lock rows must be written or deleted: for every lock of a holder touched
+    /// in this transaction that changed since it was last compared ([`LockTable::changed`]), the
+    /// table's lock against what the database holds. A renewed lease is written once it moved
+    /// by half its length, so a restart never loses more than that. Only changed locks are
+    /// looked at: an agent holding hundreds of locks costs nothing per lock on each request.
     pub fn prepare(&mut self) {
-        for holder in &self.lock_holders {
-            let empty = HashMap::new();
-            let stored = self.st.persisted.get(holder).unwrap_or(&empty);
-            let held = self.st.locks.held_by(holder);
-            for lock in &held {
-                let ttl = self.st.locks.ttl_of(lock.token).unwrap_or(0);
-                let moved = match stored.get(&lock.token) {
-                    None => true,
-                    Some(at) => {
-                        (lock.expires_at - *at)
-                            .num_microseconds()
-                            .unwrap_or(i64::MAX)
-                            * 2
-                            >= ttl
-                    }
-                };
-                if moved {
-                    self.lock_rows.push(lock.token);
-                }
+        for (token, holder) in self.st.locks.changed() {
+            if !self.lock_holders.contains(holder) {
+                continue;
             }
-            // A stored lock the holder no longer holds is deleted. Looked up in a set: an agent
-            // may hold hundreds, and this runs on every batch that touches it.
-            if !stored.is_empty() {
-                let kept: HashSet<_> = held.iter().map(|l| l.token).collect();
-                self.lock_deletes
-                    .extend(stored.keys().filter(|t| !kept.contains(*t)).copied());
+            match write_needed(self.st, token, holder) {
+                Some(Write::Row) => self.lock_rows.push(token),
+                Some(Write::Delete) => self.lock_deletes.push(token),
+                None => {}
             }
         }
     }
@@ -1338,27 +1322,34 @@ impl<'a> Txn<'a> {
     /// The commit succeeded: record what the database now holds, and hand back the events to
     /// publish and the answers for parked waits.
     pub fn finish(self) -> Finished {
-        for holder in &self.lock_holders {
-            let held: Vec<(u64, Ts)> = self
-                .st
-                .locks
-                .held_by(holder)
-                .iter()
-                .map(|l| (l.token, l.expires_at))
-                .collect();
-            let stored = self.st.persisted.entry(holder.clone()).or_default();
-            for t in &self.lock_deletes {
-                stored.remove(t);
-            }
-            for (token, exp) in held {
-                if self.lock_rows.contains(&token) {
-                    stored.insert(token, exp);
-                }
-            }
-            if stored.is_empty() {
-                self.st.persisted.remove(holder);
+        for &token in &self.lock_rows {
+            if let Some(lock) = self.st.locks.get(token) {
+                self.st
+                    .persisted
+                    .entry(lock.holder.clone())
+                    .or_default()
+                    .insert(token, lock.expires_at);
             }
         }
+        if !self.lock_deletes.is_empty() {
+            for holder in &self.lock_holders {
+                if let Some(stored) = self.st.persisted.get_mut(holder) {
+                    for t in &self.lock_deletes {
+                        stored.remove(t);
+                    }
+                    if stored.is_empty() {
+                        self.st.persisted.remove(holder);
+                    }
+                }
+            }
+        }
+        // What the database now holds is recorded: a change stays listed only while it still
+        // needs a write (a holder this transaction did not touch, whose lock moved by other
+        // means: it is written when the holder is next touched, as it always was).
+        let persisted = &self.st.persisted;
+        self.st.locks.settle_changed(|locks, token, holder| {
+            write_needed_in(locks, persisted, token, holder).is_some()
+        });
         for c in &self.checkpoints {
             self.st.checkpointed.insert(c.session_id.clone(), c.ts);
         }
@@ -1385,6 +1376,42 @@ impl<'a> Txn<'a> {
         st.next_seq = self.first_seq;
         // Read by the lock table's reload that follows a failed commit touching locks.
         st.rolled_back_leases = self.gone_leases;
+    }
+}
+
+/// What a changed lock needs in the database ([`Txn::prepare`]).
+enum Write {
+    /// Written: new, or its lease moved by half its length since it was written.
+    Row,
+    /// Deleted: written for this holder, and no longer held by it.
+    Delete,
+}
+
+/// Whether the lock `token`, changed for `holder`, must be written or deleted now.
+fn write_needed(st: &State, token: u64, holder: &AgentId) -> Option<Write> {
+    write_needed_in(&st.locks, &st.persisted, token, holder)
+}
+
+fn write_needed_in(
+    locks: &LockTable,
+    persisted: &HashMap<AgentId, HashMap<u64, Ts>>,
+    token: u64,
+    holder: &AgentId,
+) -> Option<Write> {
+    let stored = persisted.get(holder).and_then(|s| s.get(&token));
+    match locks.get(token).filter(|l| l.holder == *holder) {
+        Some(lock) => {
+            let moved = stored.is_none_or(|at| {
+                let ttl = locks.ttl_of(token).unwrap_or(0);
+                (lock.expires_at - *at)
+                    .num_microseconds()
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(2)
+                    >= ttl
+            });
+            moved.then_some(Write::Row)
+        }
+        None => stored.map(|_| Write::Delete),
     }
 }
 
@@ -1442,6 +1469,98 @@ mod tests {
     fn agent(n: u128, sid: &SessionId, t: Ts) -> AgentRecord {
         let id = AgentId::from_uuid(uuid::Uuid::from_u128(n));
         AgentRecord::pending(id, sid.clone(), format!("r{n}"), String::new(), t)
+    }
+
+    /// A lock request of `holder` for `path`, without waiting, with a lease of `ttl_us`.
+    fn lock_req(holder: &AgentId, path: &str, ttl_us: i64) -> maos_core::LockRequest {
+        maos_core::LockRequest {
+            holder: holder.clone(),
+            born: now(),
+            path: maos_core::LockPath::new(path).unwrap_or_else(|e| panic!("{path}: {e}")),
+            mode: maos_core::LockMode::Write,
+            wait: maos_core::WaitPolicy::NoWait,
+            ttl_us,
+        }
+    }
+
+    /// Prepare, "commit" and finish one transaction: the lock rows it writes and deletes.
+    fn lock_writes(st: &mut State, at: Ts, f: impl FnOnce(&mut Txn<'_>)) -> (Vec<u64>, Vec<u64>) {
+        let mut tx = Txn::new(st);
+        tx.now = at;
+        f(&mut tx);
+        tx.prepare();
+        let mut w = (tx.lock_rows.clone(), tx.lock_deletes.clone());
+        w.0.sort_unstable();
+        w.1.sort_unstable();
+        tx.finish();
+        w
+    }
+
+    #[test]
+    fn a_batch_compares_only_the_locks_that_changed_and_leases_add_up_to_a_write() {
+        const TTL: i64 = 600_000_000;
+        let mut st = State::new(vec![session(1)], 0);
+        let a = AgentId::from_uuid(uuid::Uuid::from_u128(7));
+        let t0 = now();
+        let (rows, _) = lock_writes(&mut st, t0, |tx| {
+            for i in 0..300 {
+                assert!(tx.take(lock_req(&a, &format!("src/f{i}.rs"), TTL)).is_ok());
+            }
+        });
+        assert_eq!(rows.len(), 300, "every new lock is written");
+        // One more grant: only it is written, none of the 300 held before.
+        let (rows, deletes) = lock_writes(&mut st, t0, |tx| {
+            assert!(tx.take(lock_req(&a, "src/new.rs", TTL)).is_ok());
+        });
+        assert_eq!((rows.len(), deletes.len()), (1, 0), "{rows:?}");
+        let all: Vec<u64> = st.locks.held_by(&a).iter().map(|l| l.token).collect();
+        assert_eq!(all.len(), 301);
+        // Renewed after 30 % of the lease: moved by less than half, nothing written...
+        let at = |pct: i64| t0 + chrono::Duration::microseconds(TTL / 100 * pct);
+        let (rows, _) = lock_writes(&mut st, at(30), |tx| {
+            assert_eq!(tx.renew_all(&a), 301);
+        });
+        assert!(rows.is_empty(), "{rows:?}");
+        // ...renewed again at 60 %: each lease moved by 60 % since it was written.
+        let (rows, _) = lock_writes(&mut st, at(60), |tx| {
+            assert_eq!(tx.renew_all(&a), 301);
+        });
+        assert_eq!(rows, all);
+        // A release deletes that lock's row, and only it.
+        let (rows, deletes) = lock_writes(&mut st, at(60), |tx| {
+            tx.release_agent(&a, "finished");
+        });
+        assert_eq!((rows.len(), deletes), (0, all.clone()));
+        assert!(st.persisted.is_empty(), "{:?}", st.persisted.len());
+        assert_eq!(st.locks.changed().count(), 0, "every change is settled");
+    }
+
+    #[test]
+    fn a_lease_raised_in_memory_before_a_reload_is_written_when_its_holder_is_next_touched() {
+        const TTL: i64 = 600_000_000;
+        let mut st = State::new(vec![session(1)], 0);
+        let a = AgentId::from_uuid(uuid::Uuid::from_u128(7));
+        let t0 = now();
+        lock_writes(&mut st, t0, |tx| {
+            assert!(tx.take(lock_req(&a, "src/a.rs", TTL)).is_ok());
+        });
+        let stored: Vec<(HeldLock, i64)> = st.locks.held().map(|l| (l.clone(), TTL)).collect();
+        // Renewed in memory past half its lease, then a failed commit reloads the table, which
+        // keeps the later lease ([`State::reset_locks`]).
+        let later = t0 + chrono::Duration::microseconds(TTL * 3 / 4);
+        let token = stored[0].0.token;
+        assert_eq!(st.locks.renew(&a, later), 1);
+        st.reset_locks(stored, token + 1);
+        // A batch of another holder settles nothing of `a`'s...
+        let b = AgentId::from_uuid(uuid::Uuid::from_u128(8));
+        let (rows, _) = lock_writes(&mut st, later, |tx| {
+            assert!(tx.take(lock_req(&b, "src/b.rs", TTL)).is_ok());
+        });
+        assert_eq!(rows.len(), 1);
+        assert!(!rows.contains(&token));
+        // ...and `a`'s next batch writes the raised lease.
+        let (rows, _) = lock_writes(&mut st, later, |tx| tx.touch_holder(&a));
+        assert_eq!(rows, [token]);
     }
 
     #[test]

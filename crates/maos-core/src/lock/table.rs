@@ -142,6 +142,10 @@ pub struct LockTable {
     open_savepoints: usize,
     /// The changes made since the oldest open savepoint, oldest first.
     journal: Vec<Undo>,
+    /// Each lock inserted, removed or whose lease changed since its holder's owner last
+    /// settled it ([`LockTable::changed`], [`LockTable::settle_changed`]), with its holder: what
+    /// the daemon compares with the database, instead of every lock an agent holds.
+    changed: BTreeSet<(u64, AgentId)>,
 }
 
 /// `t + us` microseconds, saturating at the largest representable instant.
@@ -636,6 +640,24 @@ impl LockTable {
         Some(lock)
     }
 
+    /// The locks inserted, removed or whose lease changed since they were last settled
+    /// ([`LockTable::settle_changed`]), by token, each with its holder (a token that changed
+    /// holder is listed with each). A rolled-back change stays listed: the list may say more
+    /// than what differs, never less.
+    pub fn changed(&self) -> impl Iterator<Item = (u64, &AgentId)> {
+        self.changed.iter().map(|(t, h)| (*t, h))
+    }
+
+    /// Keep listed only the changes for which `pending` says so (the caller has recorded the
+    /// others where it keeps them).
+    pub fn settle_changed(&mut self, mut pending: impl FnMut(&LockTable, u64, &AgentId) -> bool) {
+        let changed = std::mem::take(&mut self.changed);
+        self.changed = changed
+            .into_iter()
+            .filter(|(t, h)| pending(self, *t, h))
+            .collect();
+    }
+
     // ---- savepoints ----
 
     /// Open a savepoint: every change from now on is journaled, so that
@@ -974,6 +996,7 @@ impl LockTable {
         e.ttl_us = ttl_us;
         e.lock.expires_at = add_us(now, ttl_us);
         self.expiries.insert((e.lock.expires_at, token));
+        self.changed.insert((token, e.lock.holder.clone()));
         let lock = e.lock.clone();
         self.due_in(token);
         self.log(undo);
@@ -1031,6 +1054,7 @@ impl LockTable {
             .or_default()
             .insert(t);
         self.expiries.insert((lock.expires_at, t));
+        self.changed.insert((t, lock.holder.clone()));
         self.locks.insert(t, Entry { lock, ttl_us });
         self.due_in(t);
         self.log(Undo::Inserted(t));
@@ -1051,6 +1075,7 @@ impl LockTable {
             }
         }
         self.expiries.remove(&(lock.expires_at, token));
+        self.changed.insert((token, lock.holder.clone()));
         Some(lock)
     }
 
@@ -1065,6 +1090,7 @@ impl LockTable {
             self.expiries.remove(&(e.lock.expires_at, token));
             e.lock.expires_at = expires_at;
             self.expiries.insert((expires_at, token));
+            self.changed.insert((token, e.lock.holder.clone()));
             self.due_in(token);
             self.log(undo);
         }
