@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use maos_core::radar::{FLEET_FILE_CAP, FLEET_TREE_CAP, FleetFile, FleetTree};
+use maos_core::radar::{FLEET_FILE_CAP, FLEET_TEXT_MAX, FLEET_TREE_CAP, FleetFile, FleetTree};
 use maos_store::Fleet;
 use maos_tests::postgres::{Postgres, postgres_or_skip};
 use sqlx::{Connection, PgConnection};
@@ -207,5 +207,78 @@ fn contents_are_those_of_the_blobs_read_and_bounded_in_all() {
             .expect("within the cap");
         assert_eq!(contents.len(), within.len());
         assert!(contents.iter().all(|(_, c)| *c == big));
+    });
+}
+
+/// The reports another daemon lists (`radar_versions`) are named by its rows' daemon and
+/// worktree: one named by a text too long (a row written by hand, or by a broken daemon) or
+/// holding a control character is skipped, never fetched whole nor used to name a file or a
+/// row; the sound report beside them is listed.
+#[test]
+fn a_report_named_by_a_text_too_long_is_skipped() {
+    let Some(pg) = postgres_or_skip() else { return };
+    runtime().block_on(async {
+        let (writer, reader) = fleets(&pg).await;
+        writer
+            .radar_publish(KEY, &report('1', vec![file("x.txt", 'a', b"x\n")]))
+            .await
+            .expect("a sound report");
+        let mut c = PgConnection::connect(&pg.url()).await.expect("connect");
+        // Long, yet small enough compressed to stand in the tables' keys.
+        let long = 25 * FLEET_TEXT_MAX;
+        let daemon = format!("m3/{}", "d".repeat(long));
+        sqlx::query(
+            "INSERT INTO daemons (id, machine, started_at, last_seen)
+             VALUES ($1, 'm3', maos_now_us(), maos_now_us())",
+        )
+        .bind(&daemon)
+        .execute(&mut c)
+        .await
+        .expect("a live daemon of a long id");
+        let rows = [
+            ("m1/a".to_string(), format!("/{}", "w".repeat(long))),
+            (
+                "m1/a".to_string(),
+                format!("/{}", "w".repeat(FLEET_TEXT_MAX)),
+            ),
+            ("m1/a".to_string(), "/srv/a\nb".to_string()),
+            (daemon.clone(), WORKTREE.to_string()),
+        ];
+        for (daemon, worktree) in &rows {
+            sqlx::query(
+                "INSERT INTO radar_worktrees (project, daemon, worktree, machine, base,
+                     version, updated_at)
+                 VALUES ($1, $2, $3, 'm1', repeat('1', 40), nextval('maos_radar_version'),
+                     maos_now_us())",
+            )
+            .bind(KEY)
+            .bind(daemon)
+            .bind(worktree)
+            .execute(&mut c)
+            .await
+            .expect("a report row written by hand");
+        }
+        let versions = reader.radar_versions(KEY).await.expect("versions");
+        let named: Vec<(&str, &str)> = versions
+            .iter()
+            .map(|v| (v.daemon.as_str(), v.worktree.as_str()))
+            .collect();
+        assert_eq!(named, [("m1/a", WORKTREE)], "only the sound report");
+        // A worktree of exactly the longest text is sound.
+        let longest = format!("/{}", "w".repeat(FLEET_TEXT_MAX - 1));
+        sqlx::query(
+            "INSERT INTO radar_worktrees (project, daemon, worktree, machine, base, version,
+                 updated_at)
+             VALUES ($1, 'm1/a', $2, 'm1', repeat('1', 40), nextval('maos_radar_version'),
+                 maos_now_us())",
+        )
+        .bind(KEY)
+        .bind(&longest)
+        .execute(&mut c)
+        .await
+        .expect("the longest worktree");
+        let versions = reader.radar_versions(KEY).await.expect("versions");
+        assert_eq!(versions.len(), 2);
+        assert!(versions.iter().any(|v| v.worktree == longest));
     });
 }

@@ -193,7 +193,9 @@ pub fn check_rel_path(p: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_text(what: &str, s: &str) -> Result<(), String> {
+/// Checks a text another daemon wrote (a machine name, a worktree, a daemon id, a reason): not
+/// empty, at most [`FLEET_TEXT_MAX`] bytes, no control character. Why it is refused, in words.
+pub fn check_text(what: &str, s: &str) -> Result<(), String> {
     if s.is_empty() || s.len() > FLEET_TEXT_MAX || s.chars().any(char::is_control) {
         return Err(format!(
             "its {what} is empty, too long or holds a control character"

@@ -5,7 +5,8 @@
 //! (`maos_core::radar::check_report`) before it uses any of it: sizes are read as
 //! `octet_length`, so a huge content is never fetched before the check refuses it.
 
-use maos_core::radar::{FleetFile, FleetTree};
+use maos_core::radar::{FleetFile, FleetTree, check_text};
+use maos_core::text::clip;
 use sqlx::Row;
 
 use crate::StoreError;
@@ -14,8 +15,9 @@ use crate::pg::{Fleet, unreachable};
 /// How long since its last heartbeat a daemon's reports still count (three of its 30 s
 /// heartbeats, as `daemon status` counts it running).
 const LIVE_US: i64 = 90_000_000;
-/// The most characters of another daemon's texts read (a machine, a path, a reason): one
-/// more than `check_report` takes, so that a longer one is refused, not fetched whole.
+/// The most characters of another daemon's texts read (a daemon id, a machine, a worktree, a
+/// path, a reason): one more than `check_report` takes, so that a longer one is refused, not
+/// fetched whole.
 const TEXT_READ: i32 = maos_core::radar::FLEET_TEXT_MAX as i32 + 1;
 /// The most agents of a report read: one more than `check_report` takes.
 const AGENTS_READ: i64 = maos_core::radar::FLEET_AGENTS_MAX as i64 + 1;
@@ -130,11 +132,16 @@ impl Fleet {
     }
 
     /// The other live daemons' reports in project `key` (a daemon silent for 90 s is not
-    /// counted), by version.
+    /// counted), by version. Their daemon ids and worktrees come from those daemons' rows:
+    /// read cut just past [`maos_core::radar::FLEET_TEXT_MAX`] and checked as a report's
+    /// texts are (`check_text`); a report named by one too long, empty or holding a control
+    /// character is skipped (a debug line shows it cut, escaped), so that no text of any
+    /// length is fetched whole or names a row or a file here.
     pub async fn radar_versions(&self, key: &str) -> Result<Vec<RadarVersion>, StoreError> {
         self.join().await.map_err(|e| unreachable(self.url(), e))?;
         let rows = sqlx::query(
-            "SELECT r.daemon, r.worktree, r.version FROM radar_worktrees r
+            "SELECT left(r.daemon, $4) AS daemon, left(r.worktree, $4) AS worktree, r.version
+             FROM radar_worktrees r
                  JOIN daemons d ON d.id = r.daemon
              WHERE r.project = $1 AND r.daemon <> $2 AND d.last_seen > maos_now_us() - $3
              ORDER BY r.daemon, r.worktree LIMIT 1000",
@@ -142,17 +149,29 @@ impl Fleet {
         .bind(key)
         .bind(self.daemon())
         .bind(LIVE_US)
+        .bind(TEXT_READ)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(RadarVersion {
-                    daemon: r.try_get("daemon")?,
-                    worktree: r.try_get("worktree")?,
-                    version: r.try_get("version")?,
-                })
-            })
-            .collect()
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let v = RadarVersion {
+                daemon: r.try_get("daemon")?,
+                worktree: r.try_get("worktree")?,
+                version: r.try_get("version")?,
+            };
+            let checked = check_text("daemon id", &v.daemon)
+                .and_then(|()| check_text("worktree", &v.worktree));
+            match checked {
+                Ok(()) => out.push(v),
+                Err(why) => tracing::debug!(
+                    daemon = ?clip(&v.daemon, 100),
+                    worktree = ?clip(&v.worktree, 100),
+                    reason = %why,
+                    "another daemon's radar report is skipped"
+                ),
+            }
+        }
+        Ok(out)
     }
 
     /// Another daemon's report of one worktree without its files' contents (each file's
