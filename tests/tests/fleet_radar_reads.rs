@@ -4,8 +4,9 @@
 //! one version with the files of another (the rewrite is made to land exactly between the reads:
 //! the writer holds `radar_files` locked until the reader waits on it); contents are only those
 //! of the blobs the report read names (a file rewritten since gives nothing, not the new
-//! version's bytes); and contents over the report cap together are refused in one line, "too
-//! large to compare", counted in PostgreSQL before any is fetched.
+//! version's bytes, nor a content longer than its row says); contents asked for over the report
+//! cap together are refused in one line, "too large to compare", before any query; and a
+//! report named by a text too long is skipped.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -162,15 +163,36 @@ fn contents_are_those_of_the_blobs_read_and_bounded_in_all() {
         let contents = reader
             .radar_contents(KEY, "m1/a", WORKTREE, &wanted)
             .await
-            .expect("contents")
-            .expect("within the cap");
+            .expect("contents");
         assert!(
             contents.is_empty(),
             "the report read says blob a…, not the bytes of version 2: {contents:?}"
         );
 
-        // Contents over the report's cap together (each file within its own cap): refused
-        // in one line, nothing fetched.
+        // A row holding more than its size says (written by hand: 1 MiB where 4 bytes are
+        // said) gives nothing: a content is fetched only when it is the size asked for.
+        let mut c = PgConnection::connect(&pg.url()).await.expect("connect");
+        sqlx::query(
+            "UPDATE radar_files SET blob = repeat('d', 40), size = 4,
+                 content = decode(repeat('78', 1048576), 'hex')
+             WHERE project = $1 AND daemon = 'm1/a' AND path = 'x.txt'",
+        )
+        .bind(KEY)
+        .execute(&mut c)
+        .await
+        .expect("an oversized content");
+        let said = file("x.txt", 'd', b"four");
+        let contents = reader
+            .radar_contents(KEY, "m1/a", WORKTREE, &[&said])
+            .await
+            .expect("contents");
+        assert!(
+            contents.is_empty(),
+            "1 MiB fetched where 4 bytes were asked"
+        );
+
+        // Contents asked for over the report's cap together (each file within its own cap, a
+        // report `check_report` refuses): refused in one line, before any query.
         let big = vec![b'x'; FLEET_FILE_CAP as usize];
         let count = FLEET_TREE_CAP / FLEET_FILE_CAP + 1;
         let files = (0..count)
@@ -189,12 +211,12 @@ fn contents_are_those_of_the_blobs_read_and_bounded_in_all() {
         let why = reader
             .radar_contents(KEY, "m1/a", WORKTREE, &wanted)
             .await
-            .expect("contents")
             .expect_err("over the cap");
         assert_eq!(
-            why,
+            why.to_string(),
             format!(
-                "too large to compare: its contents hold {} bytes (at most {FLEET_TREE_CAP})",
+                "too large to compare: the contents asked for hold {} bytes (at most \
+                 {FLEET_TREE_CAP})",
                 count * FLEET_FILE_CAP
             )
         );
@@ -203,8 +225,7 @@ fn contents_are_those_of_the_blobs_read_and_bounded_in_all() {
         let contents = reader
             .radar_contents(KEY, "m1/a", WORKTREE, &within)
             .await
-            .expect("contents")
-            .expect("within the cap");
+            .expect("contents");
         assert_eq!(contents.len(), within.len());
         assert!(contents.iter().all(|(_, c)| *c == big));
     });

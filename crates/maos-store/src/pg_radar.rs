@@ -253,19 +253,26 @@ impl Fleet {
     }
 
     /// The contents of `files` (a checked report's, as [`Fleet::radar_report`] read them) in
-    /// another daemon's report, in one statement: only a row that still holds the blob and the
-    /// size the report said gives its content (a file rewritten since is absent, never another
-    /// version's bytes), and only when all of them together hold at most
-    /// [`maos_core::radar::FLEET_TREE_CAP`] bytes, counted in PostgreSQL before anything is
-    /// fetched. `Ok(Err(why))` over it: "too large to compare: …", in one line.
+    /// another daemon's report, in one statement: a row gives its content only while it still
+    /// holds the blob and the size the report said, and its content is that many bytes (a file
+    /// rewritten since is absent, never another version's bytes). So what is fetched is at
+    /// most the sizes asked for, whatever the rows hold, and those are bounded here: at most
+    /// [`maos_core::radar::FLEET_TREE_CAP`] together (`check_report` keeps a report within
+    /// it), more is refused before any query.
     pub async fn radar_contents(
         &self,
         key: &str,
         daemon: &str,
         worktree: &str,
         files: &[&FleetFile],
-    ) -> Result<Result<Vec<(String, Vec<u8>)>, String>, StoreError> {
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         let cap = maos_core::radar::FLEET_TREE_CAP;
+        let asked = files.iter().fold(0u64, |n, f| n.saturating_add(f.size));
+        if asked > cap {
+            return Err(StoreError::Unsupported(format!(
+                "too large to compare: the contents asked for hold {asked} bytes (at most {cap})"
+            )));
+        }
         let path: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
         let blob: Vec<&str> = files.iter().map(|f| f.blob.as_str()).collect();
         let size: Vec<i64> = files
@@ -273,19 +280,12 @@ impl Fleet {
             .map(|f| i64::try_from(f.size).unwrap_or(i64::MAX))
             .collect();
         let rows = sqlx::query(
-            "WITH hit AS MATERIALIZED (
-                 SELECT f.path, f.size AS n
-                 FROM radar_files f
-                     JOIN UNNEST($4::text[], $5::text[], $6::bigint[]) AS w (path, blob, size)
-                         ON f.path = w.path AND f.blob = w.blob AND f.size = w.size
-                 WHERE f.project = $1 AND f.daemon = $2 AND f.worktree = $3
-                     AND octet_length(coalesce(f.content, ''::bytea)) = f.size
-             ), total AS (SELECT coalesce(sum(n), 0)::bigint AS bytes FROM hit)
-             SELECT t.bytes, f.path, coalesce(f.content, ''::bytea) AS content
-             FROM total t
-                 LEFT JOIN radar_files f ON t.bytes <= $7 AND f.project = $1
-                     AND f.daemon = $2 AND f.worktree = $3
-                     AND f.path IN (SELECT path FROM hit)",
+            "SELECT f.path, coalesce(f.content, ''::bytea) AS content
+             FROM radar_files f
+                 JOIN UNNEST($4::text[], $5::text[], $6::bigint[]) AS w (path, blob, size)
+                     ON f.path = w.path AND f.blob = w.blob AND f.size = w.size
+             WHERE f.project = $1 AND f.daemon = $2 AND f.worktree = $3
+                 AND octet_length(coalesce(f.content, ''::bytea)) = w.size",
         )
         .bind(key)
         .bind(daemon)
@@ -293,24 +293,10 @@ impl Fleet {
         .bind(&path)
         .bind(&blob)
         .bind(&size)
-        .bind(i64::try_from(cap).unwrap_or(i64::MAX))
         .fetch_all(self.pool())
         .await?;
-        let bytes: i64 = match rows.first() {
-            Some(r) => r.try_get("bytes")?,
-            None => 0,
-        };
-        if u64::try_from(bytes).unwrap_or(u64::MAX) > cap {
-            return Ok(Err(format!(
-                "too large to compare: its contents hold {bytes} bytes (at most {cap})"
-            )));
-        }
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            if let Some(path) = r.try_get::<Option<String>, _>("path")? {
-                out.push((path, r.try_get("content")?));
-            }
-        }
-        Ok(Ok(out))
+        rows.iter()
+            .map(|r| Ok((r.try_get("path")?, r.try_get("content")?)))
+            .collect()
     }
 }

@@ -534,8 +534,7 @@ impl FleetSide {
                 &wanted,
             ));
             match read {
-                Ok(Ok(contents)) => contents,
-                Ok(Err(why)) => return Built::Note(why),
+                Ok(contents) => contents,
                 Err(e) => return Built::Note(format!("cannot compare: {e}")),
             }
         };
