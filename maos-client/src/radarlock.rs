@@ -10,7 +10,11 @@
 
 use maos_core::radar::{RadarPair, RadarSide};
 use maos_core::{AgentId, LockMode, Ts, ids::short};
-use maos_proto::{ErrorBody, ErrorCode, EventFilter, LockWait, Reply, Request, req};
+use std::collections::HashMap;
+
+use maos_proto::{
+    ErrorBody, ErrorCode, EventFilter, LockWait, MAX_FILTER_PATHS, Reply, Request, req,
+};
 use serde::Serialize;
 
 use crate::client::Client;
@@ -64,6 +68,48 @@ fn later_writer(pair: &RadarPair, writes: &[(AgentId, Ts)]) -> Option<(usize, Ag
     Some((pick.0, agent))
 }
 
+/// Each file's writes its agents' hooks reported (its `file_modified` events): agent and time.
+type Writes<'a> = HashMap<&'a str, Vec<(AgentId, Ts)>>;
+
+/// The writes of each of `files`, in one request for up to [`MAX_FILTER_PATHS`] files.
+fn writes_of<'a>(
+    client: &mut Client,
+    root: &str,
+    files: &[&'a str],
+) -> Result<Writes<'a>, Failure> {
+    let mut writes = Writes::new();
+    let mut unique: Vec<&str> = files.to_vec();
+    unique.sort_unstable();
+    unique.dedup();
+    for some in unique.chunks(MAX_FILTER_PATHS) {
+        let reply = client.request(
+            Some(root),
+            Request::Events(req::Events {
+                filter: EventFilter {
+                    types: vec!["file_modified".into()],
+                    paths: some.iter().map(|p| p.to_string()).collect(),
+                    ..EventFilter::default()
+                },
+                limit: None,
+            }),
+        )?;
+        let Reply::Events(events) = reply else {
+            continue;
+        };
+        for e in events {
+            // The filter lets through events whose path contains one of the files': only the
+            // file's own count.
+            let Some(path) = e.data["path"].as_str() else {
+                continue;
+            };
+            if let (Ok(i), Some(agent)) = (some.binary_search(&path), e.agent_id) {
+                writes.entry(some[i]).or_default().push((agent, e.ts));
+            }
+        }
+    }
+    Ok(writes)
+}
+
 pub fn run(root: &str, agent: Option<&str>, json: bool) -> Res {
     let mut client = Client::connect(true)?;
     let pairs = match client.request(
@@ -95,28 +141,19 @@ pub fn run(root: &str, agent: Option<&str>, json: bool) -> Res {
         }
     };
 
+    let files: Vec<&str> = conflicting
+        .iter()
+        .flat_map(|p| p.files.iter().map(|f| f.path.as_str()))
+        .collect();
+    let writes = writes_of(&mut client, root, &files)?;
+
     let mut done: Vec<Outcome> = Vec::new();
     for pair in conflicting {
         for file in &pair.files {
-            let writes = match client.request(
-                Some(root),
-                Request::Events(req::Events {
-                    filter: EventFilter {
-                        types: vec!["file_modified".into()],
-                        path: Some(file.path.clone()),
-                        ..EventFilter::default()
-                    },
-                    limit: None,
-                }),
-            )? {
-                Reply::Events(events) => events
-                    .into_iter()
-                    .filter(|e| e.data["path"].as_str() == Some(file.path.as_str()))
-                    .filter_map(|e| Some((e.agent_id?, e.ts)))
-                    .collect::<Vec<_>>(),
-                _ => Vec::new(),
-            };
-            let Some((side, holder)) = later_writer(pair, &writes) else {
+            let writes = writes
+                .get(file.path.as_str())
+                .map_or(&[][..], Vec::as_slice);
+            let Some((side, holder)) = later_writer(pair, writes) else {
                 continue;
             };
             let (mine, other) = if side == 0 {

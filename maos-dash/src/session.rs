@@ -238,6 +238,7 @@ pub async fn timeline(Query(q): Query<TimelineQuery>) -> Result<Response, ApiErr
         since: time("since", q.since)?,
         until: time("until", q.until)?,
         path: q.path.filter(|p| !p.is_empty()),
+        paths: Vec::new(),
         text: q.q.filter(|t| !t.is_empty()),
         before_seq: before,
         after_seq: after,

@@ -574,3 +574,75 @@ fn radar_lock_gives_the_later_writer_a_read_lock() {
         f.message
     );
 }
+
+/// `maos radar --lock` over a pair that conflicts on two files, each written last by another
+/// side: every file's own writes decide its holder (the writes of all the files come in one
+/// request; a file's events must not count for another).
+#[test]
+fn radar_lock_decides_each_file_by_its_own_writes() {
+    let env = Env::new();
+    let (repo, w) = repository(&env, &["agent-a", "agent-b"]);
+    for (dir, window) in w.iter().zip(["wa", "wb"]) {
+        start(&env, dir, window);
+    }
+    let turn = |i: usize, window: &str, path: &str, content: &str| {
+        write(&env, &w[i], window, path, content);
+        hook(&env, &w[i], window, "Stop", json!({}));
+    };
+    // A writes the code, then B; B writes the notes, then A.
+    turn(0, "wa", "src/api.rs", &TEN.replace("5\n", "five from a\n"));
+    turn(1, "wb", "notes.txt", "b's notes\n");
+    turn(1, "wb", "src/api.rs", &TEN.replace("5\n", "five from b\n"));
+    turn(0, "wa", "notes.txt", "a's notes\n");
+    let mut pairs = Vec::new();
+    wait_until(Duration::from_secs(10), "both files in the pair", || {
+        pairs = radar(&env, &repo);
+        pairs
+            .first()
+            .and_then(|p| p["files"].as_array())
+            .map(Vec::len)
+            == Some(2)
+    });
+    let agent_in = |dir: &Path| {
+        let side = ["a", "b"]
+            .iter()
+            .map(|s| &pairs[0][s])
+            .find(|side| Path::new(side["worktree"].as_str().unwrap()) == dir)
+            .unwrap_or_else(|| panic!("a side in {}: {:#}", dir.display(), pairs[0]));
+        side["agents"][0].as_str().unwrap().to_string()
+    };
+    let (a_agent, b_agent) = (agent_in(&w[0]), agent_in(&w[1]));
+
+    let locked = env.maos_json_in(&repo, &["radar", "--lock"]);
+    let holders: Vec<(&str, &str, &str)> = locked
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["path"].as_str().unwrap(),
+                o["agent"].as_str().unwrap(),
+                o["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let mut want = vec![
+        ("notes.txt", a_agent.as_str(), "locked"),
+        ("src/api.rs", b_agent.as_str(), "locked"),
+    ];
+    let mut got = holders.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{locked:#}");
+    let list = env.maos_json_in(&repo, &["lock", "list"]);
+    for (path, holder, _) in want {
+        assert!(
+            list["locks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l["path"] == path && l["holder"] == holder && l["mode"] == "read"),
+            "{path} read-locked by {holder}: {list:#}"
+        );
+    }
+}

@@ -196,6 +196,8 @@ pub struct EventQuery {
     pub until_us: Option<i64>,
     /// A text that must occur in the event's `path`, `paths` or `cycle`.
     pub path: Option<String>,
+    /// Texts one of which must occur there, each as `path` (empty: no such filter).
+    pub paths: Vec<String>,
     /// A text that must occur in the event's type or data (ASCII case folded).
     pub text: Option<String>,
     /// The newest `limit` matching events (still returned oldest first); with `oldest_first`,

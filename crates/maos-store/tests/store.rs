@@ -719,6 +719,37 @@ async fn paging_and_text_filters_agree_with_the_live_matchers() {
             "text {needle:?}"
         );
     }
+    // Several paths in one query: the events about any of them, each as `path` decides it;
+    // with `path` as well, both hold.
+    for (needles, path) in [
+        (&["a.rs", "docs/"][..], None),
+        (&["zzz", "b.rs", "É"], None),
+        (&["zzz"], None),
+        (&["src", "src", "\"quoted\""], None),
+        (&["a.rs", "b.rs"], Some("src")),
+        (&["a.rs", "docs/"], Some("zzz")),
+    ] {
+        let q = EventQuery {
+            paths: needles.iter().map(|n| n.to_string()).collect(),
+            path: path.map(str::to_string),
+            ..EventQuery::default()
+        };
+        let want: Vec<u64> = events
+            .iter()
+            .filter(|e| {
+                needles
+                    .iter()
+                    .any(|n| maos_core::events::path_matches(&e.data, n))
+                    && path.is_none_or(|p| maos_core::events::path_matches(&e.data, p))
+            })
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(
+            seqs(r.events(&q).await.unwrap()),
+            want,
+            "paths {needles:?}, path {path:?}"
+        );
+    }
 }
 
 /// The WAL header's checkpoint sequence and salts (bytes 12..24): a log restart changes them.
@@ -958,6 +989,100 @@ async fn a_full_database_refuses_a_batch_committed_in_place() {
         .await
         .unwrap();
     assert!(events.is_empty());
+    store.close().await;
+    assert_eq!(maos_store::integrity_check(&path).await.unwrap(), "ok");
+}
+
+/// Frames in the WAL of the database at `db`, from its length (while the log was never
+/// restarted, its length is the frames written: a 32-byte header, then 24 + 4,096 bytes each).
+fn wal_frames(db: &std::path::Path) -> u64 {
+    let len = std::fs::metadata(db.with_extension("db-wal")).map_or(0, |m| m.len());
+    len.saturating_sub(32) / (24 + 4096)
+}
+
+/// A commit on the caller's thread never checkpoints: SQLite's autocheckpoint did, inside the
+/// commit that passed its threshold (pages copied into the database file and an fsync, on the
+/// daemon's runtime thread). Without a background checkpointer, small batches take the WAL
+/// past the bound (`WAL_MAX_FRAMES`, the old threshold), every one of them in place and the
+/// database file untouched. The next commit runs on the blocking pool and checkpoints there;
+/// the one after starts the WAL again (its header written on the pool too), and then commits
+/// are in place again, the WAL no longer than the bound and a few frames.
+#[tokio::test]
+async fn a_commit_in_place_never_checkpoints_and_past_the_bound_the_pool_does() {
+    let (_dir, path, mut store) = new_store(StoreOptions::default()).await;
+    let s = session(1);
+    let mut seq = 0;
+    let mut commit_one = async |store: &mut Store| {
+        seq += 1;
+        let events = [EventRecord {
+            data: json!({"pad": "x".repeat(3000)}),
+            ..event(seq, &s, "x")
+        }];
+        store
+            .commit(&Batch {
+                events: &events,
+                ..Batch::default()
+            })
+            .await
+            .unwrap();
+    };
+    let bound = u64::from(maos_store::WAL_MAX_FRAMES);
+    let file = std::fs::read(&path).unwrap();
+    let mut commits = 0;
+    while wal_frames(&path) < bound {
+        assert!(commits < 20_000, "the WAL never reached the bound");
+        commit_one(&mut store).await;
+        commits += 1;
+    }
+    assert_eq!(store.pooled_commits(), 0, "{commits} commits, all in place");
+    assert_eq!(store.writer_checkpoints(), 0);
+    assert!(
+        std::fs::read(&path).unwrap() == file,
+        "no commit in place copied the WAL into the database file ({commits} commits)"
+    );
+    let epoch = wal_epoch(&path);
+
+    commit_one(&mut store).await;
+    assert_eq!(store.pooled_commits(), 1, "past the bound: on the pool");
+    assert_eq!(store.writer_checkpoints(), 1, "and checkpointed there");
+    assert!(
+        std::fs::read(&path).unwrap() != file,
+        "the checkpoint copied the WAL into the database file"
+    );
+    assert_eq!(
+        wal_epoch(&path),
+        epoch,
+        "the log starts again at the next commit"
+    );
+    commit_one(&mut store).await;
+    assert_eq!(
+        store.pooled_commits(),
+        2,
+        "the log's restart is on the pool too"
+    );
+    assert_eq!(store.writer_checkpoints(), 1);
+    assert_ne!(
+        wal_epoch(&path),
+        epoch,
+        "the WAL started again from its beginning"
+    );
+    let longest = wal_frames(&path);
+    assert!(
+        longest < bound + 32,
+        "the WAL stopped near the bound: {longest} frames"
+    );
+    for _ in 0..100 {
+        commit_one(&mut store).await;
+    }
+    assert_eq!(store.pooled_commits(), 2, "then in place again");
+    assert_eq!(store.writer_checkpoints(), 1);
+    assert_eq!(
+        wal_frames(&path),
+        longest,
+        "the commits after the restart wrote over the log's first frames"
+    );
+    let loaded = store.load().await.unwrap();
+    assert_eq!(loaded.last_seq, seq);
     store.close().await;
     assert_eq!(maos_store::integrity_check(&path).await.unwrap(), "ok");
 }

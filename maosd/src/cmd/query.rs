@@ -189,6 +189,7 @@ pub fn event_query(
         before_seq: f.before_seq,
         until_us: f.until.as_ref().map(maos_store::to_us),
         path: f.path.clone(),
+        paths: f.paths.clone(),
         text: f.text.clone(),
         limit,
         oldest_first: f.oldest_first,
@@ -197,11 +198,11 @@ pub fn event_query(
 
 impl Handle for req::Events {
     fn handle(self: Box<Self>, tx: &mut Txn<'_>) -> Result<Outcome, ErrorBody> {
-        Ok(Outcome::History(resolve_filter(
+        Ok(Outcome::History(Box::new(resolve_filter(
             tx.state(),
             &self.filter,
             self.limit,
-        )?))
+        )?)))
     }
 
     fn empty_answer(&self) -> Option<Reply> {

@@ -19,8 +19,9 @@ pub enum Outcome {
         wait: maos_core::WaitId,
         caller: Option<Box<maos_proto::McpCaller>>,
     },
-    /// A history read, run by the connection on the read pool (never by the actor).
-    History(EventQuery),
+    /// A history read, run by the connection on the read pool (never by the actor). Boxed, as
+    /// a reply is: a query is large (its filters).
+    History(Box<EventQuery>),
 }
 
 impl From<Reply> for Outcome {

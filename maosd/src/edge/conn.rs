@@ -63,7 +63,12 @@ async fn send_error(conn: &mut Conn, code: ErrorCode, message: String) {
     .await;
 }
 
-/// What reading the next frame gave.
+/// What reading the next frame gave. Not boxed: each is matched at once, on the stack, and a
+/// box would be one more allocation on every request's path.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "matched at once, never stored: a box would cost an allocation per frame"
+)]
 enum Next {
     Msg(ClientMsg),
     /// Valid frame, invalid message: answer and keep going.
@@ -679,6 +684,10 @@ fn matches(q: &EventQuery, e: &EventRecord) -> bool {
         && q.path
             .as_deref()
             .is_none_or(|p| maos_core::events::path_matches(&e.data, p))
+        && (q.paths.is_empty()
+            || q.paths
+                .iter()
+                .any(|p| maos_core::events::path_matches(&e.data, p)))
         && q.text
             .as_deref()
             .is_none_or(|t| maos_core::events::text_matches(&e.kind, &e.data, t))

@@ -31,6 +31,11 @@ pub struct EventFilter {
     /// Only events about a path: the text occurs in their `path`, `paths` or `cycle`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Only events about one of these paths, each as `path` decides it: the events of many
+    /// files in one request (`maos radar --lock`). At most [`MAX_FILTER_PATHS`]; with `path`
+    /// too, both hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
     /// Only events whose type or data contain this text (ASCII letters in any case).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
@@ -43,6 +48,9 @@ pub struct EventFilter {
 
 /// The longest `text` a filter takes (its `path` takes [`maos_core::MAX_PATH`]).
 pub const MAX_FILTER_TEXT: usize = 1024;
+
+/// The most `paths` a filter takes (each as long as a `path`).
+pub const MAX_FILTER_PATHS: usize = 256;
 
 /// How a front end names a filter's fields in its refusals.
 #[derive(Clone, Copy, Debug)]
@@ -88,6 +96,19 @@ impl EventFilter {
                 _ => {}
             }
         }
+        if self.paths.len() > MAX_FILTER_PATHS {
+            return Err(format!(
+                "{}: {} paths are too many in one filter (at most {MAX_FILTER_PATHS})",
+                names.path,
+                self.paths.len()
+            ));
+        }
+        for p in &self.paths {
+            if p.is_empty() {
+                return Err(format!("{}: give a non-empty text", names.path));
+            }
+            maos_core::check_path_len(p).map_err(|why| format!("{}: {why}", names.path))?;
+        }
         if let (Some(s), Some(u)) = (&self.since, &self.until)
             && u <= s
         {
@@ -100,5 +121,30 @@ impl EventFilter {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_paths(paths: Vec<String>) -> EventFilter {
+        EventFilter {
+            paths,
+            ..EventFilter::default()
+        }
+    }
+
+    /// `paths` takes what `path` takes, each, and at most [`MAX_FILTER_PATHS`] of them.
+    #[test]
+    fn paths_are_bounded_as_a_path_is() {
+        let many = |n: usize| (0..n).map(|i| format!("src/{i}.rs")).collect();
+        assert_eq!(with_paths(many(MAX_FILTER_PATHS)).check(), Ok(()));
+        let e = with_paths(many(MAX_FILTER_PATHS + 1)).check().unwrap_err();
+        assert!(e.contains("257 paths are too many") && e.starts_with("--path"), "{e}");
+        let e = with_paths(vec!["a".into(), String::new()]).check().unwrap_err();
+        assert!(e.contains("non-empty"), "{e}");
+        let long = "x".repeat(maos_core::MAX_PATH + 1);
+        assert!(with_paths(vec![long]).check().is_err());
     }
 }
