@@ -315,3 +315,122 @@ fn a_write_acknowledged_the_moment_before_kill_9_is_there_after_the_restart() {
     }
     assert_eq!(env.integrity_check(), "ok");
 }
+
+/// The WAL header's salts (bytes 16..24): a log restart changes them, and a frame belongs to
+/// the current log when its own salts (bytes 8..16 of its 24-byte header) are these.
+fn wal_salts(wal: &std::path::Path) -> Vec<u8> {
+    std::fs::read(wal).map_or_else(|_| Vec::new(), |b| b.get(16..24).unwrap_or(&[]).to_vec())
+}
+
+/// Frames of the current log (those after its start whose salts are the header's): what the
+/// commits since the last restart wrote, or fewer if the log restarted meanwhile.
+fn wal_log_frames(wal: &std::path::Path) -> u64 {
+    const FRAME: usize = 24 + 4096;
+    let bytes = std::fs::read(wal).unwrap_or_default();
+    let Some(salts) = bytes.get(16..24) else {
+        return 0;
+    };
+    (bytes.get(32..).unwrap_or(&[]).chunks_exact(FRAME))
+        .take_while(|f| &f[8..16] == salts)
+        .count() as u64
+}
+
+/// The write connection no longer checkpoints by itself (SQLite's autocheckpoint ran inside
+/// a commit on the daemon's runtime thread): the background checkpointer keeps the WAL short.
+/// Commits that write more than the old threshold (`WAL_MAX_FRAMES`) in all, in rounds; after
+/// each, while nothing commits, the checkpointer copies the WAL back and starts it again (so
+/// nothing else could have), and the WAL never grows near the bound. Then a burst of commits
+/// with no pause that writes twice the bound: the WAL stays near the bound however far the
+/// checkpointer falls behind (past it, the writer's own checkpoint takes over, on the blocking
+/// pool). After `kill -9` nothing acknowledged is lost.
+#[test]
+fn the_background_checkpointer_keeps_the_wal_short_past_the_old_threshold() {
+    // Even: a round ends with a release.
+    const ROUND: u64 = 250;
+    let env = Env::new();
+    let sid = env.session("many small commits", &[]);
+    env.maos_json(&["session", "start", &sid]);
+    let holder = env.agent(Some(&sid), "holder", "takes one lock again and again");
+    env.maos_json(&["agent", "start", &holder]);
+    let root = Env::project_root(&env.project);
+    let wal = {
+        let mut p = env.db_path().into_os_string();
+        p.push("-wal");
+        std::path::PathBuf::from(p)
+    };
+    let wal_file_frames = || std::fs::metadata(&wal).map_or(0, |m| m.len()) / (24 + 4096);
+    let bound = u64::from(maos_store::WAL_MAX_FRAMES);
+    let mut raw = env.raw();
+    raw.hello();
+    // Commit `i`: a grant of `wal.rs` when even, its release when odd (one batch each).
+    let mut grants = 0;
+    let mut commit = |i: u64| {
+        let body = if i.is_multiple_of(2) {
+            grants += 1;
+            json!({"request": "lock_acquire", "agent": holder, "path": "wal.rs",
+                   "mode": "write", "wait": {"policy": "no_wait"}})
+        } else {
+            json!({"request": "lock_release", "agent": holder, "path": "wal.rs"})
+        };
+        let result = raw.request(Some(&root), body);
+        assert!(result["Ok"].is_object(), "commit #{i}: {result}");
+    };
+    let (mut written, mut rounds) = (0u64, 0u64);
+    while written <= bound {
+        assert!(rounds < 40, "{written} frames after {rounds} rounds");
+        for i in 0..ROUND {
+            commit(i);
+        }
+        // Counted before the restart: a restart during the round only counts fewer.
+        written += wal_log_frames(&wal);
+        let salts = wal_salts(&wal);
+        wait_until(
+            DEADLINE,
+            "the background checkpointer starts the quiet project's WAL again",
+            || wal_salts(&wal) != salts,
+        );
+        rounds += 1;
+    }
+    let quiet = wal_file_frames();
+    assert!(
+        quiet < bound,
+        "the WAL grew to {quiet} frames ({written} written in {rounds} rounds)"
+    );
+    // At least as many frames a commit as the rounds counted: twice the bound, with no pause.
+    // (Even: the last commit is a release.)
+    let burst = (2 * bound * rounds * ROUND)
+        .div_ceil(written.max(1))
+        .next_multiple_of(2);
+    for i in 0..burst {
+        commit(i);
+    }
+    let busy = wal_file_frames();
+    eprintln!(
+        "{} commits in {rounds} rounds wrote at least {written} WAL frames, the WAL file then \
+         {quiet} frames; {burst} commits in a burst (about {} frames), the WAL file then {busy} \
+         frames (bound {bound})",
+        rounds * ROUND,
+        2 * bound
+    );
+    // A reader's snapshot can hold back a checkpoint and so the restart for a few commits.
+    assert!(
+        busy < bound + bound / 4,
+        "the WAL grew to {busy} frames in a burst of {burst} commits"
+    );
+    // A grant last, then kill the daemon.
+    commit(0);
+    env.kill9();
+    let locks = env.maos_json(&["lock", "list"]);
+    let held: Vec<_> = locks["locks"].as_array().expect("locks").iter().collect();
+    assert!(
+        held.len() == 1 && held[0]["path"] == "wal.rs" && held[0]["holder"] == holder.as_str(),
+        "{locks}"
+    );
+    let acquired = env
+        .events(&["--type", "lock_acquired"])
+        .iter()
+        .filter(|e| e["agent_id"] == holder.as_str())
+        .count();
+    assert_eq!(acquired, grants, "every acknowledged grant has its event");
+    assert_eq!(env.integrity_check(), "ok");
+}

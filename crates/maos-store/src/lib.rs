@@ -19,7 +19,7 @@ mod sqlite_write;
 mod types;
 
 pub use engine::{Reader, Store};
-pub use options::{StoreOptions, Synchronous, WAL_AUTOCHECKPOINT_PAGES};
+pub use options::{StoreOptions, Synchronous, WAL_MAX_FRAMES};
 pub use pg::{
     Fleet, FleetStatus, FleetWaits, Fresh, Member, Notifier, PgReader, PgStore, channel, redact,
 };

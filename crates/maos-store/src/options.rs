@@ -4,8 +4,12 @@ use std::str::FromStr;
 
 use crate::pg::Fleet;
 
-/// WAL pages after which a commit checkpoints by itself (the bound on the WAL's size).
-pub const WAL_AUTOCHECKPOINT_PAGES: u32 = 4000;
+/// Frames (pages) the WAL may hold (~16 MiB) before the write connection checkpoints it
+/// itself, off the daemon's runtime thread (the bound on the WAL; the background checkpointer
+/// normally keeps it far shorter): past it, the next commit runs on tokio's blocking pool and
+/// checkpoints there (`sqlite_write.rs`). SQLite's own autocheckpoint, which ran inside the
+/// commit that passed it, is off.
+pub const WAL_MAX_FRAMES: u32 = 4000;
 
 /// How hard a commit tries to reach the disk (SQLite's `synchronous` pragma, in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

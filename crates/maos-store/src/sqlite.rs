@@ -165,12 +165,14 @@ impl SqliteStore {
             .map_err(open_err)?;
         MIGRATOR.run(&migrate).await?;
         migrate.close().await;
-        // Checkpoints happen mostly off the commit path: the daemon runs `Checkpointer` every
-        // second. Under sustained writes a passive checkpoint never catches up completely, and
-        // only a complete one lets the WAL wrap, so the writer keeps its own checkpoint as a
-        // bound on the WAL (`WAL_AUTOCHECKPOINT_PAGES`, ~16 MiB). With most frames already
-        // copied in the background it is rare and cheap; at SQLite's default (1,000 pages) it
-        // fsynced inside ~1% of commits.
+        // Checkpoints happen off the commit path: the daemon runs `Checkpointer` every second.
+        // Under sustained writes a passive checkpoint never catches up completely, and only a
+        // complete one lets the WAL wrap, so the writer keeps a bound on the WAL
+        // (`WAL_MAX_FRAMES`, ~16 MiB): past it, its next commit runs on the blocking pool and
+        // checkpoints there, never on the caller's thread (`sqlite_write.rs`). With most frames
+        // already copied in the background that is rare and cheap; SQLite's own autocheckpoint
+        // (off) ran inside the commit, and at its default (1,000 pages) fsynced inside ~1% of
+        // commits.
         let writer = Writer::open(path, &opts, WRITE_SPILL_PAGES).await?;
         let checkpoint = base.clone();
         // History reads can be long (a chart's 100,000 events): sqlx hands rows from its
@@ -194,12 +196,14 @@ impl SqliteStore {
         })
     }
 
-    /// Turn the write connection's own WAL checkpoint (the bound on the WAL) off or back on.
-    /// After a crash the WAL can be near that bound, and the first commit would then copy it
-    /// all back, inside the commit: a daemon turns it off until its recovery is committed and
-    /// its background [`Checkpointer`] runs.
+    /// Turn the write connection's own WAL checkpoint (the bound on the WAL: past
+    /// [`crate::WAL_MAX_FRAMES`], a commit runs on the blocking pool and checkpoints there)
+    /// off or back on. After a crash the WAL can be near that bound, and the first commits
+    /// would then copy it all back before recovery's answer: a daemon turns it off until its
+    /// recovery is committed and its background [`Checkpointer`] runs.
     pub async fn set_autocheckpoint(&mut self, on: bool) -> Result<(), StoreError> {
-        self.writer.set_autocheckpoint(on).await
+        self.writer.set_autocheckpoint(on);
+        Ok(())
     }
 
     /// A connection of its own for background checkpoints (and the WAL's restarts: see
@@ -265,6 +269,13 @@ impl SqliteStore {
     /// `sqlite_write.rs`): a large batch, `synchronous=FULL`, or the write lock taken.
     pub fn pooled_commits(&self) -> u64 {
         self.writer.pooled_commits()
+    }
+
+    /// WAL checkpoints the write connection ran itself: each on the blocking pool, after a
+    /// commit that left the WAL past [`crate::WAL_MAX_FRAMES`] (the background checkpointer
+    /// fell behind). Never on the caller's thread.
+    pub fn writer_checkpoints(&self) -> u64 {
+        self.writer.checkpoints()
     }
 
     /// Close the connections cleanly, the write connection last (the last to close copies

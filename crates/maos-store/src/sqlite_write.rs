@@ -14,14 +14,26 @@
 //! background checkpointer's WAL restart holds it for one small write): the attempt on the
 //! caller's thread never waits for the lock (busy timeout 0); the pooled one waits as long as
 //! the connection always did ([`BUSY_TIMEOUT`]).
+//!
+//! The connection never checkpoints by itself: SQLite's autocheckpoint runs inside the commit
+//! that passes its threshold (it copies the WAL's pages into the database file and fsyncs it),
+//! which on the caller's thread stalled every request the daemon serves. Its WAL hook is
+//! maos's instead ([`count_frames`]), which only notes how many frames the WAL holds. The
+//! daemon's background checkpointer keeps the WAL short; should it fall behind (the WAL past
+//! [`WAL_MAX_FRAMES`]), the next commit runs on the blocking pool, and a pooled commit that
+//! leaves the WAL past the bound checkpoints it there, after its `COMMIT` (a passive
+//! checkpoint, as SQLite's own was), so the WAL stays bounded without the runtime thread ever
+//! copying it back.
 
+use std::ffi::{c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OpenFlags};
+use rusqlite::{Connection, ErrorCode, OpenFlags, ffi};
 
-use crate::options::{StoreOptions, Synchronous, WAL_AUTOCHECKPOINT_PAGES};
+use crate::options::{StoreOptions, Synchronous, WAL_MAX_FRAMES};
 use crate::rows::{ARGUMENTS, BatchArgs, BatchRow, Part};
 use crate::types::StoreError;
 
@@ -43,6 +55,17 @@ struct Conn {
     /// argument each of its parameters takes (`$N`: [`BatchArgs::values`]`[N - 1]`), read
     /// when the connection opened rather than by name at every commit.
     params: Vec<Vec<Box<[usize]>>>,
+    /// Frames in the WAL after this connection's last commit, as its WAL hook was told
+    /// ([`count_frames`]). Boxed, and after `db`: the hook holds its address for as long as
+    /// the connection is open, and `db` is dropped (closed) first.
+    frames: Box<AtomicU32>,
+}
+
+impl Conn {
+    /// Whether the WAL was past [`WAL_MAX_FRAMES`] after this connection's last commit.
+    fn wal_past_bound(&self) -> bool {
+        self.frames.load(Ordering::Relaxed) >= WAL_MAX_FRAMES
+    }
 }
 
 /// The write connection, and where its commits run.
@@ -54,6 +77,11 @@ pub(crate) struct Writer {
     inline: bool,
     /// Commits run on the blocking pool.
     pooled: u64,
+    /// Whether the WAL's bound holds: past it, commits run on the pool and checkpoint there.
+    /// Off while a daemon recovers (see [`Writer::set_autocheckpoint`]).
+    bounded: bool,
+    /// Checkpoints this connection ran (each on the pool, after a commit past the bound).
+    checkpoints: u64,
 }
 
 impl Writer {
@@ -73,6 +101,8 @@ impl Writer {
             conn: Arc::new(Mutex::new(conn)),
             inline: sync == Synchronous::Normal,
             pooled: 0,
+            bounded: true,
+            checkpoints: 0,
         })
     }
 
@@ -83,13 +113,18 @@ impl Writer {
             return done;
         }
         self.pooled += 1;
-        self.on_pool(move |c| {
-            c.db.busy_timeout(BUSY_TIMEOUT)?;
-            let ran = run(c, &args);
-            c.db.busy_timeout(Duration::ZERO)?;
-            ran.map_err(Failed::into_sqlite)
-        })
-        .await
+        let bounded = self.bounded;
+        let checkpointed = self
+            .on_pool(move |c| {
+                c.db.busy_timeout(BUSY_TIMEOUT)?;
+                let ran = run(c, &args);
+                let checkpointed = ran.is_ok() && bounded && c.wal_past_bound() && checkpoint(c);
+                c.db.busy_timeout(Duration::ZERO)?;
+                ran.map_err(Failed::into_sqlite).map(|()| checkpointed)
+            })
+            .await?;
+        self.checkpoints += u64::from(checkpointed);
+        Ok(())
     }
 
     /// The commit on the caller's thread, when the batch is small, the connection free and its
@@ -104,6 +139,11 @@ impl Writer {
             // A pooled commit the caller stopped awaiting still runs: queue behind it.
             Err(TryLockError::WouldBlock) => return None,
         };
+        // The background checkpointer fell behind: this commit, and the checkpoint after it,
+        // run on the pool.
+        if self.bounded && conn.wal_past_bound() {
+            return None;
+        }
         match run(&conn, args) {
             Ok(()) => Some(Ok(())),
             Err(Failed::Busy) => None,
@@ -116,13 +156,16 @@ impl Writer {
         self.pooled
     }
 
-    /// SQLite's own WAL checkpoint on this connection (the bound on the WAL) on or off.
-    pub(crate) async fn set_autocheckpoint(&self, on: bool) -> Result<(), StoreError> {
-        let pages = if on { WAL_AUTOCHECKPOINT_PAGES } else { 0 };
-        self.on_pool(move |c| {
-            c.db.execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages}"))
-        })
-        .await
+    /// Checkpoints this connection ran (on the pool, the WAL past its bound) so far.
+    pub(crate) fn checkpoints(&self) -> u64 {
+        self.checkpoints
+    }
+
+    /// The bound on the WAL on or off: with it off, a WAL past [`WAL_MAX_FRAMES`] neither
+    /// sends commits to the pool nor has them checkpoint (SQLite's own checkpoint never runs
+    /// on this connection either way).
+    pub(crate) fn set_autocheckpoint(&mut self, on: bool) {
+        self.bounded = on;
     }
 
     /// Run `f` on the connection on the blocking pool. A panic there (none is known) leaves
@@ -147,8 +190,14 @@ impl Writer {
         let Ok(conn) = Arc::try_unwrap(self.conn) else {
             return;
         };
-        let conn = conn.into_inner().unwrap_or_else(PoisonError::into_inner);
-        let closed = tokio::task::spawn_blocking(move || conn.db.close().map_err(|(_, e)| e)).await;
+        let Conn { db, frames, .. } = conn.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let closed = tokio::task::spawn_blocking(move || {
+            let closed = db.close().map_err(|(_, e)| e);
+            // Only now: the connection's WAL hook held its address.
+            drop(frames);
+            closed
+        })
+        .await;
         if let Ok(Err(e)) = closed {
             tracing::warn!(error = %e, "closing the database's write connection failed");
         }
@@ -173,7 +222,7 @@ fn connect(
     conn.busy_timeout(BUSY_TIMEOUT)?;
     let mut pragmas = format!(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; PRAGMA foreign_keys = OFF; \
-         PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}; \
+         PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 0; \
          PRAGMA cache_spill = {spill_pages};",
         sync.as_str().to_ascii_uppercase(),
     );
@@ -184,7 +233,68 @@ fn connect(
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.busy_timeout(Duration::ZERO)?;
     let params = parameters(&conn)?;
-    Ok(Conn { db: conn, params })
+    let frames = Box::new(AtomicU32::new(0));
+    // SAFETY: `conn` is a live connection. The hook's argument is the address of `frames`,
+    // which the returned `Conn` keeps (boxed: it does not move) until after `conn` is closed
+    // (`Conn`'s fields drop in order, `db` first; `Writer::close` drops it after the close).
+    // The hook (replacing SQLite's autocheckpoint) only stores into it.
+    unsafe {
+        ffi::sqlite3_wal_hook(
+            conn.handle(),
+            Some(count_frames),
+            std::ptr::from_ref::<AtomicU32>(&frames).cast_mut().cast(),
+        );
+    }
+    Ok(Conn {
+        db: conn,
+        params,
+        frames,
+    })
+}
+
+/// The write connection's WAL hook, which SQLite calls after each of its commits with the
+/// frames the WAL then holds: it notes them in the connection's `frames` and checkpoints
+/// nothing (registering it replaces SQLite's autocheckpoint, which is such a hook).
+unsafe extern "C" fn count_frames(
+    frames: *mut c_void,
+    _db: *mut ffi::sqlite3,
+    _name: *const c_char,
+    n: c_int,
+) -> c_int {
+    // SAFETY: `frames` is the `AtomicU32` that `connect` registered, alive while the
+    // connection is open (see there); an atomic store needs no exclusive access.
+    let frames = unsafe { &*frames.cast::<AtomicU32>().cast_const() };
+    frames.store(u32::try_from(n).unwrap_or(0), Ordering::Relaxed);
+    ffi::SQLITE_OK
+}
+
+/// A passive checkpoint on the write connection (after a commit on the pool, the WAL past its
+/// bound): whatever no reader still needs is copied into the database file, and once every
+/// frame is, the next commit starts the WAL again from its beginning. True when it ran; a
+/// failure is logged (the commit before it stands).
+fn checkpoint(c: &Conn) -> bool {
+    let ran = c.db.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    });
+    match ran {
+        Ok((busy, frames, copied)) => {
+            tracing::debug!(
+                busy,
+                frames,
+                copied,
+                "the writer checkpointed its WAL past the bound"
+            );
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the writer's checkpoint of its WAL past the bound failed");
+            false
+        }
+    }
 }
 
 /// Which argument each parameter of each part's statements takes (see [`Conn::params`]);
