@@ -7,7 +7,7 @@
 //! PostgreSQL by hand (a path `../x`, a huge size, a base that is no commit id) are refused with
 //! a log line and a line in `maos radar`, and a report whose base this clone lacks is shown as
 //! not comparable, never guessed at, until a `git fetch` brings the base in; the daemon keeps
-//! serving.
+//! serving. A report rewritten while the daemon reads it is taken again at the next look.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -398,28 +398,45 @@ fn blob_id(content: &[u8]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// A directory holding a `git` that appends each of its runs' arguments to `log`, then runs
-/// the real git (found on this process's `PATH`).
-fn logging_git(dir: &Path, log: &Path) -> PathBuf {
+/// A directory `dir/name` holding a `git` that runs the shell lines `prelude`, then the real
+/// git (found on this process's `PATH`).
+fn wrapped_git(dir: &Path, name: &str, prelude: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let real = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .map(|d| d.join("git"))
         .find(|g| g.is_file())
         .expect("git on PATH");
-    let bin = dir.join("logging-git");
+    let bin = dir.join(name);
     std::fs::create_dir_all(&bin).unwrap();
     let script = bin.join("git");
     std::fs::write(
         &script,
-        format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            real.display()
-        ),
+        format!("#!/bin/sh\n{prelude}\nexec '{}' \"$@\"\n", real.display()),
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     bin
+}
+
+/// A directory holding a `git` that appends each of its runs' arguments to `log`, then runs
+/// the real git.
+fn logging_git(dir: &Path, log: &Path) -> PathBuf {
+    let prelude = format!("printf '%s\\n' \"$*\" >> '{}'", log.display());
+    wrapped_git(dir, "logging-git", &prelude)
+}
+
+/// `maos daemon start` in `clone`, the daemon's `PATH` starting with `bin`.
+fn start_with_path(env: &Env, clone: &Path, bin: PathBuf) {
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    let started = env
+        .maos_cmd_in(clone, &["daemon", "start"])
+        .env("PATH", &path)
+        .output()
+        .expect("maos daemon start");
+    assert!(started.status.success(), "{started:?}");
 }
 
 /// While no report changes, the radar merges nothing again: its looks every second read the
@@ -434,17 +451,7 @@ fn looks_at_unchanged_reports_merge_nothing_again() {
     let origin = origin(&e1);
     let c1 = clone(&e1, &origin, "one");
     let log = e1.root().join("git.log");
-    let bin = logging_git(&e1.root(), &log);
-    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))
-    .unwrap();
-    let started = e1
-        .maos_cmd_in(&c1, &["daemon", "start"])
-        .env("PATH", &path)
-        .output()
-        .expect("maos daemon start");
-    assert!(started.status.success(), "{started:?}");
+    start_with_path(&e1, &c1, logging_git(&e1.root(), &log));
     start(&e1, &c1, "w1");
     write(&e1, &c1, "w1", "notes.txt", "notes from 1\n");
 
@@ -601,4 +608,89 @@ fn a_base_not_here_compares_once_fetched() {
         "{table}"
     );
     assert_eq!(version(), before, "machine 2 wrote nothing new");
+}
+
+/// A report rewritten while this daemon reads it (after the report, before its contents) is
+/// not dropped: it is taken again at the next look, even when the rewrite left its version as
+/// it was (rows written by hand), and its conflict shows. The rewrite is made to land exactly
+/// there: the daemon's `git` holds the report's lookup (its first `cat-file` of object types)
+/// until the rows are rewritten.
+#[test]
+fn a_report_rewritten_while_read_is_taken_again() {
+    let Some(pg) = postgres_or_skip() else { return };
+    let e1 = daemon_on(&pg, "machine-1");
+    let origin = origin(&e1);
+    let c1 = clone(&e1, &origin, "one");
+    let (held, go) = (e1.root().join("held"), e1.root().join("go"));
+    let prelude = format!(
+        "case \"$*\" in *'cat-file --batch-check=%(objecttype)'*)\n\
+         if mkdir '{}' 2>/dev/null; then\n\
+         i=0; while [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n\
+         fi;;\nesac",
+        held.display(),
+        go.display()
+    );
+    start_with_path(&e1, &c1, wrapped_git(&e1.root(), "holding-git", &prelude));
+    start(&e1, &c1, "w1");
+    write(&e1, &c1, "w1", "notes.txt", "notes from 1\n");
+
+    // Another machine's report: notes.txt changed on the same line.
+    let url = pg.url();
+    let main = main_of(&origin);
+    let (first, then) = (b"notes from 2\n", b"notes, then, from 2\n");
+    maos_tests::block_on(async {
+        let mut c = PgConnection::connect(&url).await.expect("connect");
+        evil_member(&mut c).await;
+        let blob = blob_id(first);
+        put_report(
+            &mut c,
+            "/srv/two",
+            &main,
+            ("notes.txt", &blob, first.len() as i64, Some(first)),
+        )
+        .await;
+    });
+    let version = || -> i64 {
+        maos_tests::block_on(async {
+            let mut c = PgConnection::connect(&url).await.expect("connect");
+            sqlx::query_scalar("SELECT version FROM radar_worktrees WHERE daemon = 'evil/1'")
+                .fetch_one(&mut c)
+                .await
+                .expect("version")
+        })
+    };
+    let before = version();
+    wait_until(
+        Duration::from_secs(20),
+        "the daemon reads the report",
+        || held.exists(),
+    );
+    // Rewritten as it is read: another content, the version left as it was.
+    maos_tests::block_on(async {
+        let mut c = PgConnection::connect(&url).await.expect("connect");
+        sqlx::query(
+            "UPDATE radar_files SET blob = $2, size = $3, content = $4
+             WHERE project = $1 AND daemon = 'evil/1'",
+        )
+        .bind(KEY)
+        .bind(blob_id(then))
+        .bind(then.len() as i64)
+        .bind(&then[..])
+        .execute(&mut c)
+        .await
+        .expect("rewrite");
+    });
+    std::fs::write(&go, "").unwrap();
+    let mut pairs = Vec::new();
+    wait_until(
+        Duration::from_secs(20),
+        "the rewritten report's conflict shows",
+        || {
+            pairs = radar(&e1, &c1);
+            pairs.iter().any(|p| files(p) == ["notes.txt"])
+        },
+    );
+    assert_eq!(pairs.len(), 1, "{pairs:#?}");
+    assert!(pairs[0]["note"].is_null(), "{pairs:#?}");
+    assert_eq!(version(), before, "the version never moved");
 }

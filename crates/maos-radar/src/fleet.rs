@@ -121,17 +121,23 @@ pub fn report(
 pub struct Here {
     /// Whether its base commit is here.
     pub base: bool,
-    /// The files whose blobs are not (their contents must be fetched before [`build`]).
-    pub missing: Vec<String>,
+    /// The files whose blobs are not, as indices in the report's `files`, in order (their
+    /// contents must be fetched before [`build`]).
+    pub missing: Vec<usize>,
 }
 
 /// Looks up a checked report's base and blobs in the repository at `dir` (one `git cat-file
 /// --batch-check` for all of them).
 pub fn here(git: &Git, dir: &Path, t: &FleetTree) -> Result<Here, RadarError> {
-    let present: Vec<&FleetFile> = t.files.iter().filter(|f| f.mode != 0).collect();
+    let present: Vec<(usize, &FleetFile)> = t
+        .files
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.mode != 0)
+        .collect();
     let base = format!("{}^{{commit}}", t.base);
     let mut names: Vec<&str> = vec![base.as_str()];
-    names.extend(present.iter().map(|f| f.blob.as_str()));
+    names.extend(present.iter().map(|(_, f)| f.blob.as_str()));
     let types = git.types(dir, &names)?;
     Ok(Here {
         base: types.first().and_then(Option::as_deref) == Some("commit"),
@@ -139,7 +145,7 @@ pub fn here(git: &Git, dir: &Path, t: &FleetTree) -> Result<Here, RadarError> {
             .iter()
             .zip(types.iter().skip(1))
             .filter(|(_, ty)| ty.as_deref() != Some("blob"))
-            .map(|(f, _)| f.path.clone())
+            .map(|((i, _), _)| *i)
             .collect(),
     })
 }
@@ -166,11 +172,10 @@ pub fn build(
     // Every blob must be here once the missing ones are written.
     let mut contents = contents;
     let mut writing: Vec<(&FleetFile, Vec<u8>)> = Vec::with_capacity(here.missing.len());
-    for path in &here.missing {
-        let (Some(f), Some(content)) = (
-            t.files.iter().find(|f| f.mode != 0 && f.path == *path),
-            contents.remove(path),
-        ) else {
+    for &i in &here.missing {
+        let f = t.files.get(i).filter(|f| f.mode != 0);
+        let (Some(f), Some(content)) = (f, f.and_then(|f| contents.remove(&f.path))) else {
+            let path = f.map_or("?", |f| f.path.as_str());
             return Ok(Err(format!(
                 "cannot compare: the content of `{path}` did not arrive"
             )));

@@ -12,7 +12,7 @@
 //! this clone's refs change (a fetch): one `git cat-file` for their bases, and those now here
 //! are taken again.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -76,6 +76,9 @@ const RECHECK_MAX: usize = 64;
 /// did not change (commits may arrive without a ref written: an alternate object store).
 const RECHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
+/// The most files a debug line names of a report rewritten while it was read.
+const MOVED_SHOWN: usize = 8;
+
 /// What taking another daemon's checked report here came to.
 enum Built {
     /// The tree it stands for, built here.
@@ -84,9 +87,9 @@ enum Built {
     Note(String),
     /// Its base commit is not here (shown with the pairs; looked at again after a fetch).
     NoBase(String),
-    /// It was rewritten while it was read (a content it named is gone): the next look takes
-    /// the new version.
-    Moved,
+    /// It was rewritten while it was read: the contents of these files (those it named) are
+    /// gone. Taken again at the next look, whatever its version.
+    Moved(Vec<String>),
 }
 
 /// What this machine last wrote of one of its worktrees.
@@ -304,30 +307,34 @@ impl FleetSide {
             }
             changes.extend(engine.forget(&name));
         }
-        // This clone's refs, read before anything is looked up, when a report waits for its
-        // base or one is to be taken (it may wait after).
-        let fresh = versions
-            .iter()
-            .any(|v| self.seen.get(&(v.daemon.clone(), v.worktree.clone())) != Some(&v.version));
-        let waiting = self.foreign.values().any(|f| f.waiting);
-        let stamp = (fresh || waiting).then(|| maos_radar::refs_stamp(&self.root));
-        if waiting {
-            let moved = match (&self.stamp, &stamp) {
-                (Some(old), Some(new)) => old != new,
-                _ => true,
-            };
+        // This clone's refs, read before anything is looked up (git or the reports), when a
+        // report waits for its base (first, for the recheck) or one is to be taken (it may
+        // wait after).
+        let mut stamp = None;
+        if self.foreign.values().any(|f| f.waiting) {
+            let new = maos_radar::refs_stamp(&self.root);
+            let moved = self.stamp.as_ref() != Some(&new);
+            stamp = Some(new);
+            // Those whose base is here now are no longer counted as seen.
             self.recheck(moved, now);
         } else {
             self.rechecked = None;
         }
+        // What to take: each report whose version is not the one last taken (`seen` looked up
+        // once each).
+        let due: Vec<((String, String), i64)> = versions
+            .into_iter()
+            .map(|v| ((v.daemon, v.worktree), v.version))
+            .filter(|(key, version)| self.seen.get(key) != Some(version))
+            .collect();
+        if stamp.is_none() && !due.is_empty() {
+            stamp = Some(maos_radar::refs_stamp(&self.root));
+        }
         self.stamp = stamp;
-        for v in &versions {
-            let key = (v.daemon.clone(), v.worktree.clone());
-            if self.seen.get(&key) == Some(&v.version) {
-                continue;
-            }
-            self.seen.insert(key, v.version);
-            changes.extend(self.take(engine, &v.daemon, &v.worktree, now));
+        for (key, version) in due {
+            // Taken at this version, unless `take` finds it must be read again (it removes it).
+            self.seen.insert(key.clone(), version);
+            changes.extend(self.take(engine, &key.0, &key.1, now));
         }
         changes
     }
@@ -464,9 +471,14 @@ impl FleetSide {
                         foreign.waiting = true;
                         Err(why)
                     }
-                    // Its version moved: the next look takes the new one.
-                    Built::Moved => {
-                        debug!(worktree = %name, "a report was rewritten while it was read");
+                    // Not counted as seen: the next look takes it again (its new version, or
+                    // this one if the rewrite left the version as it was).
+                    Built::Moved(files) => {
+                        let shown_files = &files[..files.len().min(MOVED_SHOWN)];
+                        debug!(worktree = %name, moved = files.len(), files = ?shown_files,
+                               "a report was rewritten while it was read: taken again next look");
+                        self.seen
+                            .remove(&(daemon.to_string(), worktree.to_string()));
                         return changes;
                     }
                 }
@@ -518,11 +530,10 @@ impl FleetSide {
                 Err(e) => err(e),
             };
         }
-        let missing: HashSet<&str> = here.missing.iter().map(String::as_str).collect();
-        let wanted: Vec<&FleetFile> = t
-            .files
+        let wanted: Vec<&FleetFile> = here
+            .missing
             .iter()
-            .filter(|f| missing.contains(f.path.as_str()))
+            .filter_map(|&i| t.files.get(i))
             .collect();
         let contents = if wanted.is_empty() {
             Vec::new()
@@ -540,17 +551,16 @@ impl FleetSide {
         };
         // A content is read only while its row holds the blob the report named: one absent
         // was rewritten since the report was read.
-        if contents.len() < wanted.len() {
-            return Built::Moved;
+        let contents: HashMap<String, Vec<u8>> = contents.into_iter().collect();
+        let moved: Vec<String> = wanted
+            .iter()
+            .filter(|f| !contents.contains_key(&f.path))
+            .map(|f| f.path.clone())
+            .collect();
+        if !moved.is_empty() {
+            return Built::Moved(moved);
         }
-        match fleet::build(
-            &self.git,
-            &self.root,
-            &self.index,
-            t,
-            &here,
-            contents.into_iter().collect(),
-        ) {
+        match fleet::build(&self.git, &self.root, &self.index, t, &here, contents) {
             Ok(Ok(snap)) => Built::Tree(snap),
             Ok(Err(why)) => Built::Note(why),
             Err(e) => err(e),
