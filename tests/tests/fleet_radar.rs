@@ -115,6 +115,32 @@ fn sides(pair: &Value) -> (&Value, &Value) {
     }
 }
 
+/// Waits until `env`'s radar in `clone` shows a pair conflicting in notes.txt, saying `what`
+/// if it never does; the pairs then.
+fn notes_conflict_shows(env: &Env, clone: &Path, what: &str) -> Vec<Value> {
+    let mut pairs = Vec::new();
+    wait_until(Duration::from_secs(20), what, || {
+        pairs = radar(env, clone);
+        pairs.iter().any(|p| files(p) == ["notes.txt"])
+    });
+    pairs
+}
+
+/// The versions of the reports of `machine` in PostgreSQL at `url`.
+fn versions_of(url: &str, machine: &str) -> Vec<i64> {
+    maos_tests::block_on(async {
+        let mut c = PgConnection::connect(url).await.expect("connect");
+        sqlx::query_scalar::<_, i64>(
+            "SELECT version FROM radar_worktrees WHERE project = $1 AND machine = $2",
+        )
+        .bind(KEY)
+        .bind(machine)
+        .fetch_all(&mut c)
+        .await
+        .expect("versions")
+    })
+}
+
 #[test]
 fn overlapping_edits_on_two_machines_show_on_both_and_clean_merges_show_nothing() {
     let Some(pg) = postgres_or_skip() else { return };
@@ -476,15 +502,7 @@ fn looks_at_unchanged_reports_merge_nothing_again() {
         evil_member(&mut PgConnection::connect(&url).await.expect("connect")).await
     });
     report("/srv/two", &main, theirs);
-    let mut pairs = Vec::new();
-    wait_until(
-        Duration::from_secs(20),
-        "the other machine's conflict shows",
-        || {
-            pairs = radar(&e1, &c1);
-            pairs.iter().any(|p| files(p) == ["notes.txt"])
-        },
-    );
+    let mut pairs = notes_conflict_shows(&e1, &c1, "the other machine's conflict shows");
     // git's runs since the `from`th.
     let runs = |from: usize| -> Vec<String> {
         std::fs::read_to_string(&log)
@@ -569,18 +587,7 @@ fn a_base_not_here_compares_once_fetched() {
     assert!(files(&pairs[0]).is_empty(), "nothing guessed: {pairs:#?}");
     // The version of machine 2's report: it must not change from here on.
     let url = pg.url();
-    let version = || -> Vec<i64> {
-        maos_tests::block_on(async {
-            let mut c = PgConnection::connect(&url).await.expect("connect");
-            sqlx::query_scalar::<_, i64>(
-                "SELECT version FROM radar_worktrees WHERE project = $1 AND machine = 'machine-2'",
-            )
-            .bind(KEY)
-            .fetch_all(&mut c)
-            .await
-            .expect("versions")
-        })
-    };
+    let version = || versions_of(&url, "machine-2");
     let before = version();
     assert_eq!(
         before.len(),
@@ -589,14 +596,7 @@ fn a_base_not_here_compares_once_fetched() {
     );
 
     git(&c1, &["fetch", "-q"]);
-    wait_until(
-        Duration::from_secs(20),
-        "the fetched pair is compared",
-        || {
-            pairs = radar(&e1, &c1);
-            pairs.iter().any(|p| files(p) == ["notes.txt"])
-        },
-    );
+    let pairs = notes_conflict_shows(&e1, &c1, "the fetched pair is compared");
     assert_eq!(pairs.len(), 1, "{pairs:#?}");
     let pair = &pairs[0];
     assert!(pair["note"].is_null(), "{pair:#}");
@@ -650,16 +650,8 @@ fn a_report_rewritten_while_read_is_taken_again() {
         )
         .await;
     });
-    let version = || -> i64 {
-        maos_tests::block_on(async {
-            let mut c = PgConnection::connect(&url).await.expect("connect");
-            sqlx::query_scalar("SELECT version FROM radar_worktrees WHERE daemon = 'evil/1'")
-                .fetch_one(&mut c)
-                .await
-                .expect("version")
-        })
-    };
-    let before = version();
+    let before = versions_of(&url, "evil");
+    assert_eq!(before.len(), 1, "one report: {before:?}");
     wait_until(
         Duration::from_secs(20),
         "the daemon reads the report",
@@ -681,16 +673,8 @@ fn a_report_rewritten_while_read_is_taken_again() {
         .expect("rewrite");
     });
     std::fs::write(&go, "").unwrap();
-    let mut pairs = Vec::new();
-    wait_until(
-        Duration::from_secs(20),
-        "the rewritten report's conflict shows",
-        || {
-            pairs = radar(&e1, &c1);
-            pairs.iter().any(|p| files(p) == ["notes.txt"])
-        },
-    );
+    let pairs = notes_conflict_shows(&e1, &c1, "the rewritten report's conflict shows");
     assert_eq!(pairs.len(), 1, "{pairs:#?}");
     assert!(pairs[0]["note"].is_null(), "{pairs:#?}");
-    assert_eq!(version(), before, "the version never moved");
+    assert_eq!(versions_of(&url, "evil"), before, "the version never moved");
 }

@@ -266,18 +266,7 @@ fn a_report_named_by_a_text_too_long_is_skipped() {
             (daemon.clone(), WORKTREE.to_string()),
         ];
         for (daemon, worktree) in &rows {
-            sqlx::query(
-                "INSERT INTO radar_worktrees (project, daemon, worktree, machine, base,
-                     version, updated_at)
-                 VALUES ($1, $2, $3, 'm1', repeat('1', 40), nextval('maos_radar_version'),
-                     maos_now_us())",
-            )
-            .bind(KEY)
-            .bind(daemon)
-            .bind(worktree)
-            .execute(&mut c)
-            .await
-            .expect("a report row written by hand");
+            put_worktree(&mut c, daemon, worktree).await;
         }
         let versions = reader.radar_versions(KEY).await.expect("versions");
         let named: Vec<(&str, &str)> = versions
@@ -287,19 +276,24 @@ fn a_report_named_by_a_text_too_long_is_skipped() {
         assert_eq!(named, [("m1/a", WORKTREE)], "only the sound report");
         // A worktree of exactly the longest text is sound.
         let longest = format!("/{}", "w".repeat(FLEET_TEXT_MAX - 1));
-        sqlx::query(
-            "INSERT INTO radar_worktrees (project, daemon, worktree, machine, base, version,
-                 updated_at)
-             VALUES ($1, 'm1/a', $2, 'm1', repeat('1', 40), nextval('maos_radar_version'),
-                 maos_now_us())",
-        )
-        .bind(KEY)
-        .bind(&longest)
-        .execute(&mut c)
-        .await
-        .expect("the longest worktree");
+        put_worktree(&mut c, "m1/a", &longest).await;
         let versions = reader.radar_versions(KEY).await.expect("versions");
         assert_eq!(versions.len(), 2);
         assert!(versions.iter().any(|v| v.worktree == longest));
     });
+}
+
+/// A report row of `daemon`'s `worktree`, written by hand (no files).
+async fn put_worktree(c: &mut PgConnection, daemon: &str, worktree: &str) {
+    sqlx::query(
+        "INSERT INTO radar_worktrees (project, daemon, worktree, machine, base, version,
+             updated_at)
+         VALUES ($1, $2, $3, 'm1', repeat('1', 40), nextval('maos_radar_version'), maos_now_us())",
+    )
+    .bind(KEY)
+    .bind(daemon)
+    .bind(worktree)
+    .execute(c)
+    .await
+    .expect("a report row written by hand");
 }
