@@ -7,6 +7,22 @@ use std::sync::{Arc, Mutex};
 
 use maos_tests::{DEADLINE, Env, Value, alive, argv, json, kill9, wait_until};
 
+/// A started session with `objective` and a started agent in it that takes locks: their ids.
+fn started_holder(env: &Env, objective: &str) -> (String, String) {
+    let sid = env.session(objective, &[]);
+    env.maos_json(&["session", "start", &sid]);
+    let holder = env.agent(Some(&sid), "holder", "takes locks");
+    env.maos_json(&["agent", "start", &holder]);
+    (sid, holder)
+}
+
+/// The default project's WAL file.
+fn wal_path(env: &Env) -> std::path::PathBuf {
+    let mut p = env.db_path().into_os_string();
+    p.push("-wal");
+    std::path::PathBuf::from(p)
+}
+
 /// What the clients were told had happened, per agent id.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Acked {
@@ -227,11 +243,7 @@ fn an_idle_projects_wal_is_emptied_and_nothing_is_lost() {
     for i in 0..20 {
         env.agent(Some(&sid), "dev", &format!("task {i}"));
     }
-    let wal = {
-        let mut p = env.db_path().into_os_string();
-        p.push("-wal");
-        std::path::PathBuf::from(p)
-    };
+    let wal = wal_path(&env);
     // A WAL file: a 32-byte header, then frames of a 24-byte header and a page (4 KiB).
     const ONE_FRAME: u64 = 32 + 24 + 4096;
     wait_until(
@@ -253,10 +265,7 @@ fn an_idle_projects_wal_is_emptied_and_nothing_is_lost() {
 fn a_write_acknowledged_the_moment_before_kill_9_is_there_after_the_restart() {
     const KILLS: usize = 30;
     let env = Env::new();
-    let sid = env.session("acked then killed", &[]);
-    env.maos_json(&["session", "start", &sid]);
-    let holder = env.agent(Some(&sid), "holder", "takes locks");
-    env.maos_json(&["agent", "start", &holder]);
+    let (sid, holder) = started_holder(&env, "acked then killed");
     let root = Env::project_root(&env.project);
     for i in 0..KILLS {
         let kind = ["session", "agent", "lock", "hook"][i % 4];
@@ -348,16 +357,9 @@ fn the_background_checkpointer_keeps_the_wal_short_past_the_old_threshold() {
     // Even: a round ends with a release.
     const ROUND: u64 = 250;
     let env = Env::new();
-    let sid = env.session("many small commits", &[]);
-    env.maos_json(&["session", "start", &sid]);
-    let holder = env.agent(Some(&sid), "holder", "takes one lock again and again");
-    env.maos_json(&["agent", "start", &holder]);
+    let (_, holder) = started_holder(&env, "many small commits");
     let root = Env::project_root(&env.project);
-    let wal = {
-        let mut p = env.db_path().into_os_string();
-        p.push("-wal");
-        std::path::PathBuf::from(p)
-    };
+    let wal = wal_path(&env);
     let wal_file_frames = || std::fs::metadata(&wal).map_or(0, |m| m.len()) / (24 + 4096);
     let bound = u64::from(maos_store::WAL_MAX_FRAMES);
     let mut raw = env.raw();
