@@ -35,7 +35,8 @@ impl Store {
             .map_err(|e| pg::unreachable(fleet.url(), e))
     }
 
-    /// SQLite's own WAL checkpoint on or off (see [`SqliteStore::set_autocheckpoint`]).
+    /// The SQLite writer's own WAL checkpoint (on the blocking pool, once the WAL is past its
+    /// bound) on or off (see [`SqliteStore::set_autocheckpoint`]).
     pub async fn set_autocheckpoint(&mut self, on: bool) -> Result<(), StoreError> {
         match self {
             Store::Sqlite(s) => s.set_autocheckpoint(on).await,
