@@ -140,6 +140,17 @@ impl State {
         self.checkpointed = latest.into_iter().collect();
     }
 
+    /// Keep listed only the lock changes that still need a write: a holder's lock that moved
+    /// by other means than a transaction touching it (a table reloaded after a failed commit
+    /// keeps a lease renewed in memory) is written when the holder is next touched, as it always
+    /// was; every other change already is what the database holds.
+    fn settle_lock_changes(&mut self) {
+        let persisted = &self.persisted;
+        self.locks.settle_changed(|locks, token, holder| {
+            write_needed_in(locks, persisted, token, holder).is_some()
+        });
+    }
+
     /// Replace the lock table with the committed locks (start-up, or after a failed commit).
     /// A lease renewed in memory but not written yet (a lease is written once it moved by half
     /// its length) keeps its later expiry: the renewal did happen, whatever failed since.
@@ -532,6 +543,9 @@ struct StepUndo {
 
 impl<'a> Txn<'a> {
     pub fn new(st: &'a mut State) -> Txn<'a> {
+        // A batch that wrote nothing (a fleet's batch that only took in other daemons' locks)
+        // left its changes listed: settled here, so the list never outgrows what differs.
+        st.settle_lock_changes();
         let first_seq = st.next_seq;
         let token_before = st.locks.next_token();
         Txn {
@@ -1343,13 +1357,8 @@ impl<'a> Txn<'a> {
                 }
             }
         }
-        // What the database now holds is recorded: a change stays listed only while it still
-        // needs a write (a holder this transaction did not touch, whose lock moved by other
-        // means: it is written when the holder is next touched, as it always was).
-        let persisted = &self.st.persisted;
-        self.st.locks.settle_changed(|locks, token, holder| {
-            write_needed_in(locks, persisted, token, holder).is_some()
-        });
+        // What the database now holds is recorded.
+        self.st.settle_lock_changes();
         for c in &self.checkpoints {
             self.st.checkpointed.insert(c.session_id.clone(), c.ts);
         }
@@ -1533,6 +1542,44 @@ mod tests {
         assert_eq!((rows.len(), deletes), (0, all.clone()));
         assert!(st.persisted.is_empty(), "{:?}", st.persisted.len());
         assert_eq!(st.locks.changed().count(), 0, "every change is settled");
+    }
+
+    #[test]
+    fn locks_taken_in_from_elsewhere_are_not_kept_listed_by_batches_that_write_nothing() {
+        const TTL: i64 = 600_000_000;
+        let mut st = State::new(vec![session(1)], 0);
+        let other = AgentId::from_uuid(uuid::Uuid::from_u128(9));
+        // Another daemon's grants and releases, as a fleet batch takes them in: what
+        // PostgreSQL holds (`refresh` records it as written, `sync_locks` makes it the table).
+        for round in 0..50u64 {
+            let held: Vec<(HeldLock, i64)> = (0..20u64)
+                .map(|i| {
+                    let t = now();
+                    let lock = HeldLock {
+                        token: round * 100 + i,
+                        path: maos_core::LockPath::new(&format!("src/r{round}/f{i}.rs"))
+                            .unwrap_or_else(|e| panic!("{e}")),
+                        mode: maos_core::LockMode::Write,
+                        holder: other.clone(),
+                        acquired_at: t,
+                        expires_at: t + chrono::Duration::microseconds(TTL),
+                    };
+                    (lock, TTL)
+                })
+                .collect();
+            st.refresh(Vec::new(), &[], 0, Some(&held));
+            let mut tx = Txn::new(&mut st);
+            tx.sync_locks(held);
+            tx.prepare();
+            assert!(tx.lock_rows.is_empty() && tx.lock_deletes.is_empty());
+            // Nothing to write: the transaction is dropped, as the actor drops it.
+        }
+        Txn::new(&mut st);
+        assert_eq!(
+            st.locks.changed().count(),
+            0,
+            "what PostgreSQL holds needs no write and is not kept listed"
+        );
     }
 
     #[test]
