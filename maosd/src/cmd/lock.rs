@@ -102,11 +102,13 @@ pub fn release(
     force: bool,
     by: Option<String>,
 ) -> Result<Outcome, ErrorBody> {
-    // Views before the release: they name each lock's session and agent.
+    // Views before the release: they name each lock's session and agent. A release ends only
+    // locks on exactly `key`, so only those are looked at, not every lock of the project.
     let before: Vec<_> = tx
         .state()
         .locks
-        .held()
+        .held_on(key)
+        .into_iter()
         .filter_map(|l| view(tx.state(), l).map(|v| (l.token, v)))
         .collect();
     let released = ops::release(tx, holder, key, force, by)?;
