@@ -37,10 +37,9 @@ impl Store {
 
     /// The SQLite writer's own WAL checkpoint (on the blocking pool, once the WAL is past its
     /// bound) on or off (see [`SqliteStore::set_autocheckpoint`]).
-    pub async fn set_autocheckpoint(&mut self, on: bool) -> Result<(), StoreError> {
-        match self {
-            Store::Sqlite(s) => s.set_autocheckpoint(on).await,
-            Store::Postgres(_) => Ok(()),
+    pub fn set_autocheckpoint(&mut self, on: bool) {
+        if let Store::Sqlite(s) = self {
+            s.set_autocheckpoint(on);
         }
     }
 

@@ -201,9 +201,8 @@ impl SqliteStore {
     /// off or back on. After a crash the WAL can be near that bound, and the first commits
     /// would then copy it all back before recovery's answer: a daemon turns it off until its
     /// recovery is committed and its background [`Checkpointer`] runs.
-    pub async fn set_autocheckpoint(&mut self, on: bool) -> Result<(), StoreError> {
+    pub fn set_autocheckpoint(&mut self, on: bool) {
         self.writer.set_autocheckpoint(on);
-        Ok(())
     }
 
     /// A connection of its own for background checkpoints (and the WAL's restarts: see

@@ -1002,9 +1002,7 @@ pub(super) async fn open(
     debug!(project = %root, ms = t0.elapsed().as_secs_f64() * 1e3, "database opened");
     // Until the background checkpoints run (below): a crash can leave a WAL that recovery's
     // commit would otherwise copy back before the daemon serves. Only speed depends on it.
-    if let Err(e) = store.set_autocheckpoint(false).await {
-        warn!(project = %root, error = %e, "cannot hold the WAL checkpoint during recovery");
-    }
+    store.set_autocheckpoint(false);
     let loaded = store.load().await.map_err(|e| storage_error(&e))?;
     info!(project = %root, sessions = loaded.sessions.len(), last_seq = loaded.last_seq, ms = t0.elapsed().as_secs_f64() * 1e3, "project opened");
     let (tx, rx) = mpsc::channel(QUEUE);
@@ -1075,9 +1073,7 @@ pub(super) async fn open(
     };
     actor.reconcile(true).await;
     actor.checkpoints = checkpointer::spawn(&actor.store, actor.root.clone()).await?;
-    if let Err(e) = actor.store.set_autocheckpoint(true).await {
-        warn!(project = %actor.root, error = %e, "cannot restore the bound on the WAL");
-    }
+    actor.store.set_autocheckpoint(true);
     let task = tokio::spawn(actor.run(rx));
     Ok((
         ProjectHandle {
