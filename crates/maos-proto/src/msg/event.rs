@@ -141,8 +141,13 @@ mod tests {
         let many = |n: usize| (0..n).map(|i| format!("src/{i}.rs")).collect();
         assert_eq!(with_paths(many(MAX_FILTER_PATHS)).check(), Ok(()));
         let e = with_paths(many(MAX_FILTER_PATHS + 1)).check().unwrap_err();
-        assert!(e.contains("257 paths are too many") && e.starts_with("--path"), "{e}");
-        let e = with_paths(vec!["a".into(), String::new()]).check().unwrap_err();
+        assert!(
+            e.contains("257 paths are too many") && e.starts_with("--path"),
+            "{e}"
+        );
+        let e = with_paths(vec!["a".into(), String::new()])
+            .check()
+            .unwrap_err();
         assert!(e.contains("non-empty"), "{e}");
         let long = "x".repeat(maos_core::MAX_PATH + 1);
         assert!(with_paths(vec![long]).check().is_err());
