@@ -348,7 +348,7 @@ struct CheckpointRowOut<'a> {
     seq: u64,
     ts: i64,
     reason: &'a str,
-    /// Where the snapshot is in the batch's `$9`: 1-based byte offset and length.
+    /// Where the snapshot is in the batch's `$6`: 1-based byte offset and length.
     off: usize,
     len: usize,
 }

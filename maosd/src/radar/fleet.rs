@@ -90,6 +90,9 @@ enum Built {
     /// It was rewritten while it was read: the contents of these files (those it named) are
     /// gone. Taken again at the next look, whatever its version.
     Moved(Vec<String>),
+    /// PostgreSQL did not give the contents (unreachable, a failed query): taken again at the
+    /// next look, as a report that could not be read is.
+    Unread(maos_store::StoreError),
 }
 
 /// What this machine last wrote of one of its worktrees.
@@ -403,7 +406,12 @@ impl FleetSide {
             .block_on(fleet.radar_report(&key, daemon, worktree));
         let report = match read {
             Ok(Some(t)) => t,
-            Ok(None) => return Vec::new(),
+            // Withdrawn since its version was read: nothing to take, and nothing kept of it.
+            Ok(None) => {
+                self.seen
+                    .remove(&(daemon.to_string(), worktree.to_string()));
+                return Vec::new();
+            }
             Err(e) => {
                 self.reached(Err(e));
                 // Read again at the next look.
@@ -481,6 +489,14 @@ impl FleetSide {
                             .remove(&(daemon.to_string(), worktree.to_string()));
                         return changes;
                     }
+                    // Not counted as seen either: a passing failure of PostgreSQL is not the
+                    // pair's state until the other machine writes again.
+                    Built::Unread(e) => {
+                        self.reached(Err(e));
+                        self.seen
+                            .remove(&(daemon.to_string(), worktree.to_string()));
+                        return changes;
+                    }
                 }
             }
         };
@@ -546,7 +562,7 @@ impl FleetSide {
             ));
             match read {
                 Ok(contents) => contents,
-                Err(e) => return Built::Note(format!("cannot compare: {e}")),
+                Err(e) => return Built::Unread(e),
             }
         };
         // A content is read only while its row holds the blob the report named: one absent

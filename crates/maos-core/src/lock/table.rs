@@ -144,7 +144,9 @@ pub struct LockTable {
     journal: Vec<Undo>,
     /// Each lock inserted, removed or whose lease changed since its holder's owner last
     /// settled it ([`LockTable::changed`], [`LockTable::settle_changed`]), with its holder: what
-    /// the daemon compares with the database, instead of every lock an agent holds.
+    /// the daemon compares with the database, instead of every lock an agent holds. It grows
+    /// with every change until settled: a long-lived table's owner settles it (the daemon at
+    /// every batch).
     changed: BTreeSet<(u64, AgentId)>,
 }
 
@@ -593,16 +595,16 @@ impl LockTable {
     /// The locks held on exactly `path`, of every mode, by token (found through the path index:
     /// what a release of `path` may end, without a walk over every lock of the project).
     pub fn held_on(&self, path: &LockPath) -> Vec<&HeldLock> {
-        let modes = [
-            LockMode::Read,
-            LockMode::Write,
-            LockMode::Directory,
-            LockMode::Workspace,
-        ];
+        let modes = [LockMode::Read, LockMode::Write, LockMode::Directory];
         let mut tokens: Vec<u64> = modes
             .iter()
             .flat_map(|&m| self.held_index.at(m, path))
             .collect();
+        // The index keeps Workspace locks as one set, whatever the path asked: they are on the
+        // root alone.
+        if path.is_root() {
+            tokens.extend(self.held_index.at(LockMode::Workspace, path));
+        }
         tokens.sort_unstable();
         tokens.dedup();
         tokens

@@ -918,8 +918,16 @@ fn held_on_lists_every_lock_on_exactly_that_path_and_nothing_else() {
     );
     assert!(tokens("docs/x.md").is_empty(), "not on the paths under it");
     assert!(tokens("src").is_empty());
+    // A workspace lock beside a file lock of its own holder: on the root, not on the file.
     let mut whole = LockTable::new(1);
     let s = granted(whole.acquire(req(5, "", S, NoWait), t(0)));
+    let f = granted(whole.acquire(req(5, "src/a.rs", W, NoWait), t(0)));
+    let on_file: Vec<u64> = whole
+        .held_on(&p("src/a.rs"))
+        .iter()
+        .map(|l| l.token)
+        .collect();
+    assert_eq!(on_file, [f.token], "a workspace lock is not on every path");
     let on_root: Vec<u64> = whole
         .held_on(&LockPath::root())
         .iter()
