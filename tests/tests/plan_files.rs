@@ -374,4 +374,21 @@ fn files_too_costly_to_compare_are_refused_and_the_project_answers() {
     );
     let ps = env.maos_json_in(&other, &["ps", "--all"]);
     assert_eq!(ps.as_array().map(Vec::len), Some(0), "{ps}");
+    // A failed session runs again on `maos retry`: its files are checked as a live one's.
+    v["session"]["state"] = serde_json::json!("failed");
+    std::fs::write(&file, v.to_string()).expect("write");
+    let f = env.maos_fail_in(&other, &["import", file.to_str().expect("utf-8")]);
+    assert_eq!(
+        (f.exit, f.code.as_str()),
+        (1, "bad_request"),
+        "{}",
+        f.message
+    );
+    assert!(
+        f.message.contains("would take more than 8000000 steps"),
+        "{}",
+        f.message
+    );
+    let ps = env.maos_json_in(&other, &["ps", "--all"]);
+    assert_eq!(ps.as_array().map(Vec::len), Some(0), "{ps}");
 }

@@ -143,11 +143,12 @@ pub fn import(tx: &mut Txn<'_>, path: &str, text: &str) -> Result<SessionId, Err
         return Err(too_long("a note", n.text.len(), super::brief::MAX_NOTE));
     }
     // Declared files drive the scheduler's overlap checks: a plan file's bounds and its budget
-    // of comparisons, also here (the scheduler compares them again, at the same cost). An ended
-    // session never runs an agent again: its specs are only kept.
+    // of comparisons, also here (the scheduler compares them again, at the same cost). A
+    // completed or cancelled session never runs an agent again: its specs are only kept; a
+    // failed one runs again on `maos retry`, so it is checked as a live one is.
     let specs: Vec<Option<&maos_core::plan::AgentSpec>> =
         rec.agents.iter().map(|a| a.spec.as_deref()).collect();
-    if !rec.state.is_terminal() {
+    if !rec.state.is_terminal() || rec.state.retry().is_ok() {
         maos_core::plan::check_declared(&specs).map_err(|e| bad(format!("{path}: {e}")))?;
     }
     super::brief::cap_notes(&mut rec.notes);
