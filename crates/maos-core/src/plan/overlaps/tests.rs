@@ -356,20 +356,26 @@ fn a_landing_agents_copy_of_its_files_counts_once() {
     let session = session_of(&agents);
     assert_eq!(session.len(), 10, "each agent and its landing agent");
     assert!(check_declared(&some(&session)).is_ok());
-    // A landing agent whose files are not its agent's copy counts on its own.
-    let mut forged = session.clone();
+    // A landing agent whose files are not its agent's copy counts on its own: with three more
+    // agents of 64 files the session holds exactly 512 (accepted), and 576 once one landing
+    // agent's files are its own (refused).
+    let more: Vec<AgentSpec> = (0..3)
+        .map(|n| {
+            let files: Vec<String> = (0..crate::pathglob::MAX_FILES)
+                .map(|k| format!("lib/b{n}/f{k}.rs"))
+                .collect();
+            agent(&format!("b{n}"), &files)
+        })
+        .collect();
+    let mut full = session.clone();
+    full.extend(more);
+    assert!(
+        check_declared(&some(&full)).is_ok(),
+        "320 + 192 = 512 files"
+    );
+    let mut forged = full.clone();
     forged[1].files = (0..crate::pathglob::MAX_FILES)
         .map(|k| format!("other/f{k}.rs"))
         .collect();
-    forged.extend(
-        session_of(&agents[..3])
-            .into_iter()
-            .enumerate()
-            .map(|(n, mut a)| {
-                a.name = format!("b{n}");
-                a.lands = None;
-                a
-            }),
-    );
     assert!(check_declared(&some(&forged)).unwrap_err().contains("512"));
 }
