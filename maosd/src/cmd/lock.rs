@@ -102,20 +102,11 @@ pub fn release(
     force: bool,
     by: Option<String>,
 ) -> Result<Outcome, ErrorBody> {
-    // Views before the release: they name each lock's session and agent. A release ends only
-    // locks on exactly `key`, so only those are looked at, not every lock of the project.
-    let before: Vec<_> = tx
-        .state()
-        .locks
-        .held_on(key)
-        .into_iter()
-        .filter_map(|l| view(tx.state(), l).map(|v| (l.token, v)))
-        .collect();
+    // Each lock it ended, named with its session and agent (a release removes no agent).
     let released = ops::release(tx, holder, key, force, by)?;
-    let views = before
-        .into_iter()
-        .filter(|(t, _)| released.iter().any(|l| l.token == *t))
-        .map(|(_, v)| v)
+    let views = released
+        .iter()
+        .filter_map(|l| view(tx.state(), l))
         .collect();
     Ok(Reply::Released(views).into())
 }

@@ -562,6 +562,9 @@ impl FleetSide {
             ));
             match read {
                 Ok(contents) => contents,
+                // Refused, not failed: as it stands it is never compared (a passing failure
+                // is taken again next look).
+                Err(maos_store::StoreError::Unsupported(why)) => return Built::Note(why),
                 Err(e) => return Built::Unread(e),
             }
         };

@@ -543,8 +543,9 @@ struct StepUndo {
 
 impl<'a> Txn<'a> {
     pub fn new(st: &'a mut State) -> Txn<'a> {
-        // A batch that wrote nothing (a fleet's batch that only took in other daemons' locks)
-        // left its changes listed: settled here, so the list never outgrows what differs.
+        // The last batch's lock changes, compared with what the database now holds (whether it
+        // committed them, or wrote nothing: a fleet batch that only took in other daemons'
+        // locks): settled here, once a batch, so the list never outgrows what differs.
         st.settle_lock_changes();
         let first_seq = st.next_seq;
         let token_before = st.locks.next_token();
@@ -1357,8 +1358,6 @@ impl<'a> Txn<'a> {
                 }
             }
         }
-        // What the database now holds is recorded.
-        self.st.settle_lock_changes();
         for c in &self.checkpoints {
             self.st.checkpointed.insert(c.session_id.clone(), c.ts);
         }
@@ -1541,6 +1540,7 @@ mod tests {
         });
         assert_eq!((rows.len(), deletes), (0, all.clone()));
         assert!(st.persisted.is_empty(), "{:?}", st.persisted.len());
+        Txn::new(&mut st);
         assert_eq!(st.locks.changed().count(), 0, "every change is settled");
     }
 

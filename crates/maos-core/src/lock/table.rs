@@ -592,27 +592,6 @@ impl LockTable {
             .collect()
     }
 
-    /// The locks held on exactly `path`, of every mode, by token (found through the path index:
-    /// what a release of `path` may end, without a walk over every lock of the project).
-    pub fn held_on(&self, path: &LockPath) -> Vec<&HeldLock> {
-        let modes = [LockMode::Read, LockMode::Write, LockMode::Directory];
-        let mut tokens: Vec<u64> = modes
-            .iter()
-            .flat_map(|&m| self.held_index.at(m, path))
-            .collect();
-        // The index keeps Workspace locks as one set, whatever the path asked: they are on the
-        // root alone.
-        if path.is_root() {
-            tokens.extend(self.held_index.at(LockMode::Workspace, path));
-        }
-        tokens.sort_unstable();
-        tokens.dedup();
-        tokens
-            .into_iter()
-            .filter_map(|t| self.locks.get(&t).map(|e| &e.lock))
-            .collect()
-    }
-
     /// The parked waits, foreign ones too, in queue order.
     pub fn waiters(&self) -> Vec<WaiterInfo> {
         self.waits.iter().map(|(id, w)| info(*id, w)).collect()

@@ -900,38 +900,3 @@ fn a_foreign_wait_is_only_its_own_daemons_to_end() {
     lt.sync_foreign(vec![foreign("d2#0", 2, "f", W, t(100))], t(4));
     assert_eq!(lt.waiters().len(), 1, "known by its key: not added twice");
 }
-
-#[test]
-fn held_on_lists_every_lock_on_exactly_that_path_and_nothing_else() {
-    let mut table = LockTable::new(1);
-    let r1 = granted(table.acquire(req(1, "src/a.rs", R, NoWait), t(0)));
-    let r2 = granted(table.acquire(req(2, "src/a.rs", R, NoWait), t(0)));
-    let d = granted(table.acquire(req(3, "docs", D, NoWait), t(0)));
-    granted(table.acquire(req(4, "src/b.rs", W, NoWait), t(0)));
-    let tokens =
-        |path: &str| -> Vec<u64> { table.held_on(&p(path)).iter().map(|l| l.token).collect() };
-    assert_eq!(tokens("src/a.rs"), [r1.token, r2.token]);
-    assert_eq!(
-        tokens("docs"),
-        [d.token],
-        "a directory lock is on its own path"
-    );
-    assert!(tokens("docs/x.md").is_empty(), "not on the paths under it");
-    assert!(tokens("src").is_empty());
-    // A workspace lock beside a file lock of its own holder: on the root, not on the file.
-    let mut whole = LockTable::new(1);
-    let s = granted(whole.acquire(req(5, "", S, NoWait), t(0)));
-    let f = granted(whole.acquire(req(5, "src/a.rs", W, NoWait), t(0)));
-    let on_file: Vec<u64> = whole
-        .held_on(&p("src/a.rs"))
-        .iter()
-        .map(|l| l.token)
-        .collect();
-    assert_eq!(on_file, [f.token], "a workspace lock is not on every path");
-    let on_root: Vec<u64> = whole
-        .held_on(&LockPath::root())
-        .iter()
-        .map(|l| l.token)
-        .collect();
-    assert_eq!(on_root, [s.token], "a workspace lock is on the root");
-}
