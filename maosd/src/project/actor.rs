@@ -1114,7 +1114,7 @@ fn gather_window() -> Option<std::time::Duration> {
 /// The fleet's gathering window by default ([`gather_window`]). Measured with 3 daemons x 20
 /// agents (`maos-bench fleet-contention`, a busy 2-core machine, interleaved): grants/s
 /// without a window 757-1,014, with 0.3 ms 1,021-1,181, with 1 ms 1,082-1,537 (PostgreSQL's
-/// CPU a grant 0.48-0.62 ms instead of 0.75-0.81), with 2 ms 1,593-1,622; 1 ms keeps what a
+/// CPU a grant 0.48-0.62 ms instead of 0.67-0.95), with 2 ms 1,593-1,622; 1 ms keeps what a
 /// request of a busy project may wait for others small.
 const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 
